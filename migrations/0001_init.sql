@@ -1,0 +1,73 @@
+-- yy control plane, schema version 1: accounts, tokens, sources, profiles, agents, runners.
+-- Timestamps are Unix milliseconds. Archived rows keep their data; only active rows count
+-- towards names and limits.
+
+CREATE TABLE accounts (
+    id            TEXT PRIMARY KEY,
+    username      TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    admin         INTEGER NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
+    created_at    INTEGER NOT NULL
+);
+
+-- API tokens are stored as SHA-256 of the token; the token itself exists only on the client.
+CREATE TABLE api_tokens (
+    id           TEXT PRIMARY KEY,
+    account_id   TEXT NOT NULL REFERENCES accounts(id),
+    token_hash   TEXT NOT NULL UNIQUE,
+    created_at   INTEGER NOT NULL,
+    last_used_at INTEGER,
+    revoked_at   INTEGER
+);
+
+CREATE TABLE sources (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    created_at  INTEGER NOT NULL,
+    archived_at INTEGER
+);
+CREATE UNIQUE INDEX sources_active_name ON sources(name) WHERE archived_at IS NULL;
+
+CREATE TABLE profiles (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    cwd         TEXT,
+    created_at  INTEGER NOT NULL,
+    archived_at INTEGER
+);
+CREATE UNIQUE INDEX profiles_active_name ON profiles(name) WHERE archived_at IS NULL;
+
+CREATE TABLE agents (
+    id          TEXT PRIMARY KEY,
+    account_id  TEXT NOT NULL REFERENCES accounts(id),
+    name        TEXT NOT NULL,
+    source_id   TEXT NOT NULL REFERENCES sources(id),
+    profile_id  TEXT NOT NULL REFERENCES profiles(id),
+    env         TEXT NOT NULL CHECK (env IN ('host', 'computer')),
+    manage_team INTEGER NOT NULL DEFAULT 0 CHECK (manage_team IN (0, 1)),
+    created_at  INTEGER NOT NULL,
+    archived_at INTEGER
+);
+CREATE UNIQUE INDEX agents_active_name ON agents(account_id, name) WHERE archived_at IS NULL;
+
+CREATE TABLE runners (
+    id               TEXT PRIMARY KEY,
+    source_id        TEXT NOT NULL REFERENCES sources(id),
+    token_hash       TEXT NOT NULL UNIQUE,
+    allowed_profiles TEXT NOT NULL,               -- JSON array of profile names
+    artifact_roots   TEXT NOT NULL,               -- JSON array of absolute host paths
+    server_url       TEXT NOT NULL,
+    hermes_url       TEXT NOT NULL,
+    created_at       INTEGER NOT NULL,
+    disabled_at      INTEGER,
+    -- Connection state, written by the machine API.
+    generation       INTEGER NOT NULL DEFAULT 0, -- grows with every connect
+    instance_id      TEXT,                       -- UUID of the process that holds the generation
+    last_seen_at     INTEGER,
+    version          TEXT,
+    capabilities     TEXT NOT NULL DEFAULT '[]', -- JSON array
+    status           TEXT                        -- JSON object reported by the Runner
+);
+-- One enabled Runner per source, enforced by the database itself.
+CREATE UNIQUE INDEX runners_one_enabled_per_source ON runners(source_id) WHERE disabled_at IS NULL;

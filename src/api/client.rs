@@ -1,0 +1,182 @@
+//! The HTTP client every CLI command (and later the Runner) uses to talk to `yy serve`.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode, Url};
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::ErrorBody;
+use crate::error::Exit;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error body.
+    #[error("{message}")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("cannot reach the yy server at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("unexpected answer from the yy server at {url}: {reason}")]
+    Protocol { url: String, reason: String },
+}
+
+impl ClientError {
+    pub fn exit(&self) -> Exit {
+        match self {
+            ClientError::Api { status, code, .. } => match (*status, code.as_str()) {
+                (_, "limit_reached") | (409 | 429, _) => Exit::Conflict,
+                (401 | 403, _) => Exit::Auth,
+                (404, _) => Exit::NotFound,
+                (400 | 413 | 415 | 422, _) => Exit::Usage,
+                _ => Exit::Failure,
+            },
+            _ => Exit::Failure,
+        }
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the token.
+        f.debug_struct("Client")
+            .field("base", &self.base.as_str())
+            .finish()
+    }
+}
+
+impl Client {
+    /// `base` is the server URL, e.g. `http://127.0.0.1:8420`.
+    pub fn new(base: &str, token: Option<String>) -> Result<Self, ClientError> {
+        let mut base = Url::parse(base).map_err(|e| ClientError::Connect {
+            url: base.to_string(),
+            reason: format!("not a URL ({e})"),
+        })?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(ClientError::Connect {
+                url: base.to_string(),
+                reason: "the server URL must start with http:// or https://".into(),
+            });
+        }
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(120))
+            .user_agent(concat!("yy/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Connect {
+                url: base.to_string(),
+                reason: e.to_string(),
+            })?;
+        Ok(Client { http, base, token })
+    }
+
+    pub fn base_url(&self) -> &str {
+        self.base.as_str().trim_end_matches('/')
+    }
+
+    fn url(&self, path: &str) -> Url {
+        self.base
+            .join(path.trim_start_matches('/'))
+            .expect("API paths are valid relative URLs")
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.send(Method::GET, path, None::<&()>).await
+    }
+
+    pub async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        self.send(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn patch<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        self.send(Method::PATCH, path, Some(body)).await
+    }
+
+    pub async fn send<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        let url = self.url(path);
+        let mut req = self.http.request(method, url.clone());
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let resp = req.send().await.map_err(|e| ClientError::Connect {
+            url: self.base_url().to_string(),
+            reason: root_cause(&e),
+        })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| ClientError::Connect {
+            url: self.base_url().to_string(),
+            reason: root_cause(&e),
+        })?;
+        if !status.is_success() {
+            return Err(api_error(status, &bytes, url.path()));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
+            url: self.base_url().to_string(),
+            reason: format!("{} answered with a body that is not what yy expects ({e}); is this a yy server of the same version?", url.path()),
+        })
+    }
+}
+
+fn api_error(status: StatusCode, body: &[u8], path: &str) -> ClientError {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(b) => ClientError::Api {
+            status: status.as_u16(),
+            code: b.error.code,
+            message: b.error.message,
+        },
+        Err(_) => ClientError::Api {
+            status: status.as_u16(),
+            code: "http".into(),
+            message: format!(
+                "{path}: HTTP {status} (not a yy error body; is the URL a yy server?)"
+            ),
+        },
+    }
+}
+
+/// reqwest's top-level messages ("error sending request") hide the useful part.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}

@@ -1,0 +1,102 @@
+//! Request bodies of the admin API. Unknown fields are refused so a typo never passes
+//! silently.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginParams {
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountCreate {
+    pub username: String,
+    pub password: String,
+    #[serde(default)]
+    pub admin: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceCreate {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceUpdate {
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileCreate {
+    pub name: String,
+    /// The guest `terminal.cwd`: an absolute path, or `.`/`auto`/`cwd` for host-only use.
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileUpdate {
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentEnv {
+    Host,
+    Computer,
+}
+
+impl AgentEnv {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentEnv::Host => "host",
+            AgentEnv::Computer => "computer",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "host" => Some(AgentEnv::Host),
+            "computer" => Some(AgentEnv::Computer),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCreate {
+    pub name: String,
+    pub profile: String,
+    pub env: AgentEnv,
+    /// Defaults to the only active source when there is exactly one.
+    pub source: Option<String>,
+    #[serde(default)]
+    pub manage_team: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentUpdate {
+    pub profile: Option<String>,
+    pub env: Option<AgentEnv>,
+    pub manage_team: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerRegister {
+    pub source: String,
+    pub profiles: Vec<String>,
+    pub server_url: String,
+    pub hermes_url: String,
+    #[serde(default)]
+    pub artifact_roots: Vec<String>,
+}

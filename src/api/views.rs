@@ -1,0 +1,109 @@
+//! Response bodies of the admin API. None of them ever carries a token or a password hash,
+//! except [`RunnerRegistration`], returned once by registration.
+
+use serde::{Deserialize, Serialize};
+
+use super::params::AgentEnv;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Account {
+    pub id: String,
+    pub username: String,
+    pub admin: bool,
+    pub created_at: String,
+}
+
+/// Returned once by login: the token is shown here and never again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoginResult {
+    pub token: String,
+    pub account: Account,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Whoami {
+    pub account: Account,
+    pub token_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Source {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub created_at: String,
+    pub archived_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Profile {
+    pub id: String,
+    pub name: String,
+    pub cwd: Option<String>,
+    /// True when `cwd` is an absolute path, which computer agents need.
+    pub computer_ready: bool,
+    pub created_at: String,
+    pub archived_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Agent {
+    pub id: String,
+    pub name: String,
+    pub owner: String,
+    pub source: String,
+    pub profile: String,
+    pub env: AgentEnv,
+    pub manage_team: bool,
+    pub created_at: String,
+    pub archived_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Runner {
+    pub id: String,
+    pub source: String,
+    /// `enabled` or `disabled`.
+    pub state: String,
+    /// True while an instance of an enabled Runner has been heard from recently.
+    pub online: bool,
+    pub allowed_profiles: Vec<String>,
+    pub artifact_roots: Vec<String>,
+    pub server_url: String,
+    pub hermes_url: String,
+    pub created_at: String,
+    pub disabled_at: Option<String>,
+    pub last_seen_at: Option<String>,
+    pub generation: i64,
+    pub instance_id: Option<String>,
+    pub version: Option<String>,
+    pub capabilities: Vec<String>,
+}
+
+/// The private configuration a Runner runs with (`runner.json`), returned only by
+/// registration. Field names follow the documented file format.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerConfig {
+    pub protocol: u32,
+    #[serde(rename = "serverURL")]
+    pub server_url: String,
+    pub runner_id: String,
+    pub token: String,
+    #[serde(rename = "hermesURL")]
+    pub hermes_url: String,
+    pub allowed_profiles: Vec<String>,
+    pub artifact_roots: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunnerRegistration {
+    pub runner: Runner,
+    pub config: RunnerConfig,
+}

@@ -1,0 +1,53 @@
+//! The command line: one `yy` with a subcommand per noun. Each noun's arguments live in its
+//! file under `commands/`.
+
+use clap::{Parser, Subcommand};
+
+use crate::commands::{account, admin, agent, generate, login, profile, runner, serve, source};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "yy",
+    version,
+    about = "Run and administer a platform of Hermes agents",
+    long_about = "Run and administer a platform of Hermes agents.\n\n\
+        One binary is the control plane (`yy serve`), the Runner on each execution host \
+        (`yy runner run`) and the operator's CLI over the admin API.\n\n\
+        Exit codes: 0 ok, 1 failure, 2 usage or invalid input, 3 cancelled, \
+        4 not authenticated or not allowed, 5 not found, 6 conflict or limit reached.\n\n\
+        Environment: YY_SERVER and YY_TOKEN override the stored login; YY_LOG sets the log \
+        filter (e.g. YY_LOG=debug); logs go to stderr.",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the control plane: the admin API and the machine API for Runners
+    Serve(serve::ServeArgs),
+    /// Administer a data directory locally (e.g. create the first admin)
+    Admin(admin::AdminArgs),
+    /// Log in to a yy server and store an API token for later commands
+    Login(login::LoginArgs),
+    /// Revoke the stored API token on the server and forget it
+    Logout,
+    /// Show the account behind the current login
+    Whoami(login::WhoamiArgs),
+    /// Manage accounts (admins only)
+    Account(account::AccountArgs),
+    /// Manage sources: the Hermes connections Bots come from
+    Source(source::SourceArgs),
+    /// Manage profiles: a Hermes profile and its guest working directory
+    Profile(profile::ProfileArgs),
+    /// Manage agents: persistent identities with a profile and an execution environment
+    Agent(agent::AgentArgs),
+    /// Register and manage Runners, the execution hosts next to Hermes
+    Runner(runner::RunnerArgs),
+    /// Print a shell completion script
+    Completions(generate::CompletionsArgs),
+    /// Write man pages
+    Man(generate::ManArgs),
+}

@@ -1,0 +1,132 @@
+//! One file per noun. `main` parses, runs and maps the outcome to an exit code.
+
+pub mod account;
+pub mod admin;
+pub mod agent;
+pub mod context;
+pub mod generate;
+pub mod login;
+pub mod profile;
+pub mod prompt;
+pub mod runner;
+pub mod serve;
+pub mod source;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::error::{self, CliError, Exit};
+
+/// Runs the process and returns its exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    init_logging(&cli.command);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Exit::Failure.code();
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(()) => Exit::Ok.code(),
+        Err(err) => match error::exit_code(&err) {
+            None => Exit::Ok.code(),
+            Some(exit) => {
+                eprintln!("error: {}", error::message(&err));
+                exit.code()
+            }
+        },
+    }
+}
+
+/// Logs go to stderr; `YY_LOG` is an env-filter (`info`, `yy=debug`, ...).
+fn init_logging(command: &Command) {
+    let default = match command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("YY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+pub async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Admin(args) => admin::run(args).await,
+        Command::Login(args) => login::login(args).await,
+        Command::Logout => login::logout().await,
+        Command::Whoami(args) => login::whoami(args).await,
+        Command::Account(args) => account::run(args).await,
+        Command::Source(args) => source::run(args).await,
+        Command::Profile(args) => profile::run(args).await,
+        Command::Agent(args) => agent::run(args).await,
+        Command::Runner(args) => runner::run(args).await,
+        Command::Completions(args) => generate::completions(args),
+        Command::Man(args) => generate::man(args),
+    }
+}
+
+/// `--json` on every list and show.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct JsonFlag {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--archived` on lists of archivable things.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct ListArgs {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// Include archived entries
+    #[arg(long)]
+    pub archived: bool,
+}
+
+impl ListArgs {
+    pub fn query(&self) -> &'static str {
+        if self.archived { "?archived=true" } else { "" }
+    }
+}
+
+/// Percent-encodes one URL path segment (names are validated, but ids typed by hand are not).
+pub fn seg(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A store error met by a local command, with the exit code its kind deserves.
+pub fn store_error(e: crate::server::store::StoreError) -> CliError {
+    use crate::server::store::StoreError as E;
+    let exit = match &e {
+        E::NotFound(_) => Exit::NotFound,
+        E::Conflict(_) | E::Limit(_) => Exit::Conflict,
+        E::Invalid(_) => Exit::Usage,
+        _ => Exit::Failure,
+    };
+    CliError::new(exit, e.to_string())
+}

@@ -1,0 +1,209 @@
+//! `yy runner`: register and manage Runners.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use super::{JsonFlag, context, seg};
+use crate::api::{names, params, views};
+use crate::error::CliError;
+use crate::output::{self, opt};
+
+#[derive(Debug, Args)]
+pub struct RunnerArgs {
+    #[command(subcommand)]
+    pub command: RunnerCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunnerCommand {
+    /// Register a Runner for a source and write its private runner.json (mode 0600)
+    Register(RegisterArgs),
+    /// List Runners (tokens are never shown)
+    List(JsonFlag),
+    /// Show one Runner by id or unique id prefix
+    Show {
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Disable a Runner: its token stops working at once and for good
+    Disable {
+        id: String,
+        /// Do not ask for confirmation
+        #[arg(long, short = 'y')]
+        yes: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RegisterArgs {
+    /// Source whose Bots this Runner executes (one enabled Runner per source)
+    #[arg(long)]
+    pub source: String,
+    /// A profile the Runner may execute; repeat for several
+    #[arg(long = "profile", value_name = "PROFILE", required = true)]
+    pub profiles: Vec<String>,
+    /// The control plane's URL as the Runner's machine reaches it [default: the server
+    /// this CLI talks to]
+    #[arg(long, value_name = "URL")]
+    pub server_url: Option<String>,
+    /// The local Hermes on the Runner's machine
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9119")]
+    pub hermes_url: String,
+    /// A host directory files may be exported from; repeat for several (none: no exports)
+    #[arg(long = "artifact-root", value_name = "DIR")]
+    pub artifact_roots: Vec<String>,
+    /// Where to write runner.json ('-' for stdout)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Overwrite FILE if it exists
+    #[arg(long)]
+    pub force: bool,
+}
+
+const HEADERS: [&str; 8] = [
+    "id",
+    "source",
+    "state",
+    "online",
+    "last seen",
+    "generation",
+    "version",
+    "profiles",
+];
+
+fn row(r: &views::Runner) -> Vec<String> {
+    vec![
+        r.id.clone(),
+        r.source.clone(),
+        r.state.clone(),
+        r.online.to_string(),
+        opt(&r.last_seen_at),
+        r.generation.to_string(),
+        opt(&r.version),
+        r.allowed_profiles.join(","),
+    ]
+}
+
+fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
+    let fields = vec![
+        ("id", r.id.clone()),
+        ("source", r.source.clone()),
+        ("state", r.state.clone()),
+        ("online", r.online.to_string()),
+        ("last seen", opt(&r.last_seen_at)),
+        ("generation", r.generation.to_string()),
+        ("instance", opt(&r.instance_id)),
+        ("version", opt(&r.version)),
+        ("capabilities", r.capabilities.join(",")),
+        ("profiles", r.allowed_profiles.join(",")),
+        ("artifact roots", r.artifact_roots.join(",")),
+        ("server url", r.server_url.clone()),
+        ("hermes url", r.hermes_url.clone()),
+        ("created", r.created_at.clone()),
+        ("disabled", opt(&r.disabled_at)),
+    ];
+    output::show(r, json, fields)
+}
+
+pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
+    match args.command {
+        RunnerCommand::Register(a) => register(a).await,
+        RunnerCommand::List(f) => {
+            let list: Vec<views::Runner> = context::client()?.get("api/v1/runners").await?;
+            output::list(&list, f.json, &HEADERS, row)
+        }
+        RunnerCommand::Show { id, json } => {
+            let r = context::client()?
+                .get(&format!("api/v1/runners/{}", seg(&id)))
+                .await?;
+            show(&r, json.json)
+        }
+        RunnerCommand::Disable { id, yes, json } => {
+            let client = context::client()?;
+            let r: views::Runner = client.get(&format!("api/v1/runners/{}", seg(&id))).await?;
+            super::prompt::confirm(
+                &format!(
+                    "disable runner {} of source {}? Its token will never work again",
+                    r.id, r.source
+                ),
+                yes,
+            )?;
+            let r = client
+                .post(
+                    &format!("api/v1/runners/{}/disable", seg(&r.id)),
+                    &serde_json::json!({}),
+                )
+                .await?;
+            show(&r, json.json)
+        }
+    }
+}
+
+async fn register(a: RegisterArgs) -> anyhow::Result<()> {
+    let to_stdout = a.output.as_os_str() == "-";
+    // Check the destination before registering: a token that cannot be saved is lost.
+    if !to_stdout {
+        if a.output.exists() && !a.force {
+            return Err(CliError::usage(format!(
+                "{} already exists: choose another -o FILE, or pass --force to overwrite it",
+                a.output.display()
+            ))
+            .into());
+        }
+        let dir = match a.output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(
+                CliError::usage(format!("the directory {} does not exist", dir.display())).into(),
+            );
+        }
+    }
+    let client = context::client()?;
+    let server_url = a
+        .server_url
+        .unwrap_or_else(|| client.base_url().to_string());
+    names::check_http_url("--server-url", &server_url).map_err(CliError::usage)?;
+    names::check_http_url("--hermes-url", &a.hermes_url).map_err(CliError::usage)?;
+    for root in &a.artifact_roots {
+        names::check_absolute_path("--artifact-root", root).map_err(CliError::usage)?;
+    }
+    let reg: views::RunnerRegistration = client
+        .post(
+            "api/v1/runners",
+            &params::RunnerRegister {
+                source: a.source,
+                profiles: a.profiles,
+                server_url,
+                hermes_url: a.hermes_url,
+                artifact_roots: a.artifact_roots,
+            },
+        )
+        .await?;
+    let mut data = serde_json::to_vec_pretty(&reg.config)?;
+    data.push(b'\n');
+    if to_stdout {
+        return Ok(output::print(std::str::from_utf8(&data)?)?);
+    }
+    crate::fsutil::write_atomic(&a.output, &data, 0o600).with_context(|| {
+        format!(
+            "runner {id} was registered, but writing {} failed; disable it with `yy runner disable {id}` and register again",
+            a.output.display(),
+            id = reg.runner.id
+        )
+    })?;
+    output::print(&format!(
+        "registered runner {} for source {}; its config is in {} (mode 0600). Start it on the Hermes machine with: yy runner run --config {}",
+        reg.runner.id,
+        reg.runner.source,
+        a.output.display(),
+        a.output.display()
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! `yy serve`: the control plane.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::error::CliError;
+use crate::server::{self, AppState, Store};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (the first stdout line tells which)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8420")]
+    pub listen: SocketAddr,
+    /// Data directory holding the database [default: $XDG_DATA_HOME/yy]
+    #[arg(long, value_name = "DIR", env = "YY_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let data_dir = match args.data_dir {
+        Some(d) => d,
+        None => super::context::default_data_dir()?,
+    };
+    let store = open_store(data_dir.clone()).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| CliError::failure(format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = listener.local_addr()?;
+    crate::output::print(&format!("listening on http://{addr}"))?;
+    tracing::info!(%addr, data_dir = %data_dir.display(), version = crate::VERSION, "serving");
+    server::serve(listener, AppState { store }, shutdown_signal())
+        .await
+        .context("serving")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Opens the store in a data directory (creating and migrating it).
+pub async fn open_store(data_dir: PathBuf) -> anyhow::Result<Store> {
+    tokio::task::spawn_blocking(move || Store::open(&data_dir))
+        .await?
+        .map_err(|e| CliError::failure(e.to_string()).into())
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}

@@ -1,0 +1,92 @@
+//! The one place where an error becomes an exit code.
+//!
+//! Library modules return their own `thiserror` types; commands use `anyhow` and wrap
+//! anything that needs a specific exit code in [`CliError`]. [`exit_code`] walks the chain.
+
+use std::fmt;
+
+use crate::api::client::ClientError;
+
+/// Documented exit codes (docs/cli.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok = 0,
+    Failure = 1,
+    Usage = 2,
+    Cancelled = 3,
+    Auth = 4,
+    NotFound = 5,
+    Conflict = 6,
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+/// An error that knows its exit code; its message is the whole one-line report.
+#[derive(Debug)]
+pub struct CliError {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(exit: Exit, message: impl Into<String>) -> Self {
+        CliError {
+            exit,
+            message: message.into(),
+        }
+    }
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(Exit::Usage, message)
+    }
+    pub fn failure(message: impl Into<String>) -> Self {
+        Self::new(Exit::Failure, message)
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// What the process should do with an error: its exit code, or `None` to exit quietly
+/// (a closed stdout pipe, as in `yy agent list | head -1`).
+pub fn exit_code(err: &anyhow::Error) -> Option<Exit> {
+    for cause in err.chain() {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            return None;
+        }
+        if let Some(cli) = cause.downcast_ref::<CliError>() {
+            return Some(cli.exit);
+        }
+        if let Some(client) = cause.downcast_ref::<ClientError>() {
+            return Some(client.exit());
+        }
+    }
+    Some(Exit::Failure)
+}
+
+/// The one-line message printed after `error: `.
+pub fn message(err: &anyhow::Error) -> String {
+    // Context layers read outermost first: "writing runner.json: permission denied".
+    let parts: Vec<String> = err.chain().map(|c| c.to_string()).collect();
+    let mut line = String::new();
+    for part in parts {
+        if line.contains(&part) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&part);
+    }
+    line.replace('\n', " ")
+}

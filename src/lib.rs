@@ -1,0 +1,16 @@
+//! yy: control plane, Runner, guest agent and operator CLI for a platform of Hermes agents.
+//!
+//! One binary plays every role; `src/bin/yy.rs` only parses arguments and hands over to
+//! [`commands::run`].
+
+pub mod api;
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod fsutil;
+pub mod output;
+pub mod server;
+pub mod timefmt;
+
+/// The version every role reports (Runner status, `/healthz`, image labels).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

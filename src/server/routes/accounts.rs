@@ -1,0 +1,108 @@
+use axum::Json;
+use axum::extract::{Path, State};
+
+use crate::api::{params, views};
+use crate::server::AppState;
+use crate::server::auth::{self, Admin, Caller};
+use crate::server::error::ApiError;
+use crate::server::extract::Body;
+use crate::server::store::accounts;
+
+pub async fn auth_login(
+    State(state): State<AppState>,
+    Body(p): Body<params::LoginParams>,
+) -> Result<Json<views::LoginResult>, ApiError> {
+    let username = p.username.clone();
+    let found = state
+        .store
+        .call(move |c| accounts::credentials(c, &username))
+        .await?;
+    // Verify against a dummy hash for unknown users, so timing does not tell who exists.
+    let (account, hash) = match found {
+        Some((a, h)) => (Some(a), h),
+        None => (None, dummy_hash().to_string()),
+    };
+    let password = p.password;
+    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&password, &hash))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let Some(account) = account.filter(|_| ok) else {
+        return Err(ApiError::unauthorized("wrong username or password"));
+    };
+    let token = auth::new_token(auth::API_TOKEN_PREFIX);
+    let hash = auth::token_hash(&token);
+    let account_id = account.id.clone();
+    state
+        .store
+        .call(move |c| accounts::insert_token(c, &account_id, &hash))
+        .await?;
+    tracing::info!(username = %account.username, "login");
+    Ok(Json(views::LoginResult {
+        token,
+        account: account.into(),
+    }))
+}
+
+/// The argon2id hash of a random password nobody knows.
+fn dummy_hash() -> &'static str {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| auth::hash_password(&auth::new_token("")).unwrap_or_default())
+}
+
+pub async fn auth_logout(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let token_id = caller.token_id.clone();
+    state
+        .store
+        .call(move |c| accounts::revoke_token(c, &token_id))
+        .await?;
+    Ok(Json(serde_json::json!({ "revoked": caller.token_id })))
+}
+
+pub async fn whoami(caller: Caller) -> Json<views::Whoami> {
+    Json(views::Whoami {
+        account: caller.account.into(),
+        token_id: caller.token_id,
+    })
+}
+
+pub async fn account_list(
+    State(state): State<AppState>,
+    _: Admin,
+) -> Result<Json<Vec<views::Account>>, ApiError> {
+    let rows = state.store.call(|c| accounts::list(c)).await?;
+    Ok(Json(rows.into_iter().map(Into::into).collect()))
+}
+
+pub async fn account_show(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<views::Account>, ApiError> {
+    let row = state
+        .store
+        .call(move |c| accounts::get_by_name(c, &name))
+        .await?;
+    Ok(Json(row.into()))
+}
+
+pub async fn account_create(
+    State(state): State<AppState>,
+    _: Admin,
+    Body(p): Body<params::AccountCreate>,
+) -> Result<Json<views::Account>, ApiError> {
+    super::check_name("account", &p.username)?;
+    auth::check_password(&p.password).map_err(ApiError::bad_request)?;
+    let password = p.password;
+    let hash = tokio::task::spawn_blocking(move || auth::hash_password(&password))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(ApiError::internal)?;
+    let row = state
+        .store
+        .call(move |c| accounts::create(c, &p.username, &hash, p.admin))
+        .await?;
+    Ok(Json(row.into()))
+}

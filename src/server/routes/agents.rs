@@ -1,0 +1,91 @@
+use axum::Json;
+use axum::extract::{Path, Query, State};
+
+use super::{ListQuery, check_name};
+use crate::api::{params, views};
+use crate::server::AppState;
+use crate::server::auth::Admin;
+use crate::server::error::ApiError;
+use crate::server::extract::Body;
+use crate::server::store::agents::{self, AgentChange, NewAgent};
+
+pub async fn agent_list(
+    State(state): State<AppState>,
+    _: Admin,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Vec<views::Agent>>, ApiError> {
+    let rows = state
+        .store
+        .call(move |c| agents::list(c, q.archived))
+        .await?;
+    Ok(Json(rows.into_iter().map(Into::into).collect()))
+}
+
+pub async fn agent_show(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(name): Path<String>,
+) -> Result<Json<views::Agent>, ApiError> {
+    let row = state
+        .store
+        .call(move |c| agents::get(c, &caller.account.id, &name))
+        .await?;
+    Ok(Json(row.into()))
+}
+
+pub async fn agent_create(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Body(p): Body<params::AgentCreate>,
+) -> Result<Json<views::Agent>, ApiError> {
+    check_name("agent", &p.name)?;
+    let row = state
+        .store
+        .call(move |c| {
+            agents::create(
+                c,
+                NewAgent {
+                    account_id: &caller.account.id,
+                    name: &p.name,
+                    profile: &p.profile,
+                    source: p.source.as_deref(),
+                    env: p.env,
+                    manage_team: p.manage_team,
+                },
+            )
+        })
+        .await?;
+    Ok(Json(row.into()))
+}
+
+pub async fn agent_update(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(name): Path<String>,
+    Body(p): Body<params::AgentUpdate>,
+) -> Result<Json<views::Agent>, ApiError> {
+    let row = state
+        .store
+        .call(move |c| {
+            let change = AgentChange {
+                profile: p.profile.as_deref(),
+                env: p.env,
+                manage_team: p.manage_team,
+            };
+            agents::update(c, &caller.account.id, &name, change)
+        })
+        .await?;
+    Ok(Json(row.into()))
+}
+
+pub async fn agent_archive(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(name): Path<String>,
+) -> Result<Json<views::Agent>, ApiError> {
+    let row = state
+        .store
+        .call(move |c| agents::archive(c, &caller.account.id, &name))
+        .await?;
+    Ok(Json(row.into()))
+}

@@ -1,0 +1,89 @@
+//! Routes. Handlers are thin: parse, check, call the store, shape the view.
+
+mod accounts;
+mod agents;
+mod catalog;
+mod runners;
+
+use axum::routing::{get, post};
+use axum::{Json, Router};
+
+use super::AppState;
+use crate::api::views;
+
+pub fn health() -> Router<AppState> {
+    Router::new().route("/healthz", get(healthz))
+}
+
+async fn healthz() -> Json<views::Health> {
+    Json(views::Health {
+        status: "ok".into(),
+        version: crate::VERSION.into(),
+    })
+}
+
+pub fn admin() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/auth/login", post(accounts::auth_login))
+        .route("/api/v1/auth/logout", post(accounts::auth_logout))
+        .route("/api/v1/whoami", get(accounts::whoami))
+        .route(
+            "/api/v1/accounts",
+            get(accounts::account_list).post(accounts::account_create),
+        )
+        .route("/api/v1/accounts/{name}", get(accounts::account_show))
+        .route(
+            "/api/v1/sources",
+            get(catalog::source_list).post(catalog::source_create),
+        )
+        .route(
+            "/api/v1/sources/{name}",
+            get(catalog::source_show).patch(catalog::source_update),
+        )
+        .route(
+            "/api/v1/sources/{name}/archive",
+            post(catalog::source_archive),
+        )
+        .route(
+            "/api/v1/profiles",
+            get(catalog::profile_list).post(catalog::profile_create),
+        )
+        .route(
+            "/api/v1/profiles/{name}",
+            get(catalog::profile_show).patch(catalog::profile_update),
+        )
+        .route(
+            "/api/v1/profiles/{name}/archive",
+            post(catalog::profile_archive),
+        )
+        .route(
+            "/api/v1/agents",
+            get(agents::agent_list).post(agents::agent_create),
+        )
+        .route(
+            "/api/v1/agents/{name}",
+            get(agents::agent_show).patch(agents::agent_update),
+        )
+        .route("/api/v1/agents/{name}/archive", post(agents::agent_archive))
+        .route(
+            "/api/v1/runners",
+            get(runners::runner_list).post(runners::runner_register),
+        )
+        .route("/api/v1/runners/{id}", get(runners::runner_show))
+        .route(
+            "/api/v1/runners/{id}/disable",
+            post(runners::runner_disable),
+        )
+}
+
+/// `?archived=true` includes archived rows in a list.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    #[serde(default)]
+    pub archived: bool,
+}
+
+fn check_name(kind: &str, name: &str) -> Result<(), super::error::ApiError> {
+    crate::api::names::check_name(kind, name).map_err(super::error::ApiError::bad_request)
+}

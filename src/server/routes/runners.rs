@@ -1,0 +1,89 @@
+use axum::Json;
+use axum::extract::{Path, State};
+
+use crate::api::{names, params, views};
+use crate::server::AppState;
+use crate::server::auth::{self, Admin};
+use crate::server::error::ApiError;
+use crate::server::extract::Body;
+use crate::server::store::runners::{self, NewRunner};
+
+/// The machine protocol version this control plane speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+pub async fn runner_list(
+    State(state): State<AppState>,
+    _: Admin,
+) -> Result<Json<Vec<views::Runner>>, ApiError> {
+    let rows = state.store.call(|c| runners::list(c)).await?;
+    Ok(Json(rows.into_iter().map(Into::into).collect()))
+}
+
+pub async fn runner_show(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(id): Path<String>,
+) -> Result<Json<views::Runner>, ApiError> {
+    let row = state.store.call(move |c| runners::get(c, &id)).await?;
+    Ok(Json(row.into()))
+}
+
+pub async fn runner_register(
+    State(state): State<AppState>,
+    _: Admin,
+    Body(p): Body<params::RunnerRegister>,
+) -> Result<Json<views::RunnerRegistration>, ApiError> {
+    if p.profiles.is_empty() {
+        return Err(ApiError::bad_request(
+            "a runner needs at least one allowed profile: pass --profile NAME",
+        ));
+    }
+    names::check_http_url("--server-url", &p.server_url).map_err(ApiError::bad_request)?;
+    names::check_http_url("--hermes-url", &p.hermes_url).map_err(ApiError::bad_request)?;
+    for root in &p.artifact_roots {
+        names::check_absolute_path("--artifact-root", root).map_err(ApiError::bad_request)?;
+    }
+    let token = auth::new_token(auth::RUNNER_TOKEN_PREFIX);
+    let hash = auth::token_hash(&token);
+    let params = p.clone();
+    let row = state
+        .store
+        .call(move |c| {
+            runners::register(
+                c,
+                NewRunner {
+                    source: &params.source,
+                    profiles: &params.profiles,
+                    artifact_roots: &params.artifact_roots,
+                    server_url: params.server_url.trim_end_matches('/'),
+                    hermes_url: params.hermes_url.trim_end_matches('/'),
+                    token_hash: &hash,
+                },
+            )
+        })
+        .await?;
+    tracing::info!(runner = %row.id, source = %row.source, "runner registered");
+    let config = views::RunnerConfig {
+        protocol: PROTOCOL_VERSION,
+        server_url: row.server_url.clone(),
+        runner_id: row.id.clone(),
+        token,
+        hermes_url: row.hermes_url.clone(),
+        allowed_profiles: row.allowed_profiles.clone(),
+        artifact_roots: row.artifact_roots.clone(),
+    };
+    Ok(Json(views::RunnerRegistration {
+        runner: row.into(),
+        config,
+    }))
+}
+
+pub async fn runner_disable(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(id): Path<String>,
+) -> Result<Json<views::Runner>, ApiError> {
+    let row = state.store.call(move |c| runners::disable(c, &id)).await?;
+    tracing::info!(runner = %row.id, "runner disabled");
+    Ok(Json(row.into()))
+}

@@ -1,0 +1,237 @@
+//! Agents: persistent identities with a profile, a source and an execution environment.
+
+use rusqlite::{Connection, TransactionBehavior, params};
+
+use super::catalog::{self, ProfileRow, conflict_on_unique};
+use super::{StoreError, new_id, not_found};
+use crate::api::params::AgentEnv;
+use crate::api::views;
+use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
+
+/// Active agents one account may have (DESIGN.md, limits).
+pub const MAX_ACTIVE_AGENTS: i64 = 100;
+
+#[derive(Debug, Clone)]
+pub struct AgentRow {
+    pub id: String,
+    pub name: String,
+    pub account_id: String,
+    pub owner: String,
+    pub source: String,
+    pub profile: String,
+    pub env: AgentEnv,
+    pub manage_team: bool,
+    pub created_at: i64,
+    pub archived_at: Option<i64>,
+}
+
+impl From<AgentRow> for views::Agent {
+    fn from(r: AgentRow) -> Self {
+        views::Agent {
+            id: r.id,
+            name: r.name,
+            owner: r.owner,
+            source: r.source,
+            profile: r.profile,
+            env: r.env,
+            manage_team: r.manage_team,
+            created_at: rfc3339(r.created_at),
+            archived_at: rfc3339_opt(r.archived_at),
+        }
+    }
+}
+
+const SELECT: &str = "SELECT g.id, g.name, g.account_id, a.username, s.name, p.name, g.env,
+        g.manage_team, g.created_at, g.archived_at
+    FROM agents g
+    JOIN accounts a ON a.id = g.account_id
+    JOIN sources s ON s.id = g.source_id
+    JOIN profiles p ON p.id = g.profile_id";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
+    let env: String = r.get(6)?;
+    Ok(AgentRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        account_id: r.get(2)?,
+        owner: r.get(3)?,
+        source: r.get(4)?,
+        profile: r.get(5)?,
+        env: AgentEnv::parse(&env).unwrap_or(AgentEnv::Host),
+        manage_team: r.get(7)?,
+        created_at: r.get(8)?,
+        archived_at: r.get(9)?,
+    })
+}
+
+pub struct NewAgent<'a> {
+    pub account_id: &'a str,
+    pub name: &'a str,
+    pub profile: &'a str,
+    pub source: Option<&'a str>,
+    pub env: AgentEnv,
+    pub manage_team: bool,
+}
+
+fn check_env(profile: &ProfileRow, env: AgentEnv) -> Result<(), StoreError> {
+    if env == AgentEnv::Computer && !profile.computer_ready() {
+        return Err(StoreError::Invalid(format!(
+            "profile {:?} has terminal.cwd {}; a computer agent needs an absolute guest path: `yy profile update {} --cwd /workspace`",
+            profile.name,
+            profile
+                .cwd
+                .as_deref()
+                .map(|c| format!("{c:?}"))
+                .unwrap_or_else(|| "unset".into()),
+            profile.name
+        )));
+    }
+    Ok(())
+}
+
+/// Creates an agent; the per-account limit is checked and the row inserted in one
+/// IMMEDIATE transaction, so concurrent creators cannot pass the limit together.
+pub fn create(conn: &mut Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let source = match new.source {
+        Some(s) => catalog::get_source(&tx, s)?,
+        None => {
+            let mut active = catalog::list_sources(&tx, false)?;
+            match active.len() {
+                1 => active.remove(0),
+                0 => {
+                    return Err(StoreError::Invalid(
+                        "there is no source yet: create one with `yy source create NAME`".into(),
+                    ));
+                }
+                _ => {
+                    return Err(StoreError::Invalid(
+                        "there are several sources: say which with --source NAME".into(),
+                    ));
+                }
+            }
+        }
+    };
+    if source.archived_at.is_some() {
+        return Err(StoreError::Invalid(format!(
+            "source {:?} is archived",
+            source.name
+        )));
+    }
+    let profile = catalog::get_profile(&tx, new.profile)?;
+    if profile.archived_at.is_some() {
+        return Err(StoreError::Invalid(format!(
+            "profile {:?} is archived",
+            profile.name
+        )));
+    }
+    check_env(&profile, new.env)?;
+    let active: i64 = tx.query_row(
+        "SELECT count(*) FROM agents WHERE account_id = ?1 AND archived_at IS NULL",
+        [new.account_id],
+        |r| r.get(0),
+    )?;
+    if active >= MAX_ACTIVE_AGENTS {
+        return Err(StoreError::Limit(format!(
+            "this account already has {MAX_ACTIVE_AGENTS} active agents, the limit: archive one first with `yy agent archive NAME`"
+        )));
+    }
+    let id = new_id();
+    tx.execute(
+        "INSERT INTO agents (id, account_id, name, source_id, profile_id, env, manage_team, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            id,
+            new.account_id,
+            new.name,
+            source.id,
+            profile.id,
+            new.env.as_str(),
+            new.manage_team,
+            now_ms()
+        ],
+    )
+    .map_err(|e| conflict_on_unique(e, "agent", new.name))?;
+    let agent = get(&tx, new.account_id, &id)?;
+    tx.commit()?;
+    Ok(agent)
+}
+
+pub fn list(conn: &Connection, archived: bool) -> Result<Vec<AgentRow>, StoreError> {
+    let mut stmt = conn.prepare(&format!(
+        "{SELECT} WHERE ?1 OR g.archived_at IS NULL ORDER BY a.username, g.name, g.created_at"
+    ))?;
+    let rows = stmt.query_map([archived], row)?.collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// An active agent of `account_id` by name, or any agent by id.
+pub fn get(conn: &Connection, account_id: &str, key: &str) -> Result<AgentRow, StoreError> {
+    not_found(
+        conn.query_row(
+            &format!(
+                "{SELECT} WHERE (g.name = ?2 AND g.account_id = ?1 AND g.archived_at IS NULL) OR g.id = ?2"
+            ),
+            params![account_id, key],
+            row,
+        ),
+        || format!("no agent named {key:?}: see `yy agent list`"),
+    )
+}
+
+pub struct AgentChange<'a> {
+    pub profile: Option<&'a str>,
+    pub env: Option<AgentEnv>,
+    pub manage_team: Option<bool>,
+}
+
+pub fn update(
+    conn: &mut Connection,
+    account_id: &str,
+    key: &str,
+    change: AgentChange<'_>,
+) -> Result<AgentRow, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let agent = get(&tx, account_id, key)?;
+    if agent.archived_at.is_some() {
+        return Err(StoreError::Invalid(format!(
+            "agent {:?} is archived; archived agents cannot change",
+            agent.name
+        )));
+    }
+    let profile = catalog::get_profile(&tx, change.profile.unwrap_or(&agent.profile))?;
+    if profile.archived_at.is_some() {
+        return Err(StoreError::Invalid(format!(
+            "profile {:?} is archived",
+            profile.name
+        )));
+    }
+    let env = change.env.unwrap_or(agent.env);
+    check_env(&profile, env)?;
+    tx.execute(
+        "UPDATE agents SET profile_id = ?1, env = ?2, manage_team = ?3 WHERE id = ?4",
+        params![
+            profile.id,
+            env.as_str(),
+            change.manage_team.unwrap_or(agent.manage_team),
+            agent.id
+        ],
+    )?;
+    let agent = get(&tx, account_id, &agent.id)?;
+    tx.commit()?;
+    Ok(agent)
+}
+
+pub fn archive(conn: &mut Connection, account_id: &str, key: &str) -> Result<AgentRow, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let agent = get(&tx, account_id, key)?;
+    if agent.archived_at.is_none() {
+        tx.execute(
+            "UPDATE agents SET archived_at = ?1 WHERE id = ?2",
+            params![now_ms(), agent.id],
+        )?;
+    }
+    let agent = get(&tx, account_id, &agent.id)?;
+    tx.commit()?;
+    Ok(agent)
+}

@@ -1,0 +1,136 @@
+//! The control plane's SQLite database: one file in the data directory, WAL mode, every
+//! state change in one transaction. Handlers call [`Store::call`] with a closure over the
+//! connection; the domain functions live in the submodules.
+
+pub mod accounts;
+pub mod agents;
+pub mod catalog;
+mod migrate;
+pub mod runners;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+pub use migrate::{LATEST_VERSION, fresh_schema, migrate, migrate_stepwise};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Limit(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(
+        "the database {path} was written by a newer yy (schema version {found}; this yy knows up to {known}): upgrade yy, or restore a backup made by this version"
+    )]
+    NewerSchema {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("database task failed: {0}")]
+    Task(String),
+}
+
+/// The database file inside a data directory.
+pub fn db_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("yy.db")
+}
+
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) and migrates the database in `data_dir`.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        crate::fsutil::create_private_dir(data_dir).map_err(|e| {
+            StoreError::Invalid(format!(
+                "cannot create the data directory {}: {e}",
+                data_dir.display()
+            ))
+        })?;
+        let path = db_path(data_dir);
+        let mut conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        configure(&conn)?;
+        migrate(&mut conn).map_err(|e| match e {
+            StoreError::NewerSchema { found, known, .. } => StoreError::NewerSchema {
+                path: path.display().to_string(),
+                found,
+                known,
+            },
+            other => other,
+        })?;
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Runs `f` on the connection off the async threads.
+    pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// Runs `f` on the calling thread (for commands that are not async servers).
+    pub fn call_blocking<R>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}
+
+fn configure(conn: &Connection) -> Result<(), StoreError> {
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// A new random id.
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// True when `e` is a UNIQUE constraint violation.
+pub fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE)
+}
+
+/// Maps "no rows" to a NotFound with `what` as the message.
+pub(crate) fn not_found<T>(
+    r: Result<T, rusqlite::Error>,
+    what: impl FnOnce() -> String,
+) -> Result<T, StoreError> {
+    match r {
+        Err(rusqlite::Error::QueryReturnedNoRows) => Err(StoreError::NotFound(what())),
+        other => other.map_err(StoreError::from),
+    }
+}

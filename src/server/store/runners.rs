@@ -1,0 +1,199 @@
+//! Runner registrations. The token is stored only as a hash and never read back.
+
+use rusqlite::{Connection, TransactionBehavior, params};
+
+use super::{StoreError, catalog, is_unique_violation, new_id};
+use crate::api::views;
+use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
+
+/// A Runner not heard from for this long is shown offline.
+pub const OFFLINE_AFTER_MS: i64 = 90_000;
+
+#[derive(Debug, Clone)]
+pub struct RunnerRow {
+    pub id: String,
+    pub source_id: String,
+    pub source: String,
+    pub allowed_profiles: Vec<String>,
+    pub artifact_roots: Vec<String>,
+    pub server_url: String,
+    pub hermes_url: String,
+    pub created_at: i64,
+    pub disabled_at: Option<i64>,
+    pub generation: i64,
+    pub instance_id: Option<String>,
+    pub last_seen_at: Option<i64>,
+    pub version: Option<String>,
+    pub capabilities: Vec<String>,
+    pub status: Option<serde_json::Value>,
+}
+
+impl RunnerRow {
+    pub fn online(&self, now: i64) -> bool {
+        self.disabled_at.is_none()
+            && self.instance_id.is_some()
+            && self
+                .last_seen_at
+                .is_some_and(|t| now - t < OFFLINE_AFTER_MS)
+    }
+}
+
+impl From<RunnerRow> for views::Runner {
+    fn from(r: RunnerRow) -> Self {
+        views::Runner {
+            online: r.online(now_ms()),
+            state: if r.disabled_at.is_some() {
+                "disabled"
+            } else {
+                "enabled"
+            }
+            .into(),
+            id: r.id,
+            source: r.source,
+            allowed_profiles: r.allowed_profiles,
+            artifact_roots: r.artifact_roots,
+            server_url: r.server_url,
+            hermes_url: r.hermes_url,
+            created_at: rfc3339(r.created_at),
+            disabled_at: rfc3339_opt(r.disabled_at),
+            last_seen_at: rfc3339_opt(r.last_seen_at),
+            generation: r.generation,
+            instance_id: r.instance_id,
+            version: r.version,
+            capabilities: r.capabilities,
+        }
+    }
+}
+
+pub(crate) const SELECT: &str =
+    "SELECT r.id, r.source_id, s.name, r.allowed_profiles, r.artifact_roots,
+        r.server_url, r.hermes_url, r.created_at, r.disabled_at, r.generation, r.instance_id,
+        r.last_seen_at, r.version, r.capabilities, r.status
+    FROM runners r JOIN sources s ON s.id = r.source_id";
+
+fn json_list(s: String) -> Vec<String> {
+    serde_json::from_str(&s).unwrap_or_default()
+}
+
+pub(crate) fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerRow> {
+    Ok(RunnerRow {
+        id: r.get(0)?,
+        source_id: r.get(1)?,
+        source: r.get(2)?,
+        allowed_profiles: json_list(r.get(3)?),
+        artifact_roots: json_list(r.get(4)?),
+        server_url: r.get(5)?,
+        hermes_url: r.get(6)?,
+        created_at: r.get(7)?,
+        disabled_at: r.get(8)?,
+        generation: r.get(9)?,
+        instance_id: r.get(10)?,
+        last_seen_at: r.get(11)?,
+        version: r.get(12)?,
+        capabilities: json_list(r.get(13)?),
+        status: r
+            .get::<_, Option<String>>(14)?
+            .and_then(|s| serde_json::from_str(&s).ok()),
+    })
+}
+
+pub struct NewRunner<'a> {
+    pub source: &'a str,
+    pub profiles: &'a [String],
+    pub artifact_roots: &'a [String],
+    pub server_url: &'a str,
+    pub hermes_url: &'a str,
+    pub token_hash: &'a str,
+}
+
+pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let source = catalog::get_source(&tx, new.source)?;
+    if source.archived_at.is_some() {
+        return Err(StoreError::Invalid(format!(
+            "source {:?} is archived",
+            source.name
+        )));
+    }
+    let mut profiles = Vec::new();
+    for p in new.profiles {
+        let profile = catalog::get_profile(&tx, p)?;
+        if profile.archived_at.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "profile {:?} is archived",
+                profile.name
+            )));
+        }
+        if !profiles.contains(&profile.name) {
+            profiles.push(profile.name);
+        }
+    }
+    let id = new_id();
+    let inserted = tx.execute(
+        "INSERT INTO runners (id, source_id, token_hash, allowed_profiles, artifact_roots,
+             server_url, hermes_url, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            id,
+            source.id,
+            new.token_hash,
+            serde_json::to_string(&profiles).expect("strings serialize"),
+            serde_json::to_string(new.artifact_roots).expect("strings serialize"),
+            new.server_url,
+            new.hermes_url,
+            now_ms()
+        ],
+    );
+    if let Err(e) = inserted {
+        if is_unique_violation(&e) {
+            let existing: String = tx.query_row(
+                "SELECT id FROM runners WHERE source_id = ?1 AND disabled_at IS NULL",
+                [&source.id],
+                |r| r.get(0),
+            )?;
+            return Err(StoreError::Conflict(format!(
+                "source {:?} already has an enabled runner {existing}: disable it first with `yy runner disable {existing}`",
+                source.name
+            )));
+        }
+        return Err(e.into());
+    }
+    let runner = get(&tx, &id)?;
+    tx.commit()?;
+    Ok(runner)
+}
+
+pub fn list(conn: &Connection) -> Result<Vec<RunnerRow>, StoreError> {
+    let mut stmt = conn.prepare(&format!("{SELECT} ORDER BY s.name, r.created_at"))?;
+    let rows = stmt.query_map([], row)?.collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// A Runner by full id or by a unique id prefix of at least 4 characters.
+pub fn get(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
+    let not_found = || StoreError::NotFound(format!("no runner {key:?}: see `yy runner list`"));
+    if key.len() < 4 || !key.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return Err(not_found());
+    }
+    let mut stmt = conn.prepare(&format!(
+        "{SELECT} WHERE r.id = ?1 OR substr(r.id, 1, length(?1)) = ?1 LIMIT 2"
+    ))?;
+    let mut rows: Vec<RunnerRow> = stmt.query_map([key], row)?.collect::<Result<_, _>>()?;
+    match rows.len() {
+        0 => Err(not_found()),
+        1 => Ok(rows.remove(0)),
+        _ => Err(StoreError::Invalid(format!(
+            "runner id prefix {key:?} is ambiguous: give more characters"
+        ))),
+    }
+}
+
+/// Disables a Runner: its token stops working at once and for good.
+pub fn disable(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
+    let runner = get(conn, key)?;
+    conn.execute(
+        "UPDATE runners SET disabled_at = ?1 WHERE id = ?2 AND disabled_at IS NULL",
+        params![now_ms(), runner.id],
+    )?;
+    get(conn, &runner.id)
+}
