@@ -9,6 +9,7 @@ pub mod commands;
 pub mod error;
 pub mod fsutil;
 pub mod output;
+pub mod runner;
 pub mod server;
 pub mod timefmt;
 

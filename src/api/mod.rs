@@ -3,6 +3,7 @@
 //! without changing the API, and the reverse.
 
 pub mod client;
+pub mod machine;
 pub mod names;
 pub mod params;
 pub mod views;

@@ -9,6 +9,8 @@ pub mod login;
 pub mod profile;
 pub mod prompt;
 pub mod runner;
+pub mod runner_ops;
+pub mod runner_run;
 pub mod serve;
 pub mod source;
 
@@ -53,6 +55,7 @@ pub fn main() -> i32 {
 fn init_logging(command: &Command) {
     let default = match command {
         Command::Serve(_) => "info",
+        Command::Runner(r) if matches!(r.command, runner::RunnerCommand::Run(_)) => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("YY_LOG")
@@ -60,6 +63,7 @@ fn init_logging(command: &Command) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }

@@ -18,6 +18,8 @@ pub struct RunnerArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum RunnerCommand {
+    /// Run this machine's Runner: connect out to the control plane and execute its commands
+    Run(RunArgs),
     /// Register a Runner for a source and write its private runner.json (mode 0600)
     Register(RegisterArgs),
     /// List Runners (tokens are never shown)
@@ -25,6 +27,49 @@ pub enum RunnerCommand {
     /// Show one Runner by id or unique id prefix
     Show {
         id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Send pings through the Runner's command queue and show each round trip
+    Ping {
+        /// Runner id or unique id prefix
+        runner: String,
+        /// How many pings
+        #[arg(long, short = 'c', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10000))]
+        count: u32,
+        /// Hold each ping on the Runner this long (e.g. 2s) to try a slow command
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+        hold: std::time::Duration,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Export a file from the Runner's machine (it must lie inside the Runner's artifactRoots)
+    Fetch {
+        /// Runner id or unique id prefix
+        runner: String,
+        /// Absolute path on the Runner's machine
+        path: String,
+        /// Where to write the file ('-' for stdout)
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+        /// Overwrite FILE if it exists
+        #[arg(long)]
+        force: bool,
+    },
+    /// List a Runner's recent commands and their states
+    Commands {
+        /// Runner id or unique id prefix
+        runner: String,
+        /// How many, newest first
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Cancel a command: a queued one never runs; a running one is stopped on the Runner
+    Cancel {
+        /// Command id
+        command: String,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -38,6 +83,8 @@ pub enum RunnerCommand {
         json: JsonFlag,
     },
 }
+
+pub use super::runner_run::RunArgs;
 
 #[derive(Debug, Args)]
 pub struct RegisterArgs {
@@ -112,6 +159,27 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
 
 pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
     match args.command {
+        RunnerCommand::Run(a) => super::runner_run::run(a).await,
+        RunnerCommand::Ping {
+            runner,
+            count,
+            hold,
+            json,
+        } => super::runner_ops::ping(&runner, count, hold, json.json).await,
+        RunnerCommand::Fetch {
+            runner,
+            path,
+            output,
+            force,
+        } => super::runner_ops::fetch(&runner, &path, &output, force).await,
+        RunnerCommand::Commands {
+            runner,
+            limit,
+            json,
+        } => super::runner_ops::commands(&runner, limit, json.json).await,
+        RunnerCommand::Cancel { command, json } => {
+            super::runner_ops::cancel(&command, json.json).await
+        }
         RunnerCommand::Register(a) => register(a).await,
         RunnerCommand::List(f) => {
             let list: Vec<views::Runner> = context::client()?.get("api/v1/runners").await?;

@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::error::CliError;
+use crate::server::store::commands::QueueLimits;
 use crate::server::{self, AppState, Store};
 
 #[derive(Debug, Args)]
@@ -17,6 +18,14 @@ pub struct ServeArgs {
     /// Data directory holding the database [default: $XDG_DATA_HOME/yy]
     #[arg(long, value_name = "DIR", env = "YY_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Most commands that may wait in one Runner's queue
+    #[arg(long, value_name = "N", default_value_t = QueueLimits::default().max_pending,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_pending_commands: u32,
+    /// Most bytes of payload that may wait in one Runner's queue
+    #[arg(long, value_name = "BYTES", default_value_t = QueueLimits::default().max_pending_bytes,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_pending_bytes: u64,
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -31,7 +40,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     crate::output::print(&format!("listening on http://{addr}"))?;
     tracing::info!(%addr, data_dir = %data_dir.display(), version = crate::VERSION, "serving");
-    server::serve(listener, AppState { store }, shutdown_signal())
+    let limits = QueueLimits {
+        max_pending: args.max_pending_commands,
+        max_pending_bytes: args.max_pending_bytes,
+    };
+    let (state, stop) = AppState::new(store, limits);
+    server::serve(listener, state, stop, shutdown_signal())
         .await
         .context("serving")?;
     tracing::info!("stopped");

@@ -3,6 +3,7 @@
 mod accounts;
 mod agents;
 mod catalog;
+mod commands;
 mod runners;
 
 use axum::routing::{get, post};
@@ -73,6 +74,17 @@ pub fn admin() -> Router<AppState> {
         .route(
             "/api/v1/runners/{id}/disable",
             post(runners::runner_disable),
+        )
+        .route("/api/v1/runners/{id}/ping", post(commands::runner_ping))
+        .route("/api/v1/runners/{id}/fetch", post(commands::runner_fetch))
+        .route(
+            "/api/v1/runners/{id}/commands",
+            get(commands::runner_commands),
+        )
+        .route("/api/v1/commands/{id}", get(commands::command_show))
+        .route(
+            "/api/v1/commands/{id}/cancel",
+            post(commands::command_cancel),
         )
 }
 

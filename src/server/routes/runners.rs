@@ -8,9 +8,6 @@ use crate::server::error::ApiError;
 use crate::server::extract::Body;
 use crate::server::store::runners::{self, NewRunner};
 
-/// The machine protocol version this control plane speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
-
 pub async fn runner_list(
     State(state): State<AppState>,
     _: Admin,
@@ -64,7 +61,7 @@ pub async fn runner_register(
         .await?;
     tracing::info!(runner = %row.id, source = %row.source, "runner registered");
     let config = views::RunnerConfig {
-        protocol: PROTOCOL_VERSION,
+        protocol: crate::api::machine::PROTOCOL_VERSION,
         server_url: row.server_url.clone(),
         runner_id: row.id.clone(),
         token,
@@ -84,6 +81,8 @@ pub async fn runner_disable(
     Path(id): Path<String>,
 ) -> Result<Json<views::Runner>, ApiError> {
     let row = state.store.call(move |c| runners::disable(c, &id)).await?;
+    // End its long-poll now: the Runner hears the refusal at once, not at its next poll.
+    state.hub.clear(&row.id, None);
     tracing::info!(runner = %row.id, "runner disabled");
     Ok(Json(row.into()))
 }

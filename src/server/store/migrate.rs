@@ -7,7 +7,10 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::StoreError;
 
 /// Every migration, in order; migration `i` (0-based) brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/0001_init.sql"),
+    include_str!("../../../migrations/0002_runner_commands.sql"),
+];
 
 /// The current schema, equal to what all migrations produce from an empty database.
 const SCHEMA: &str = include_str!("schema.sql");

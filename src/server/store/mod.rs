@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod agents;
 pub mod catalog;
+pub mod commands;
 mod migrate;
 pub mod runners;
 

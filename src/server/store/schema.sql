@@ -71,3 +71,23 @@ CREATE TABLE runners (
 );
 -- One enabled Runner per source, enforced by the database itself.
 CREATE UNIQUE INDEX runners_one_enabled_per_source ON runners(source_id) WHERE disabled_at IS NULL;
+CREATE TABLE runner_commands (
+    seq                 INTEGER PRIMARY KEY AUTOINCREMENT, -- queue order
+    id                  TEXT NOT NULL UNIQUE,
+    runner_id           TEXT NOT NULL REFERENCES runners(id),
+    kind                TEXT NOT NULL,
+    payload             TEXT NOT NULL,                     -- JSON
+    payload_bytes       INTEGER NOT NULL,
+    state               TEXT NOT NULL CHECK (state IN
+        ('pending', 'leased', 'running', 'done', 'failed', 'cancelled', 'expired', 'uncertain')),
+    created_at          INTEGER NOT NULL,
+    deadline_at         INTEGER NOT NULL,
+    leased_at           INTEGER,
+    lease_generation    INTEGER,
+    started_at          INTEGER,
+    finished_at         INTEGER,
+    cancel_requested_at INTEGER,
+    result              TEXT,                              -- JSON, at most 8 MiB
+    error               TEXT
+);
+CREATE INDEX runner_commands_queue ON runner_commands(runner_id, state, seq);

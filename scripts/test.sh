@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every check and test of the project: formatting, clippy, unit and integration tests
+# (real `yy` binary, real servers on loopback, real SQLite files). Installs what the tests
+# need first; safe to run again. Under CI (CI set), a missing dependency is a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "error: cargo is not installed; install the Rust toolchain (rustup) first" >&2
+    exit 1
+fi
+start=$(date +%s)
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --locked --all-targets --quiet -- -D warnings
+echo "== cargo test"
+status=0
+cargo test --locked --no-fail-fast || status=$?
+echo "== done in $(( $(date +%s) - start )) s"
+exit "$status"

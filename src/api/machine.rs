@@ -1,0 +1,220 @@
+//! The machine protocol between a Runner and the control plane (`/runner/v1`), and the admin
+//! views of the command queue. docs/protocol.md describes every field and state.
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this yy speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+pub const HEADER_PROTOCOL: &str = "yy-protocol";
+pub const HEADER_INSTANCE: &str = "yy-runner-instance";
+pub const HEADER_GENERATION: &str = "yy-generation";
+
+/// A read-only result (a fetched file, a command's output) is at most this large.
+pub const MAX_RESULT_BYTES: usize = 8 * 1024 * 1024;
+/// Largest machine request body: an 8 MiB result, base64-encoded, in JSON.
+pub const MACHINE_BODY_LIMIT: usize = 12 * 1024 * 1024;
+/// How long a lease request waits for work before answering with none.
+pub const LEASE_WAIT_MS: u64 = 25_000;
+
+/// Error codes of the machine API that change what a Runner does.
+pub mod codes {
+    /// The generation is not current (control plane restart, reconnect): connect again.
+    pub const STALE_GENERATION: &str = "stale_generation";
+    /// Another instance of the same Runner holds the current generation: stop.
+    pub const REPLACED: &str = "replaced_by_other_instance";
+    /// The Runner was disabled by an admin: stop for good.
+    pub const RUNNER_DISABLED: &str = "runner_disabled";
+    /// The token is unknown: stop.
+    pub const UNKNOWN_RUNNER: &str = "unknown_runner";
+    /// The control plane is shutting down: reconnect later.
+    pub const SHUTTING_DOWN: &str = "shutting_down";
+    pub const UPGRADE_REQUIRED: &str = "upgrade_required";
+    pub const ORIGIN_REFUSED: &str = "origin_refused";
+}
+
+/// What a Runner says of itself when it connects.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerStatus {
+    pub version: String,
+    pub capabilities: Vec<String>,
+    /// Computers this Runner may run at once (0: computers not enabled).
+    pub computers_capacity: u32,
+    pub hostname: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Connected {
+    pub runner_id: String,
+    pub generation: i64,
+    /// Commands of earlier generations that were running and are now `uncertain`.
+    pub uncertain: Vec<String>,
+    /// Commands of earlier generations that were leased, never started, and are queued again.
+    pub requeued: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseParams {
+    /// How many commands the Runner can take now.
+    pub max: u32,
+    /// How long to wait for work, at most [`LEASE_WAIT_MS`].
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+/// A command as delivered to a Runner.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LeasedCommand {
+    pub id: String,
+    pub kind: String,
+    pub payload: serde_json::Value,
+    /// Unix milliseconds after which the command must not start or keep running.
+    pub deadline_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Leased {
+    pub commands: Vec<LeasedCommand>,
+}
+
+/// The control plane's answer to "may I start this command now?".
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StartGranted {
+    pub id: String,
+    pub deadline_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Done,
+    Failed,
+    Cancelled,
+    Uncertain,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::Failed => "failed",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Uncertain => "uncertain",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Outcome> {
+        match s {
+            "done" => Some(Outcome::Done),
+            "failed" => Some(Outcome::Failed),
+            "cancelled" => Some(Outcome::Cancelled),
+            "uncertain" => Some(Outcome::Uncertain),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteParams {
+    pub outcome: Outcome,
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+// ---- command kinds and their payloads/results ----
+
+pub mod kinds {
+    pub const PING: &str = "ping";
+    pub const FETCH: &str = "fetch";
+    pub const CANCEL: &str = "cancel";
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PingPayload {
+    /// Hold the ping this long on the Runner before answering (to try slow-command paths).
+    #[serde(default)]
+    pub hold_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PingResult {
+    /// A random id of this execution: a replayed outcome repeats it.
+    pub execution_id: String,
+    pub runner_version: String,
+    pub started_at_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FetchPayload {
+    pub path: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FetchResult {
+    /// The real path that was read (symlinks resolved).
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    /// The content, base64 (standard alphabet).
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelPayload {
+    pub command_id: String,
+}
+
+// ---- admin API over the queue ----
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PingParams {
+    #[serde(default)]
+    pub hold_ms: u64,
+    /// How long the ping may wait in the queue and run, in milliseconds.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FetchParams {
+    pub path: String,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Command {
+    pub id: String,
+    pub runner_id: String,
+    pub kind: String,
+    pub state: String,
+    pub created_at: String,
+    pub deadline_at: String,
+    pub leased_at: Option<String>,
+    pub generation: Option<i64>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub cancel_requested: bool,
+    pub error: Option<String>,
+    /// Present only when one command is shown (lists leave results out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+}
+
+impl Command {
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self.state.as_str(),
+            "done" | "failed" | "cancelled" | "expired" | "uncertain"
+        )
+    }
+}

@@ -1,0 +1,79 @@
+//! `yy runner run`: the Runner process.
+
+use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::error::{CliError, Exit};
+use crate::runner::{self, RunnerError, RunnerOptions, config};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// runner.json written by `yy runner register` (must be mode 0600)
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Directory for the Runner's receipts [default: $XDG_DATA_HOME/yy/runner-RUNNER_ID]
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Commands that may run at once
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_concurrent: u32,
+    /// After SIGTERM, how long commands in flight may finish before they are recorded as
+    /// uncertain
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let config = config::load(&args.config).map_err(|e| CliError::usage(e.to_string()))?;
+    let data_dir = match args.data_dir {
+        Some(d) => d,
+        None => super::context::default_data_dir()?.join(format!("runner-{}", config.runner_id)),
+    };
+    crate::fsutil::create_private_dir(&data_dir)
+        .map_err(|e| CliError::failure(format!("cannot create {}: {e}", data_dir.display())))?;
+    // One process per data directory: two would share receipts and could both run a command.
+    let lock_path = data_dir.join("runner.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| CliError::failure(format!("cannot open {}: {e}", lock_path.display())))?;
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(CliError::new(
+            Exit::Conflict,
+            format!(
+                "another yy runner is already running with {}; stop it first",
+                data_dir.display()
+            ),
+        )
+        .into());
+    }
+    tracing::info!(
+        runner = %config.runner_id,
+        server = %config.server_url,
+        data_dir = %data_dir.display(),
+        version = crate::VERSION,
+        "runner starting"
+    );
+    let opts = RunnerOptions {
+        config,
+        data_dir,
+        max_concurrent: args.max_concurrent as usize,
+        shutdown_grace: args.shutdown_grace,
+    };
+    let result = runner::run(opts, super::serve::shutdown_signal()).await;
+    drop(lock);
+    match result {
+        Ok(()) => {
+            tracing::info!("runner stopped");
+            Ok(())
+        }
+        Err(RunnerError::Refused(m)) => Err(CliError::new(Exit::Auth, m).into()),
+        Err(RunnerError::Local(m)) => Err(CliError::failure(m).into()),
+    }
+}

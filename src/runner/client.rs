@@ -1,0 +1,193 @@
+//! The Runner's side of the machine protocol: every request carries the token, the
+//! instance UUID, the protocol version and (after connecting) the generation.
+
+use std::time::Duration;
+
+use reqwest::{Method, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::ErrorBody;
+use crate::api::machine::{
+    CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL, LEASE_WAIT_MS,
+    LeaseParams, Leased, LeasedCommand, PROTOCOL_VERSION, RunnerStatus, StartGranted,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    /// The control plane could not be reached or the connection broke: retry.
+    #[error("{0}")]
+    Transport(String),
+    /// The control plane answered with an error.
+    #[error("{message} (HTTP {status}, {code})")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+}
+
+impl MachineError {
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            MachineError::Api { code, .. } => Some(code),
+            MachineError::Transport(_) => None,
+        }
+    }
+    /// Worth retrying after a pause (network trouble, a restarting or overloaded server).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            MachineError::Transport(_) => true,
+            MachineError::Api { status, code, .. } => {
+                *status >= 500 || code == crate::api::machine::codes::SHUTTING_DOWN
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct MachineClient {
+    http: reqwest::Client,
+    base: Url,
+    token: String,
+    pub instance: String,
+}
+
+impl MachineClient {
+    pub fn new(server_url: &str, token: String) -> Result<Self, MachineError> {
+        let mut base =
+            Url::parse(server_url).map_err(|e| MachineError::Transport(e.to_string()))?;
+        if !base.path().ends_with('/') {
+            let p = format!("{}/", base.path());
+            base.set_path(&p);
+        }
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_millis(LEASE_WAIT_MS + 15_000))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .user_agent(concat!("yy-runner/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| MachineError::Transport(e.to_string()))?;
+        Ok(MachineClient {
+            http,
+            base,
+            token,
+            instance: uuid::Uuid::new_v4().to_string(),
+        })
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        generation: Option<i64>,
+        body: &B,
+    ) -> Result<T, MachineError> {
+        let url = self
+            .base
+            .join(path)
+            .expect("machine paths are relative URLs");
+        let mut req = self
+            .http
+            .request(Method::POST, url)
+            .bearer_auth(&self.token)
+            .header(HEADER_PROTOCOL, PROTOCOL_VERSION.to_string())
+            .header(HEADER_INSTANCE, &self.instance)
+            .json(body);
+        if let Some(g) = generation {
+            req = req.header(HEADER_GENERATION, g.to_string());
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| MachineError::Transport(chain(&e)))?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| MachineError::Transport(chain(&e)))?;
+        if !status.is_success() {
+            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(b) => MachineError::Api {
+                    status: status.as_u16(),
+                    code: b.error.code,
+                    message: b.error.message,
+                },
+                Err(_) => MachineError::Api {
+                    status: status.as_u16(),
+                    code: "http".into(),
+                    message: format!("{path}: HTTP {status} without a yy error body"),
+                },
+            });
+        }
+        serde_json::from_slice(&bytes)
+            .map_err(|e| MachineError::Transport(format!("{path}: unexpected answer: {e}")))
+    }
+
+    pub async fn connect(&self, status: &RunnerStatus) -> Result<Connected, MachineError> {
+        self.call("runner/v1/connect", None, status).await
+    }
+
+    pub async fn lease(
+        &self,
+        generation: i64,
+        max: u32,
+    ) -> Result<Vec<LeasedCommand>, MachineError> {
+        let leased: Leased = self
+            .call(
+                "runner/v1/lease",
+                Some(generation),
+                &LeaseParams { max, wait_ms: None },
+            )
+            .await?;
+        Ok(leased.commands)
+    }
+
+    pub async fn start(&self, generation: i64, id: &str) -> Result<StartGranted, MachineError> {
+        self.call(
+            &format!("runner/v1/commands/{id}/start"),
+            Some(generation),
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
+    pub async fn complete(
+        &self,
+        generation: i64,
+        id: &str,
+        params: &CompleteParams,
+    ) -> Result<(), MachineError> {
+        let _: serde_json::Value = self
+            .call(
+                &format!("runner/v1/commands/{id}/complete"),
+                Some(generation),
+                params,
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn disconnect(&self, generation: i64) -> Result<(), MachineError> {
+        let _: serde_json::Value = self
+            .call(
+                "runner/v1/disconnect",
+                Some(generation),
+                &serde_json::json!({}),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        parts.push(s.to_string());
+        cur = s.source();
+    }
+    parts.dedup();
+    parts.join(": ")
+}

@@ -1,0 +1,122 @@
+//! runner.json: the Runner's private configuration, written by `yy runner register`.
+
+use std::net::IpAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::api::machine::PROTOCOL_VERSION;
+
+#[derive(Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunnerConfig {
+    pub protocol: u32,
+    #[serde(rename = "serverURL")]
+    pub server_url: String,
+    pub runner_id: String,
+    pub token: String,
+    #[serde(rename = "hermesURL")]
+    pub hermes_url: String,
+    pub allowed_profiles: Vec<String>,
+    pub artifact_roots: Vec<String>,
+    /// Permits plain http:// to a control plane that is not on loopback.
+    #[serde(default)]
+    pub allow_insecure_lan: bool,
+}
+
+impl std::fmt::Debug for RunnerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerConfig")
+            .field("server_url", &self.server_url)
+            .field("runner_id", &self.runner_id)
+            .field("token", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} is readable by group or others (mode {mode:04o}); it holds the Runner's token: run `chmod 600 {path}`"
+    )]
+    Shared { path: String, mode: u32 },
+    #[error("{path} is not a valid runner.json: {reason}")]
+    Invalid { path: String, reason: String },
+}
+
+/// True only for the literal loopback addresses (never a name such as `localhost`).
+pub fn is_loopback_literal(host: &url::Host<&str>) -> bool {
+    match host {
+        url::Host::Ipv4(ip) => IpAddr::V4(*ip).is_loopback(),
+        url::Host::Ipv6(ip) => IpAddr::V6(*ip).is_loopback(),
+        url::Host::Domain(_) => false,
+    }
+}
+
+pub fn load(path: &Path) -> Result<RunnerConfig, ConfigError> {
+    let shown: PathBuf = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let shown = shown.display().to_string();
+    let read = |source| ConfigError::Read {
+        path: shown.clone(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read)?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if crate::fsutil::is_shared(mode) {
+        return Err(ConfigError::Shared { path: shown, mode });
+    }
+    let text = std::fs::read(path).map_err(read)?;
+    let invalid = |reason: String| ConfigError::Invalid {
+        path: shown.clone(),
+        reason,
+    };
+    let config: RunnerConfig = serde_json::from_slice(&text).map_err(|e| invalid(e.to_string()))?;
+    if config.protocol != PROTOCOL_VERSION {
+        return Err(invalid(format!(
+            "it is for runner protocol {}, and this yy speaks protocol {PROTOCOL_VERSION}: use the yy version that matches the control plane",
+            config.protocol
+        )));
+    }
+    let url = url::Url::parse(&config.server_url)
+        .map_err(|e| invalid(format!("serverURL {:?}: {e}", config.server_url)))?;
+    let host = url
+        .host()
+        .ok_or_else(|| invalid(format!("serverURL {:?} has no host", config.server_url)))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if is_loopback_literal(&host) || config.allow_insecure_lan => {}
+        "http" => {
+            return Err(invalid(format!(
+                "serverURL {} is plain http:// to a host that is not loopback: use https://, or set \"allowInsecureLan\": true if this network is trusted",
+                config.server_url
+            )));
+        }
+        other => {
+            return Err(invalid(format!(
+                "serverURL has unsupported scheme {other:?}"
+            )));
+        }
+    }
+    if uuid::Uuid::parse_str(&config.runner_id).is_err() {
+        return Err(invalid(format!(
+            "runnerId {:?} is not a UUID",
+            config.runner_id
+        )));
+    }
+    if !config
+        .token
+        .starts_with(crate::server::auth::RUNNER_TOKEN_PREFIX)
+    {
+        return Err(invalid("token is not a yy Runner token".into()));
+    }
+    for root in &config.artifact_roots {
+        crate::api::names::check_absolute_path("artifactRoots entry", root).map_err(invalid)?;
+    }
+    Ok(config)
+}

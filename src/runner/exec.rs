@@ -1,0 +1,161 @@
+//! What each command kind does on the Runner's machine.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+
+use crate::api::machine::{
+    CancelPayload, FetchPayload, FetchResult, MAX_RESULT_BYTES, PingPayload, PingResult, kinds,
+};
+use crate::timefmt::now_ms;
+
+/// Command kinds this Runner carries (reported as capabilities).
+pub const CAPABILITIES: [&str; 3] = [kinds::PING, kinds::FETCH, kinds::CANCEL];
+
+pub type ExecResult = Result<serde_json::Value, String>;
+
+pub async fn ping(payload: serde_json::Value) -> ExecResult {
+    let p: PingPayload = parse(payload)?;
+    let started_at_ms = now_ms();
+    if p.hold_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(p.hold_ms)).await;
+    }
+    to_value(PingResult {
+        execution_id: uuid::Uuid::new_v4().to_string(),
+        runner_version: crate::VERSION.into(),
+        started_at_ms,
+    })
+}
+
+pub async fn fetch(payload: serde_json::Value, roots: Vec<String>) -> ExecResult {
+    let p: FetchPayload = parse(payload)?;
+    tokio::task::spawn_blocking(move || read_export(&roots, Path::new(&p.path)))
+        .await
+        .map_err(|e| e.to_string())?
+        .and_then(to_value)
+}
+
+/// The target's id, for the Runner to cancel.
+pub fn cancel_target(payload: serde_json::Value) -> Result<String, String> {
+    let p: CancelPayload = parse(payload)?;
+    Ok(p.command_id)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(payload: serde_json::Value) -> Result<T, String> {
+    serde_json::from_value(payload).map_err(|e| format!("malformed payload: {e}"))
+}
+
+fn to_value<T: serde::Serialize>(v: T) -> ExecResult {
+    serde_json::to_value(v).map_err(|e| e.to_string())
+}
+
+fn inside(real: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|r| real.starts_with(r))
+}
+
+/// Reads a file for export. Its real path (symlinks and `..` resolved, and checked again on
+/// the opened descriptor so a swapped symlink cannot escape) must lie in an artifact root.
+pub fn read_export(roots: &[String], path: &Path) -> Result<FetchResult, String> {
+    if roots.is_empty() {
+        return Err(
+            "this Runner has no artifactRoots, so it exports nothing: register it with --artifact-root DIR"
+                .into(),
+        );
+    }
+    let roots: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .collect();
+    let shown = path.display();
+    let outside = |real: &Path| {
+        format!(
+            "{shown} resolves to {}, which is outside the Runner's artifactRoots; refused",
+            real.display()
+        )
+    };
+    let real = std::fs::canonicalize(path).map_err(|e| format!("cannot export {shown}: {e}"))?;
+    if !inside(&real, &roots) {
+        return Err(outside(&real));
+    }
+    // O_NONBLOCK: opening a FIFO must not hang; it is refused below as not a regular file.
+    let mut file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&real)
+        .map_err(|e| format!("cannot export {shown}: {e}"))?;
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|e| format!("cannot check {shown}: {e}"))?;
+    if !inside(&opened, &roots) {
+        return Err(outside(&opened));
+    }
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot export {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let too_large = |n: u64| {
+        format!(
+            "{shown} is {n} bytes; a read-only result is at most {} MiB",
+            MAX_RESULT_BYTES / (1024 * 1024)
+        )
+    };
+    if meta.len() > MAX_RESULT_BYTES as u64 {
+        return Err(too_large(meta.len()));
+    }
+    let mut data = Vec::with_capacity(meta.len() as usize);
+    file.by_ref()
+        .take(MAX_RESULT_BYTES as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if data.len() > MAX_RESULT_BYTES {
+        return Err(too_large(data.len() as u64));
+    }
+    Ok(FetchResult {
+        path: opened.display().to_string(),
+        size: data.len() as u64,
+        sha256: hex::encode(Sha256::digest(&data)),
+        content: base64::engine::general_purpose::STANDARD.encode(&data),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exports_stay_inside_the_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("ok.txt"), b"hello").unwrap();
+        std::fs::write(dir.path().join("secret"), b"no").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("link")).unwrap();
+        let roots = vec![root.display().to_string()];
+
+        let r = read_export(&roots, &root.join("ok.txt")).unwrap();
+        assert_eq!(r.size, 5);
+        assert_eq!(r.sha256, hex::encode(Sha256::digest(b"hello")));
+
+        let e = read_export(&roots, &root.join("../secret")).unwrap_err();
+        assert!(e.contains("outside"), "{e}");
+        let e = read_export(&roots, &root.join("link")).unwrap_err();
+        assert!(e.contains("outside"), "{e}");
+        let e = read_export(&[], &root.join("ok.txt")).unwrap_err();
+        assert!(e.contains("no artifactRoots"), "{e}");
+        let e = read_export(&roots, &root).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        // A sibling whose name merely starts with the root's name is outside.
+        let sibling = dir.path().join("root2");
+        std::fs::create_dir(&sibling).unwrap();
+        std::fs::write(sibling.join("x"), b"x").unwrap();
+        let e = read_export(&roots, &sibling.join("x")).unwrap_err();
+        assert!(e.contains("outside"), "{e}");
+    }
+}

@@ -1,0 +1,424 @@
+//! `yy runner run`: the Runner. It connects out to the control plane, long-polls commands,
+//! re-checks each with the control plane before running it, runs commands concurrently, and
+//! keeps receipts so nothing ever runs twice.
+
+pub mod client;
+pub mod config;
+pub mod exec;
+pub mod receipts;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api::machine::{CompleteParams, LeasedCommand, Outcome, RunnerStatus, codes, kinds};
+use client::{MachineClient, MachineError};
+use config::RunnerConfig;
+use receipts::{Prior, Receipts};
+
+pub struct RunnerOptions {
+    pub config: RunnerConfig,
+    pub data_dir: PathBuf,
+    /// Commands running at once.
+    pub max_concurrent: usize,
+    /// How long in-flight commands may finish after SIGTERM.
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// Refused for good by the control plane (disabled, unknown, replaced, wrong version).
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Local(String),
+}
+
+struct Shared {
+    client: MachineClient,
+    config: RunnerConfig,
+    receipts: Receipts,
+    /// Commands running now, with the token that cancels each.
+    inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// Fires when the grace period after SIGTERM is over.
+    hard_stop: CancellationToken,
+}
+
+/// Runs until `shutdown` fires (then finishes or records in-flight work) or the control
+/// plane refuses this Runner for good.
+pub async fn run(
+    opts: RunnerOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), RunnerError> {
+    let receipts = Receipts::open(&opts.data_dir).map_err(|e| RunnerError::Local(e.to_string()))?;
+    for id in receipts
+        .settle_unfinished()
+        .map_err(|e| RunnerError::Local(e.to_string()))?
+    {
+        tracing::warn!(command = %id, "command was running when this Runner stopped; its outcome is uncertain and it will never run again");
+    }
+    let client = MachineClient::new(&opts.config.server_url, opts.config.token.clone())
+        .map_err(|e| RunnerError::Local(e.to_string()))?;
+    let shared = Arc::new(Shared {
+        client,
+        config: opts.config,
+        receipts,
+        inflight: Mutex::default(),
+        hard_stop: CancellationToken::new(),
+    });
+    let tasks = TaskTracker::new();
+    tasks.spawn(compact_forever(shared.clone()));
+    let slots = Arc::new(Semaphore::new(opts.max_concurrent));
+    tokio::pin!(shutdown);
+    let outcome = lease_loop(&shared, &tasks, &slots, &mut shutdown).await;
+
+    // Stop leasing; let what runs finish within the grace period, then record the rest.
+    let running = shared.inflight.lock().map(|m| m.len()).unwrap_or(0);
+    if running > 0 {
+        tracing::info!(running, grace = ?opts.shutdown_grace, "waiting for commands in flight");
+    }
+    tasks.close();
+    let idle = async {
+        while shared
+            .inflight
+            .lock()
+            .map(|m| !m.is_empty())
+            .unwrap_or(false)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    if tokio::time::timeout(opts.shutdown_grace, idle)
+        .await
+        .is_err()
+    {
+        tracing::warn!("grace period over: recording unfinished commands as uncertain");
+    }
+    shared.hard_stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await;
+    outcome
+}
+
+fn status() -> RunnerStatus {
+    RunnerStatus {
+        version: crate::VERSION.into(),
+        capabilities: exec::CAPABILITIES.iter().map(|s| s.to_string()).collect(),
+        computers_capacity: 0,
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// Jittered, capped exponential back-off: 250 ms doubling to 30 s, each wait drawn from
+/// its upper half so a fleet does not reconnect in step.
+fn backoff(attempt: u32) -> Duration {
+    let cap = 250u64.saturating_mul(1 << attempt.min(7)).min(30_000);
+    Duration::from_millis(rand::rng().random_range(cap / 2..=cap))
+}
+
+fn refused(e: &MachineError) -> Option<RunnerError> {
+    let message = match e.code()? {
+        codes::RUNNER_DISABLED
+        | codes::UNKNOWN_RUNNER
+        | codes::REPLACED
+        | codes::UPGRADE_REQUIRED
+        | codes::ORIGIN_REFUSED => e.to_string(),
+        _ => return None,
+    };
+    Some(RunnerError::Refused(message))
+}
+
+async fn lease_loop(
+    shared: &Arc<Shared>,
+    tasks: &TaskTracker,
+    slots: &Arc<Semaphore>,
+    shutdown: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> Result<(), RunnerError> {
+    let mut attempt = 0u32;
+    'connect: loop {
+        let status = status();
+        let connected = tokio::select! {
+            r = shared.client.connect(&status) => r,
+            _ = &mut *shutdown => return Ok(()),
+        };
+        let connected = match connected {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(fatal) = refused(&e) {
+                    return Err(fatal);
+                }
+                if !e.is_transient() {
+                    return Err(RunnerError::Refused(e.to_string()));
+                }
+                let wait = backoff(attempt);
+                attempt += 1;
+                tracing::warn!(error = %e, retry_in = ?wait, attempt, "cannot connect to the control plane; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => continue 'connect,
+                    _ = &mut *shutdown => return Ok(()),
+                }
+            }
+        };
+        let generation = connected.generation;
+        tracing::info!(
+            runner = %connected.runner_id,
+            generation,
+            instance = %shared.client.instance,
+            "connected to the control plane"
+        );
+        for id in &connected.uncertain {
+            tracing::warn!(command = %id, "the control plane marked a command of an earlier connection uncertain");
+        }
+        attempt = 0;
+        loop {
+            // Lease only what can run now; wait for a free slot first.
+            let permit = tokio::select! {
+                p = slots.clone().acquire_owned() => p.expect("semaphore never closes"),
+                _ = &mut *shutdown => return Ok(()),
+            };
+            let max = slots.available_permits() as u32 + 1;
+            drop(permit);
+            let leased = tokio::select! {
+                r = shared.client.lease(generation, max) => r,
+                _ = &mut *shutdown => {
+                    let _ = shared.client.disconnect(generation).await;
+                    return Ok(());
+                }
+            };
+            match leased {
+                Ok(commands) => {
+                    for cmd in commands {
+                        let permit = slots.clone().try_acquire_owned().ok();
+                        let shared = shared.clone();
+                        tasks.spawn(async move {
+                            handle(&shared, generation, cmd).await;
+                            drop(permit);
+                        });
+                    }
+                }
+                Err(e) => {
+                    if let Some(fatal) = refused(&e) {
+                        return Err(fatal);
+                    }
+                    if e.code() == Some(codes::STALE_GENERATION) {
+                        tracing::warn!(
+                            generation,
+                            "connection generation ended (control plane restart?); reconnecting"
+                        );
+                        continue 'connect;
+                    }
+                    let wait = backoff(attempt);
+                    attempt += 1;
+                    tracing::warn!(error = %e, retry_in = ?wait, "lost the control plane; reconnecting");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => continue 'connect,
+                        _ = &mut *shutdown => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Finished {
+    outcome: Outcome,
+    result: Option<serde_json::Value>,
+    error: Option<String>,
+}
+
+impl Finished {
+    fn failed(error: impl Into<String>) -> Self {
+        Finished {
+            outcome: Outcome::Failed,
+            result: None,
+            error: Some(error.into()),
+        }
+    }
+}
+
+async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) {
+    let id = cmd.id.clone();
+    if shared
+        .inflight
+        .lock()
+        .map(|m| m.contains_key(&id))
+        .unwrap_or(false)
+    {
+        tracing::debug!(command = %id, "delivered again while running; ignored");
+        return;
+    }
+    let fp = receipts::fingerprint(&cmd.id, &cmd.kind, &cmd.payload);
+    match shared.receipts.lookup(&id, &fp) {
+        Ok(Prior::New) => {}
+        Ok(Prior::Finished(stored)) => {
+            tracing::info!(command = %id, outcome = stored.outcome.as_str(), "duplicate delivery: reporting the stored outcome, not running again");
+            let f = Finished {
+                outcome: stored.outcome,
+                result: stored.result,
+                error: stored.error,
+            };
+            report(shared, generation, &id, f).await;
+            return;
+        }
+        Ok(Prior::Unfinished) => {
+            report(
+                shared,
+                generation,
+                &id,
+                Finished {
+                    outcome: Outcome::Uncertain,
+                    result: None,
+                    error: Some("started earlier without an outcome; it will not run again".into()),
+                },
+            )
+            .await;
+            return;
+        }
+        Ok(Prior::Mismatch) => {
+            report(
+                shared,
+                generation,
+                &id,
+                Finished::failed(
+                    "this command id was delivered before with different content; refused",
+                ),
+            )
+            .await;
+            return;
+        }
+        Err(e) => {
+            tracing::error!(command = %id, error = %e, "cannot read receipts; not running the command");
+            return;
+        }
+    }
+    // The re-check: still ours, not cancelled, within its deadline.
+    let granted = match shared.client.start(generation, &id).await {
+        Ok(g) => g,
+        Err(e) => {
+            tracing::info!(command = %id, error = %e, "control plane refused to start the command");
+            return;
+        }
+    };
+    if let Err(e) = shared.receipts.begin(&id, &fp, &cmd.kind) {
+        tracing::error!(command = %id, error = %e, "cannot write the receipt; not running the command");
+        return;
+    }
+    let token = CancellationToken::new();
+    if let Ok(mut m) = shared.inflight.lock() {
+        m.insert(id.clone(), token.clone());
+    }
+    let remaining =
+        Duration::from_millis((granted.deadline_ms - crate::timefmt::now_ms()).max(0) as u64);
+    tracing::debug!(command = %id, kind = %cmd.kind, "running");
+    let finished = tokio::select! {
+        f = execute(shared, cmd) => f,
+        _ = token.cancelled() => Finished {
+            outcome: Outcome::Cancelled,
+            result: None,
+            error: Some("cancelled while running".into()),
+        },
+        _ = tokio::time::sleep(remaining) => Finished::failed("the deadline passed while it was running"),
+        _ = shared.hard_stop.cancelled() => Finished {
+            outcome: Outcome::Uncertain,
+            result: None,
+            error: Some("the Runner stopped before the command finished".into()),
+        },
+    };
+    if let Err(e) = shared.receipts.finish(
+        &id,
+        finished.outcome,
+        finished.result.as_ref(),
+        finished.error.as_deref(),
+    ) {
+        tracing::error!(command = %id, error = %e, "cannot record the outcome");
+    }
+    if let Ok(mut m) = shared.inflight.lock() {
+        m.remove(&id);
+    }
+    report(shared, generation, &id, finished).await;
+}
+
+async fn execute(shared: &Arc<Shared>, cmd: LeasedCommand) -> Finished {
+    let result = match cmd.kind.as_str() {
+        kinds::PING => exec::ping(cmd.payload).await,
+        kinds::FETCH => exec::fetch(cmd.payload, shared.config.artifact_roots.clone()).await,
+        kinds::CANCEL => match exec::cancel_target(cmd.payload) {
+            Ok(target) => {
+                let token = shared
+                    .inflight
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.get(&target).cloned());
+                let found = token.is_some();
+                if let Some(t) = token {
+                    t.cancel();
+                }
+                Ok(serde_json::json!({ "command_id": target, "was_running": found }))
+            }
+            Err(e) => Err(e),
+        },
+        other => Err(format!(
+            "this Runner (yy {}) does not know command kind {other:?}: upgrade yy on the Runner",
+            crate::VERSION
+        )),
+    };
+    match result {
+        Ok(v) => Finished {
+            outcome: Outcome::Done,
+            result: Some(v),
+            error: None,
+        },
+        Err(e) => Finished::failed(e),
+    }
+}
+
+/// Reports an outcome, retrying through network trouble. A refusal (another outcome won,
+/// or the generation ended) is final: the control plane already decided.
+async fn report(shared: &Arc<Shared>, generation: i64, id: &str, f: Finished) {
+    let params = CompleteParams {
+        outcome: f.outcome,
+        result: f.result,
+        error: f.error,
+    };
+    let mut attempt = 0;
+    loop {
+        match shared.client.complete(generation, id, &params).await {
+            Ok(()) => return,
+            Err(e) if e.is_transient() && attempt < 8 && !shared.hard_stop.is_cancelled() => {
+                let wait = backoff(attempt);
+                attempt += 1;
+                tracing::warn!(command = %id, error = %e, retry_in = ?wait, "cannot report the outcome yet");
+                tokio::time::sleep(wait).await;
+            }
+            Err(e) => {
+                tracing::warn!(command = %id, error = %e, "outcome not accepted by the control plane");
+                return;
+            }
+        }
+    }
+}
+
+async fn compact_forever(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(600));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shared.hard_stop.cancelled() => return,
+        }
+        match shared.receipts.compact() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                receipts = n,
+                "compacted old receipts into no-replay records"
+            ),
+            Err(e) => tracing::warn!(error = %e, "receipt compaction failed"),
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! The durable per-Runner command queue and the connection generations that fence it.
+//!
+//! States: pending -> leased -> running -> done | failed | cancelled, plus expired (never
+//! started before its deadline) and uncertain (started, and its Runner's generation ended
+//! without an outcome). Final states never change again, and nothing is ever replayed.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{StoreError, new_id, not_found};
+use crate::api::machine::{self, LeasedCommand, Outcome, RunnerStatus};
+use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
+
+/// Bounds on what may wait in one Runner's queue.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueLimits {
+    pub max_pending: u32,
+    pub max_pending_bytes: u64,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        QueueLimits {
+            max_pending: 1000,
+            max_pending_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// A running command whose deadline passed this long ago without an outcome is `uncertain`.
+pub const OVERDUE_GRACE_MS: i64 = 30_000;
+
+#[derive(Debug, Clone)]
+pub struct CommandRow {
+    pub id: String,
+    pub runner_id: String,
+    pub kind: String,
+    pub payload: String,
+    pub state: String,
+    pub created_at: i64,
+    pub deadline_at: i64,
+    pub leased_at: Option<i64>,
+    pub lease_generation: Option<i64>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub cancel_requested_at: Option<i64>,
+    pub result: Option<String>,
+    pub error: Option<String>,
+}
+
+impl CommandRow {
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self.state.as_str(),
+            "done" | "failed" | "cancelled" | "expired" | "uncertain"
+        )
+    }
+
+    pub fn view(self, with_result: bool) -> machine::Command {
+        machine::Command {
+            id: self.id,
+            runner_id: self.runner_id,
+            kind: self.kind,
+            state: self.state,
+            created_at: rfc3339(self.created_at),
+            deadline_at: rfc3339(self.deadline_at),
+            leased_at: rfc3339_opt(self.leased_at),
+            generation: self.lease_generation,
+            started_at: rfc3339_opt(self.started_at),
+            finished_at: rfc3339_opt(self.finished_at),
+            cancel_requested: self.cancel_requested_at.is_some(),
+            error: self.error,
+            result: if with_result {
+                self.result.and_then(|r| serde_json::from_str(&r).ok())
+            } else {
+                None
+            },
+        }
+    }
+}
+
+const COLUMNS: &str = "id, runner_id, kind, payload, state, created_at, deadline_at, leased_at,
+    lease_generation, started_at, finished_at, cancel_requested_at, result, error";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CommandRow> {
+    Ok(CommandRow {
+        id: r.get(0)?,
+        runner_id: r.get(1)?,
+        kind: r.get(2)?,
+        payload: r.get(3)?,
+        state: r.get(4)?,
+        created_at: r.get(5)?,
+        deadline_at: r.get(6)?,
+        leased_at: r.get(7)?,
+        lease_generation: r.get(8)?,
+        started_at: r.get(9)?,
+        finished_at: r.get(10)?,
+        cancel_requested_at: r.get(11)?,
+        result: r.get(12)?,
+        error: r.get(13)?,
+    })
+}
+
+pub fn get(conn: &Connection, id: &str) -> Result<CommandRow, StoreError> {
+    not_found(
+        conn.query_row(
+            &format!("SELECT {COLUMNS} FROM runner_commands WHERE id = ?1"),
+            [id],
+            row,
+        ),
+        || format!("no command {id:?}: see `yy runner commands RUNNER`"),
+    )
+}
+
+/// A command as seen by its Runner: another Runner's command does not exist for it.
+fn get_for_runner(conn: &Connection, runner_id: &str, id: &str) -> Result<CommandRow, StoreError> {
+    let found = get(conn, id)?;
+    if found.runner_id != runner_id {
+        return Err(StoreError::NotFound(format!("no command {id:?}")));
+    }
+    Ok(found)
+}
+
+pub fn list(conn: &Connection, runner_id: &str, limit: u32) -> Result<Vec<CommandRow>, StoreError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM runner_commands WHERE runner_id = ?1 ORDER BY seq DESC LIMIT ?2"
+    ))?;
+    let rows = stmt
+        .query_map(params![runner_id, limit], row)?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// Adds a command to an enabled Runner's queue, within the queue's bounds (which a
+/// `cancel` ignores: stopping work must never be refused for lack of room).
+pub fn enqueue(
+    conn: &mut Connection,
+    runner_id: &str,
+    kind: &str,
+    payload: &serde_json::Value,
+    timeout_ms: i64,
+    limits: QueueLimits,
+) -> Result<CommandRow, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let row = enqueue_in(&tx, runner_id, kind, payload, timeout_ms, limits)?;
+    tx.commit()?;
+    Ok(row)
+}
+
+fn enqueue_in(
+    conn: &Connection,
+    runner_id: &str,
+    kind: &str,
+    payload: &serde_json::Value,
+    timeout_ms: i64,
+    limits: QueueLimits,
+) -> Result<CommandRow, StoreError> {
+    let disabled: Option<i64> = not_found(
+        conn.query_row(
+            "SELECT disabled_at FROM runners WHERE id = ?1",
+            [runner_id],
+            |r| r.get(0),
+        ),
+        || format!("no runner {runner_id:?}"),
+    )?;
+    if disabled.is_some() {
+        return Err(StoreError::Invalid(format!(
+            "runner {runner_id} is disabled; register a new runner for its source"
+        )));
+    }
+    let payload = payload.to_string();
+    if kind != machine::kinds::CANCEL {
+        let (count, bytes): (u32, i64) = conn.query_row(
+            "SELECT count(*), coalesce(sum(payload_bytes), 0) FROM runner_commands
+             WHERE runner_id = ?1 AND state = 'pending'",
+            [runner_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if count >= limits.max_pending {
+            return Err(StoreError::Limit(format!(
+                "runner {runner_id} already has {count} pending commands, the limit: wait until it catches up (is it online? `yy runner show {runner_id}`)"
+            )));
+        }
+        if (bytes + payload.len() as i64) as u64 > limits.max_pending_bytes {
+            return Err(StoreError::Limit(format!(
+                "runner {runner_id}'s pending commands would exceed {} bytes, the limit: wait until it catches up",
+                limits.max_pending_bytes
+            )));
+        }
+    }
+    let now = now_ms();
+    let id = new_id();
+    conn.execute(
+        "INSERT INTO runner_commands (id, runner_id, kind, payload, payload_bytes, state, created_at, deadline_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7)",
+        params![id, runner_id, kind, payload, payload.len() as i64, now, now + timeout_ms],
+    )?;
+    get(conn, &id)
+}
+
+/// Starts a new generation for a Runner instance. Work leased to an earlier generation and
+/// never started goes back to the queue; work that had started becomes `uncertain`.
+pub fn connect(
+    conn: &mut Connection,
+    runner_id: &str,
+    instance: &str,
+    status: &RunnerStatus,
+) -> Result<machine::Connected, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now_ms();
+    let generation: i64 = tx.query_row(
+        "UPDATE runners SET generation = generation + 1, instance_id = ?2, last_seen_at = ?3,
+             version = ?4, capabilities = ?5, status = ?6
+         WHERE id = ?1 AND disabled_at IS NULL RETURNING generation",
+        params![
+            runner_id,
+            instance,
+            now,
+            status.version,
+            serde_json::to_string(&status.capabilities).expect("strings serialize"),
+            serde_json::to_string(status).expect("status serializes"),
+        ],
+        |r| r.get(0),
+    )?;
+    let uncertain = ids(
+        &tx,
+        "UPDATE runner_commands SET state = 'uncertain', finished_at = ?3,
+             error = 'the Runner connection that was running it ended before an outcome was reported; it will not run again'
+         WHERE runner_id = ?1 AND state = 'running' AND lease_generation < ?2 RETURNING id",
+        params![runner_id, generation, now],
+    )?;
+    let requeued = ids(
+        &tx,
+        "UPDATE runner_commands SET state = 'pending', leased_at = NULL, lease_generation = NULL
+         WHERE runner_id = ?1 AND state = 'leased' AND lease_generation < ?2 RETURNING id",
+        params![runner_id, generation],
+    )?;
+    tx.commit()?;
+    Ok(machine::Connected {
+        runner_id: runner_id.to_string(),
+        generation,
+        uncertain,
+        requeued,
+    })
+}
+
+fn ids(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare(sql)?;
+    let ids = stmt
+        .query_map(p, |r| r.get::<_, String>(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(ids)
+}
+
+/// Leases up to `max` pending commands to `generation`, oldest first.
+pub fn lease(
+    conn: &mut Connection,
+    runner_id: &str,
+    generation: i64,
+    max: u32,
+) -> Result<Vec<LeasedCommand>, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now_ms();
+    tx.execute(
+        "UPDATE runner_commands SET state = 'expired', finished_at = ?2,
+             error = 'the deadline passed before the Runner took the command'
+         WHERE runner_id = ?1 AND state = 'pending' AND deadline_at <= ?2",
+        params![runner_id, now],
+    )?;
+    let mut stmt = tx.prepare(
+        "UPDATE runner_commands SET state = 'leased', leased_at = ?3, lease_generation = ?4
+         WHERE seq IN (SELECT seq FROM runner_commands
+                       WHERE runner_id = ?1 AND state = 'pending' ORDER BY seq LIMIT ?2)
+         RETURNING id, kind, payload, deadline_at, seq",
+    )?;
+    let mut leased: Vec<(i64, LeasedCommand)> = stmt
+        .query_map(params![runner_id, max, now, generation], |r| {
+            let payload: String = r.get(2)?;
+            Ok((
+                r.get(4)?,
+                LeasedCommand {
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
+                    deadline_ms: r.get(3)?,
+                },
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    drop(stmt);
+    tx.commit()?;
+    leased.sort_by_key(|(seq, _)| *seq);
+    Ok(leased.into_iter().map(|(_, c)| c).collect())
+}
+
+/// Why a Runner may not start a command.
+#[derive(Debug)]
+pub enum StartRefused {
+    Cancelled,
+    Expired,
+    /// Not leased to this generation, or already past starting.
+    NotLeased(String),
+}
+
+/// The re-check before execution: the command is still leased to this generation, not
+/// cancelled, and within its deadline. Granting it marks the command running.
+pub fn start(
+    conn: &mut Connection,
+    runner_id: &str,
+    generation: i64,
+    id: &str,
+) -> Result<Result<i64, StartRefused>, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let cmd = get_for_runner(&tx, runner_id, id)?;
+    let now = now_ms();
+    if cmd.lease_generation != Some(generation) {
+        return Ok(Err(StartRefused::NotLeased(format!(
+            "command {id} is not leased to this connection generation"
+        ))));
+    }
+    // A retried start whose first answer was lost.
+    if cmd.state == "running" {
+        return Ok(Ok(cmd.deadline_at));
+    }
+    if cmd.state != "leased" {
+        return Ok(Err(StartRefused::NotLeased(format!(
+            "command {id} is {}",
+            cmd.state
+        ))));
+    }
+    let (state, refusal, error) = if cmd.cancel_requested_at.is_some() {
+        (
+            "cancelled",
+            Some(StartRefused::Cancelled),
+            Some("cancelled before it started"),
+        )
+    } else if cmd.deadline_at <= now {
+        (
+            "expired",
+            Some(StartRefused::Expired),
+            Some("the deadline passed before it started"),
+        )
+    } else {
+        ("running", None, None)
+    };
+    if let Some(refusal) = refusal {
+        tx.execute(
+            "UPDATE runner_commands SET state = ?2, finished_at = ?3, error = ?4 WHERE id = ?1",
+            params![id, state, now, error],
+        )?;
+        tx.commit()?;
+        return Ok(Err(refusal));
+    }
+    tx.execute(
+        "UPDATE runner_commands SET state = 'running', started_at = ?2 WHERE id = ?1",
+        params![id, now],
+    )?;
+    tx.commit()?;
+    Ok(Ok(cmd.deadline_at))
+}
+
+/// Records a command's outcome. Exactly one outcome wins: a second, different one is a
+/// conflict; the same one again (a retried report) is accepted.
+pub fn complete(
+    conn: &mut Connection,
+    runner_id: &str,
+    generation: i64,
+    id: &str,
+    outcome: Outcome,
+    result: Option<&str>,
+    error: Option<&str>,
+) -> Result<CommandRow, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let cmd = get_for_runner(&tx, runner_id, id)?;
+    if cmd.is_final() {
+        if cmd.state == outcome.as_str() {
+            return Ok(cmd);
+        }
+        return Err(StoreError::Conflict(format!(
+            "command {id} already ended as {}",
+            cmd.state
+        )));
+    }
+    if cmd.lease_generation != Some(generation) {
+        return Err(StoreError::Conflict(format!(
+            "command {id} is not leased to this connection generation"
+        )));
+    }
+    if outcome == Outcome::Cancelled && cmd.cancel_requested_at.is_none() {
+        return Err(StoreError::Invalid(format!(
+            "command {id} was not cancelled; report done, failed or uncertain"
+        )));
+    }
+    tx.execute(
+        "UPDATE runner_commands SET state = ?2, finished_at = ?3, result = ?4, error = ?5 WHERE id = ?1",
+        params![id, outcome.as_str(), now_ms(), result, error],
+    )?;
+    let cmd = get(&tx, id)?;
+    tx.commit()?;
+    Ok(cmd)
+}
+
+/// What cancelling did.
+pub enum Cancelled {
+    /// It had not been leased: it is cancelled and will never run.
+    Dequeued(CommandRow),
+    /// It is with the Runner: a `cancel` command was queued; the outcome comes from there.
+    Requested(CommandRow),
+}
+
+pub fn cancel(conn: &mut Connection, id: &str) -> Result<Cancelled, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let cmd = get(&tx, id)?;
+    let now = now_ms();
+    let outcome = match cmd.state.as_str() {
+        "pending" => {
+            tx.execute(
+                "UPDATE runner_commands SET state = 'cancelled', finished_at = ?2,
+                     cancel_requested_at = ?2, error = 'cancelled before it was delivered'
+                 WHERE id = ?1",
+                params![id, now],
+            )?;
+            Cancelled::Dequeued(get(&tx, id)?)
+        }
+        "leased" | "running" => {
+            if cmd.cancel_requested_at.is_none() {
+                tx.execute(
+                    "UPDATE runner_commands SET cancel_requested_at = ?2 WHERE id = ?1",
+                    params![id, now],
+                )?;
+                let payload = serde_json::json!({ "command_id": id });
+                enqueue_in(
+                    &tx,
+                    &cmd.runner_id,
+                    machine::kinds::CANCEL,
+                    &payload,
+                    60_000,
+                    QueueLimits::default(),
+                )?;
+            }
+            Cancelled::Requested(get(&tx, id)?)
+        }
+        state => {
+            return Err(StoreError::Conflict(format!(
+                "command {id} already ended as {state}; nothing to cancel"
+            )));
+        }
+    };
+    tx.commit()?;
+    Ok(outcome)
+}
+
+/// Ends what can no longer happen: pending past its deadline -> expired; leased and never
+/// started past its deadline -> expired; running long past its deadline -> uncertain.
+/// Returns the Runners whose commands changed.
+pub fn sweep(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now_ms();
+    let mut runners = ids(
+        &tx,
+        "UPDATE runner_commands SET state = 'expired', finished_at = ?1,
+             error = 'the deadline passed before the command started'
+         WHERE state IN ('pending', 'leased') AND deadline_at <= ?1 RETURNING runner_id",
+        [now],
+    )?;
+    runners.extend(ids(
+        &tx,
+        "UPDATE runner_commands SET state = 'uncertain', finished_at = ?1,
+             error = 'no outcome was reported by the deadline; it will not run again'
+         WHERE state = 'running' AND deadline_at <= ?2 RETURNING runner_id",
+        params![now, now - OVERDUE_GRACE_MS],
+    )?);
+    tx.commit()?;
+    runners.sort();
+    runners.dedup();
+    Ok(runners)
+}
+
+/// The Runner's id, disabled flag and generation for a token hash.
+pub fn runner_for_token(
+    conn: &Connection,
+    token_hash: &str,
+) -> Result<Option<(String, Option<i64>, i64)>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT id, disabled_at, generation FROM runners WHERE token_hash = ?1",
+            [token_hash],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?)
+}
+
+pub fn touch(conn: &Connection, runner_id: &str) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE runners SET last_seen_at = ?2 WHERE id = ?1",
+        params![runner_id, now_ms()],
+    )?;
+    Ok(())
+}
+
+/// Marks a Runner offline after a clean disconnect of the instance holding `generation`.
+pub fn disconnect(conn: &Connection, runner_id: &str, generation: i64) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE runners SET instance_id = NULL WHERE id = ?1 AND generation = ?2",
+        params![runner_id, generation],
+    )?;
+    Ok(())
+}

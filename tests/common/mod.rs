@@ -1,0 +1,315 @@
+//! Test harness: the real `yy` binary, a real `yy serve` on a loopback port, real SQLite
+//! files in temporary directories.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_yy");
+pub const PASSWORD: &str = "correct horse battery";
+
+/// The outcome of one CLI run.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    #[track_caller]
+    pub fn ok(&self) -> &Self {
+        assert_eq!(self.code, 0, "expected success, got {self:#?}");
+        self
+    }
+    #[track_caller]
+    pub fn fails(&self, code: i32, needle: &str) -> &Self {
+        assert_eq!(self.code, code, "wrong exit code: {self:#?}");
+        assert!(
+            self.stderr.contains(needle),
+            "stderr lacks {needle:?}: {self:#?}"
+        );
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "error must be one line: {self:#?}");
+        assert!(lines[0].starts_with("error: "), "{self:#?}");
+        self
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
+    }
+}
+
+/// A sandbox: its own config and data directories, and the commands to drive the CLI in it.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+    pub fn data_dir(&self) -> PathBuf {
+        self.path("data")
+    }
+    pub fn config_home(&self) -> PathBuf {
+        self.path("config")
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env("XDG_CONFIG_HOME", self.config_home())
+            .env("XDG_DATA_HOME", self.path("xdg-data"))
+            .env("HOME", self.dir.path())
+            .env_remove("YY_SERVER")
+            .env_remove("YY_TOKEN")
+            .env_remove("YY_DATA_DIR")
+            .env_remove("YY_LOG");
+        cmd
+    }
+
+    /// Runs `yy ARGS` with `stdin` and waits.
+    pub fn run_with(&self, args: &[&str], stdin: &str, envs: &[(&str, &str)]) -> Out {
+        let mut cmd = self.command(args);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn yy");
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).ok();
+        let out = child.wait_with_output().expect("wait yy");
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Out {
+        self.run_with(args, "", &[])
+    }
+
+    pub fn create_admin(&self, username: &str) {
+        let data = self.data_dir();
+        self.run_with(
+            &[
+                "admin",
+                "create",
+                "--data-dir",
+                data.to_str().unwrap(),
+                "--username",
+                username,
+                "--password-stdin",
+            ],
+            PASSWORD,
+            &[],
+        )
+        .ok();
+    }
+
+    pub fn login(&self, server: &Server, username: &str) {
+        self.run_with(
+            &[
+                "login",
+                &server.url,
+                "--username",
+                username,
+                "--password-stdin",
+            ],
+            PASSWORD,
+            &[],
+        )
+        .ok();
+    }
+
+    /// The token stored by `yy login`.
+    pub fn stored_token(&self) -> String {
+        let text = std::fs::read_to_string(self.config_home().join("yy/login.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["token"].as_str().unwrap().to_string()
+    }
+
+    /// Starts `yy serve` on this sandbox's data directory.
+    pub fn serve(&self) -> Server {
+        Server::start(self, &self.data_dir())
+    }
+
+    /// A first admin `root`, a running server, and a login as root.
+    pub fn bootstrap(&self) -> Server {
+        self.create_admin("root");
+        let server = self.serve();
+        self.login(&server, "root");
+        server
+    }
+}
+
+/// A running `yy serve`; killed when dropped.
+pub struct Server {
+    pub url: String,
+    pub child: Child,
+    stderr_path: PathBuf,
+}
+
+impl Server {
+    pub fn start(env: &Env, data_dir: &Path) -> Server {
+        let stderr_path = env.path(&format!("serve-{}.log", rand_suffix()));
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut child = env
+            .command(&[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                data_dir.to_str().unwrap(),
+            ])
+            .env("YY_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn yy serve");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let url = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| {
+                let _ = child.kill();
+                panic!(
+                    "unexpected first line {first:?}; stderr: {}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                )
+            })
+            .to_string();
+        let server = Server {
+            url,
+            child,
+            stderr_path,
+        };
+        server.wait_healthy();
+        server
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let addr = self.url.trim_start_matches("http://").to_string();
+        loop {
+            if let Ok(body) = http(&addr, "GET", "/healthz", &[], "")
+                && body.0 == 200
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "server never became healthy");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        self.url.trim_start_matches("http://").to_string()
+    }
+
+    /// Everything the server logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// SIGTERM, then the exit code.
+    pub fn terminate(mut self) -> i32 {
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < deadline, "server did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    N.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+/// A raw HTTP/1.1 request, for bodies no well-behaved client would send.
+/// Returns (status, body).
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes())?;
+    // A server may answer (413) before reading a large body; a failed write is fine then.
+    let _ = stream.write_all(body.as_bytes());
+    let mut resp = Vec::new();
+    let _ = stream.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, dechunk(&body)))
+}
+
+/// Undoes chunked transfer encoding when present (good enough for small test bodies).
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    loop {
+        let Some((size_line, after)) = rest.split_once("\r\n") else {
+            return body.to_string();
+        };
+        let Ok(size) = usize::from_str_radix(size_line.trim(), 16) else {
+            return body.to_string();
+        };
+        if size == 0 {
+            return out;
+        }
+        if after.len() < size {
+            return body.to_string();
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+}
