@@ -102,7 +102,13 @@ pub async fn run(
     }
     shared.hard_stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await;
-    outcome
+    // Only now: outcomes above were reported within this generation.
+    if let Ok(Some(generation)) = outcome
+        && let Err(e) = shared.client.disconnect(generation).await
+    {
+        tracing::debug!(error = %e, "disconnect not acknowledged");
+    }
+    outcome.map(|_| ())
 }
 
 fn status() -> RunnerStatus {
@@ -140,13 +146,13 @@ async fn lease_loop(
     tasks: &TaskTracker,
     slots: &Arc<Semaphore>,
     shutdown: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
-) -> Result<(), RunnerError> {
+) -> Result<Option<i64>, RunnerError> {
     let mut attempt = 0u32;
     'connect: loop {
         let status = status();
         let connected = tokio::select! {
             r = shared.client.connect(&status) => r,
-            _ = &mut *shutdown => return Ok(()),
+            _ = &mut *shutdown => return Ok(None),
         };
         let connected = match connected {
             Ok(c) => c,
@@ -162,7 +168,7 @@ async fn lease_loop(
                 tracing::warn!(error = %e, retry_in = ?wait, attempt, "cannot connect to the control plane; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => continue 'connect,
-                    _ = &mut *shutdown => return Ok(()),
+                    _ = &mut *shutdown => return Ok(None),
                 }
             }
         };
@@ -181,16 +187,13 @@ async fn lease_loop(
             // Lease only what can run now; wait for a free slot first.
             let permit = tokio::select! {
                 p = slots.clone().acquire_owned() => p.expect("semaphore never closes"),
-                _ = &mut *shutdown => return Ok(()),
+                _ = &mut *shutdown => return Ok(Some(generation)),
             };
             let max = slots.available_permits() as u32 + 1;
             drop(permit);
             let leased = tokio::select! {
                 r = shared.client.lease(generation, max) => r,
-                _ = &mut *shutdown => {
-                    let _ = shared.client.disconnect(generation).await;
-                    return Ok(());
-                }
+                _ = &mut *shutdown => return Ok(Some(generation)),
             };
             match leased {
                 Ok(commands) => {
@@ -219,7 +222,7 @@ async fn lease_loop(
                     tracing::warn!(error = %e, retry_in = ?wait, "lost the control plane; reconnecting");
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => continue 'connect,
-                        _ = &mut *shutdown => return Ok(()),
+                        _ = &mut *shutdown => return Ok(None),
                     }
                 }
             }

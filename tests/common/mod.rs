@@ -164,16 +164,23 @@ pub struct Server {
 
 impl Server {
     pub fn start(env: &Env, data_dir: &Path) -> Server {
+        Self::start_with(env, data_dir, "127.0.0.1:0", &[])
+    }
+
+    /// Starts `yy serve --listen LISTEN --data-dir DATA_DIR EXTRA...`.
+    pub fn start_with(env: &Env, data_dir: &Path, listen: &str, extra: &[&str]) -> Server {
         let stderr_path = env.path(&format!("serve-{}.log", rand_suffix()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut args = vec![
+            "serve",
+            "--listen",
+            listen,
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
         let mut child = env
-            .command(&[
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-                data_dir.to_str().unwrap(),
-            ])
+            .command(&args)
             .env("YY_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -313,3 +320,176 @@ fn dechunk(body: &str) -> String {
         rest = after[size..].trim_start_matches("\r\n");
     }
 }
+
+/// A registered Runner: its config file, id and token.
+pub struct Registered {
+    pub config: PathBuf,
+    pub id: String,
+    pub token: String,
+}
+
+impl Env {
+    /// Registers a Runner for `source` (created if needed) with profile `default`.
+    pub fn register_runner(&self, server: &Server, source: &str, extra: &[&str]) -> Registered {
+        if self.run(&["source", "show", source]).code != 0 {
+            self.run(&["source", "create", source]).ok();
+        }
+        if self.run(&["profile", "show", "default"]).code != 0 {
+            self.run(&["profile", "create", "default", "--cwd", "/workspace"])
+                .ok();
+        }
+        let config = self.path(&format!("runner-{source}.json"));
+        let mut args = vec![
+            "runner",
+            "register",
+            "--source",
+            source,
+            "--profile",
+            "default",
+            "--server-url",
+            &server.url,
+            "-o",
+            config.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args).ok();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+        Registered {
+            id: v["runnerId"].as_str().unwrap().to_string(),
+            token: v["token"].as_str().unwrap().to_string(),
+            config,
+        }
+    }
+
+    /// Starts `yy runner run` with its own data directory `name`.
+    pub fn start_runner(&self, reg: &Registered, name: &str) -> RunnerProc {
+        let log = self.path(&format!("runner-{name}-{}.log", rand_suffix()));
+        let child = self
+            .command(&[
+                "runner",
+                "run",
+                "--config",
+                reg.config.to_str().unwrap(),
+                "--data-dir",
+                self.path(&format!("runner-data-{name}")).to_str().unwrap(),
+                "--shutdown-grace",
+                "5s",
+            ])
+            .env("YY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn yy runner run");
+        RunnerProc { child, log }
+    }
+
+    /// `yy ARGS --json` parsed, asserting success.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let out = self.run(&a);
+        out.ok();
+        out.json()
+    }
+
+    /// Waits until the Runner shows online with a generation above `after`; returns it.
+    pub fn wait_online(&self, id: &str, after: i64) -> i64 {
+        wait_for(Duration::from_secs(15), "runner online", || {
+            let r = self.json(&["runner", "show", id]);
+            let g = r["generation"].as_i64().unwrap();
+            (r["online"] == true && g > after).then_some(g)
+        })
+    }
+
+    /// Waits until command `cmd` of `runner` is in `state`.
+    pub fn wait_state(&self, runner: &str, cmd: &str, state: &str) -> serde_json::Value {
+        wait_for(
+            Duration::from_secs(20),
+            &format!("command {cmd} {state}"),
+            || {
+                let list = self.json(&["runner", "commands", runner]);
+                list.as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["id"] == cmd && c["state"] == state)
+                    .cloned()
+            },
+        )
+    }
+}
+
+/// Polls `f` until it returns Some, or panics after `limit`.
+pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A running `yy runner run`; killed when dropped.
+pub struct RunnerProc {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl RunnerProc {
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+    pub fn signal(&self, sig: i32) {
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+    /// Waits for the process to exit; returns its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> i32 {
+        let status = wait_for(limit, "runner exit", || self.child.try_wait().unwrap());
+        status.code().unwrap_or(-1)
+    }
+}
+
+impl Drop for RunnerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw machine API request as Runner `token` / `instance`, with optional generation.
+pub fn machine(
+    server: &Server,
+    path: &str,
+    token: &str,
+    instance: &str,
+    generation: Option<i64>,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> (u16, serde_json::Value) {
+    let auth = format!("Bearer {token}");
+    let g = generation.map(|g| g.to_string());
+    let mut headers = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("yy-protocol", "1"),
+        ("yy-runner-instance", instance),
+    ];
+    if let Some(g) = &g {
+        headers.push(("yy-generation", g.as_str()));
+    }
+    headers.extend_from_slice(extra);
+    let (status, text) = http(&server.addr(), "POST", path, &headers, body).unwrap();
+    let v = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+    (status, v)
+}
+
+pub const STATUS: &str =
+    r#"{"version":"test","capabilities":[],"computers_capacity":0,"hostname":"t"}"#;

@@ -121,6 +121,7 @@ pub async fn command_show(
     let cid = id.clone();
     let first = state.store.call(move |c| commands::get(c, &cid)).await?;
     let signals = state.hub.signals(&first.runner_id);
+    let mut shutdown = state.shutdown.clone();
     loop {
         // Register for wake-ups before looking, so an outcome in between is not missed.
         let notified = signals.done.notified();
@@ -128,12 +129,13 @@ pub async fn command_show(
         notified.as_mut().enable();
         let cid = id.clone();
         let row = state.store.call(move |c| commands::get(c, &cid)).await?;
-        if row.is_final() || tokio::time::Instant::now() >= deadline {
+        if row.is_final() || tokio::time::Instant::now() >= deadline || *shutdown.borrow() {
             return Ok(Json(row.view(true)));
         }
         tokio::select! {
             _ = notified => {}
             _ = tokio::time::sleep_until(deadline) => {}
+            _ = shutdown.changed() => {}
         }
     }
 }

@@ -1,0 +1,718 @@
+//! The Runner and the machine protocol, end to end: real `yy serve`, real `yy runner run`
+//! processes, real SQLite files, loopback HTTP.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{Env, STATUS, Server, machine, wait_for};
+
+const NEW_INSTANCE: &str = "00000000-0000-4000-8000-000000000001";
+
+/// Starts `yy runner ping R --hold H --json` in the background; returns the child.
+fn ping_in_background(env: &Env, server: &Server, runner: &str, hold: &str) -> std::process::Child {
+    env.command(&["runner", "ping", runner, "--hold", hold, "--json"])
+        .env("YY_SERVER", &server.url)
+        .env("YY_TOKEN", env.stored_token())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The newest command of a Runner.
+fn newest(env: &Env, runner: &str) -> serde_json::Value {
+    wait_for(Duration::from_secs(10), "a command", || {
+        env.json(&["runner", "commands", runner])
+            .as_array()
+            .unwrap()
+            .first()
+            .cloned()
+    })
+}
+
+#[test]
+fn pings_round_trip_and_status_is_visible() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let _runner = env.start_runner(&reg, "a");
+    let generation = env.wait_online(&reg.id, 0);
+    assert_eq!(generation, 1);
+    let out = env.json(&["runner", "ping", &reg.id[..8], "--count", "3"]);
+    assert_eq!(out["summary"]["answered"], 3);
+    let shown = env.json(&["runner", "show", &reg.id]);
+    assert_eq!(shown["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        shown["capabilities"],
+        serde_json::json!(["ping", "fetch", "cancel"])
+    );
+    assert!(shown["instance_id"].is_string());
+    let cmds = env.json(&["runner", "commands", &reg.id]);
+    assert_eq!(cmds.as_array().unwrap().len(), 3);
+    assert!(
+        cmds.as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["state"] == "done")
+    );
+}
+
+#[test]
+fn kill_9_during_a_long_command_leaves_it_uncertain_and_it_never_runs_again() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let mut runner = env.start_runner(&reg, "a");
+    let g1 = env.wait_online(&reg.id, 0);
+    let mut ping = ping_in_background(&env, &server, &reg.id, "30s");
+    let cmd = newest(&env, &reg.id);
+    let id = cmd["id"].as_str().unwrap().to_string();
+    env.wait_state(&reg.id, &id, "running");
+    runner.kill9();
+
+    let mut runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, g1);
+    let settled = env.wait_state(&reg.id, &id, "uncertain");
+    assert!(
+        settled["error"]
+            .as_str()
+            .unwrap()
+            .contains("will not run again")
+    );
+    // The restarted Runner found the receipt without an outcome and says so.
+    wait_for(Duration::from_secs(5), "uncertain in the log", || {
+        runner.log().contains(&id).then_some(())
+    });
+    assert!(runner.log().contains("uncertain"));
+    let out = ping.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "the ping reports no answer");
+    // Nothing runs it again: it stays uncertain and no other execution appears.
+    std::thread::sleep(Duration::from_millis(500));
+    let cmds = env.json(&["runner", "commands", &reg.id]);
+    assert_eq!(cmds.as_array().unwrap().len(), 1);
+    assert_eq!(cmds[0]["state"], "uncertain");
+    assert_eq!(
+        runner.child.try_wait().unwrap(),
+        None,
+        "the Runner keeps running"
+    );
+    runner.signal(libc::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(10)), 0);
+}
+
+#[test]
+fn control_plane_restart_changes_the_generation_and_refuses_the_old_ones_late_result() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let addr = server.addr();
+    let reg = env.register_runner(&server, "main", &[]);
+    let runner = env.start_runner(&reg, "a");
+    let g1 = env.wait_online(&reg.id, 0);
+    let _ping = ping_in_background(&env, &server, &reg.id, "3s");
+    let cmd = newest(&env, &reg.id);
+    let id = cmd["id"].as_str().unwrap().to_string();
+    env.wait_state(&reg.id, &id, "running");
+
+    // Restart while the Runner long-polls and the command runs.
+    let stopped = Instant::now();
+    assert_eq!(server.terminate(), 0);
+    assert!(
+        stopped.elapsed() < Duration::from_secs(5),
+        "long-polls end at once on shutdown"
+    );
+    let server = Server::start_with(&env, &env.data_dir(), &addr, &[]);
+    let g2 = env.wait_online(&reg.id, g1);
+    assert!(g2 > g1);
+    let settled = env.wait_state(&reg.id, &id, "uncertain");
+    assert_eq!(settled["generation"], g1);
+    // The old generation's late result arrives after the hold and is refused with 409.
+    wait_for(Duration::from_secs(10), "refused late result", || {
+        let log = runner.log();
+        (log.contains(&id) && log.contains("stale_generation")).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        newest(&env, &reg.id)["state"],
+        "uncertain",
+        "never replaced by the late result"
+    );
+    let (status, body) = machine(
+        &server,
+        "/runner/v1/lease",
+        &reg.token,
+        NEW_INSTANCE,
+        Some(g1),
+        &[],
+        r#"{"max":1}"#,
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]["code"] == "stale_generation"
+            || body["error"]["code"] == "replaced_by_other_instance",
+        "{body}"
+    );
+    // The Runner carries on in the new generation.
+    assert_eq!(
+        env.json(&["runner", "ping", &reg.id])["summary"]["answered"],
+        1
+    );
+}
+
+#[test]
+fn the_same_command_delivered_twice_executes_once() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, 0);
+    env.json(&["runner", "ping", &reg.id]);
+    let first = newest(&env, &reg.id);
+    let id = first["id"].as_str().unwrap().to_string();
+    let show = |id: &str| -> serde_json::Value {
+        let (status, body) = common::http(
+            &server.addr(),
+            "GET",
+            &format!("/api/v1/commands/{id}"),
+            &[("Authorization", &format!("Bearer {}", env.stored_token()))],
+            "",
+        )
+        .unwrap();
+        assert_eq!(status, 200);
+        serde_json::from_str(&body).unwrap()
+    };
+    let execution = show(&id)["result"]["execution_id"].clone();
+    assert!(execution.is_string());
+
+    // Deliver it again, as a control plane restored from an older backup would.
+    let db = rusqlite::Connection::open(env.data_dir().join("yy.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    db.execute(
+        "UPDATE runner_commands SET state = 'pending', lease_generation = NULL, leased_at = NULL,
+             started_at = NULL, finished_at = NULL, result = NULL WHERE id = ?1",
+        [&id],
+    )
+    .unwrap();
+    // Another ping wakes the long-poll; the Runner leases both.
+    env.json(&["runner", "ping", &reg.id]);
+    let again = wait_for(Duration::from_secs(10), "redelivered outcome", || {
+        let c = show(&id);
+        (c["state"] == "done").then_some(c)
+    });
+    assert_eq!(
+        again["result"]["execution_id"], execution,
+        "the stored outcome, not a new run"
+    );
+    assert!(
+        again["started_at"].is_null(),
+        "it never asked to start again"
+    );
+    assert!(runner.log().contains("duplicate delivery"));
+}
+
+#[test]
+fn cancelling_a_running_command_stops_it_and_races_end_in_exactly_one_outcome() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let _runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, 0);
+
+    let _ping = ping_in_background(&env, &server, &reg.id, "60s");
+    let id = newest(&env, &reg.id)["id"].as_str().unwrap().to_string();
+    env.wait_state(&reg.id, &id, "running");
+    let asked = Instant::now();
+    env.json(&["runner", "cancel", &id]);
+    env.wait_state(&reg.id, &id, "cancelled");
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "cancel reached the Runner quickly"
+    );
+
+    // Cancel racing completion: whichever lands first is the only outcome.
+    let auth = format!("Bearer {}", env.stored_token());
+    let json = ("Content-Type", "application/json");
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..16 {
+        let (_, body) = common::http(
+            &server.addr(),
+            "POST",
+            &format!("/api/v1/runners/{}/ping", reg.id),
+            &[("Authorization", &auth), json],
+            r#"{"hold_ms":30}"#,
+        )
+        .unwrap();
+        let cid = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        std::thread::sleep(Duration::from_millis(i * 4));
+        let (status, body) = common::http(
+            &server.addr(),
+            "POST",
+            &format!("/api/v1/commands/{cid}/cancel"),
+            &[("Authorization", &auth), json],
+            "{}",
+        )
+        .unwrap();
+        assert!(
+            status == 200 || (status == 409 && body.contains("already ended")),
+            "{status} {body}"
+        );
+        let end = |cid: &str| {
+            wait_for(Duration::from_secs(10), "final", || {
+                let (_, b) = common::http(
+                    &server.addr(),
+                    "GET",
+                    &format!("/api/v1/commands/{cid}?wait_ms=2000"),
+                    &[("Authorization", &auth)],
+                    "",
+                )
+                .unwrap();
+                let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+                let s = v["state"].as_str().unwrap().to_string();
+                matches!(s.as_str(), "done" | "cancelled").then_some(s)
+            })
+        };
+        let state = end(&cid);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(end(&cid), state, "an outcome never changes");
+        seen.insert(state);
+    }
+    assert!(!seen.is_empty());
+}
+
+#[test]
+fn a_runner_sees_only_its_own_commands() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let a = env.register_runner(&server, "alpha", &[]);
+    let b = env.register_runner(&server, "beta", &[]);
+    // A's ping waits in A's queue (A is not running).
+    let auth = format!("Bearer {}", env.stored_token());
+    let (_, body) = common::http(
+        &server.addr(),
+        "POST",
+        &format!("/api/v1/runners/{}/ping", a.id),
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        "{}",
+    )
+    .unwrap();
+    let cid = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let (status, conn) = machine(
+        &server,
+        "/runner/v1/connect",
+        &b.token,
+        NEW_INSTANCE,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 200, "{conn}");
+    let g = conn["generation"].as_i64().unwrap();
+    let (status, leased) = machine(
+        &server,
+        "/runner/v1/lease",
+        &b.token,
+        NEW_INSTANCE,
+        Some(g),
+        &[],
+        r#"{"max":10,"wait_ms":200}"#,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        leased["commands"],
+        serde_json::json!([]),
+        "B never sees A's command"
+    );
+    let (status, _) = machine(
+        &server,
+        &format!("/runner/v1/commands/{cid}/start"),
+        &b.token,
+        NEW_INSTANCE,
+        Some(g),
+        &[],
+        "{}",
+    );
+    assert_eq!(status, 404, "B cannot start A's command");
+    let (status, _) = machine(
+        &server,
+        &format!("/runner/v1/commands/{cid}/complete"),
+        &b.token,
+        NEW_INSTANCE,
+        Some(g),
+        &[],
+        r#"{"outcome":"done"}"#,
+    );
+    assert_eq!(status, 404, "B cannot complete A's command");
+    let state = env.json(&["runner", "commands", &a.id]);
+    assert_eq!(state[0]["state"], "pending", "untouched by B");
+}
+
+#[test]
+fn machine_requests_with_origin_wrong_version_or_bad_tokens_are_refused() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let (status, body) = machine(
+        &server,
+        "/runner/v1/connect",
+        &reg.token,
+        NEW_INSTANCE,
+        None,
+        &[("Origin", "https://evil.example")],
+        STATUS,
+    );
+    assert_eq!(status, 403);
+    assert_eq!(body["error"]["code"], "origin_refused");
+    // Built by hand: the helper always sends protocol 1.
+    let (status, text) = common::http(
+        &server.addr(),
+        "POST",
+        "/runner/v1/connect",
+        &[
+            ("Authorization", &format!("Bearer {}", reg.token)),
+            ("Content-Type", "application/json"),
+            ("yy-protocol", "2"),
+            ("yy-runner-instance", NEW_INSTANCE),
+        ],
+        STATUS,
+    )
+    .unwrap();
+    assert_eq!(status, 426, "{text}");
+    assert!(
+        text.contains("upgrade_required") && text.contains("protocol 1"),
+        "{text}"
+    );
+    let (status, body) = machine(
+        &server,
+        "/runner/v1/connect",
+        "yyrt_wrong",
+        NEW_INSTANCE,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 401);
+    assert_eq!(body["error"]["code"], "unknown_runner");
+    let (status, _) = machine(
+        &server,
+        "/runner/v1/connect",
+        &env.stored_token(),
+        NEW_INSTANCE,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 401, "an admin token is not a Runner token");
+    let (status, _) = machine(
+        &server,
+        "/runner/v1/lease",
+        &reg.token,
+        NEW_INSTANCE,
+        None,
+        &[],
+        r#"{"max":1}"#,
+    );
+    assert_eq!(status, 400, "no generation: connect first");
+    let (status, _) = machine(
+        &server,
+        "/runner/v1/lease",
+        &reg.token,
+        NEW_INSTANCE,
+        Some(7),
+        &[],
+        r#"{"max":1}"#,
+    );
+    assert_eq!(status, 409, "a generation that was never live");
+}
+
+#[test]
+fn disable_ends_the_long_poll_at_once_and_the_token_never_works_again() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let mut runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, 0);
+    std::thread::sleep(Duration::from_millis(300)); // inside its long-poll now
+    let asked = Instant::now();
+    env.run(&["runner", "disable", &reg.id, "--yes"]).ok();
+    let code = runner.wait_exit(Duration::from_secs(5));
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "the long-poll ended at once"
+    );
+    assert_eq!(code, 4);
+    assert!(runner.log().contains("was disabled"), "{}", runner.log());
+    let (status, body) = machine(
+        &server,
+        "/runner/v1/connect",
+        &reg.token,
+        NEW_INSTANCE,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 403);
+    assert_eq!(body["error"]["code"], "runner_disabled");
+    // Starting the old config again fails clearly, and so does it after a new registration.
+    let mut again = env.start_runner(&reg, "b");
+    assert_eq!(again.wait_exit(Duration::from_secs(5)), 4);
+    let new = env.register_runner(&server, "main", &["--force"]);
+    assert_ne!(new.token, reg.token);
+    let (status, _) = machine(
+        &server,
+        "/runner/v1/connect",
+        &reg.token,
+        NEW_INSTANCE,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 403, "the old token stays dead");
+}
+
+#[test]
+fn a_second_instance_of_the_same_runner_replaces_the_first() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let mut first = env.start_runner(&reg, "a");
+    let g1 = env.wait_online(&reg.id, 0);
+    let _second = env.start_runner(&reg, "b");
+    env.wait_online(&reg.id, g1);
+    assert_eq!(first.wait_exit(Duration::from_secs(5)), 4);
+    assert!(first.log().contains("another instance"), "{}", first.log());
+    assert_eq!(
+        env.json(&["runner", "ping", &reg.id])["summary"]["answered"],
+        1
+    );
+}
+
+#[test]
+fn fetch_exports_only_inside_artifact_roots_and_at_most_8_mib() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let root = env.path("artifacts");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("report.txt"), b"all good\n").unwrap();
+    std::fs::write(env.path("secret.txt"), b"keys").unwrap();
+    std::os::unix::fs::symlink(env.path("secret.txt"), root.join("link.txt")).unwrap();
+    std::fs::write(root.join("big.bin"), vec![7u8; 8 * 1024 * 1024 + 1]).unwrap();
+    let reg = env.register_runner(
+        &server,
+        "main",
+        &["--artifact-root", root.to_str().unwrap()],
+    );
+    let _runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, 0);
+
+    let out = env.path("out.txt");
+    let o = out.to_str().unwrap();
+    let ok = env.run(&[
+        "runner",
+        "fetch",
+        &reg.id,
+        root.join("report.txt").to_str().unwrap(),
+        "-o",
+        o,
+    ]);
+    ok.ok();
+    assert!(ok.stderr.contains("sha256"));
+    assert_eq!(std::fs::read(&out).unwrap(), b"all good\n");
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    let denied = env.path("denied.txt");
+    let d = denied.to_str().unwrap();
+    let dotdot = format!("{}/../secret.txt", root.display());
+    env.run(&["runner", "fetch", &reg.id, &dotdot, "-o", d])
+        .fails(1, "outside the Runner's artifactRoots");
+    env.run(&[
+        "runner",
+        "fetch",
+        &reg.id,
+        root.join("link.txt").to_str().unwrap(),
+        "-o",
+        d,
+    ])
+    .fails(1, "outside the Runner's artifactRoots");
+    env.run(&[
+        "runner",
+        "fetch",
+        &reg.id,
+        root.join("big.bin").to_str().unwrap(),
+        "-o",
+        d,
+    ])
+    .fails(1, "at most 8 MiB");
+    env.run(&["runner", "fetch", &reg.id, "relative/path", "-o", d])
+        .fails(2, "not an absolute path");
+    assert!(!denied.exists(), "nothing written on refusal");
+    env.run(&[
+        "runner",
+        "fetch",
+        &reg.id,
+        root.join("report.txt").to_str().unwrap(),
+        "-o",
+        o,
+    ])
+    .fails(2, "already exists");
+}
+
+#[test]
+fn a_runner_without_artifact_roots_exports_nothing() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    std::fs::write(env.path("file.txt"), b"x").unwrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let _runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, 0);
+    let d = env.path("o.txt");
+    env.run(&[
+        "runner",
+        "fetch",
+        &reg.id,
+        env.path("file.txt").to_str().unwrap(),
+        "-o",
+        d.to_str().unwrap(),
+    ])
+    .fails(1, "no artifactRoots");
+}
+
+#[test]
+fn a_full_queue_is_refused_clearly() {
+    let env = Env::new();
+    env.create_admin("root");
+    let server = Server::start_with(
+        &env,
+        &env.data_dir(),
+        "127.0.0.1:0",
+        &["--max-pending-commands", "3"],
+    );
+    env.login(&server, "root");
+    let reg = env.register_runner(&server, "main", &[]);
+    let auth = format!("Bearer {}", env.stored_token());
+    for _ in 0..3 {
+        let (status, body) = common::http(
+            &server.addr(),
+            "POST",
+            &format!("/api/v1/runners/{}/ping", reg.id),
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            "{}",
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    env.run(&["runner", "ping", &reg.id])
+        .fails(6, "3 pending commands, the limit");
+    // Once the Runner drains its queue, pings pass again.
+    let _runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, 0);
+    wait_for(Duration::from_secs(10), "queue drained", || {
+        env.json(&["runner", "commands", &reg.id])
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["state"] == "done")
+            .then_some(())
+    });
+    assert_eq!(
+        env.json(&["runner", "ping", &reg.id])["summary"]["answered"],
+        1
+    );
+}
+
+#[test]
+fn runner_config_is_checked_before_anything_runs() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let text = std::fs::read_to_string(&reg.config).unwrap();
+    let cfg = reg.config.to_str().unwrap();
+
+    std::fs::set_permissions(&reg.config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    env.run(&["runner", "run", "--config", cfg])
+        .fails(2, "chmod 600");
+    std::fs::set_permissions(&reg.config, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    let write = |t: String| {
+        let p = env.path("edited.json");
+        std::fs::write(&p, t).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        p
+    };
+    let p = write(text.replace("\"protocol\": 1", "\"protocol\": 2"));
+    env.run(&["runner", "run", "--config", p.to_str().unwrap()])
+        .fails(2, "protocol 2");
+    let p = write(text.replace(&server.url, "http://192.0.2.1:8420"));
+    env.run(&["runner", "run", "--config", p.to_str().unwrap()])
+        .fails(2, "allowInsecureLan");
+    let p = write(text.replace(&server.url, "http://localhost:8420"));
+    env.run(&["runner", "run", "--config", p.to_str().unwrap()])
+        .fails(2, "allowInsecureLan");
+    let p = write(text.replace("\"protocol\": 1", "\"protocol\": 1, \"colour\": 1"));
+    env.run(&["runner", "run", "--config", p.to_str().unwrap()])
+        .fails(2, "unknown field");
+    env.run(&["runner", "run", "--config", "/nonexistent/runner.json"])
+        .fails(2, "cannot read");
+}
+
+#[test]
+fn sigterm_finishes_commands_in_flight_and_exits_zero() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let mut runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, 0);
+    let ping = ping_in_background(&env, &server, &reg.id, "1s");
+    let id = newest(&env, &reg.id)["id"].as_str().unwrap().to_string();
+    env.wait_state(&reg.id, &id, "running");
+    runner.signal(libc::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(10)), 0);
+    assert_eq!(
+        newest(&env, &reg.id)["state"],
+        "done",
+        "finished within the grace period"
+    );
+    assert_eq!(ping.wait_with_output().unwrap().status.code(), Some(0));
+    let shown = env.json(&["runner", "show", &reg.id]);
+    assert_eq!(shown["online"], false, "a clean stop shows offline at once");
+}
+
+#[test]
+fn the_runner_reconnects_after_the_control_plane_was_down() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let addr = server.addr();
+    let reg = env.register_runner(&server, "main", &[]);
+    let runner = env.start_runner(&reg, "a");
+    let g1 = env.wait_online(&reg.id, 0);
+    assert_eq!(server.terminate(), 0);
+    std::thread::sleep(Duration::from_secs(2)); // a few failed attempts
+    let _server = Server::start_with(&env, &env.data_dir(), &addr, &[]);
+    env.wait_online(&reg.id, g1);
+    let log = runner.log();
+    assert!(
+        log.contains("retrying") || log.contains("reconnecting"),
+        "{log}"
+    );
+    assert_eq!(
+        env.json(&["runner", "ping", &reg.id])["summary"]["answered"],
+        1
+    );
+}
