@@ -9,6 +9,13 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 start=$(date +%s)
+# What the integration tests drive for real: a Docker engine and a pinned Hermes.
+echo "== dependencies"
+docker_api=$(scripts/install-docker.sh | tail -n 1)
+echo "docker engine API $docker_api"
+YY_TEST_HERMES=$(scripts/install-hermes.sh | tail -n 1)
+export YY_TEST_HERMES
+echo "hermes at $YY_TEST_HERMES"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

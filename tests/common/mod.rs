@@ -493,3 +493,32 @@ pub fn machine(
 
 pub const STATUS: &str =
     r#"{"version":"test","capabilities":[],"computers_capacity":0,"hostname":"t"}"#;
+
+/// True when a test needing `what` must run (CI), false when it may be skipped (a developer
+/// machine without it). Under CI a missing dependency fails the test.
+fn dependency_missing(what: &str, how: &str) -> bool {
+    if std::env::var_os("CI").is_some() {
+        panic!("{what} is required under CI but missing: {how}");
+    }
+    eprintln!("SKIPPED: {what} is missing ({how})");
+    true
+}
+
+/// The Docker engine answers on its socket; else skip (or fail under CI).
+pub fn require_docker() -> bool {
+    let ok = std::os::unix::net::UnixStream::connect("/var/run/docker.sock").is_ok();
+    ok || !dependency_missing("the Docker engine", "run scripts/install-docker.sh")
+}
+
+/// The pinned `hermes` executable (YY_TEST_HERMES or the default venv); else skip (or fail
+/// under CI).
+pub fn require_hermes() -> Option<PathBuf> {
+    let path = std::env::var_os("YY_TEST_HERMES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/yy/hermes-venv/bin/hermes"));
+    if path.is_file() {
+        return Some(path);
+    }
+    dependency_missing("hermes-agent 0.19.0", "run scripts/install-hermes.sh");
+    None
+}
