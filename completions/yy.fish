@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_yy_global_optspecs
-    string join \n h/help V/version
+    string join \n server= h/help V/version
 end
 
 function __fish_yy_needs_command
@@ -24,6 +24,7 @@ function __fish_yy_using_subcommand
     contains -- $cmd[1] $argv
 end
 
+complete -c yy -n "__fish_yy_needs_command" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c yy -n "__fish_yy_needs_command" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_needs_command" -f -a "serve" -d 'Run the control plane: the admin API and the machine API for Runners'
@@ -36,6 +37,11 @@ complete -c yy -n "__fish_yy_needs_command" -f -a "source" -d 'Manage sources: t
 complete -c yy -n "__fish_yy_needs_command" -f -a "profile" -d 'Manage profiles: a Hermes profile and its guest working directory'
 complete -c yy -n "__fish_yy_needs_command" -f -a "agent" -d 'Manage agents: persistent identities with a profile and an execution environment'
 complete -c yy -n "__fish_yy_needs_command" -f -a "runner" -d 'Register and manage Runners, the execution hosts next to Hermes'
+complete -c yy -n "__fish_yy_needs_command" -f -a "chat" -d 'Send a message to a host agent and stream its reply'
+complete -c yy -n "__fish_yy_needs_command" -f -a "session" -d 'Bot sessions: list, show the transcript, stop, close'
+complete -c yy -n "__fish_yy_needs_command" -f -a "bench" -d 'Measure this machine\'s command dispatch: pickup latency, throughput and memory'
+complete -c yy -n "__fish_yy_needs_command" -f -a "image" -d 'Build, verify and list the computer image (on the local Docker engine)'
+complete -c yy -n "__fish_yy_needs_command" -f -a "guest" -d 'The guest agent inside a computer (run by the Runner, not by hand)'
 complete -c yy -n "__fish_yy_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c yy -n "__fish_yy_needs_command" -f -a "man" -d 'Write man pages'
 complete -c yy -n "__fish_yy_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -43,14 +49,17 @@ complete -c yy -n "__fish_yy_using_subcommand serve" -l listen -d 'Address to li
 complete -c yy -n "__fish_yy_using_subcommand serve" -l data-dir -d 'Data directory holding the database [default: $XDG_DATA_HOME/yy]' -r -F
 complete -c yy -n "__fish_yy_using_subcommand serve" -l max-pending-commands -d 'Most commands that may wait in one Runner\'s queue' -r
 complete -c yy -n "__fish_yy_using_subcommand serve" -l max-pending-bytes -d 'Most bytes of payload that may wait in one Runner\'s queue' -r
+complete -c yy -n "__fish_yy_using_subcommand serve" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand serve" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand serve" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand admin; and not __fish_seen_subcommand_from create help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand admin; and not __fish_seen_subcommand_from create help" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand admin; and not __fish_seen_subcommand_from create help" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand admin; and not __fish_seen_subcommand_from create help" -f -a "create" -d 'Create an admin account directly in a data directory (how the first admin is made)'
 complete -c yy -n "__fish_yy_using_subcommand admin; and not __fish_seen_subcommand_from create help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand admin; and __fish_seen_subcommand_from create" -l data-dir -d 'Data directory of `yy serve` [default: $XDG_DATA_HOME/yy]' -r -F
 complete -c yy -n "__fish_yy_using_subcommand admin; and __fish_seen_subcommand_from create" -l username -d 'Name of the new admin' -r
+complete -c yy -n "__fish_yy_using_subcommand admin; and __fish_seen_subcommand_from create" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand admin; and __fish_seen_subcommand_from create" -l password-stdin -d 'Read the password from stdin instead of a terminal prompt'
 complete -c yy -n "__fish_yy_using_subcommand admin; and __fish_seen_subcommand_from create" -l json -d 'Print the new account as JSON'
 complete -c yy -n "__fish_yy_using_subcommand admin; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help'
@@ -58,26 +67,33 @@ complete -c yy -n "__fish_yy_using_subcommand admin; and __fish_seen_subcommand_
 complete -c yy -n "__fish_yy_using_subcommand admin; and __fish_seen_subcommand_from help" -f -a "create" -d 'Create an admin account directly in a data directory (how the first admin is made)'
 complete -c yy -n "__fish_yy_using_subcommand admin; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand login" -l username -d 'Account name' -r
+complete -c yy -n "__fish_yy_using_subcommand login" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand login" -l password-stdin -d 'Read the password from stdin instead of a terminal prompt'
 complete -c yy -n "__fish_yy_using_subcommand login" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand login" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand logout" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand logout" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand logout" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand whoami" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand whoami" -l json -d 'Print JSON'
 complete -c yy -n "__fish_yy_using_subcommand whoami" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand whoami" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand account; and not __fish_seen_subcommand_from list show create help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand account; and not __fish_seen_subcommand_from list show create help" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand account; and not __fish_seen_subcommand_from list show create help" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand account; and not __fish_seen_subcommand_from list show create help" -f -a "list" -d 'List accounts'
 complete -c yy -n "__fish_yy_using_subcommand account; and not __fish_seen_subcommand_from list show create help" -f -a "show" -d 'Show one account'
 complete -c yy -n "__fish_yy_using_subcommand account; and not __fish_seen_subcommand_from list show create help" -f -a "create" -d 'Create an account (password from a terminal prompt or --password-stdin)'
 complete -c yy -n "__fish_yy_using_subcommand account; and not __fish_seen_subcommand_from list show create help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from list" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from list" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from show" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from show" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from create" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from create" -l admin -d 'Make the account an admin'
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from create" -l password-stdin -d 'Read the password from stdin instead of a terminal prompt'
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from create" -l json -d 'Print JSON instead of a table'
@@ -87,6 +103,7 @@ complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcomman
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from help" -f -a "show" -d 'Show one account'
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from help" -f -a "create" -d 'Create an account (password from a terminal prompt or --password-stdin)'
 complete -c yy -n "__fish_yy_using_subcommand account; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand source; and not __fish_seen_subcommand_from list show create update archive help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand source; and not __fish_seen_subcommand_from list show create update archive help" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand source; and not __fish_seen_subcommand_from list show create update archive help" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand source; and not __fish_seen_subcommand_from list show create update archive help" -f -a "list" -d 'List sources'
@@ -95,21 +112,26 @@ complete -c yy -n "__fish_yy_using_subcommand source; and not __fish_seen_subcom
 complete -c yy -n "__fish_yy_using_subcommand source; and not __fish_seen_subcommand_from list show create update archive help" -f -a "update" -d 'Change a source\'s description'
 complete -c yy -n "__fish_yy_using_subcommand source; and not __fish_seen_subcommand_from list show create update archive help" -f -a "archive" -d 'Archive a source that no active agent or enabled Runner uses'
 complete -c yy -n "__fish_yy_using_subcommand source; and not __fish_seen_subcommand_from list show create update archive help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from list" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from list" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from list" -l archived -d 'Include archived entries'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from show" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from show" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from create" -l description -d 'A one-line description' -r
+complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from create" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from create" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from create" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from update" -l description -r
+complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from update" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from update" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from update" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from update" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from archive" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from archive" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from archive" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from archive" -s V -l version -d 'Print version'
@@ -119,6 +141,7 @@ complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from help" -f -a "update" -d 'Change a source\'s description'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from help" -f -a "archive" -d 'Archive a source that no active agent or enabled Runner uses'
 complete -c yy -n "__fish_yy_using_subcommand source; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand profile; and not __fish_seen_subcommand_from list show create update archive help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand profile; and not __fish_seen_subcommand_from list show create update archive help" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand profile; and not __fish_seen_subcommand_from list show create update archive help" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand profile; and not __fish_seen_subcommand_from list show create update archive help" -f -a "list" -d 'List profiles'
@@ -127,21 +150,26 @@ complete -c yy -n "__fish_yy_using_subcommand profile; and not __fish_seen_subco
 complete -c yy -n "__fish_yy_using_subcommand profile; and not __fish_seen_subcommand_from list show create update archive help" -f -a "update" -d 'Change a profile\'s guest terminal.cwd'
 complete -c yy -n "__fish_yy_using_subcommand profile; and not __fish_seen_subcommand_from list show create update archive help" -f -a "archive" -d 'Archive a profile that no active agent uses'
 complete -c yy -n "__fish_yy_using_subcommand profile; and not __fish_seen_subcommand_from list show create update archive help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from list" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from list" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from list" -l archived -d 'Include archived entries'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from show" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from show" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from create" -l cwd -d 'The guest terminal.cwd: an absolute path (needed by computer agents), or \'.\', \'auto\' or \'cwd\' for a profile used only by host agents' -r
+complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from create" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from create" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from create" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from update" -l cwd -r
+complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from update" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from update" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from update" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from update" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from archive" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from archive" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from archive" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from archive" -s V -l version -d 'Print version'
@@ -151,6 +179,7 @@ complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcomman
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "update" -d 'Change a profile\'s guest terminal.cwd'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "archive" -d 'Archive a profile that no active agent uses'
 complete -c yy -n "__fish_yy_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand agent; and not __fish_seen_subcommand_from list show create update archive help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand agent; and not __fish_seen_subcommand_from list show create update archive help" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand agent; and not __fish_seen_subcommand_from list show create update archive help" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand agent; and not __fish_seen_subcommand_from list show create update archive help" -f -a "list" -d 'List agents'
@@ -159,10 +188,12 @@ complete -c yy -n "__fish_yy_using_subcommand agent; and not __fish_seen_subcomm
 complete -c yy -n "__fish_yy_using_subcommand agent; and not __fish_seen_subcommand_from list show create update archive help" -f -a "update" -d 'Change an agent\'s profile, environment or team management (applies from its next turn)'
 complete -c yy -n "__fish_yy_using_subcommand agent; and not __fish_seen_subcommand_from list show create update archive help" -f -a "archive" -d 'Archive an agent (frees its slot; its records stay)'
 complete -c yy -n "__fish_yy_using_subcommand agent; and not __fish_seen_subcommand_from list show create update archive help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from list" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from list" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from list" -l archived -d 'Include archived entries'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from show" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from show" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
@@ -170,6 +201,7 @@ complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from create" -l env -d 'Where the agent\'s tools run' -r -f -a "host\t'Tools run on the Hermes host'
 computer\t'Tools run in the agent\'s isolated computer'"
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from create" -l source -d 'Source the agent belongs to [default: the only source, when there is one]' -r
+complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from create" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from create" -l manage-team -d 'Let the agent form and manage teams'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from create" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -179,9 +211,11 @@ complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_
 computer\t'Tools run in the agent\'s isolated computer'"
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from update" -l manage-team -d 'Allow (true) or forbid (false) team management' -r -f -a "true\t''
 false\t''"
+complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from update" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from update" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from update" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from update" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from archive" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from archive" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from archive" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from archive" -s V -l version -d 'Print version'
@@ -191,22 +225,25 @@ complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from help" -f -a "update" -d 'Change an agent\'s profile, environment or team management (applies from its next turn)'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from help" -f -a "archive" -d 'Archive an agent (frees its slot; its records stay)'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -s h -l help -d 'Print help'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -s V -l version -d 'Print version'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "run" -d 'Run this machine\'s Runner: connect out to the control plane and execute its commands'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "register" -d 'Register a Runner for a source and write its private runner.json (mode 0600)'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "list" -d 'List Runners (tokens are never shown)'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "show" -d 'Show one Runner by id or unique id prefix'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "ping" -d 'Send pings through the Runner\'s command queue and show each round trip'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "fetch" -d 'Export a file from the Runner\'s machine (it must lie inside the Runner\'s artifactRoots)'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "commands" -d 'List a Runner\'s recent commands and their states'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "cancel" -d 'Cancel a command: a queued one never runs; a running one is stopped on the Runner'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "disable" -d 'Disable a Runner: its token stops working at once and for good'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch commands cancel disable help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "run" -d 'Run this machine\'s Runner: connect out to the control plane and execute its commands'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "register" -d 'Register a Runner for a source and write its private runner.json (mode 0600)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "list" -d 'List Runners (tokens are never shown)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "show" -d 'Show one Runner by id or unique id prefix'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "ping" -d 'Send pings through the Runner\'s command queue and show each round trip'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "fetch" -d 'Export a file from the Runner\'s machine (it must lie inside the Runner\'s artifactRoots)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "sessions" -d 'List the live Hermes sessions of a Runner\'s own channel'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "commands" -d 'List a Runner\'s recent commands and their states'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "cancel" -d 'Cancel a command: a queued one never runs; a running one is stopped on the Runner'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "disable" -d 'Disable a Runner: its token stops working at once and for good'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel disable help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l config -d 'runner.json written by `yy runner register` (must be mode 0600)' -r -F
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l data-dir -d 'Directory for the Runner\'s receipts [default: $XDG_DATA_HOME/yy/runner-RUNNER_ID]' -r -F
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l max-concurrent -d 'Commands that may run at once' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l shutdown-grace -d 'After SIGTERM, how long commands in flight may finish before they are recorded as uncertain' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l source -d 'Source whose Bots this Runner executes (one enabled Runner per source)' -r
@@ -215,31 +252,43 @@ complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l hermes-url -d 'The local Hermes on the Runner\'s machine' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l artifact-root -d 'A host directory files may be exported from; repeat for several (none: no exports)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -s o -l output -d 'Where to write runner.json (\'-\' for stdout)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l force -d 'Overwrite FILE if it exists'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from list" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from list" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from show" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from show" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from ping" -s c -l count -d 'How many pings' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from ping" -l hold -d 'Hold each ping on the Runner this long (e.g. 2s) to try a slow command' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from ping" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from ping" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from ping" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from ping" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from fetch" -s o -l output -d 'Where to write the file (\'-\' for stdout)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from fetch" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from fetch" -l force -d 'Overwrite FILE if it exists'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from fetch" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from fetch" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from sessions" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from sessions" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from sessions" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from sessions" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from commands" -l limit -d 'How many, newest first' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from commands" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from commands" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from commands" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from commands" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from cancel" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from cancel" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from cancel" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from cancel" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from disable" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from disable" -s y -l yes -d 'Do not ask for confirmation'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from disable" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from disable" -s h -l help -d 'Print help'
@@ -250,28 +299,130 @@ complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "show" -d 'Show one Runner by id or unique id prefix'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "ping" -d 'Send pings through the Runner\'s command queue and show each round trip'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "fetch" -d 'Export a file from the Runner\'s machine (it must lie inside the Runner\'s artifactRoots)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "sessions" -d 'List the live Hermes sessions of a Runner\'s own channel'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "commands" -d 'List a Runner\'s recent commands and their states'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "cancel" -d 'Cancel a command: a queued one never runs; a running one is stopped on the Runner'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "disable" -d 'Disable a Runner: its token stops working at once and for good'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand chat" -l session -d 'Continue this session instead of starting a new one' -r
+complete -c yy -n "__fish_yy_using_subcommand chat" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand chat" -l json -d 'Print events as JSON lines (NDJSON) instead of text'
+complete -c yy -n "__fish_yy_using_subcommand chat" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand chat" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand session; and not __fish_seen_subcommand_from list show stop close help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand session; and not __fish_seen_subcommand_from list show stop close help" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand session; and not __fish_seen_subcommand_from list show stop close help" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand session; and not __fish_seen_subcommand_from list show stop close help" -f -a "list" -d 'List sessions, newest first'
+complete -c yy -n "__fish_yy_using_subcommand session; and not __fish_seen_subcommand_from list show stop close help" -f -a "show" -d 'Show a session and its transcript'
+complete -c yy -n "__fish_yy_using_subcommand session; and not __fish_seen_subcommand_from list show stop close help" -f -a "stop" -d 'Interrupt a session\'s turn and confirm on the Runner that it is idle or gone'
+complete -c yy -n "__fish_yy_using_subcommand session; and not __fish_seen_subcommand_from list show stop close help" -f -a "close" -d 'Close a session for good (its Hermes session is closed; nothing else is touched)'
+complete -c yy -n "__fish_yy_using_subcommand session; and not __fish_seen_subcommand_from list show stop close help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from list" -l agent -d 'Only this agent\'s sessions' -r
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from list" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from list" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from show" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from show" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from stop" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from stop" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from stop" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from stop" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from close" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from close" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from close" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from close" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from help" -f -a "list" -d 'List sessions, newest first'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from help" -f -a "show" -d 'Show a session and its transcript'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from help" -f -a "stop" -d 'Interrupt a session\'s turn and confirm on the Runner that it is idle or gone'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from help" -f -a "close" -d 'Close a session for good (its Hermes session is closed; nothing else is touched)'
+complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -f -a "dispatch" -d 'Measure command dispatch on this machine: pickup latency, throughput, Runner memory when idle and control plane memory under idle long-polls'
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l commands -d 'Pings in the throughput run (0 skips it)' -r
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l latency-samples -d 'Pings timed one at a time for the pickup latency (0 skips it)' -r
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l long-polls -d 'Idle long-polls held against the control plane, one registered Runner each (0 skips it)' -r
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l enqueuers -d 'Concurrent enqueuers in the throughput run' -r
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l bin -d 'The yy executable to run as control plane and Runner [default: this one]' -r -F
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l json -d 'Print the figures and targets as one JSON object'
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "dispatch" -d 'Measure command dispatch on this machine: pickup latency, throughput, Runner memory when idle and control plane memory under idle long-polls'
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -f -a "build" -d 'Build the computer image from Debian packages (no registry needed); prints the full image ID as the last line'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -f -a "verify" -d 'Start a throw-away hardened computer from IMAGE_ID and check it; exits 1 if any check fails'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -f -a "list" -d 'List the yy computer images on this Docker engine'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l mirror -d 'Debian mirror for debootstrap' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l security-mirror -d 'Mirror for SUITE-security updates' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l suite -d 'Debian suite (default: this host\'s release codename, else bookworm)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l packages -d 'Package list, one per line (default: the list built into yy, images/base/packages.txt)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l binary -d 'The guest agent binary (default: this yy, which must be statically linked)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l tag -d 'Also tag the image (e.g. yy-computer:latest); computers still use the full ID' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l cache-dir -d 'Cache of root filesystems, by recipe' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l lock -d 'Write the package lock here (default: images/base/packages.lock when that directory exists under the current directory)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l no-updates -d 'Do not apply SUITE-updates and SUITE-security (point release only)'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l fresh -d 'Rebuild the root filesystem even when a cached one matches the recipe'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from verify" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from verify" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from verify" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from verify" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from list" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from list" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "build" -d 'Build the computer image from Debian packages (no registry needed); prints the full image ID as the last line'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "verify" -d 'Start a throw-away hardened computer from IMAGE_ID and check it; exits 1 if any check fails'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the yy computer images on this Docker engine'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand guest; and not __fish_seen_subcommand_from serve help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand guest; and not __fish_seen_subcommand_from serve help" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand guest; and not __fish_seen_subcommand_from serve help" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand guest; and not __fish_seen_subcommand_from serve help" -f -a "serve" -d 'Speak the guest protocol (JSON lines) on stdin/stdout until stdin closes'
+complete -c yy -n "__fish_yy_using_subcommand guest; and not __fish_seen_subcommand_from serve help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand guest; and __fish_seen_subcommand_from serve" -l workspace -d 'The workspace root that file operations are confined to (default: the current directory)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand guest; and __fish_seen_subcommand_from serve" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand guest; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand guest; and __fish_seen_subcommand_from serve" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand guest; and __fish_seen_subcommand_from help" -f -a "serve" -d 'Speak the guest protocol (JSON lines) on stdin/stdout until stdin closes'
+complete -c yy -n "__fish_yy_using_subcommand guest; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand completions" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand man" -l out-dir -d 'Write a page per command into DIR instead of printing yy(1) to stdout' -r -F
+complete -c yy -n "__fish_yy_using_subcommand man" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand man" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand man" -s V -l version -d 'Print version'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "serve" -d 'Run the control plane: the admin API and the machine API for Runners'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "admin" -d 'Administer a data directory locally (e.g. create the first admin)'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "login" -d 'Log in to a yy server and store an API token for later commands'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "logout" -d 'Revoke the stored API token on the server and forget it'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "whoami" -d 'Show the account behind the current login'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "account" -d 'Manage accounts (admins only)'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "source" -d 'Manage sources: the Hermes connections Bots come from'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "profile" -d 'Manage profiles: a Hermes profile and its guest working directory'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "agent" -d 'Manage agents: persistent identities with a profile and an execution environment'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "runner" -d 'Register and manage Runners, the execution hosts next to Hermes'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "completions" -d 'Print a shell completion script'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "man" -d 'Write man pages'
-complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "serve" -d 'Run the control plane: the admin API and the machine API for Runners'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "admin" -d 'Administer a data directory locally (e.g. create the first admin)'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "login" -d 'Log in to a yy server and store an API token for later commands'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "logout" -d 'Revoke the stored API token on the server and forget it'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "whoami" -d 'Show the account behind the current login'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "account" -d 'Manage accounts (admins only)'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "source" -d 'Manage sources: the Hermes connections Bots come from'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "profile" -d 'Manage profiles: a Hermes profile and its guest working directory'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "agent" -d 'Manage agents: persistent identities with a profile and an execution environment'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "runner" -d 'Register and manage Runners, the execution hosts next to Hermes'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "chat" -d 'Send a message to a host agent and stream its reply'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "session" -d 'Bot sessions: list, show the transcript, stop, close'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "bench" -d 'Measure this machine\'s command dispatch: pickup latency, throughput and memory'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "image" -d 'Build, verify and list the computer image (on the local Docker engine)'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "guest" -d 'The guest agent inside a computer (run by the Runner, not by hand)'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "completions" -d 'Print a shell completion script'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "man" -d 'Write man pages'
+complete -c yy -n "__fish_yy_using_subcommand help; and not __fish_seen_subcommand_from serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from admin" -f -a "create" -d 'Create an admin account directly in a data directory (how the first admin is made)'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from account" -f -a "list" -d 'List accounts'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from account" -f -a "show" -d 'Show one account'
@@ -297,6 +448,16 @@ complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_f
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "show" -d 'Show one Runner by id or unique id prefix'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "ping" -d 'Send pings through the Runner\'s command queue and show each round trip'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "fetch" -d 'Export a file from the Runner\'s machine (it must lie inside the Runner\'s artifactRoots)'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "sessions" -d 'List the live Hermes sessions of a Runner\'s own channel'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "commands" -d 'List a Runner\'s recent commands and their states'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "cancel" -d 'Cancel a command: a queued one never runs; a running one is stopped on the Runner'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "disable" -d 'Disable a Runner: its token stops working at once and for good'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from session" -f -a "list" -d 'List sessions, newest first'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from session" -f -a "show" -d 'Show a session and its transcript'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from session" -f -a "stop" -d 'Interrupt a session\'s turn and confirm on the Runner that it is idle or gone'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from session" -f -a "close" -d 'Close a session for good (its Hermes session is closed; nothing else is touched)'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "dispatch" -d 'Measure command dispatch on this machine: pickup latency, throughput, Runner memory when idle and control plane memory under idle long-polls'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "build" -d 'Build the computer image from Debian packages (no registry needed); prints the full image ID as the last line'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "verify" -d 'Start a throw-away hardened computer from IMAGE_ID and check it; exits 1 if any check fails'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "list" -d 'List the yy computer images on this Docker engine'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from guest" -f -a "serve" -d 'Speak the guest protocol (JSON lines) on stdin/stdout until stdin closes'

@@ -3,7 +3,10 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{account, admin, agent, generate, login, profile, runner, serve, source};
+use crate::commands::{
+    account, admin, agent, bench, chat, generate, guest, image, login, profile, runner, serve,
+    session, source,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -20,6 +23,9 @@ use crate::commands::{account, admin, agent, generate, login, profile, runner, s
     propagate_version = true
 )]
 pub struct Cli {
+    /// The yy server to talk to (overrides YY_SERVER and the stored login's server)
+    #[arg(long, global = true, value_name = "URL")]
+    pub server: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -46,6 +52,16 @@ pub enum Command {
     Agent(agent::AgentArgs),
     /// Register and manage Runners, the execution hosts next to Hermes
     Runner(runner::RunnerArgs),
+    /// Send a message to a host agent and stream its reply
+    Chat(chat::ChatArgs),
+    /// Bot sessions: list, show the transcript, stop, close
+    Session(session::SessionArgs),
+    /// Measure this machine's command dispatch: pickup latency, throughput and memory
+    Bench(bench::BenchArgs),
+    /// Build, verify and list the computer image (on the local Docker engine)
+    Image(image::ImageArgs),
+    /// The guest agent inside a computer (run by the Runner, not by hand)
+    Guest(guest::GuestArgs),
     /// Print a shell completion script
     Completions(generate::CompletionsArgs),
     /// Write man pages

@@ -6,8 +6,10 @@
 pub mod api;
 pub mod cli;
 pub mod commands;
+pub mod computer;
 pub mod error;
 pub mod fsutil;
+pub mod hermes;
 pub mod output;
 pub mod runner;
 pub mod server;

@@ -7,19 +7,21 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Env, STATUS, Server, machine, wait_for};
+use common::{Bg, Env, STATUS, Server, machine, wait_for};
 
 const NEW_INSTANCE: &str = "00000000-0000-4000-8000-000000000001";
 
 /// Starts `yy runner ping R --hold H --json` in the background; returns the child.
-fn ping_in_background(env: &Env, server: &Server, runner: &str, hold: &str) -> std::process::Child {
-    env.command(&["runner", "ping", runner, "--hold", hold, "--json"])
+fn ping_in_background(env: &Env, server: &Server, runner: &str, hold: &str) -> Bg {
+    let child = env
+        .command(&["runner", "ping", runner, "--hold", hold, "--json"])
         .env("YY_SERVER", &server.url)
         .env("YY_TOKEN", env.stored_token())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Bg(Some(child))
 }
 
 /// The newest command of a Runner.
@@ -67,7 +69,7 @@ fn kill_9_during_a_long_command_leaves_it_uncertain_and_it_never_runs_again() {
     let reg = env.register_runner(&server, "main", &[]);
     let mut runner = env.start_runner(&reg, "a");
     let g1 = env.wait_online(&reg.id, 0);
-    let mut ping = ping_in_background(&env, &server, &reg.id, "30s");
+    let ping = ping_in_background(&env, &server, &reg.id, "30s");
     let cmd = newest(&env, &reg.id);
     let id = cmd["id"].as_str().unwrap().to_string();
     env.wait_state(&reg.id, &id, "running");
@@ -87,7 +89,7 @@ fn kill_9_during_a_long_command_leaves_it_uncertain_and_it_never_runs_again() {
         runner.log().contains(&id).then_some(())
     });
     assert!(runner.log().contains("uncertain"));
-    let out = ping.wait_with_output().unwrap();
+    let out = ping.output();
     assert_eq!(out.status.code(), Some(1), "the ping reports no answer");
     // Nothing runs it again: it stays uncertain and no other execution appears.
     std::thread::sleep(Duration::from_millis(500));
@@ -689,7 +691,7 @@ fn sigterm_finishes_commands_in_flight_and_exits_zero() {
         "done",
         "finished within the grace period"
     );
-    assert_eq!(ping.wait_with_output().unwrap().status.code(), Some(0));
+    assert_eq!(ping.output().status.code(), Some(0));
     let shown = env.json(&["runner", "show", &reg.id]);
     assert_eq!(shown["online"], false, "a clean stop shows offline at once");
 }

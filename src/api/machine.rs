@@ -12,7 +12,9 @@ pub const HEADER_GENERATION: &str = "yy-generation";
 
 /// A read-only result (a fetched file, a command's output) is at most this large.
 pub const MAX_RESULT_BYTES: usize = 8 * 1024 * 1024;
-/// Largest machine request body: an 8 MiB result, base64-encoded, in JSON.
+/// Largest serialized result: 8 MiB of data, base64-encoded, plus its JSON envelope.
+pub const MAX_RESULT_JSON_BYTES: usize = MAX_RESULT_BYTES / 3 * 4 + 64 * 1024;
+/// Largest machine request body (a result and its envelope).
 pub const MACHINE_BODY_LIMIT: usize = 12 * 1024 * 1024;
 /// How long a lease request waits for work before answering with none.
 pub const LEASE_WAIT_MS: u64 = 25_000;
@@ -131,6 +133,33 @@ pub mod kinds {
     pub const PING: &str = "ping";
     pub const FETCH: &str = "fetch";
     pub const CANCEL: &str = "cancel";
+    /// A conversation turn through the Runner's Hermes.
+    pub const SESSION_TURN: &str = "session.turn";
+    /// Interrupt a session and confirm it is idle or gone.
+    pub const SESSION_STOP: &str = "session.stop";
+    /// Close (revoke) one session of the Runner's channel.
+    pub const SESSION_CLOSE: &str = "session.close";
+    /// The live sessions of the Runner's own channel.
+    pub const SESSION_LIST: &str = "session.list";
+    /// Read-only look at a session whose turn is uncertain: its status and last reply.
+    pub const SESSION_CHECK: &str = "session.check";
+
+    /// Create (or recreate) and start a computer under a new fence.
+    pub const COMPUTER_START: &str = "computer.start";
+    /// Stop a computer and remove its container (its workspace stays).
+    pub const COMPUTER_STOP: &str = "computer.stop";
+    /// Stop a computer and delete its workspace.
+    pub const COMPUTER_REMOVE: &str = "computer.remove";
+    /// An admin diagnostic command in a running computer.
+    pub const COMPUTER_EXEC: &str = "computer.exec";
+
+    /// Kinds that stop work: never refused because a queue is full.
+    pub fn is_stop(kind: &str) -> bool {
+        matches!(
+            kind,
+            CANCEL | SESSION_STOP | SESSION_CLOSE | COMPUTER_STOP | COMPUTER_REMOVE
+        )
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -147,12 +176,20 @@ pub struct PingResult {
     pub execution_id: String,
     pub runner_version: String,
     pub started_at_ms: i64,
+    /// The same instant in Unix microseconds (0 from a Runner older than this field), so
+    /// pickup latency can be measured below a millisecond.
+    #[serde(default)]
+    pub started_at_us: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FetchPayload {
     pub path: String,
+    /// The roots registered on the control plane; the Runner exports only from roots that
+    /// are in both this list and its own runner.json.
+    #[serde(default)]
+    pub artifact_roots: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

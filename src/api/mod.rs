@@ -3,9 +3,11 @@
 //! without changing the API, and the reverse.
 
 pub mod client;
+pub mod computers;
 pub mod machine;
 pub mod names;
 pub mod params;
+pub mod sessions;
 pub mod views;
 
 /// Largest request body the admin API accepts.

@@ -84,6 +84,9 @@ pub struct Runner {
     pub instance_id: Option<String>,
     pub version: Option<String>,
     pub capabilities: Vec<String>,
+    /// Computers the Runner may run at once (0: computers not enabled), as it reported.
+    pub computers_capacity: Option<u64>,
+    pub hostname: Option<String>,
 }
 
 /// The private configuration a Runner runs with (`runner.json`), returned only by

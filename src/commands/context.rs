@@ -82,10 +82,22 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// The server URL and token the CLI should use.
+static SERVER_FLAG: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Records `--server`, which wins over `YY_SERVER` and the stored login.
+pub fn set_server_flag(server: Option<String>) {
+    let _ = SERVER_FLAG.set(server);
+}
+
+/// The server URL and token the CLI should use: flags, then environment, then the login.
 pub fn credentials() -> anyhow::Result<(String, Option<String>)> {
     let stored = load_login()?;
-    let server = env("YY_SERVER").or_else(|| stored.as_ref().map(|l| l.server.clone()));
+    let server = SERVER_FLAG
+        .get()
+        .cloned()
+        .flatten()
+        .or_else(|| env("YY_SERVER"))
+        .or_else(|| stored.as_ref().map(|l| l.server.clone()));
     let Some(server) = server else {
         return Err(not_logged_in().into());
     };

@@ -3,8 +3,12 @@
 pub mod account;
 pub mod admin;
 pub mod agent;
+pub mod bench;
+pub mod chat;
 pub mod context;
 pub mod generate;
+pub mod guest;
+pub mod image;
 pub mod login;
 pub mod profile;
 pub mod prompt;
@@ -12,6 +16,7 @@ pub mod runner;
 pub mod runner_ops;
 pub mod runner_run;
 pub mod serve;
+pub mod session;
 pub mod source;
 
 use clap::Parser;
@@ -29,6 +34,7 @@ pub fn main() -> i32 {
         }
     };
     init_logging(&cli.command);
+    context::set_server_flag(cli.server.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -80,6 +86,11 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Profile(args) => profile::run(args).await,
         Command::Agent(args) => agent::run(args).await,
         Command::Runner(args) => runner::run(args).await,
+        Command::Chat(args) => chat::run(args).await,
+        Command::Session(args) => session::run(args).await,
+        Command::Bench(args) => bench::run(args).await,
+        Command::Image(args) => image::run(args).await,
+        Command::Guest(args) => guest::run(args).await,
         Command::Completions(args) => generate::completions(args),
         Command::Man(args) => generate::man(args),
     }
@@ -130,6 +141,7 @@ pub fn store_error(e: crate::server::store::StoreError) -> CliError {
         E::NotFound(_) => Exit::NotFound,
         E::Conflict(_) | E::Limit(_) => Exit::Conflict,
         E::Invalid(_) => Exit::Usage,
+        E::Forbidden(_) => Exit::Auth,
         _ => Exit::Failure,
     };
     CliError::new(exit, e.to_string())

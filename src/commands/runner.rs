@@ -56,6 +56,13 @@ pub enum RunnerCommand {
         #[arg(long)]
         force: bool,
     },
+    /// List the live Hermes sessions of a Runner's own channel
+    Sessions {
+        /// Runner id or unique id prefix
+        runner: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// List a Runner's recent commands and their states
     Commands {
         /// Runner id or unique id prefix
@@ -147,6 +154,13 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
         ("instance", opt(&r.instance_id)),
         ("version", opt(&r.version)),
         ("capabilities", r.capabilities.join(",")),
+        (
+            "computers",
+            r.computers_capacity
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".into()),
+        ),
+        ("hostname", opt(&r.hostname)),
         ("profiles", r.allowed_profiles.join(",")),
         ("artifact roots", r.artifact_roots.join(",")),
         ("server url", r.server_url.clone()),
@@ -177,6 +191,9 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
             limit,
             json,
         } => super::runner_ops::commands(&runner, limit, json.json).await,
+        RunnerCommand::Sessions { runner, json } => {
+            super::runner_ops::sessions(&runner, json.json).await
+        }
         RunnerCommand::Cancel { command, json } => {
             super::runner_ops::cancel(&command, json.json).await
         }

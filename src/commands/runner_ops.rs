@@ -216,3 +216,35 @@ pub async fn cancel(command: &str, json: bool) -> anyhow::Result<()> {
         .await?;
     output::show(&c, json, HEADERS.iter().copied().zip(row(&c)).collect())
 }
+
+pub async fn sessions(runner: &str, json: bool) -> anyhow::Result<()> {
+    let client = context::client()?;
+    let cmd: machine::Command = client
+        .post(
+            &format!("api/v1/runners/{}/sessions", seg(runner)),
+            &serde_json::json!({}),
+        )
+        .await?;
+    let cmd = wait(&client, &cmd.id).await?;
+    if cmd.state != "done" {
+        return Err(CliError::failure(format!(
+            "listing sessions {}: {}",
+            cmd.state,
+            cmd.error.as_deref().unwrap_or("no reason given")
+        ))
+        .into());
+    }
+    let list = cmd.result.unwrap_or_default()["sessions"].clone();
+    let items: Vec<serde_json::Value> = serde_json::from_value(list).unwrap_or_default();
+    output::list(
+        &items,
+        json,
+        &["session", "hermes session", "status"],
+        |s| {
+            ["session_id", "hermes_session_id", "status"]
+                .iter()
+                .map(|k| s[*k].as_str().unwrap_or("-").to_string())
+                .collect()
+        },
+    )
+}

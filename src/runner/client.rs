@@ -169,6 +169,22 @@ impl MachineClient {
         Ok(())
     }
 
+    pub async fn events(
+        &self,
+        generation: i64,
+        id: &str,
+        events: Vec<crate::api::sessions::TurnEventIn>,
+    ) -> Result<(), MachineError> {
+        let _: serde_json::Value = self
+            .call(
+                &format!("runner/v1/commands/{id}/events"),
+                Some(generation),
+                &crate::api::sessions::EventsParams { events },
+            )
+            .await?;
+        Ok(())
+    }
+
     pub async fn disconnect(&self, generation: i64) -> Result<(), MachineError> {
         let _: serde_json::Value = self
             .call(

@@ -20,9 +20,22 @@ pub struct RunnerConfig {
     pub hermes_url: String,
     pub allowed_profiles: Vec<String>,
     pub artifact_roots: Vec<String>,
-    /// Permits plain http:// to a control plane that is not on loopback.
+    /// Permits plain http:// to a control plane or Hermes that is not on loopback.
     #[serde(default)]
     pub allow_insecure_lan: bool,
+    /// A file holding Hermes's session token (Hermes on a loopback address).
+    #[serde(default)]
+    pub hermes_token_file: Option<PathBuf>,
+    /// Supervised mode: the argv of `hermes serve` the Runner starts itself, with a token it
+    /// generates and passes only through Hermes's environment.
+    #[serde(default)]
+    pub hermes_command: Option<Vec<String>>,
+    /// HERMES_HOME of a supervised Hermes [default: DATA_DIR/hermes-home].
+    #[serde(default)]
+    pub hermes_home: Option<PathBuf>,
+    /// Hermes's own login, for a Hermes bound to a non-loopback address; stays on this host.
+    #[serde(default)]
+    pub hermes_credentials: Option<crate::hermes::HermesCredentials>,
 }
 
 impl std::fmt::Debug for RunnerConfig {
@@ -114,6 +127,19 @@ pub fn load(path: &Path) -> Result<RunnerConfig, ConfigError> {
         .starts_with(crate::server::auth::RUNNER_TOKEN_PREFIX)
     {
         return Err(invalid("token is not a yy Runner token".into()));
+    }
+    let ways = [
+        config.hermes_token_file.is_some(),
+        config.hermes_command.is_some(),
+        config.hermes_credentials.is_some(),
+    ];
+    if ways.iter().filter(|w| **w).count() > 1 {
+        return Err(invalid(
+            "set only one of hermesTokenFile, hermesCommand and hermesCredentials".into(),
+        ));
+    }
+    if config.hermes_command.as_ref().is_some_and(|c| c.is_empty()) {
+        return Err(invalid("hermesCommand is empty".into()));
     }
     for root in &config.artifact_roots {
         crate::api::names::check_absolute_path("artifactRoots entry", root).map_err(invalid)?;

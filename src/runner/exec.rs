@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::api::machine::{
     CancelPayload, FetchPayload, FetchResult, MAX_RESULT_BYTES, PingPayload, PingResult, kinds,
 };
-use crate::timefmt::now_ms;
+use crate::timefmt::now_us;
 
 /// Command kinds this Runner carries (reported as capabilities).
 pub const CAPABILITIES: [&str; 3] = [kinds::PING, kinds::FETCH, kinds::CANCEL];
@@ -22,19 +22,26 @@ pub type ExecResult = Result<serde_json::Value, String>;
 
 pub async fn ping(payload: serde_json::Value) -> ExecResult {
     let p: PingPayload = parse(payload)?;
-    let started_at_ms = now_ms();
+    let started_at_us = now_us();
     if p.hold_ms > 0 {
         tokio::time::sleep(Duration::from_millis(p.hold_ms)).await;
     }
     to_value(PingResult {
         execution_id: uuid::Uuid::new_v4().to_string(),
         runner_version: crate::VERSION.into(),
-        started_at_ms,
+        started_at_ms: started_at_us / 1000,
+        started_at_us,
     })
 }
 
-pub async fn fetch(payload: serde_json::Value, roots: Vec<String>) -> ExecResult {
+pub async fn fetch(payload: serde_json::Value, local_roots: Vec<String>) -> ExecResult {
     let p: FetchPayload = parse(payload)?;
+    // Both sides must agree: an edited runner.json cannot widen what the control plane
+    // registered, nor the reverse.
+    let roots: Vec<String> = local_roots
+        .into_iter()
+        .filter(|r| p.artifact_roots.contains(r))
+        .collect();
     tokio::task::spawn_blocking(move || read_export(&roots, Path::new(&p.path)))
         .await
         .map_err(|e| e.to_string())?

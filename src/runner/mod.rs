@@ -5,7 +5,9 @@
 pub mod client;
 pub mod config;
 pub mod exec;
+pub mod hermes_link;
 pub mod receipts;
+pub mod turns;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -20,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use crate::api::machine::{CompleteParams, LeasedCommand, Outcome, RunnerStatus, codes, kinds};
 use client::{MachineClient, MachineError};
 use config::RunnerConfig;
+use hermes_link::HermesLink;
 use receipts::{Prior, Receipts};
 
 pub struct RunnerOptions {
@@ -44,6 +47,7 @@ struct Shared {
     client: MachineClient,
     config: RunnerConfig,
     receipts: Receipts,
+    hermes: HermesLink,
     /// Commands running now, with the token that cancels each.
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Fires when the grace period after SIGTERM is over.
@@ -65,10 +69,15 @@ pub async fn run(
     }
     let client = MachineClient::new(&opts.config.server_url, opts.config.token.clone())
         .map_err(|e| RunnerError::Local(e.to_string()))?;
+    let hermes = HermesLink::new(&opts.config, &opts.data_dir)
+        .await
+        .map_err(RunnerError::Local)?;
+    check_hermes(&hermes).await?;
     let shared = Arc::new(Shared {
         client,
         config: opts.config,
         receipts,
+        hermes,
         inflight: Mutex::default(),
         hard_stop: CancellationToken::new(),
     });
@@ -111,10 +120,45 @@ pub async fn run(
     outcome.map(|_| ())
 }
 
-fn status() -> RunnerStatus {
+/// At start: a Hermes of the wrong version, or one that refuses our credentials, stops the
+/// Runner with a clear message; one that is not up yet only warns (turns fail until it is).
+async fn check_hermes(link: &HermesLink) -> Result<(), RunnerError> {
+    use crate::hermes::HermesError as E;
+    if !link.configured() {
+        tracing::info!("no Hermes access configured: this Runner carries no session turns");
+        return Ok(());
+    }
+    match link.client().await {
+        Ok(c) => {
+            tracing::info!(version = %c.status().version, "Hermes is reachable");
+            Ok(())
+        }
+        Err(
+            e @ (E::UnsupportedVersion { .. }
+            | E::ContractMismatch { .. }
+            | E::Unauthorized { .. }
+            | E::TokenFile { .. }
+            | E::Config(_)),
+        ) => Err(RunnerError::Local(e.to_string())),
+        Err(e) => {
+            tracing::warn!(error = %e, "Hermes is not reachable yet; turns fail until it is");
+            Ok(())
+        }
+    }
+}
+
+fn status(shared: &Shared) -> RunnerStatus {
+    let mut capabilities: Vec<String> = exec::CAPABILITIES.iter().map(|s| s.to_string()).collect();
+    if shared.hermes.configured() {
+        capabilities.extend(
+            hermes_link::SESSION_CAPABILITIES
+                .iter()
+                .map(|s| s.to_string()),
+        );
+    }
     RunnerStatus {
         version: crate::VERSION.into(),
-        capabilities: exec::CAPABILITIES.iter().map(|s| s.to_string()).collect(),
+        capabilities,
         computers_capacity: 0,
         hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
@@ -149,7 +193,7 @@ async fn lease_loop(
 ) -> Result<Option<i64>, RunnerError> {
     let mut attempt = 0u32;
     'connect: loop {
-        let status = status();
+        let status = status(shared);
         let connected = tokio::select! {
             r = shared.client.connect(&status) => r,
             _ = &mut *shutdown => return Ok(None),
@@ -309,7 +353,7 @@ async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) {
             return;
         }
     };
-    if let Err(e) = shared.receipts.begin(&id, &fp, &cmd.kind) {
+    if let Err(e) = shared.receipts.begin(&id, &fp, &cmd.kind).await {
         tracing::error!(command = %id, error = %e, "cannot write the receipt; not running the command");
         return;
     }
@@ -321,7 +365,7 @@ async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) {
         Duration::from_millis((granted.deadline_ms - crate::timefmt::now_ms()).max(0) as u64);
     tracing::debug!(command = %id, kind = %cmd.kind, "running");
     let finished = tokio::select! {
-        f = execute(shared, cmd) => f,
+        f = execute(shared, generation, cmd) => f,
         _ = token.cancelled() => Finished {
             outcome: Outcome::Cancelled,
             result: None,
@@ -334,12 +378,16 @@ async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) {
             error: Some("the Runner stopped before the command finished".into()),
         },
     };
-    if let Err(e) = shared.receipts.finish(
-        &id,
-        finished.outcome,
-        finished.result.as_ref(),
-        finished.error.as_deref(),
-    ) {
+    if let Err(e) = shared
+        .receipts
+        .finish(
+            &id,
+            finished.outcome,
+            finished.result.as_ref(),
+            finished.error.as_deref(),
+        )
+        .await
+    {
         tracing::error!(command = %id, error = %e, "cannot record the outcome");
     }
     if let Ok(mut m) = shared.inflight.lock() {
@@ -348,7 +396,42 @@ async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) {
     report(shared, generation, &id, finished).await;
 }
 
-async fn execute(shared: &Arc<Shared>, cmd: LeasedCommand) -> Finished {
+async fn execute(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) -> Finished {
+    let session = match cmd.kind.as_str() {
+        kinds::SESSION_TURN => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let forwarder = tokio::spawn(forward_events(
+                shared.client.clone(),
+                generation,
+                cmd.id.clone(),
+                rx,
+            ));
+            let payload = cmd.payload.clone();
+            let r = turns::turn(&shared.hermes, &shared.config.allowed_profiles, payload, tx).await;
+            // Every event is delivered before the outcome is.
+            let _ = forwarder.await;
+            Some(r)
+        }
+        kinds::SESSION_STOP => Some(turns::stop(&shared.hermes, cmd.payload.clone()).await),
+        kinds::SESSION_CLOSE => Some(turns::close(&shared.hermes, cmd.payload.clone()).await),
+        kinds::SESSION_LIST => Some(turns::list(&shared.hermes).await),
+        kinds::SESSION_CHECK => Some(turns::check(&shared.hermes, cmd.payload.clone()).await),
+        _ => None,
+    };
+    if let Some(r) = session {
+        return match r {
+            Ok(v) => Finished {
+                outcome: Outcome::Done,
+                result: Some(v),
+                error: None,
+            },
+            Err((outcome, error)) => Finished {
+                outcome,
+                result: None,
+                error: Some(error),
+            },
+        };
+    }
     let result = match cmd.kind.as_str() {
         kinds::PING => exec::ping(cmd.payload).await,
         kinds::FETCH => exec::fetch(cmd.payload, shared.config.artifact_roots.clone()).await,
@@ -422,6 +505,27 @@ async fn compact_forever(shared: Arc<Shared>) {
                 "compacted old receipts into no-replay records"
             ),
             Err(e) => tracing::warn!(error = %e, "receipt compaction failed"),
+        }
+    }
+}
+
+/// Sends a turn's events in order, batching whatever queued up while a request was out.
+async fn forward_events(
+    client: MachineClient,
+    generation: i64,
+    id: String,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<crate::api::sessions::TurnEventIn>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < 256 {
+            match rx.try_recv() {
+                Ok(e) => batch.push(e),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = client.events(generation, &id, batch).await {
+            tracing::warn!(command = %id, error = %e, "events not delivered");
         }
     }
 }

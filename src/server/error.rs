@@ -49,6 +49,7 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(m) => ApiError::conflict(m),
             StoreError::Limit(m) => ApiError::new(StatusCode::CONFLICT, "limit_reached", m),
             StoreError::Invalid(m) => ApiError::bad_request(m),
+            StoreError::Forbidden(m) => ApiError::forbidden(m),
             other => {
                 tracing::error!(error = %other, "database failure");
                 ApiError::internal("the server could not complete the request; see its log")

@@ -45,10 +45,44 @@ fn reject(r: JsonRejection) -> ApiError {
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
             format!(
-                "the request body is larger than the {} KiB limit",
-                crate::api::ADMIN_BODY_LIMIT / 1024
+                "the request body is too large (the admin API accepts {} KiB, the machine API {} MiB)",
+                crate::api::ADMIN_BODY_LIMIT / 1024,
+                crate::api::machine::MACHINE_BODY_LIMIT / (1024 * 1024)
             ),
         ),
         _ => ApiError::new(r.status(), "bad_body", r.body_text()),
     }
+}
+
+/// A query-string extractor whose rejections are yy error bodies.
+pub struct Q<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for Q<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(Q(v)),
+            Err(r) => Err(ApiError::bad_request(format!(
+                "the query string does not fit: {}",
+                r.body_text()
+            ))),
+        }
+    }
+}
+
+/// Answers a path that exists with another method.
+pub async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not accept {method}: see docs/api.md", uri.path()),
+    )
 }

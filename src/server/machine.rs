@@ -15,6 +15,7 @@ use super::error::ApiError;
 use super::extract::Body;
 use super::hub::GenerationError;
 use super::store::commands::{self, StartRefused};
+use super::store::sessions;
 use crate::api::machine::{
     self, CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL,
     LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION, RunnerStatus, StartGranted, codes,
@@ -27,6 +28,7 @@ pub fn routes() -> Router<AppState> {
         .route("/runner/v1/disconnect", post(machine_disconnect))
         .route("/runner/v1/commands/{id}/start", post(command_start))
         .route("/runner/v1/commands/{id}/complete", post(command_complete))
+        .route("/runner/v1/commands/{id}/events", post(command_events))
 }
 
 /// An authenticated Runner instance (any generation).
@@ -172,7 +174,12 @@ async fn machine_connect(
     let instance = caller.instance.clone();
     let connected = state
         .store
-        .call(move |c| commands::connect(c, &id, &instance, &status))
+        .call(move |c| {
+            let connected = commands::connect(c, &id, &instance, &status)?;
+            // Turns of the ended generation become uncertain with their commands.
+            sessions::settle(c)?;
+            Ok(connected)
+        })
         .await?;
     state
         .hub
@@ -219,18 +226,9 @@ async fn machine_lease(
         tokio::pin!(notified);
         notified.as_mut().enable();
 
-        let instance_check = recheck(&state, &current).await?;
-        if let Some(e) = instance_check {
-            return Err(e);
-        }
-        let (id, generation, max) = (current.runner_id.clone(), current.generation, p.max);
-        let commands = if max == 0 {
-            Vec::new()
-        } else {
-            state
-                .store
-                .call(move |c| commands::lease(c, &id, generation, max.min(256)))
-                .await?
+        let commands = match lease_checked(&state, &current, p.max).await? {
+            Ok(commands) => commands,
+            Err(refusal) => return Err(refusal),
         };
         if !commands.is_empty() {
             return Ok(Json(Leased { commands }));
@@ -254,21 +252,43 @@ fn shutting_down() -> ApiError {
     )
 }
 
-/// After a wake-up: the Runner may have been disabled or replaced meanwhile.
-async fn recheck(state: &AppState, current: &Current) -> Result<Option<ApiError>, ApiError> {
-    let id = current.runner_id.clone();
-    let runner = state
+/// After a wake-up, in one database call: the Runner may have been disabled or replaced
+/// meanwhile; if not, lease. The generation is checked against the database too, in the same
+/// call as the lease: a connect that committed first has already requeued what an older
+/// generation would take, so an older generation must take nothing.
+async fn lease_checked(
+    state: &AppState,
+    current: &Current,
+    max: u32,
+) -> Result<Result<Vec<machine::LeasedCommand>, ApiError>, ApiError> {
+    let (id, generation, instance) = (
+        current.runner_id.clone(),
+        current.generation,
+        current.instance.clone(),
+    );
+    let hub = state.hub.clone();
+    state
         .store
-        .call(move |c| super::store::runners::get(c, &id))
-        .await?;
-    if runner.disabled_at.is_some() {
-        return Ok(Some(disabled(&runner.id)));
-    }
-    let signals = state.hub.signals(&current.runner_id);
-    Ok(signals
-        .check(current.generation, &current.instance)
-        .err()
-        .map(|e| generation_error(e, current.generation)))
+        .call(move |c| {
+            let Some((disabled_at, stored)) = super::store::runners::fence(c, &id)? else {
+                return Ok(Err(disabled(&id)));
+            };
+            if disabled_at.is_some() {
+                return Ok(Err(disabled(&id)));
+            }
+            if let Err(e) = hub.signals(&id).check(generation, &instance) {
+                return Ok(Err(generation_error(e, generation)));
+            }
+            if stored != generation {
+                return Ok(Err(generation_error(GenerationError::Stale, generation)));
+            }
+            if max == 0 {
+                return Ok(Ok(Vec::new()));
+            }
+            commands::lease(c, &id, generation, max.min(256)).map(Ok)
+        })
+        .await
+        .map_err(ApiError::from)
 }
 
 async fn command_start(
@@ -309,7 +329,7 @@ async fn command_complete(
     let result = p.result.as_ref().map(|r| r.to_string());
     if result
         .as_ref()
-        .is_some_and(|r| r.len() > machine::MACHINE_BODY_LIMIT)
+        .is_some_and(|r| r.len() > machine::MAX_RESULT_JSON_BYTES)
     {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -322,7 +342,7 @@ async fn command_complete(
     let row = state
         .store
         .call(move |c| {
-            commands::complete(
+            let row = commands::complete(
                 c,
                 &runner,
                 generation,
@@ -330,9 +350,31 @@ async fn command_complete(
                 p.outcome,
                 result.as_deref(),
                 error.as_deref(),
-            )
+            )?;
+            sessions::settle(c)?;
+            Ok(row)
         })
         .await?;
     state.hub.signals(&current.runner_id).done.notify_waiters();
     Ok(Json(row.view(false)))
+}
+
+/// Events of a running turn (text deltas, tool starts and results), streamed as they come.
+async fn command_events(
+    State(state): State<AppState>,
+    current: Current,
+    Path(id): Path<String>,
+    Body(p): Body<crate::api::sessions::EventsParams>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if p.events.len() > 1000 {
+        return Err(ApiError::bad_request("at most 1000 events per request"));
+    }
+    let (runner, generation) = (current.runner_id.clone(), current.generation);
+    let count = p.events.len();
+    state
+        .store
+        .call(move |c| sessions::append_events(c, &runner, generation, &id, &p.events))
+        .await?;
+    state.hub.signals(&current.runner_id).done.notify_waiters();
+    Ok(Json(serde_json::json!({ "accepted": count })))
 }

@@ -52,6 +52,7 @@ pub fn router(state: AppState) -> Router {
         )))
         .merge(routes::health())
         .fallback(error::no_route)
+        .method_not_allowed_fallback(extract::wrong_method)
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -80,7 +81,15 @@ async fn sweep_forever(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
-        match state.store.call(store::commands::sweep).await {
+        let swept = state
+            .store
+            .call(|c| {
+                let runners = store::commands::sweep(c)?;
+                store::sessions::settle(c)?;
+                Ok(runners)
+            })
+            .await;
+        match swept {
             Ok(runners) => {
                 for r in runners {
                     state.hub.signals(&r).done.notify_waiters();

@@ -2,6 +2,8 @@
 //! files in temporary directories.
 #![allow(dead_code)]
 
+pub mod hermes;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -521,4 +523,23 @@ pub fn require_hermes() -> Option<PathBuf> {
     }
     dependency_missing("hermes-agent 0.19.0", "run scripts/install-hermes.sh");
     None
+}
+
+/// A CLI process running in the background; killed and reaped when dropped.
+pub struct Bg(pub Option<Child>);
+
+impl Bg {
+    /// Waits for it to end and returns its output.
+    pub fn output(mut self) -> std::process::Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }

@@ -1,18 +1,18 @@
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 
 use super::{ListQuery, check_name};
 use crate::api::{params, views};
 use crate::server::AppState;
 use crate::server::auth::Admin;
 use crate::server::error::ApiError;
-use crate::server::extract::Body;
+use crate::server::extract::{Body, Q};
 use crate::server::store::agents::{self, AgentChange, NewAgent};
 
 pub async fn agent_list(
     State(state): State<AppState>,
     _: Admin,
-    Query(q): Query<ListQuery>,
+    Q(q): Q<ListQuery>,
 ) -> Result<Json<Vec<views::Agent>>, ApiError> {
     let rows = state
         .store

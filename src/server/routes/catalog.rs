@@ -1,20 +1,20 @@
 //! Sources and profiles.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 
 use super::{ListQuery, check_name};
 use crate::api::{params, views};
 use crate::server::AppState;
 use crate::server::auth::Admin;
 use crate::server::error::ApiError;
-use crate::server::extract::Body;
+use crate::server::extract::{Body, Q};
 use crate::server::store::catalog;
 
 pub async fn source_list(
     State(state): State<AppState>,
     _: Admin,
-    Query(q): Query<ListQuery>,
+    Q(q): Q<ListQuery>,
 ) -> Result<Json<Vec<views::Source>>, ApiError> {
     let rows = state
         .store
@@ -89,7 +89,7 @@ fn check_description(d: &str) -> Result<(), ApiError> {
 pub async fn profile_list(
     State(state): State<AppState>,
     _: Admin,
-    Query(q): Query<ListQuery>,
+    Q(q): Q<ListQuery>,
 ) -> Result<Json<Vec<views::Profile>>, ApiError> {
     let rows = state
         .store

@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 
 use crate::api::machine::{self, FetchParams, PingParams, kinds};
 use crate::server::AppState;
 use crate::server::auth::Admin;
 use crate::server::error::ApiError;
-use crate::server::extract::Body;
+use crate::server::extract::{Body, Q};
 use crate::server::store::commands::{self, Cancelled};
 use crate::server::store::runners;
 
@@ -33,8 +33,8 @@ async fn enqueue(
     let row = state
         .store
         .call(move |c| {
-            let runner = runners::get(c, &runner_key)?;
-            commands::enqueue(c, &runner.id, kind, &payload, timeout_ms as i64, limits)
+            let runner_id = runners::resolve(c, &runner_key)?;
+            commands::enqueue(c, &runner_id, kind, &payload, timeout_ms as i64, limits)
         })
         .await?;
     state.hub.signals(&row.runner_id).work.notify_waiters();
@@ -64,13 +64,31 @@ pub async fn runner_fetch(
             p.path
         )));
     }
-    let payload = serde_json::json!({ "path": p.path });
+    let key = id.clone();
+    let runner = state.store.call(move |c| runners::get(c, &key)).await?;
+    let payload = serde_json::json!({ "path": p.path, "artifact_roots": runner.artifact_roots });
     enqueue(
         &state,
         id,
         kinds::FETCH,
         payload,
         p.timeout_ms.unwrap_or(60_000),
+    )
+    .await
+}
+
+/// The live Hermes sessions of the Runner's own channel.
+pub async fn runner_sessions(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(id): Path<String>,
+) -> Result<Json<machine::Command>, ApiError> {
+    enqueue(
+        &state,
+        id,
+        kinds::SESSION_LIST,
+        serde_json::json!({}),
+        30_000,
     )
     .await
 }
@@ -90,7 +108,7 @@ pub async fn runner_commands(
     State(state): State<AppState>,
     _: Admin,
     Path(id): Path<String>,
-    Query(q): Query<CommandListQuery>,
+    Q(q): Q<CommandListQuery>,
 ) -> Result<Json<Vec<machine::Command>>, ApiError> {
     let limit = q.limit.clamp(1, 1000);
     let rows = state
@@ -115,7 +133,7 @@ pub async fn command_show(
     State(state): State<AppState>,
     _: Admin,
     Path(id): Path<String>,
-    Query(q): Query<WaitQuery>,
+    Q(q): Q<WaitQuery>,
 ) -> Result<Json<machine::Command>, ApiError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(q.wait_ms.min(60_000));
     let cid = id.clone();

@@ -5,6 +5,7 @@ mod agents;
 mod catalog;
 mod commands;
 mod runners;
+mod sessions;
 
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -78,6 +79,10 @@ pub fn admin() -> Router<AppState> {
         .route("/api/v1/runners/{id}/ping", post(commands::runner_ping))
         .route("/api/v1/runners/{id}/fetch", post(commands::runner_fetch))
         .route(
+            "/api/v1/runners/{id}/sessions",
+            post(commands::runner_sessions),
+        )
+        .route(
             "/api/v1/runners/{id}/commands",
             get(commands::runner_commands),
         )
@@ -86,6 +91,15 @@ pub fn admin() -> Router<AppState> {
             "/api/v1/commands/{id}/cancel",
             post(commands::command_cancel),
         )
+        .route("/api/v1/chat", post(sessions::chat_create))
+        .route("/api/v1/sessions", get(sessions::session_list))
+        .route("/api/v1/sessions/{id}", get(sessions::session_show))
+        .route(
+            "/api/v1/sessions/{id}/events",
+            get(sessions::session_events),
+        )
+        .route("/api/v1/sessions/{id}/stop", post(sessions::session_stop))
+        .route("/api/v1/sessions/{id}/close", post(sessions::session_close))
 }
 
 /// `?archived=true` includes archived rows in a list.

@@ -113,13 +113,14 @@ pub fn authenticate(
     token_hash: &str,
 ) -> Result<Option<(AccountRow, String)>, StoreError> {
     let found = conn
-        .query_row(
+        .prepare_cached(
             "SELECT a.id, a.username, a.admin, a.created_at, t.id, t.last_used_at
              FROM api_tokens t JOIN accounts a ON a.id = t.account_id
              WHERE t.token_hash = ?1 AND t.revoked_at IS NULL",
-            [token_hash],
-            |r| Ok((row(r)?, r.get::<_, String>(4)?, r.get::<_, Option<i64>>(5)?)),
-        )
+        )?
+        .query_row([token_hash], |r| {
+            Ok((row(r)?, r.get::<_, String>(4)?, r.get::<_, Option<i64>>(5)?))
+        })
         .optional()?;
     let Some((account, token_id, last_used)) = found else {
         return Ok(None);

@@ -102,11 +102,10 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CommandRow> {
 
 pub fn get(conn: &Connection, id: &str) -> Result<CommandRow, StoreError> {
     not_found(
-        conn.query_row(
-            &format!("SELECT {COLUMNS} FROM runner_commands WHERE id = ?1"),
-            [id],
-            row,
-        ),
+        conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM runner_commands WHERE id = ?1"
+        ))?
+        .query_row([id], row),
         || format!("no command {id:?}: see `yy runner commands RUNNER`"),
     )
 }
@@ -146,7 +145,7 @@ pub fn enqueue(
     Ok(row)
 }
 
-fn enqueue_in(
+pub(crate) fn enqueue_in(
     conn: &Connection,
     runner_id: &str,
     kind: &str,
@@ -155,26 +154,24 @@ fn enqueue_in(
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
     let disabled: Option<i64> = not_found(
-        conn.query_row(
-            "SELECT disabled_at FROM runners WHERE id = ?1",
-            [runner_id],
-            |r| r.get(0),
-        ),
+        conn.prepare_cached("SELECT disabled_at FROM runners WHERE id = ?1")?
+            .query_row([runner_id], |r| r.get(0)),
         || format!("no runner {runner_id:?}"),
     )?;
     if disabled.is_some() {
-        return Err(StoreError::Invalid(format!(
+        return Err(StoreError::Conflict(format!(
             "runner {runner_id} is disabled; register a new runner for its source"
         )));
     }
     let payload = payload.to_string();
-    if kind != machine::kinds::CANCEL {
-        let (count, bytes): (u32, i64) = conn.query_row(
-            "SELECT count(*), coalesce(sum(payload_bytes), 0) FROM runner_commands
+    // Stopping work must never be refused for lack of room.
+    if !machine::kinds::is_stop(kind) {
+        let (count, bytes): (u32, i64) = conn
+            .prepare_cached(
+                "SELECT count(*), coalesce(sum(payload_bytes), 0) FROM runner_commands
              WHERE runner_id = ?1 AND state = 'pending'",
-            [runner_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+            )?
+            .query_row([runner_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
         if count >= limits.max_pending {
             return Err(StoreError::Limit(format!(
                 "runner {runner_id} already has {count} pending commands, the limit: wait until it catches up (is it online? `yy runner show {runner_id}`)"
@@ -189,12 +186,36 @@ fn enqueue_in(
     }
     let now = now_ms();
     let id = new_id();
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO runner_commands (id, runner_id, kind, payload, payload_bytes, state, created_at, deadline_at)
          VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7)",
-        params![id, runner_id, kind, payload, payload.len() as i64, now, now + timeout_ms],
-    )?;
-    get(conn, &id)
+    )?
+    .execute(params![
+        id,
+        runner_id,
+        kind,
+        payload,
+        payload.len() as i64,
+        now,
+        now + timeout_ms
+    ])?;
+    // What was just inserted (not read back: enqueueing is on every request's path).
+    Ok(CommandRow {
+        id,
+        runner_id: runner_id.to_string(),
+        kind: kind.to_string(),
+        payload,
+        state: "pending".into(),
+        created_at: now,
+        deadline_at: now + timeout_ms,
+        leased_at: None,
+        lease_generation: None,
+        started_at: None,
+        finished_at: None,
+        cancel_requested_at: None,
+        result: None,
+        error: None,
+    })
 }
 
 /// Starts a new generation for a Runner instance. Work leased to an earlier generation and
@@ -207,20 +228,23 @@ pub fn connect(
 ) -> Result<machine::Connected, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
-    let generation: i64 = tx.query_row(
-        "UPDATE runners SET generation = generation + 1, instance_id = ?2, last_seen_at = ?3,
+    let generation: i64 = tx
+        .prepare_cached(
+            "UPDATE runners SET generation = generation + 1, instance_id = ?2, last_seen_at = ?3,
              version = ?4, capabilities = ?5, status = ?6
          WHERE id = ?1 AND disabled_at IS NULL RETURNING generation",
-        params![
-            runner_id,
-            instance,
-            now,
-            status.version,
-            serde_json::to_string(&status.capabilities).expect("strings serialize"),
-            serde_json::to_string(status).expect("status serializes"),
-        ],
-        |r| r.get(0),
-    )?;
+        )?
+        .query_row(
+            params![
+                runner_id,
+                instance,
+                now,
+                status.version,
+                serde_json::to_string(&status.capabilities).expect("strings serialize"),
+                serde_json::to_string(status).expect("status serializes"),
+            ],
+            |r| r.get(0),
+        )?;
     let uncertain = ids(
         &tx,
         "UPDATE runner_commands SET state = 'uncertain', finished_at = ?3,
@@ -244,7 +268,7 @@ pub fn connect(
 }
 
 fn ids(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<String>, StoreError> {
-    let mut stmt = conn.prepare(sql)?;
+    let mut stmt = conn.prepare_cached(sql)?;
     let ids = stmt
         .query_map(p, |r| r.get::<_, String>(0))?
         .collect::<Result<_, _>>()?;
@@ -260,13 +284,13 @@ pub fn lease(
 ) -> Result<Vec<LeasedCommand>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE runner_commands SET state = 'expired', finished_at = ?2,
              error = 'the deadline passed before the Runner took the command'
          WHERE runner_id = ?1 AND state = 'pending' AND deadline_at <= ?2",
-        params![runner_id, now],
-    )?;
-    let mut stmt = tx.prepare(
+    )?
+    .execute(params![runner_id, now])?;
+    let mut stmt = tx.prepare_cached(
         "UPDATE runner_commands SET state = 'leased', leased_at = ?3, lease_generation = ?4
          WHERE seq IN (SELECT seq FROM runner_commands
                        WHERE runner_id = ?1 AND state = 'pending' ORDER BY seq LIMIT ?2)
@@ -343,17 +367,17 @@ pub fn start(
         ("running", None, None)
     };
     if let Some(refusal) = refusal {
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE runner_commands SET state = ?2, finished_at = ?3, error = ?4 WHERE id = ?1",
-            params![id, state, now, error],
-        )?;
+        )?
+        .execute(params![id, state, now, error])?;
         tx.commit()?;
         return Ok(Err(refusal));
     }
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE runner_commands SET state = 'running', started_at = ?2 WHERE id = ?1",
-        params![id, now],
-    )?;
+    )?
+    .execute(params![id, now])?;
     tx.commit()?;
     Ok(Ok(cmd.deadline_at))
 }
@@ -390,13 +414,20 @@ pub fn complete(
             "command {id} was not cancelled; report done, failed or uncertain"
         )));
     }
-    tx.execute(
+    let now = now_ms();
+    tx.prepare_cached(
         "UPDATE runner_commands SET state = ?2, finished_at = ?3, result = ?4, error = ?5 WHERE id = ?1",
-        params![id, outcome.as_str(), now_ms(), result, error],
-    )?;
-    let cmd = get(&tx, id)?;
+    )?
+    .execute(params![id, outcome.as_str(), now, result, error])?;
     tx.commit()?;
-    Ok(cmd)
+    // The row as just written (not read back: completing is on every command's path).
+    Ok(CommandRow {
+        state: outcome.as_str().into(),
+        finished_at: Some(now),
+        result: result.map(str::to_string),
+        error: error.map(str::to_string),
+        ..cmd
+    })
 }
 
 /// What cancelling did.
@@ -413,20 +444,20 @@ pub fn cancel(conn: &mut Connection, id: &str) -> Result<Cancelled, StoreError> 
     let now = now_ms();
     let outcome = match cmd.state.as_str() {
         "pending" => {
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE runner_commands SET state = 'cancelled', finished_at = ?2,
                      cancel_requested_at = ?2, error = 'cancelled before it was delivered'
                  WHERE id = ?1",
-                params![id, now],
-            )?;
+            )?
+            .execute(params![id, now])?;
             Cancelled::Dequeued(get(&tx, id)?)
         }
         "leased" | "running" => {
             if cmd.cancel_requested_at.is_none() {
-                tx.execute(
+                tx.prepare_cached(
                     "UPDATE runner_commands SET cancel_requested_at = ?2 WHERE id = ?1",
-                    params![id, now],
-                )?;
+                )?
+                .execute(params![id, now])?;
                 let payload = serde_json::json!({ "command_id": id });
                 enqueue_in(
                     &tx,
@@ -481,27 +512,20 @@ pub fn runner_for_token(
     token_hash: &str,
 ) -> Result<Option<(String, Option<i64>, i64)>, StoreError> {
     Ok(conn
-        .query_row(
-            "SELECT id, disabled_at, generation FROM runners WHERE token_hash = ?1",
-            [token_hash],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
+        .prepare_cached("SELECT id, disabled_at, generation FROM runners WHERE token_hash = ?1")?
+        .query_row([token_hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?)
 }
 
 pub fn touch(conn: &Connection, runner_id: &str) -> Result<(), StoreError> {
-    conn.execute(
-        "UPDATE runners SET last_seen_at = ?2 WHERE id = ?1",
-        params![runner_id, now_ms()],
-    )?;
+    conn.prepare_cached("UPDATE runners SET last_seen_at = ?2 WHERE id = ?1")?
+        .execute(params![runner_id, now_ms()])?;
     Ok(())
 }
 
 /// Marks a Runner offline after a clean disconnect of the instance holding `generation`.
 pub fn disconnect(conn: &Connection, runner_id: &str, generation: i64) -> Result<(), StoreError> {
-    conn.execute(
-        "UPDATE runners SET instance_id = NULL WHERE id = ?1 AND generation = ?2",
-        params![runner_id, generation],
-    )?;
+    conn.prepare_cached("UPDATE runners SET instance_id = NULL WHERE id = ?1 AND generation = ?2")?
+        .execute(params![runner_id, generation])?;
     Ok(())
 }

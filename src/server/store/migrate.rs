@@ -10,6 +10,8 @@ use super::StoreError;
 const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0001_init.sql"),
     include_str!("../../../migrations/0002_runner_commands.sql"),
+    include_str!("../../../migrations/0003_sessions.sql"),
+    include_str!("../../../migrations/0004_computers.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.
@@ -95,14 +97,16 @@ mod tests {
             .unwrap();
         stmt.query_map([], |r| {
             let sql: Option<String> = r.get(2)?;
-            // Compare the statements, not their comments or spacing.
-            let sql = sql
+            // Compare the statements, not their comments or spacing (ALTER TABLE splices
+            // added columns into the stored text with its own spacing).
+            let sql: String = sql
                 .unwrap_or_default()
                 .lines()
-                .map(|l| l.split("--").next().unwrap_or("").trim().to_string())
-                .filter(|l| !l.is_empty())
-                .collect::<Vec<_>>()
-                .join(" ");
+                .map(|l| l.split("--").next().unwrap_or(""))
+                .collect::<String>()
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
             Ok((r.get(0)?, r.get(1)?, sql))
         })
         .unwrap()

@@ -6,8 +6,10 @@ pub mod accounts;
 pub mod agents;
 pub mod catalog;
 pub mod commands;
+pub mod computers;
 mod migrate;
 pub mod runners;
+pub mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -27,6 +29,8 @@ pub enum StoreError {
     Limit(String),
     #[error("{0}")]
     Invalid(String),
+    #[error("{0}")]
+    Forbidden(String),
     #[error(
         "the database {path} was written by a newer yy (schema version {found}; this yy knows up to {known}): upgrade yy, or restore a backup made by this version"
     )]
@@ -46,9 +50,14 @@ pub fn db_path(data_dir: &Path) -> PathBuf {
     data_dir.join("yy.db")
 }
 
+/// A unit of work for the database thread.
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    /// Work for the database thread, which runs [`Store::call`]s one after another.
+    jobs: std::sync::mpsc::Sender<Job>,
 }
 
 impl Store {
@@ -76,24 +85,35 @@ impl Store {
             },
             other => other,
         })?;
-        Ok(Store {
-            conn: Arc::new(Mutex::new(conn)),
-        })
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        let conn = Arc::new(Mutex::new(conn));
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let worker = conn.clone();
+        std::thread::Builder::new()
+            .name("yy-store".into())
+            .spawn(move || run_jobs(&worker, &queue))
+            .map_err(|e| StoreError::Task(format!("cannot start the database thread: {e}")))?;
+        Ok(Store { conn, jobs })
     }
 
     /// Runs `f` on the connection off the async threads.
+    ///
+    /// One long-lived thread runs every call in turn. The connection allows one user at a
+    /// time anyway; a thread per call (spawn_blocking) made concurrent requests queue on
+    /// the mutex and pay a thread wake-up per hand-over, which cost more than the queries.
     pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut guard)
-        })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send(Box::new(move |conn: &mut Connection| {
+                let _ = tx.send(f(conn));
+            }))
+            .map_err(|_| StoreError::Task("the database thread has stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Task("a database call panicked".into()))?
     }
 
     /// Runs `f` on the calling thread (for commands that are not async servers).
@@ -103,6 +123,24 @@ impl Store {
     ) -> Result<R, StoreError> {
         let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut guard)
+    }
+}
+
+/// Prepared statements kept per connection (the hot paths use `prepare_cached`).
+const STATEMENT_CACHE: usize = 64;
+
+/// The database thread: runs jobs until every [`Store`] is gone. Jobs that arrive while
+/// one runs are taken under the same lock, without a wake-up in between.
+fn run_jobs(conn: &Mutex<Connection>, queue: &std::sync::mpsc::Receiver<Job>) {
+    while let Ok(first) = queue.recv() {
+        let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = Some(first);
+        while let Some(job) = next {
+            // A panicking job drops its reply channel (the caller gets an error) and must
+            // not take the thread, and so the whole server, down with it.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut guard)));
+            next = queue.try_recv().ok();
+        }
     }
 }
 

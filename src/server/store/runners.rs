@@ -1,6 +1,6 @@
 //! Runner registrations. The token is stored only as a hash and never read back.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{StoreError, catalog, is_unique_violation, new_id};
 use crate::api::views;
@@ -61,6 +61,14 @@ impl From<RunnerRow> for views::Runner {
             instance_id: r.instance_id,
             version: r.version,
             capabilities: r.capabilities,
+            computers_capacity: r
+                .status
+                .as_ref()
+                .and_then(|s| s["computers_capacity"].as_u64()),
+            hostname: r
+                .status
+                .as_ref()
+                .and_then(|s| s["hostname"].as_str().map(str::to_string)),
         }
     }
 }
@@ -175,8 +183,17 @@ pub fn get(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
     if key.len() < 4 || !key.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
         return Err(not_found());
     }
-    let mut stmt = conn.prepare(&format!(
-        "{SELECT} WHERE r.id = ?1 OR substr(r.id, 1, length(?1)) = ?1 LIMIT 2"
+    // A full id (what every machine and most admin requests carry) is one index lookup;
+    // only a prefix needs the scan below.
+    let exact = conn
+        .prepare_cached(&format!("{SELECT} WHERE r.id = ?1"))?
+        .query_row([key], row)
+        .optional()?;
+    if let Some(found) = exact {
+        return Ok(found);
+    }
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE substr(r.id, 1, length(?1)) = ?1 LIMIT 2"
     ))?;
     let mut rows: Vec<RunnerRow> = stmt.query_map([key], row)?.collect::<Result<_, _>>()?;
     match rows.len() {
@@ -188,12 +205,56 @@ pub fn get(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
     }
 }
 
+/// The id of a Runner given by full id or unique prefix, without reading the whole row
+/// (enqueueing resolves one on every request).
+pub fn resolve(conn: &Connection, key: &str) -> Result<String, StoreError> {
+    let exact: Option<String> = conn
+        .prepare_cached("SELECT id FROM runners WHERE id = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()?;
+    match exact {
+        Some(id) => Ok(id),
+        None => Ok(get(conn, key)?.id),
+    }
+}
+
+/// A Runner's `disabled_at` and current generation (None: no such Runner).
+pub fn fence(conn: &Connection, id: &str) -> Result<Option<(Option<i64>, i64)>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT disabled_at, generation FROM runners WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
 /// Disables a Runner: its token stops working at once and for good.
 pub fn disable(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
     let runner = get(conn, key)?;
     conn.execute(
         "UPDATE runners SET disabled_at = ?1 WHERE id = ?2 AND disabled_at IS NULL",
         params![now_ms(), runner.id],
+    )?;
+    get(conn, &runner.id)
+}
+
+/// The computer image a Runner's computers are created from, if computers are enabled.
+pub fn computer_image(conn: &Connection, id: &str) -> Result<Option<String>, StoreError> {
+    Ok(conn.query_row(
+        "SELECT computer_image FROM runners WHERE id = ?1",
+        [id],
+        |r| r.get(0),
+    )?)
+}
+
+/// Enables computers on a Runner with a full image id (checked by the caller).
+pub fn set_computer_image(
+    conn: &Connection,
+    key: &str,
+    image: &str,
+) -> Result<RunnerRow, StoreError> {
+    let runner = get(conn, key)?;
+    conn.execute(
+        "UPDATE runners SET computer_image = ?2 WHERE id = ?1",
+        params![runner.id, image],
     )?;
     get(conn, &runner.id)
 }

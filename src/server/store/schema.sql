@@ -67,7 +67,8 @@ CREATE TABLE runners (
     last_seen_at     INTEGER,
     version          TEXT,
     capabilities     TEXT NOT NULL DEFAULT '[]', -- JSON array
-    status           TEXT                        -- JSON object reported by the Runner
+    status           TEXT,                       -- JSON object reported by the Runner
+    computer_image   TEXT                        -- full image id (sha256:...), or NULL
 );
 -- One enabled Runner per source, enforced by the database itself.
 CREATE UNIQUE INDEX runners_one_enabled_per_source ON runners(source_id) WHERE disabled_at IS NULL;
@@ -91,3 +92,79 @@ CREATE TABLE runner_commands (
     error               TEXT
 );
 CREATE INDEX runner_commands_queue ON runner_commands(runner_id, state, seq);
+CREATE TABLE sessions (
+    id                TEXT PRIMARY KEY,
+    account_id        TEXT NOT NULL REFERENCES accounts(id),
+    agent_id          TEXT NOT NULL REFERENCES agents(id),
+    runner_id         TEXT REFERENCES runners(id),  -- the channel whose Hermes holds it
+    hermes_session_id TEXT,
+    state             TEXT NOT NULL CHECK (state IN ('idle', 'running', 'pending_cleanup', 'closed')),
+    stop_command_id   TEXT,                          -- the last stop, until it is confirmed
+    cleanup_reason    TEXT,                          -- why a stop could not be confirmed
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL
+);
+CREATE INDEX sessions_agent ON sessions(agent_id, updated_at);
+
+CREATE TABLE session_turns (
+    id          TEXT PRIMARY KEY,
+    session_id  TEXT NOT NULL REFERENCES sessions(id),
+    seq         INTEGER NOT NULL,
+    runner_id   TEXT NOT NULL REFERENCES runners(id),
+    command_id  TEXT NOT NULL,
+    message     TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN
+        ('queued', 'running', 'complete', 'interrupted', 'error', 'uncertain')),
+    final_text  TEXT,
+    usage       TEXT,                                -- JSON
+    error       TEXT,
+    created_at  INTEGER NOT NULL,
+    finished_at INTEGER,
+    -- An uncertain turn is checked later through its original Hermes session, never replayed.
+    check_command_id TEXT,
+    check_result     TEXT,                           -- JSON: what Hermes showed
+    UNIQUE (session_id, seq)
+);
+CREATE UNIQUE INDEX session_turns_command ON session_turns(command_id);
+
+-- What a turn streamed, in order: text deltas, tool starts and results, errors.
+CREATE TABLE session_events (
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    seq        INTEGER NOT NULL,
+    turn_id    TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    payload    TEXT NOT NULL,                        -- JSON
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+
+CREATE TABLE computers (
+    id           TEXT PRIMARY KEY,
+    account_id   TEXT NOT NULL REFERENCES accounts(id),
+    agent_id     TEXT NOT NULL REFERENCES agents(id),
+    runner_id    TEXT NOT NULL REFERENCES runners(id),
+    image_id     TEXT NOT NULL,
+    guest_cwd    TEXT NOT NULL,
+    state        TEXT NOT NULL CHECK (state IN ('starting', 'running', 'stopping', 'stopped', 'failed', 'removed')),
+    -- One fence counter for the computer's whole life: it only grows. Every operation
+    -- carries it, and the Runner refuses a smaller one.
+    fence        INTEGER NOT NULL,
+    -- The scheduling round holding the execution lease (server-generated), or NULL.
+    lease_round  TEXT,
+    container_id TEXT,
+    last_command TEXT,                               -- the command that changed its state last
+    last_error   TEXT,
+    resources    TEXT,                               -- JSON: limits as the Runner applied them
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX computers_one_per_agent ON computers(agent_id) WHERE state != 'removed';
+
+CREATE TABLE audit_log (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    at         INTEGER NOT NULL,
+    account_id TEXT NOT NULL,
+    action     TEXT NOT NULL,
+    target     TEXT NOT NULL,
+    detail     TEXT NOT NULL                         -- JSON
+);

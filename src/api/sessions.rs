@@ -1,0 +1,179 @@
+//! Bot sessions: the admin API's wire types and what travels between the control plane and
+//! the Runner for a turn.
+
+use serde::{Deserialize, Serialize};
+
+// ---- admin API ----
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatParams {
+    pub agent: String,
+    pub message: String,
+    /// Continue this session; a new one is started when absent.
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Session {
+    pub id: String,
+    pub agent: String,
+    pub owner: String,
+    pub runner_id: Option<String>,
+    pub hermes_session_id: Option<String>,
+    /// idle, running, pending_cleanup or closed.
+    pub state: String,
+    pub cleanup_reason: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The transcript; present when one session is shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<Vec<Turn>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Turn {
+    pub id: String,
+    pub seq: i64,
+    pub runner_id: String,
+    pub command_id: String,
+    pub message: String,
+    /// queued, running, complete, interrupted, error or uncertain.
+    pub state: String,
+    pub final_text: Option<String>,
+    pub usage: Option<serde_json::Value>,
+    pub error: Option<String>,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+    /// For an uncertain turn: what its original Hermes session showed when checked later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<serde_json::Value>,
+    /// Tool calls of the turn, when one session is shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolCall>,
+}
+
+impl Turn {
+    pub fn is_final(&self) -> bool {
+        !matches!(self.state.as_str(), "queued" | "running")
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub tool_id: String,
+    pub name: String,
+    pub args: Option<serde_json::Value>,
+    pub result: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChatStarted {
+    pub session: Session,
+    pub turn: Turn,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionEvent {
+    pub seq: i64,
+    pub turn_id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub payload: serde_json::Value,
+    pub at: String,
+}
+
+/// A page of a session's events after a sequence number, with the turn's state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EventsPage {
+    pub events: Vec<SessionEvent>,
+    pub session_state: String,
+    pub turn: Option<Turn>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StopStarted {
+    pub session: Session,
+    /// The command that interrupts and confirms; absent when the turn never reached a Runner.
+    pub command_id: Option<String>,
+}
+
+// ---- Runner commands ----
+
+/// A message of the recent history, carried when a session moves to another Runner.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HistoryMessage {
+    pub role: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnPayload {
+    pub session_id: String,
+    pub turn_id: String,
+    /// The Hermes session to continue; absent for a new session (or one moved here).
+    pub hermes_session_id: Option<String>,
+    pub profile: String,
+    /// The profile's terminal.cwd when it is an absolute path.
+    pub cwd: Option<String>,
+    pub message: String,
+    #[serde(default)]
+    pub history: Vec<HistoryMessage>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnResult {
+    pub hermes_session_id: String,
+    /// complete, interrupted or error (Hermes's own words).
+    pub status: String,
+    pub text: String,
+    pub usage: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRef {
+    pub session_id: String,
+    pub hermes_session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StopResult {
+    /// `idle` or `gone`, as `session.active_list` showed it.
+    pub confirmed: String,
+}
+
+/// One event a Runner streams while a turn runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnEventIn {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub payload: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsParams {
+    pub events: Vec<TurnEventIn>,
+}
+
+/// Event types a Runner may send.
+pub mod event_types {
+    pub const SESSION_CREATED: &str = "session.created";
+    pub const TEXT_DELTA: &str = "text.delta";
+    pub const TOOL_START: &str = "tool.start";
+    pub const TOOL_COMPLETE: &str = "tool.complete";
+    pub const APPROVAL_REQUEST: &str = "approval.request";
+    pub const ERROR: &str = "error";
+    pub const ALL: [&str; 6] = [
+        SESSION_CREATED,
+        TEXT_DELTA,
+        TOOL_START,
+        TOOL_COMPLETE,
+        APPROVAL_REQUEST,
+        ERROR,
+    ];
+}

@@ -1,0 +1,129 @@
+//! `yy chat`: one conversation turn with an agent, streamed as it happens.
+
+use std::io::Write;
+
+use clap::Args;
+
+use super::{context, seg};
+use crate::api::client::Client;
+use crate::api::sessions::{ChatParams, ChatStarted, EventsPage, SessionEvent, event_types};
+use crate::error::{CliError, Exit};
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The agent (a host agent whose source has an enabled Runner)
+    pub agent: String,
+    /// The message
+    pub message: String,
+    /// Continue this session instead of starting a new one
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Print events as JSON lines (NDJSON) instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
+    let client = context::client()?;
+    let started: ChatStarted = client
+        .post(
+            "api/v1/chat",
+            &ChatParams {
+                agent: args.agent,
+                message: args.message,
+                session: args.session,
+            },
+        )
+        .await?;
+    let session_id = started.session.id.clone();
+    if args.json {
+        output::print(&serde_json::to_string(&serde_json::json!({
+            "type": "turn.start", "session": started.session, "turn": started.turn,
+        }))?)?;
+    } else {
+        eprintln!("session {session_id}");
+    }
+    // Ctrl-C stops the turn (confirmed by the Runner) instead of leaving it running.
+    tokio::select! {
+        r = stream(&client, &session_id, &started.turn.id, args.json) => r,
+        _ = tokio::signal::ctrl_c() => {
+            let _ = client
+                .post::<_, serde_json::Value>(&format!("api/v1/sessions/{}/stop", seg(&session_id)), &serde_json::json!({}))
+                .await;
+            Err(CliError::new(Exit::Cancelled, format!("interrupted; stopping session {session_id} (see `yy session show {session_id}`)")).into())
+        }
+    }
+}
+
+async fn stream(
+    client: &Client,
+    session_id: &str,
+    turn_id: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut after = 0;
+    let mut printed_text = false;
+    loop {
+        let page: EventsPage = client
+            .get(&format!(
+                "api/v1/sessions/{}/events?after={after}&wait_ms=25000&turn={}",
+                seg(session_id),
+                seg(turn_id)
+            ))
+            .await?;
+        for event in page.events.iter().filter(|e| e.turn_id == turn_id) {
+            if json {
+                output::print(&serde_json::to_string(event)?)?;
+            } else {
+                printed_text |= show_event(event)?;
+            }
+        }
+        after = page.events.last().map(|e| e.seq).unwrap_or(after);
+        let Some(turn) = page.turn.filter(|t| t.is_final()) else {
+            continue;
+        };
+        if json {
+            output::print(&serde_json::to_string(
+                &serde_json::json!({ "type": "turn.end", "turn": turn }),
+            )?)?;
+        } else if printed_text {
+            output::print("")?;
+        } else if let Some(text) = turn.final_text.as_deref().filter(|t| !t.is_empty()) {
+            output::print(text)?;
+        }
+        return match turn.state.as_str() {
+            "complete" => Ok(()),
+            state => Err(CliError::failure(format!(
+                "the turn ended {state}{}",
+                turn.error.map(|e| format!(": {e}")).unwrap_or_default()
+            ))
+            .into()),
+        };
+    }
+}
+
+/// Prints one event for a person; returns true when it printed reply text.
+fn show_event(e: &SessionEvent) -> anyhow::Result<bool> {
+    match e.kind.as_str() {
+        event_types::TEXT_DELTA => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(e.payload["text"].as_str().unwrap_or_default().as_bytes())?;
+            out.flush()?;
+            return Ok(true);
+        }
+        event_types::TOOL_START => eprintln!(
+            "[tool {} started]",
+            e.payload["name"].as_str().unwrap_or("?")
+        ),
+        event_types::TOOL_COMPLETE => {
+            eprintln!("[tool {} done]", e.payload["name"].as_str().unwrap_or("?"))
+        }
+        event_types::APPROVAL_REQUEST => eprintln!("[Hermes asks for approval: {}]", e.payload),
+        event_types::ERROR => {
+            eprintln!("[error: {}]", e.payload["message"].as_str().unwrap_or("?"))
+        }
+        _ => {}
+    }
+    Ok(false)
+}

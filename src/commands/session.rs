@@ -1,0 +1,184 @@
+//! `yy session`: Bot sessions and their transcripts.
+
+use clap::{Args, Subcommand};
+
+use super::{JsonFlag, context, seg};
+use crate::api::client::Client;
+use crate::api::machine;
+use crate::api::sessions::{Session, StopStarted};
+use crate::error::CliError;
+use crate::output::{self, opt};
+
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    #[command(subcommand)]
+    pub command: SessionCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// List sessions, newest first
+    List {
+        /// Only this agent's sessions
+        #[arg(long)]
+        agent: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Show a session and its transcript
+    Show {
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Interrupt a session's turn and confirm on the Runner that it is idle or gone
+    Stop {
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Close a session for good (its Hermes session is closed; nothing else is touched)
+    Close {
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+}
+
+const HEADERS: [&str; 6] = [
+    "id",
+    "agent",
+    "state",
+    "runner",
+    "updated",
+    "hermes session",
+];
+
+fn row(s: &Session) -> Vec<String> {
+    vec![
+        s.id.clone(),
+        s.agent.clone(),
+        s.state.clone(),
+        opt(&s.runner_id),
+        s.updated_at.clone(),
+        opt(&s.hermes_session_id),
+    ]
+}
+
+pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
+    let client = context::client()?;
+    match args.command {
+        SessionCommand::List { agent, json } => {
+            let path = match agent {
+                Some(a) => format!("api/v1/sessions?agent={}", seg(&a)),
+                None => "api/v1/sessions".into(),
+            };
+            let list: Vec<Session> = client.get(&path).await?;
+            output::list(&list, json.json, &HEADERS, row)
+        }
+        SessionCommand::Show { id, json } => {
+            let s: Session = client.get(&format!("api/v1/sessions/{}", seg(&id))).await?;
+            if json.json {
+                return output::json(&s);
+            }
+            output::print(&transcript(&s))?;
+            Ok(())
+        }
+        SessionCommand::Stop { id, json } => stop(&client, &id, json.json).await,
+        SessionCommand::Close { id, json } => {
+            let s: StopStarted = client
+                .post(
+                    &format!("api/v1/sessions/{}/close", seg(&id)),
+                    &serde_json::json!({}),
+                )
+                .await?;
+            output::show(
+                &s,
+                json.json,
+                HEADERS.iter().copied().zip(row(&s.session)).collect(),
+            )
+        }
+    }
+}
+
+fn transcript(s: &Session) -> String {
+    let mut out = format!(
+        "session:  {}\nagent:    {} (owner {})\nstate:    {}\nrunner:   {}\nhermes:   {}\n",
+        s.id,
+        s.agent,
+        s.owner,
+        s.state,
+        opt(&s.runner_id),
+        opt(&s.hermes_session_id)
+    );
+    if let Some(reason) = &s.cleanup_reason {
+        out.push_str(&format!("cleanup:  {reason}\n"));
+    }
+    for t in s.turns.iter().flatten() {
+        out.push_str(&format!(
+            "\n#{} {} ({})\n> {}\n",
+            t.seq, t.state, t.created_at, t.message
+        ));
+        for tool in &t.tools {
+            out.push_str(&format!(
+                "[tool {}] {} -> {}\n",
+                tool.name,
+                tool.args
+                    .as_ref()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default(),
+                tool.result
+                    .as_ref()
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|| "(no result)".into())
+            ));
+        }
+        if let Some(text) = &t.final_text {
+            out.push_str(text.trim_start());
+            out.push('\n');
+        }
+        if let Some(e) = &t.error {
+            out.push_str(&format!("error: {e}\n"));
+        }
+        if let Some(c) = &t.check {
+            out.push_str(&format!("checked later: {c}\n"));
+        }
+    }
+    out
+}
+
+async fn stop(client: &Client, id: &str, json: bool) -> anyhow::Result<()> {
+    let started: StopStarted = client
+        .post(
+            &format!("api/v1/sessions/{}/stop", seg(id)),
+            &serde_json::json!({}),
+        )
+        .await?;
+    if let Some(cmd) = &started.command_id {
+        loop {
+            let c: machine::Command = client
+                .get(&format!("api/v1/commands/{}?wait_ms=25000", seg(cmd)))
+                .await?;
+            if c.is_final() {
+                break;
+            }
+        }
+    }
+    let s: Session = client.get(&format!("api/v1/sessions/{}", seg(id))).await?;
+    if json {
+        output::json(&s)?;
+    }
+    if s.state == "pending_cleanup" {
+        return Err(CliError::failure(format!(
+            "session {id} is pending cleanup: {}; it will not be reused",
+            s.cleanup_reason
+                .as_deref()
+                .unwrap_or("the stop could not be confirmed")
+        ))
+        .into());
+    }
+    if !json {
+        output::print(&format!("session {id} stopped ({})", s.state))?;
+    }
+    Ok(())
+}

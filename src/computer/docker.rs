@@ -1,0 +1,472 @@
+//! The Docker provider (bollard): create a hardened container for a [`ComputerSpec`],
+//! verify it, start, stop, remove, list a Runner's containers and open guest sessions.
+
+use std::collections::HashMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ExecConfig, HostConfig, Mount, MountType,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use super::session::{GuestSession, Output};
+use super::verify::{self, Drift};
+use super::{ComputerError, ComputerSpec, GUEST_BINARY, GUEST_UID, GUEST_USER, labels};
+
+/// The container's main process; `Init` (tini) is PID 1 above it and reaps orphans.
+pub const MAIN_CMD: [&str; 2] = ["sleep", "infinity"];
+
+/// A computer container as listed for reconcile.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ManagedContainer {
+    pub id: String,
+    pub name: String,
+    /// Docker's state: `created`, `running`, `exited`, ...
+    pub state: String,
+    pub image: String,
+    pub labels: HashMap<String, String>,
+}
+
+/// The outcome of [`Provider::exec_raw`].
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RawExec {
+    pub exit_code: Option<i64>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Created {
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Clone)]
+pub struct Provider {
+    docker: Docker,
+}
+
+impl Provider {
+    /// Connects to the local engine and negotiates the API version down to what it speaks.
+    pub async fn connect() -> Result<Provider, ComputerError> {
+        let docker = Docker::connect_with_unix_defaults()
+            .map_err(|e| ComputerError::Docker(format!("cannot connect to the engine: {e}")))?
+            .with_timeout(Duration::from_secs(600));
+        let docker = docker.negotiate_version().await.map_err(|e| {
+            ComputerError::Docker(format!(
+                "the engine does not answer on its socket ({e}); start it with scripts/install-docker.sh"
+            ))
+        })?;
+        Ok(Provider { docker })
+    }
+
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// Creates (not starts) the computer, then inspects it and removes it again if it
+    /// differs from the request in any checked way.
+    pub async fn create(&self, spec: &ComputerSpec) -> Result<Created, ComputerError> {
+        spec.validate()?;
+        let workspace = prepare_workspace(&spec.workspace_host_dir)?;
+        match self.docker.inspect_image(&spec.image_id).await {
+            Ok(_) => {}
+            Err(e) => {
+                return Err(match ComputerError::from(e) {
+                    ComputerError::NotFound(_) => ComputerError::NotFound(format!(
+                        "image {} is not on this Docker engine; build it with `yy image build`",
+                        spec.image_id
+                    )),
+                    other => other,
+                });
+            }
+        }
+        let name = spec.name();
+        let body = create_body(spec, &workspace);
+        let opts = CreateContainerOptionsBuilder::new().name(&name).build();
+        let id = match self.docker.create_container(Some(opts), body).await {
+            Ok(r) => r.id,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => {
+                let existing = self
+                    .inspect(&name)
+                    .await
+                    .ok()
+                    .and_then(|c| c.id)
+                    .unwrap_or_default();
+                return Err(ComputerError::NameInUse { name, existing });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let drifts = match self.verify(&id, spec).await {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = self.remove(&id).await;
+                return Err(e);
+            }
+        };
+        if !drifts.is_empty() {
+            let _ = self.remove(&id).await;
+            return Err(ComputerError::Drifted {
+                container: id,
+                action: "removed",
+                drifts,
+            });
+        }
+        Ok(Created { id, name })
+    }
+
+    pub async fn inspect(
+        &self,
+        container: &str,
+    ) -> Result<ContainerInspectResponse, ComputerError> {
+        Ok(self
+            .docker
+            .inspect_container(container, None::<InspectContainerOptions>)
+            .await?)
+    }
+
+    /// Every way the container differs from `spec` (empty: it matches). The Runner calls
+    /// this for containers it adopts, too.
+    pub async fn verify(
+        &self,
+        container: &str,
+        spec: &ComputerSpec,
+    ) -> Result<Vec<Drift>, ComputerError> {
+        let inspect = self.inspect(container).await?;
+        let workspace = std::fs::canonicalize(&spec.workspace_host_dir)
+            .unwrap_or_else(|_| spec.workspace_host_dir.clone());
+        Ok(verify::drifts(&inspect, spec, &workspace))
+    }
+
+    pub async fn start(&self, container: &str) -> Result<(), ComputerError> {
+        match self.docker.start_container(container, None).await {
+            Ok(()) => Ok(()),
+            // 304: already running.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Stops with SIGTERM, then SIGKILL after `timeout`. Stopping a stopped one is fine.
+    pub async fn stop(&self, container: &str, timeout: Duration) -> Result<(), ComputerError> {
+        let opts = StopContainerOptionsBuilder::new()
+            .t(timeout.as_secs().min(3600) as i32)
+            .build();
+        match self.docker.stop_container(container, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes the container (killing it if it runs). The workspace stays on the host.
+    pub async fn remove(&self, container: &str) -> Result<(), ComputerError> {
+        let opts = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(true)
+            .build();
+        match self.docker.remove_container(container, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// All containers (any state) labelled as yy's and as this Runner's.
+    pub async fn list_for_runner(
+        &self,
+        runner_id: &str,
+    ) -> Result<Vec<ManagedContainer>, ComputerError> {
+        let filters: HashMap<&str, Vec<String>> = HashMap::from([(
+            "label",
+            vec![
+                format!("{}=1", labels::MANAGED),
+                format!("{}={runner_id}", labels::RUNNER),
+            ],
+        )]);
+        let opts = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = self.docker.list_containers(Some(opts)).await?;
+        Ok(list
+            .into_iter()
+            .map(|c| ManagedContainer {
+                id: c.id.unwrap_or_default(),
+                name: c
+                    .names
+                    .and_then(|n| n.into_iter().next())
+                    .map(|n| n.trim_start_matches('/').to_string())
+                    .unwrap_or_default(),
+                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+                image: c.image_id.unwrap_or_default(),
+                labels: c.labels.unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Opens a guest session on a running computer, its workspace being the container's
+    /// working directory (one inspect; use [`Provider::guest_at`] when it is known).
+    pub async fn guest(&self, container: &str) -> Result<GuestSession, ComputerError> {
+        let cwd = self
+            .inspect(container)
+            .await?
+            .config
+            .and_then(|c| c.working_dir)
+            .filter(|w| w.starts_with('/'))
+            .ok_or_else(|| {
+                ComputerError::Invalid(format!("container {container} has no working directory"))
+            })?;
+        self.guest_at(container, &cwd).await
+    }
+
+    /// Opens a guest session: `yy guest serve --workspace GUEST_CWD` by an attached exec as
+    /// uid 1000. Keep it open for the computer's life: a request is then one line each way.
+    pub async fn guest_at(
+        &self,
+        container: &str,
+        guest_cwd: &str,
+    ) -> Result<GuestSession, ComputerError> {
+        let config = ExecConfig {
+            attach_stdin: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(false),
+            user: Some(GUEST_USER.into()),
+            working_dir: Some(guest_cwd.into()),
+            env: Some(vec!["YY_LOG=warn".into()]),
+            cmd: Some(
+                [GUEST_BINARY, "guest", "serve", "--workspace", guest_cwd]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let exec = self.docker.create_exec(container, config).await?.id;
+        let opts = StartExecOptions {
+            detach: false,
+            tty: false,
+            output_capacity: Some(1 << 20),
+        };
+        match self.docker.start_exec(&exec, Some(opts)).await? {
+            StartExecResults::Attached { output, input } => {
+                let output = output.filter_map(|item| async move {
+                    use bollard::container::LogOutput as L;
+                    match item {
+                        Ok(L::StdOut { message }) | Ok(L::Console { message }) => {
+                            Some(Ok(Output::Stdout(message.to_vec())))
+                        }
+                        Ok(L::StdErr { message }) => Some(Ok(Output::Stderr(message.to_vec()))),
+                        Ok(L::StdIn { .. }) => None,
+                        Err(e) => Some(Err(std::io::Error::other(e.to_string()))),
+                    }
+                });
+                GuestSession::start(Box::pin(output), input, None).await
+            }
+            StartExecResults::Detached => Err(ComputerError::Guest(
+                "docker started the exec detached".into(),
+            )),
+        }
+    }
+
+    /// Runs one command as uid 1000 by a plain exec (no guest agent) and collects it.
+    /// For diagnostics and checks; tools go through [`Provider::guest`].
+    pub async fn exec_raw(&self, container: &str, argv: &[&str]) -> Result<RawExec, ComputerError> {
+        let config = ExecConfig {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            user: Some(GUEST_USER.into()),
+            cmd: Some(argv.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        };
+        let exec = self.docker.create_exec(container, config).await?.id;
+        let mut out = RawExec::default();
+        if let StartExecResults::Attached { mut output, .. } =
+            self.docker.start_exec(&exec, None).await?
+        {
+            while let Some(item) = output.next().await {
+                match item? {
+                    bollard::container::LogOutput::StdErr { message } => {
+                        out.stderr.push_str(&String::from_utf8_lossy(&message))
+                    }
+                    other => out
+                        .stdout
+                        .push_str(&String::from_utf8_lossy(&other.into_bytes())),
+                }
+            }
+        }
+        out.exit_code = self.docker.inspect_exec(&exec).await?.exit_code;
+        Ok(out)
+    }
+
+    /// Create, start and open the guest session: a computer ready for tools.
+    pub async fn launch(
+        &self,
+        spec: &ComputerSpec,
+    ) -> Result<(Created, GuestSession), ComputerError> {
+        let created = self.create(spec).await?;
+        let ready = async {
+            self.start(&created.id).await?;
+            self.guest_at(&created.id, &spec.guest_cwd).await
+        }
+        .await;
+        match ready {
+            Ok(session) => Ok((created, session)),
+            Err(e) => {
+                let _ = self.remove(&created.id).await;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The create request for `spec`, with the workspace at its real host path.
+pub fn create_body(spec: &ComputerSpec, workspace: &Path) -> ContainerCreateBody {
+    let limits = &spec.limits;
+    let host = HostConfig {
+        network_mode: Some("none".into()),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        readonly_rootfs: Some(true),
+        privileged: Some(false),
+        tmpfs: Some(spec.tmpfs().into_iter().collect()),
+        memory: Some(limits.memory_bytes),
+        memory_swap: Some(limits.memory_bytes),
+        nano_cpus: Some(limits.nano_cpus),
+        pids_limit: Some(limits.pids),
+        init: Some(true),
+        mounts: Some(vec![Mount {
+            typ: Some(MountType::BIND),
+            source: Some(workspace.display().to_string()),
+            target: Some(spec.guest_cwd.clone()),
+            read_only: Some(false),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: Some(spec.image_id.clone()),
+        user: Some(GUEST_USER.into()),
+        working_dir: Some(spec.guest_cwd.clone()),
+        cmd: Some(MAIN_CMD.iter().map(|s| s.to_string()).collect()),
+        labels: Some(spec.labels().into_iter().collect()),
+        host_config: Some(host),
+        ..Default::default()
+    }
+}
+
+/// Host paths a workspace may never be, nor contain.
+fn forbidden_workspace(real: &Path) -> Option<String> {
+    let mut guarded: Vec<PathBuf> = vec![
+        "/".into(),
+        "/run".into(),
+        "/var/run".into(),
+        "/var/run/docker.sock".into(),
+        "/var/lib/docker".into(),
+        "/etc".into(),
+    ];
+    if let Some(home) = std::env::var_os("HOME") {
+        let home = PathBuf::from(home);
+        guarded.push(home.join(".hermes"));
+        guarded.push(home);
+    }
+    for g in guarded {
+        let g = std::fs::canonicalize(&g).unwrap_or(g);
+        if g.starts_with(real) {
+            return Some(format!("it contains {}", g.display()));
+        }
+    }
+    for sys in ["/proc", "/sys", "/dev"] {
+        if real.starts_with(sys) {
+            return Some(format!("it lies in {sys}"));
+        }
+    }
+    None
+}
+
+/// Creates the workspace directory if needed, owned by uid 1000 with mode 0700, and returns
+/// its real path. Refuses directories that would expose the host (/, HOME, the socket).
+pub fn prepare_workspace(dir: &Path) -> Result<PathBuf, ComputerError> {
+    let shown = dir.display();
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ComputerError::Io(format!("cannot create workspace {shown}: {e}")))?;
+    let real = std::fs::canonicalize(dir)
+        .map_err(|e| ComputerError::Io(format!("workspace {shown}: {e}")))?;
+    if let Some(why) = forbidden_workspace(&real) {
+        return Err(ComputerError::Invalid(format!(
+            "workspace {} cannot be mounted into a computer: {why}",
+            real.display()
+        )));
+    }
+    let meta = std::fs::metadata(&real)
+        .map_err(|e| ComputerError::Io(format!("workspace {shown}: {e}")))?;
+    if !meta.is_dir() {
+        return Err(ComputerError::Invalid(format!(
+            "workspace {shown} is not a directory"
+        )));
+    }
+    if meta.uid() != GUEST_UID || meta.gid() != GUEST_UID {
+        std::os::unix::fs::chown(&real, Some(GUEST_UID), Some(GUEST_UID)).map_err(|e| {
+            ComputerError::Io(format!(
+                "cannot give workspace {shown} to uid {GUEST_UID} ({e}); run the Runner as root or as uid {GUEST_UID}"
+            ))
+        })?;
+    }
+    if meta.permissions().mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o700)).map_err(|e| {
+            ComputerError::Io(format!("cannot make workspace {shown} private: {e}"))
+        })?;
+    }
+    Ok(real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_paths_that_expose_the_host_are_refused() {
+        assert!(forbidden_workspace(Path::new("/")).is_some());
+        assert!(forbidden_workspace(Path::new("/var")).is_some());
+        assert!(forbidden_workspace(Path::new("/proc/1")).is_some());
+        if let Some(home) = std::env::var_os("HOME") {
+            let home = std::fs::canonicalize(home).unwrap();
+            assert!(forbidden_workspace(&home).is_some());
+            if let Some(parent) = home.parent() {
+                assert!(forbidden_workspace(parent).is_some());
+            }
+        }
+        assert!(forbidden_workspace(Path::new("/var/tmp/yy/ws/abc")).is_none());
+    }
+
+    #[test]
+    fn the_create_request_carries_the_hardening() {
+        let spec = super::super::tests::spec();
+        let body = create_body(&spec, Path::new("/var/tmp/yy/ws/x"));
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(host.memory, host.memory_swap);
+        assert_eq!(host.mounts.as_ref().unwrap().len(), 1);
+        assert_eq!(host.binds, None);
+        assert_eq!(body.user.as_deref(), Some("1000:1000"));
+        assert_eq!(body.labels.unwrap().len(), 7);
+    }
+}

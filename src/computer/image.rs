@@ -1,0 +1,434 @@
+//! Building the computer image without a registry or a Dockerfile builder:
+//!
+//! 1. a root filesystem from Debian packages (`debootstrap --variant=minbase`), slimmed,
+//!    cached under the cache directory by recipe, its package set recorded as a lock;
+//! 2. imported into Docker as the base image (reused while the rootfs is unchanged);
+//! 3. a small top layer (user 1000 `yy`, its home, the guest agent at /usr/local/bin/yy)
+//!    uploaded into a never-started helper container and committed with the image config
+//!    and labels (`yy.version`, `yy.recipe`, `yy.binary`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use axum::body::Bytes;
+use bollard::models::{ContainerConfig, ContainerCreateBody};
+use bollard::query_parameters::{
+    CommitContainerOptionsBuilder, CreateImageOptionsBuilder, ListImagesOptionsBuilder,
+    TagImageOptionsBuilder, UploadToContainerOptionsBuilder,
+};
+use futures_util::TryStreamExt;
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
+
+use super::docker::Provider;
+use super::rootfs::{self, Recipe};
+use super::tarball::{TarBuilder, is_static_elf};
+use super::{ComputerError, GUEST_BINARY, GUEST_HOME, GUEST_UID, labels};
+
+pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
+pub const DEFAULT_SECURITY_MIRROR: &str = "http://deb.debian.org/debian-security";
+pub const DEFAULT_CACHE_DIR: &str = "/var/tmp/yy";
+/// The package list shipped with yy (images/base/packages.txt).
+pub const DEFAULT_PACKAGES: &str = include_str!("../../images/base/packages.txt");
+
+pub const STATIC_BUILD_HINT: &str = "build a static yy with RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu and pass --binary target/x86_64-unknown-linux-gnu/release/yy";
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub mirror: String,
+    pub security_mirror: String,
+    /// Default: the host's `VERSION_CODENAME`, else bookworm.
+    pub suite: Option<String>,
+    /// Default: [`DEFAULT_PACKAGES`].
+    pub packages_file: Option<PathBuf>,
+    /// The guest agent; default: the running executable, which must then be static.
+    pub binary: Option<PathBuf>,
+    /// Also tag the result (`repo:tag`).
+    pub tag: Option<String>,
+    /// Where root filesystems are cached by recipe.
+    pub cache_dir: PathBuf,
+    /// Where to write the package lock (`images/base/packages.lock`).
+    pub lock_out: Option<PathBuf>,
+    /// Apply SUITE-updates and SUITE-security on top of the point release.
+    pub updates: bool,
+    /// Rebuild the root filesystem even if a cached one matches.
+    pub fresh: bool,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            mirror: DEFAULT_MIRROR.into(),
+            security_mirror: DEFAULT_SECURITY_MIRROR.into(),
+            suite: None,
+            packages_file: None,
+            binary: None,
+            tag: None,
+            cache_dir: DEFAULT_CACHE_DIR.into(),
+            lock_out: None,
+            updates: true,
+            fresh: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Built {
+    pub image_id: String,
+    pub base_id: String,
+    pub yy_version: String,
+    pub recipe: String,
+    pub binary_sha256: String,
+    pub packages: usize,
+    pub rootfs: PathBuf,
+    pub reused_rootfs: bool,
+    pub reused_base: bool,
+}
+
+/// A yy image as `yy image list` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ImageRow {
+    pub id: String,
+    pub created: String,
+    pub yy_version: String,
+    pub recipe: String,
+    pub binary: String,
+    pub tags: Vec<String>,
+}
+
+/// The guest agent to put in the image, its bytes, digest and version.
+struct Agent {
+    data: Vec<u8>,
+    sha256: String,
+    version: String,
+}
+
+async fn agent(binary: Option<&Path>, progress: &dyn Fn(&str)) -> Result<Agent, ComputerError> {
+    let (path, given) = match binary {
+        Some(p) => (p.to_path_buf(), true),
+        None => (
+            std::env::current_exe()
+                .map_err(|e| ComputerError::Io(format!("cannot find the running yy: {e}")))?,
+            false,
+        ),
+    };
+    let shown = path.display();
+    let is_static = is_static_elf(&path)
+        .map_err(|e| ComputerError::Invalid(format!("guest agent {shown}: {e}")))?;
+    if !is_static && !given {
+        return Err(ComputerError::Invalid(format!(
+            "the running yy ({shown}) is dynamically linked and may not run in the image; {STATIC_BUILD_HINT}"
+        )));
+    }
+    if !is_static {
+        progress(&format!(
+            "warning: {shown} is dynamically linked: it runs in the image only if the image's glibc is at least as new as the build host's (yy image verify checks)"
+        ));
+    }
+    let out = tokio::process::Command::new(&path)
+        .arg("--version")
+        .output()
+        .await
+        .map_err(|e| ComputerError::Invalid(format!("cannot run guest agent {shown}: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text
+        .trim()
+        .strip_prefix("yy ")
+        .filter(|_| out.status.success())
+        .ok_or_else(|| {
+            ComputerError::Invalid(format!(
+                "{shown} is not a yy binary (--version said {text:?})"
+            ))
+        })?
+        .to_string();
+    let data =
+        std::fs::read(&path).map_err(|e| ComputerError::Io(format!("reading {shown}: {e}")))?;
+    let sha256 = format!("sha256:{}", hex::encode(Sha256::digest(&data)));
+    Ok(Agent {
+        data,
+        sha256,
+        version,
+    })
+}
+
+/// Builds the image; `progress` gets one line per step.
+pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built, ComputerError> {
+    let agent = agent(opts.binary.as_deref(), progress).await?;
+    let packages_text = match &opts.packages_file {
+        Some(p) => std::fs::read_to_string(p)
+            .map_err(|e| ComputerError::Invalid(format!("package list {}: {e}", p.display())))?,
+        None => DEFAULT_PACKAGES.to_string(),
+    };
+    let recipe = Recipe::new(
+        opts.suite.clone(),
+        &opts.mirror,
+        &opts.security_mirror,
+        opts.updates,
+        &packages_text,
+    )?;
+    let provider = Provider::connect().await?;
+    let root = rootfs::ensure(&recipe, &opts.cache_dir, opts.fresh, progress).await?;
+    let lock = std::fs::read_to_string(&root.lock_file)
+        .map_err(|e| ComputerError::Io(format!("reading {}: {e}", root.lock_file.display())))?;
+    if let Some(out) = &opts.lock_out {
+        crate::fsutil::write_atomic(out, lock.as_bytes(), 0o644)
+            .map_err(|e| ComputerError::Io(format!("writing {}: {e}", out.display())))?;
+    }
+    let recipe_digest = recipe.digest(&lock);
+
+    let base_label = format!("{}-{}", recipe.key(), root.build_id);
+    let (base_id, reused_base) = match find_base(&provider, labels::BASE, &base_label).await? {
+        Some(id) => (id, true),
+        None => {
+            progress("importing the root filesystem into Docker");
+            (
+                import_rootfs(&provider, &root.dir, &base_label, &recipe_digest).await?,
+                false,
+            )
+        }
+    };
+    progress("adding the guest agent layer");
+    let layer = layer_tar(&root.dir, &agent.data)?;
+    let image_id = commit_layer(&provider, &base_id, layer, &agent, &recipe_digest).await?;
+    if let Some(tag) = &opts.tag {
+        let (repo, t) = split_tag(tag);
+        let o = TagImageOptionsBuilder::new().repo(repo).tag(t).build();
+        provider.docker().tag_image(&image_id, Some(o)).await?;
+    }
+    Ok(Built {
+        image_id,
+        base_id,
+        yy_version: agent.version,
+        recipe: recipe_digest,
+        binary_sha256: agent.sha256,
+        packages: lock.lines().count(),
+        rootfs: root.dir,
+        reused_rootfs: root.reused,
+        reused_base,
+    })
+}
+
+/// `repo:tag` (a colon after the last slash), else `repo` with tag `latest`.
+pub fn split_tag(tag: &str) -> (&str, &str) {
+    match tag.rfind(':') {
+        Some(i) if !tag[i..].contains('/') => (&tag[..i], &tag[i + 1..]),
+        _ => (tag, "latest"),
+    }
+}
+
+/// The newest base image (imported root filesystem) carrying `key=value`. Final images
+/// inherit the base's labels, so they are told apart by their `yy.version`.
+async fn find_base(
+    provider: &Provider,
+    key: &str,
+    value: &str,
+) -> Result<Option<String>, ComputerError> {
+    let filters: HashMap<&str, Vec<String>> =
+        HashMap::from([("label", vec![format!("{key}={value}")])]);
+    let opts = ListImagesOptionsBuilder::new().filters(&filters).build();
+    let list = provider.docker().list_images(Some(opts)).await?;
+    Ok(list
+        .into_iter()
+        .filter(|i| !i.labels.contains_key(labels::VERSION))
+        .max_by_key(|i| i.created)
+        .map(|i| i.id))
+}
+
+/// Streams `tar` of the root filesystem into `POST /images/create?fromSrc=-`.
+async fn import_rootfs(
+    provider: &Provider,
+    dir: &Path,
+    base_label: &str,
+    recipe: &str,
+) -> Result<String, ComputerError> {
+    let mut child = tokio::process::Command::new("tar")
+        .arg("-C")
+        .arg(dir)
+        .args(["--numeric-owner", "--sort=name", "-c", "."])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ComputerError::Io(format!("cannot run tar: {e}")))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let body = futures_util::stream::unfold(stdout, |mut r| async move {
+        let mut buf = vec![0u8; 1 << 20];
+        match r.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), r))
+            }
+            Err(e) => Some((Err(e), r)),
+        }
+    });
+    let (repo, tag) = ("yy-base", &base_label[..base_label.len().min(40)]);
+    let opts = CreateImageOptionsBuilder::new()
+        .from_src("-")
+        .repo(repo)
+        .tag(tag)
+        .changes(vec![
+            format!("LABEL {}={base_label}", labels::BASE),
+            format!("LABEL {}={recipe}", labels::RECIPE),
+        ])
+        .build();
+    let infos: Vec<_> = provider
+        .docker()
+        .create_image(Some(opts), Some(bollard::body_try_stream(body)), None)
+        .try_collect()
+        .await?;
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| ComputerError::Io(format!("tar: {e}")))?;
+    if !out.status.success() {
+        return Err(ComputerError::Io(format!(
+            "tar of {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    infos
+        .iter()
+        .rev()
+        .filter_map(|i| i.status.as_deref())
+        .find(|s| s.starts_with("sha256:"))
+        .map(str::to_string)
+        .ok_or_else(|| ComputerError::Docker("the import did not report an image ID".into()))
+}
+
+/// The top layer: accounts with user `yy` (1000), its home and the guest agent.
+fn layer_tar(rootfs: &Path, binary: &[u8]) -> Result<Vec<u8>, ComputerError> {
+    let read = |rel: &str| {
+        std::fs::read_to_string(rootfs.join(rel))
+            .map_err(|e| ComputerError::Io(format!("reading {rel} of the root filesystem: {e}")))
+    };
+    let days = crate::timefmt::now_ms() / 86_400_000;
+    let mut passwd = read("etc/passwd")?;
+    let mut group = read("etc/group")?;
+    let mut shadow = read("etc/shadow")?;
+    let mut gshadow = read("etc/gshadow")?;
+    if !passwd.lines().any(|l| l.starts_with("yy:")) {
+        if passwd.lines().any(|l| l.split(':').nth(2) == Some("1000")) {
+            return Err(ComputerError::Invalid(
+                "the root filesystem already has a user with uid 1000".into(),
+            ));
+        }
+        passwd.push_str(&format!(
+            "yy:x:{GUEST_UID}:{GUEST_UID}:yy computer user:{GUEST_HOME}:/bin/bash\n"
+        ));
+        group.push_str(&format!("yy:x:{GUEST_UID}:\n"));
+        shadow.push_str(&format!("yy:!:{days}:0:99999:7:::\n"));
+        gshadow.push_str("yy:!::\n");
+    }
+    let io = |e: std::io::Error| ComputerError::Io(format!("building the layer: {e}"));
+    let mut t = TarBuilder::new((crate::timefmt::now_ms() / 1000) as u64);
+    t.file("etc/passwd", 0o644, 0, 0, passwd.as_bytes())
+        .map_err(io)?;
+    t.file("etc/group", 0o644, 0, 0, group.as_bytes())
+        .map_err(io)?;
+    t.file("etc/shadow", 0o640, 0, 42, shadow.as_bytes())
+        .map_err(io)?;
+    t.file("etc/gshadow", 0o640, 0, 42, gshadow.as_bytes())
+        .map_err(io)?;
+    let home = GUEST_HOME.trim_start_matches('/');
+    t.dir(home, 0o750, GUEST_UID, GUEST_UID).map_err(io)?;
+    if let Ok(entries) = std::fs::read_dir(rootfs.join("etc/skel")) {
+        for e in entries.flatten() {
+            if e.file_type().map(|t| t.is_file()).unwrap_or(false) {
+                let data = std::fs::read(e.path()).map_err(io)?;
+                let name = format!("{home}/{}", e.file_name().to_string_lossy());
+                t.file(&name, 0o644, GUEST_UID, GUEST_UID, &data)
+                    .map_err(io)?;
+            }
+        }
+    }
+    t.dir("usr/local/bin", 0o755, 0, 0).map_err(io)?;
+    t.file(GUEST_BINARY.trim_start_matches('/'), 0o755, 0, 0, binary)
+        .map_err(io)?;
+    Ok(t.finish())
+}
+
+async fn commit_layer(
+    provider: &Provider,
+    base_id: &str,
+    layer: Vec<u8>,
+    agent: &Agent,
+    recipe: &str,
+) -> Result<String, ComputerError> {
+    let docker = provider.docker();
+    let helper = docker
+        .create_container(
+            None::<bollard::query_parameters::CreateContainerOptions>,
+            ContainerCreateBody {
+                image: Some(base_id.into()),
+                cmd: Some(vec!["/bin/true".into()]),
+                ..Default::default()
+            },
+        )
+        .await?
+        .id;
+    let result = async {
+        let o = UploadToContainerOptionsBuilder::new().path("/").build();
+        docker
+            .upload_to_container(&helper, Some(o), bollard::body_full(Bytes::from(layer)))
+            .await?;
+        let changes = [
+            format!("USER {}", super::GUEST_USER),
+            format!("WORKDIR {GUEST_HOME}"),
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+            "ENV LANG=C.UTF-8".into(),
+            format!("ENV HOME={GUEST_HOME}"),
+            r#"CMD ["sleep", "infinity"]"#.into(),
+            format!(
+                "LABEL {}=\"{}\" {}=\"{recipe}\" {}=\"{}\"",
+                labels::VERSION,
+                agent.version,
+                labels::RECIPE,
+                labels::BINARY,
+                agent.sha256
+            ),
+        ]
+        .join("\n");
+        let o = CommitContainerOptionsBuilder::new()
+            .container(&helper)
+            .changes(&changes)
+            .pause(false)
+            .build();
+        let id = docker
+            .commit_container(o, ContainerConfig::default())
+            .await?
+            .id;
+        Ok::<_, ComputerError>(id)
+    }
+    .await;
+    let _ = provider.remove(&helper).await;
+    result
+}
+
+/// yy images on this engine (those carrying `yy.version`), newest first.
+pub async fn list(provider: &Provider) -> Result<Vec<ImageRow>, ComputerError> {
+    let filters: HashMap<&str, Vec<String>> =
+        HashMap::from([("label", vec![labels::VERSION.to_string()])]);
+    let opts = ListImagesOptionsBuilder::new().filters(&filters).build();
+    let mut list = provider.docker().list_images(Some(opts)).await?;
+    list.sort_by_key(|i| std::cmp::Reverse(i.created));
+    let label =
+        |l: &HashMap<String, String>, k: &str| l.get(k).cloned().unwrap_or_else(|| "-".into());
+    Ok(list
+        .into_iter()
+        .map(|i| ImageRow {
+            created: crate::timefmt::rfc3339(i.created * 1000),
+            yy_version: label(&i.labels, labels::VERSION),
+            recipe: label(&i.labels, labels::RECIPE),
+            binary: label(&i.labels, labels::BINARY),
+            tags: i
+                .repo_tags
+                .into_iter()
+                .filter(|t| t != "<none>:<none>")
+                .collect(),
+            id: i.id,
+        })
+        .collect())
+}

@@ -1,0 +1,243 @@
+//! `yy image verify`: a throw-away computer with the production hardening, checked from the
+//! outside (inspect) and from the inside (plain execs as uid 1000, and the guest agent).
+
+use std::path::PathBuf;
+
+use super::docker::{Provider, RawExec};
+use super::protocol::PROTOCOL;
+use super::{ComputerError, ComputerSpec, Limits, labels, validate_image_id};
+
+/// Where throw-away workspaces of verification runs live.
+pub const VERIFY_DIR: &str = "/var/tmp/yy/verify";
+const GUEST_CWD: &str = "/workspace";
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    pub want: String,
+    pub got: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub image: String,
+    pub ok: bool,
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    fn add(&mut self, name: &str, want: impl Into<String>, got: impl Into<String>) {
+        let (want, got) = (want.into(), got.into());
+        self.checks.push(Check {
+            name: name.into(),
+            ok: want == got,
+            want,
+            got,
+        });
+    }
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let s = s.trim().replace('\n', " ");
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+/// Names of the network interfaces in a `/proc/net/dev` text.
+pub fn interfaces(proc_net_dev: &str) -> Vec<String> {
+    proc_net_dev
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+fn status_field(status: &str, key: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_else(|| "missing".into())
+}
+
+/// Starts a throw-away computer from `image` and checks it. Errors only when the check
+/// itself cannot run (no engine, no such image); failed checks are in the report.
+pub async fn verify_image(provider: &Provider, image: &str) -> Result<Report, ComputerError> {
+    validate_image_id(image)?;
+    let inspect =
+        provider
+            .docker()
+            .inspect_image(image)
+            .await
+            .map_err(|e| match ComputerError::from(e) {
+                ComputerError::NotFound(_) => {
+                    ComputerError::NotFound(format!("image {image} is not on this Docker engine"))
+                }
+                other => other,
+            })?;
+    let image_version = inspect
+        .config
+        .and_then(|c| c.labels)
+        .and_then(|l| l.get(labels::VERSION).cloned())
+        .unwrap_or_else(|| "missing".into());
+    let run = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+    let workspace = PathBuf::from(VERIFY_DIR).join(&run);
+    let spec = ComputerSpec {
+        owner_key: format!("verify/{run}"),
+        runner_id: "verify".into(),
+        computer_id: format!("verify-{run}"),
+        agent_id: "verify".into(),
+        account_id: "verify".into(),
+        image_id: image.into(),
+        generation: 0,
+        workspace_host_dir: workspace.clone(),
+        guest_cwd: GUEST_CWD.into(),
+        limits: Limits::default(),
+    };
+    let mut report = Report {
+        image: image.into(),
+        ok: false,
+        checks: Vec::new(),
+    };
+    let created = provider.create(&spec).await;
+    let result = match created {
+        Ok(c) => {
+            let r = checks(provider, &c.id, &spec, &image_version, &mut report).await;
+            let _ = provider.remove(&c.id).await;
+            r
+        }
+        Err(ComputerError::Drifted { drifts, .. }) => {
+            let got = drifts
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("; ");
+            report.add("hardening (inspect)", "as requested", one_line(&got, 200));
+            Ok(())
+        }
+        Err(e) => Err(e),
+    };
+    let _ = std::fs::remove_dir_all(&workspace);
+    result?;
+    report.ok = !report.checks.is_empty() && report.checks.iter().all(|c| c.ok);
+    Ok(report)
+}
+
+async fn checks(
+    provider: &Provider,
+    id: &str,
+    spec: &ComputerSpec,
+    image_version: &str,
+    report: &mut Report,
+) -> Result<(), ComputerError> {
+    let drifts = provider.verify(id, spec).await?;
+    let got = if drifts.is_empty() {
+        "as requested".to_string()
+    } else {
+        drifts
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    report.add("hardening (inspect)", "as requested", one_line(&got, 200));
+    provider.start(id).await?;
+
+    let want_agent = format!("yy {} protocol {PROTOCOL}", crate::VERSION);
+    let agent = match provider.guest(id).await {
+        Ok(session) => {
+            let hello = session.hello().clone();
+            let got = match session.version().await {
+                Ok(v) => format!("yy {} protocol {}", v.yy_version, v.protocol),
+                Err(e) => e.to_string(),
+            };
+            session.close().await;
+            if hello.uid != 1000 {
+                format!("{got} (but running as uid {})", hello.uid)
+            } else {
+                got
+            }
+        }
+        Err(e) => e.to_string(),
+    };
+    report.add("guest agent", want_agent, one_line(&agent, 120));
+    report.add("image label yy.version", crate::VERSION, image_version);
+
+    let sh = |script: &'static str| async move {
+        provider.exec_raw(id, &["/bin/sh", "-c", script]).await
+    };
+    let text = |r: Result<RawExec, ComputerError>| match r {
+        Ok(r) if r.exit_code == Some(0) => one_line(&r.stdout, 120),
+        Ok(r) => one_line(&format!("exit {:?}: {}", r.exit_code, r.stderr), 120),
+        Err(e) => one_line(&e.to_string(), 120),
+    };
+    report.add(
+        "uid:gid",
+        "1000:1000",
+        text(sh("echo \"$(id -u):$(id -g)\"").await),
+    );
+    let ifaces = match provider.exec_raw(id, &["cat", "/proc/net/dev"]).await {
+        Ok(r) if r.exit_code == Some(0) => interfaces(&r.stdout).join(" "),
+        other => text(other),
+    };
+    report.add("network interfaces", "lo", ifaces);
+    report.add(
+        "root read-only",
+        "ro",
+        text(sh("touch /.yy-probe 2>/dev/null && echo rw || echo ro").await),
+    );
+    report.add(
+        "workspace writable",
+        "rw",
+        text(
+            sh("touch /workspace/.yy-probe && rm /workspace/.yy-probe && echo rw || echo ro").await,
+        ),
+    );
+    let connect = match provider
+        .exec_raw(id, &["bash", "-c", "exec 3<>/dev/tcp/1.1.1.1/80"])
+        .await
+    {
+        Ok(r) if r.exit_code == Some(0) => "connected".to_string(),
+        Ok(r) if r.stderr.contains("unreachable") => "refused".to_string(),
+        other => text(other),
+    };
+    report.add("connect out (1.1.1.1:80)", "refused", connect);
+    match provider.exec_raw(id, &["cat", "/proc/self/status"]).await {
+        Ok(r) if r.exit_code == Some(0) => {
+            report.add(
+                "capabilities (CapEff)",
+                "0000000000000000",
+                status_field(&r.stdout, "CapEff:"),
+            );
+            report.add("no_new_privs", "1", status_field(&r.stdout, "NoNewPrivs:"));
+        }
+        other => report.add("capabilities (CapEff)", "0000000000000000", text(other)),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_net_dev_is_parsed() {
+        let text = "Inter-|   Receive |  Transmit\n face |bytes packets|bytes\n    lo:       0       0\n  eth0: 1 2\n";
+        assert_eq!(interfaces(text), vec!["lo", "eth0"]);
+        let status = "Name:\tcat\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n";
+        assert_eq!(status_field(status, "CapEff:"), "0000000000000000");
+        assert_eq!(status_field(status, "NoNewPrivs:"), "1");
+        assert_eq!(status_field(status, "Seccomp:"), "missing");
+        assert_eq!(one_line("a\nb", 10), "a b");
+        assert_eq!(one_line("abcdef", 3), "abc...");
+    }
+}

@@ -1,0 +1,420 @@
+//! Isolated computers: a hardened Docker container per owner, reached only through the
+//! guest agent (`yy guest serve`, the same binary) over an attached `docker exec`.
+//!
+//! * [`protocol`]: the JSON-lines protocol between host and guest.
+//! * [`guest`] and [`confine`]: the guest agent and its workspace confinement.
+//! * [`session`]: the host side of the protocol ([`session::GuestSession`]).
+//! * [`docker`]: the provider over bollard (create, verify, start, stop, remove, list).
+//! * [`verify`]: the drift check of a container against its [`ComputerSpec`].
+//! * [`rootfs`], [`image`], [`tarball`], [`image_verify`]: building, listing and verifying
+//!   the image.
+//! * [`bench`]: cold start and tool round trip against the docker CLI.
+
+pub mod bench;
+pub mod confine;
+pub mod docker;
+pub mod guest;
+pub mod image;
+pub mod image_verify;
+pub mod protocol;
+pub mod rootfs;
+pub mod session;
+pub mod tarball;
+pub mod verify;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::Exit;
+
+/// The guest's user and group, in the container and as owner of the workspace.
+pub const GUEST_UID: u32 = 1000;
+pub const GUEST_USER: &str = "1000:1000";
+/// Where the image carries the guest agent.
+pub const GUEST_BINARY: &str = "/usr/local/bin/yy";
+/// The guest user's home: a tmpfs, since the root is read-only.
+pub const GUEST_HOME: &str = "/home/yy";
+
+/// Container labels (`yy.managed=1` marks every container yy created).
+pub mod labels {
+    pub const ACCOUNT: &str = "yy.account";
+    pub const RUNNER: &str = "yy.runner";
+    pub const COMPUTER: &str = "yy.computer";
+    pub const AGENT: &str = "yy.agent";
+    pub const IMAGE: &str = "yy.image";
+    pub const GENERATION: &str = "yy.generation";
+    pub const MANAGED: &str = "yy.managed";
+    /// Image labels.
+    pub const VERSION: &str = "yy.version";
+    pub const RECIPE: &str = "yy.recipe";
+    pub const BINARY: &str = "yy.binary";
+    pub const BASE: &str = "yy.base";
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ComputerError {
+    /// A request that can never work as given (bad image id, bad path, bad limits).
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    /// The owner's container name is taken (by a container to remove or adopt first).
+    #[error("container name {name} is already used by container {existing}")]
+    NameInUse { name: String, existing: String },
+    #[error("container {container} differs from what was asked for and was {action}: {}", drift_list(.drifts))]
+    Drifted {
+        container: String,
+        action: &'static str,
+        drifts: Vec<verify::Drift>,
+    },
+    #[error("docker: {0}")]
+    Docker(String),
+    /// The guest agent cannot be reached or broke the protocol.
+    #[error("guest agent: {0}")]
+    Guest(String),
+    /// The guest agent refused or failed one operation (`code` from `protocol::codes`).
+    #[error("{message}")]
+    Op { code: String, message: String },
+    #[error("{0}")]
+    Io(String),
+}
+
+fn drift_list(drifts: &[verify::Drift]) -> String {
+    drifts
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl ComputerError {
+    /// The documented exit code for a CLI that meets this error.
+    pub fn exit(&self) -> Exit {
+        match self {
+            ComputerError::Invalid(_) => Exit::Usage,
+            ComputerError::NotFound(_) => Exit::NotFound,
+            ComputerError::NameInUse { .. } => Exit::Conflict,
+            _ => Exit::Failure,
+        }
+    }
+}
+
+impl From<bollard::errors::Error> for ComputerError {
+    fn from(e: bollard::errors::Error) -> Self {
+        use bollard::errors::Error as E;
+        match e {
+            E::DockerResponseServerError {
+                status_code: 404,
+                message,
+            } => ComputerError::NotFound(message),
+            E::DockerResponseServerError { message, .. } => ComputerError::Docker(message),
+            other => ComputerError::Docker(other.to_string().replace('\n', " ")),
+        }
+    }
+}
+
+/// Resources of one computer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Limits {
+    pub memory_bytes: i64,
+    /// CPU in billionths of a CPU (1e9 = one CPU).
+    pub nano_cpus: i64,
+    pub pids: i64,
+    /// Size of the `/tmp` tmpfs (charged to the memory limit when used).
+    pub tmp_bytes: i64,
+    /// Size of the home tmpfs.
+    pub home_bytes: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 1 << 30,
+            nano_cpus: 1_000_000_000,
+            pids: 256,
+            tmp_bytes: 512 << 20,
+            home_bytes: 128 << 20,
+        }
+    }
+}
+
+/// Everything that decides how a computer's container looks.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ComputerSpec {
+    /// Stable ids of the owner, e.g. `account/agent`; the container name derives from it.
+    pub owner_key: String,
+    pub runner_id: String,
+    pub computer_id: String,
+    pub agent_id: String,
+    pub account_id: String,
+    /// Full image id: `sha256:` and 64 hex digits.
+    pub image_id: String,
+    pub generation: u64,
+    /// The private host directory mounted as the workspace (created 0700, owned by 1000).
+    pub workspace_host_dir: PathBuf,
+    /// Where the workspace appears in the guest (absolute; the Profile's `terminal.cwd`).
+    pub guest_cwd: String,
+    pub limits: Limits,
+}
+
+/// `yy-` and the first 32 hex digits (128 bits) of SHA-256 of the owner key: stable,
+/// unique per owner, and free of display names.
+pub fn container_name(owner_key: &str) -> String {
+    let digest = hex::encode(Sha256::digest(owner_key.as_bytes()));
+    format!("yy-{}", &digest[..32])
+}
+
+/// Refuses anything but a full image id (tags and short ids can move or collide).
+pub fn validate_image_id(image: &str) -> Result<(), ComputerError> {
+    let ok = image.strip_prefix("sha256:").is_some_and(|h| {
+        h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ComputerError::Invalid(format!(
+            "{image:?} is not a full image ID: give sha256: and 64 hex digits (a tag or short ID can change what it points to; see `yy image list`)"
+        )))
+    }
+}
+
+/// System paths a workspace may never be mounted over (or above).
+const RESERVED_GUEST_DIRS: [&str; 15] = [
+    "/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+    "/libx32", "/boot", "/run", "/var", "/tmp",
+];
+
+/// The guest working directory: absolute, normalized, not a system directory, and not
+/// above or at a tmpfs mount point.
+pub fn validate_guest_cwd(cwd: &str) -> Result<(), ComputerError> {
+    let bad = |why: &str| {
+        Err(ComputerError::Invalid(format!(
+            "guest working directory {cwd:?} {why}"
+        )))
+    };
+    let p = Path::new(cwd);
+    if !p.is_absolute() {
+        return bad("must be an absolute path");
+    }
+    if cwd.len() > 1024 || cwd.chars().any(|c| c.is_control()) {
+        return bad("is too long or has control characters");
+    }
+    if cwd.ends_with('/') || cwd.contains("//") {
+        return bad("must be normalized (no trailing or double slash)");
+    }
+    // Path::components() hides inner '.' segments, so look at the text.
+    if cwd.split('/').any(|seg| seg == "." || seg == "..") {
+        return bad("must not contain '.' or '..'");
+    }
+    if cwd == "/" {
+        return bad("cannot be the root directory");
+    }
+    for reserved in RESERVED_GUEST_DIRS {
+        if p.starts_with(reserved) {
+            return bad(&format!("lies in the system directory {reserved}"));
+        }
+    }
+    if Path::new(GUEST_HOME).starts_with(p) {
+        return bad(&format!("would hide {GUEST_HOME}"));
+    }
+    Ok(())
+}
+
+fn validate_label(what: &str, v: &str) -> Result<(), ComputerError> {
+    let ok = !v.is_empty()
+        && v.len() <= 200
+        && v.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/' | b'@')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(ComputerError::Invalid(format!(
+            "{what} {v:?} must be 1-200 characters of letters, digits and - _ . : / @"
+        )))
+    }
+}
+
+impl Limits {
+    pub fn validate(&self) -> Result<(), ComputerError> {
+        let bad = |m: String| Err(ComputerError::Invalid(m));
+        if self.memory_bytes < 64 << 20 {
+            return bad(format!(
+                "memory limit {} is below 64 MiB",
+                self.memory_bytes
+            ));
+        }
+        if self.nano_cpus < 10_000_000 {
+            return bad(format!("CPU limit {} is below 0.01 CPU", self.nano_cpus));
+        }
+        if !(16..=1_000_000).contains(&self.pids) {
+            return bad(format!("pids limit {} is not within 16-1000000", self.pids));
+        }
+        for (what, v) in [("/tmp", self.tmp_bytes), ("home", self.home_bytes)] {
+            if v < 1 << 20 || v > self.memory_bytes {
+                return bad(format!(
+                    "{what} tmpfs size {v} must be at least 1 MiB and at most the memory limit"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ComputerSpec {
+    pub fn name(&self) -> String {
+        container_name(&self.owner_key)
+    }
+
+    /// Checks everything that does not need the file system or Docker.
+    pub fn validate(&self) -> Result<(), ComputerError> {
+        validate_image_id(&self.image_id)?;
+        validate_label("owner key", &self.owner_key)?;
+        validate_label("runner id", &self.runner_id)?;
+        validate_label("computer id", &self.computer_id)?;
+        validate_label("agent id", &self.agent_id)?;
+        validate_label("account id", &self.account_id)?;
+        validate_guest_cwd(&self.guest_cwd)?;
+        if !self.workspace_host_dir.is_absolute() {
+            return Err(ComputerError::Invalid(format!(
+                "workspace host directory {} must be absolute",
+                self.workspace_host_dir.display()
+            )));
+        }
+        self.limits.validate()
+    }
+
+    /// The labels the container is created with (the image adds its own on top).
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        [
+            (labels::ACCOUNT, self.account_id.clone()),
+            (labels::RUNNER, self.runner_id.clone()),
+            (labels::COMPUTER, self.computer_id.clone()),
+            (labels::AGENT, self.agent_id.clone()),
+            (labels::IMAGE, self.image_id.clone()),
+            (labels::GENERATION, self.generation.to_string()),
+            (labels::MANAGED, "1".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// The tmpfs mounts, exactly as given to (and echoed by) Docker.
+    pub fn tmpfs(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (
+                "/tmp".to_string(),
+                format!("rw,exec,nosuid,nodev,size={}", self.limits.tmp_bytes),
+            ),
+            (
+                GUEST_HOME.to_string(),
+                format!(
+                    "rw,nosuid,nodev,size={},uid={GUEST_UID},gid={GUEST_UID},mode=0700",
+                    self.limits.home_bytes
+                ),
+            ),
+        ])
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn spec() -> ComputerSpec {
+        ComputerSpec {
+            owner_key: "acct1/agent1".into(),
+            runner_id: "run1".into(),
+            computer_id: "comp1".into(),
+            agent_id: "agent1".into(),
+            account_id: "acct1".into(),
+            image_id: format!("sha256:{}", "ab".repeat(32)),
+            generation: 3,
+            workspace_host_dir: "/var/tmp/yy/ws/x".into(),
+            guest_cwd: "/workspace".into(),
+            limits: Limits::default(),
+        }
+    }
+
+    #[test]
+    fn names_are_digests_of_the_owner() {
+        let a = container_name("acct1/agent1");
+        assert_eq!(a, container_name("acct1/agent1"));
+        assert_ne!(a, container_name("acct1/agent2"));
+        assert_eq!(a.len(), 3 + 32);
+        assert!(a.starts_with("yy-"));
+        assert!(a[3..].bytes().all(|b| b.is_ascii_hexdigit()));
+        // sha256("acct1/agent1") starts with these digits.
+        let full = hex::encode(Sha256::digest(b"acct1/agent1"));
+        assert_eq!(&a[3..], &full[..32]);
+    }
+
+    #[test]
+    fn only_full_image_ids_are_accepted() {
+        validate_image_id(&format!("sha256:{}", "0a".repeat(32))).unwrap();
+        for bad in [
+            "yy-computer:test",
+            "bccb8148217c",
+            "sha256:bccb8148217c",
+            &format!("sha256:{}", "AB".repeat(32)),
+            &"ab".repeat(32),
+            &format!("sha256:{}0", "ab".repeat(32)),
+        ] {
+            let e = validate_image_id(bad).unwrap_err();
+            assert!(e.to_string().contains("not a full image ID"), "{e}");
+            assert_eq!(e.exit(), Exit::Usage);
+        }
+    }
+
+    #[test]
+    fn guest_cwd_must_be_a_plain_absolute_dir() {
+        for ok in ["/workspace", "/home/yy/work", "/srv/agent", "/data/x-1"] {
+            validate_guest_cwd(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            "workspace",
+            "/",
+            "/tmp",
+            "/tmp/x",
+            "/etc",
+            "/usr/local/w",
+            "/home",
+            "/home/yy",
+            "/proc/1",
+            "/a/../etc",
+            "/a/./b",
+            "/a/",
+            "//a",
+            "/var/run",
+        ] {
+            assert!(validate_guest_cwd(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn specs_are_validated() {
+        spec().validate().unwrap();
+        let mut s = spec();
+        s.image_id = "yy-computer:test".into();
+        assert!(s.validate().is_err());
+        let mut s = spec();
+        s.owner_key = "Alice's agent".into();
+        assert!(s.validate().is_err());
+        let mut s = spec();
+        s.limits.pids = 1;
+        assert!(s.validate().is_err());
+        let mut s = spec();
+        s.limits.tmp_bytes = s.limits.memory_bytes * 2;
+        assert!(s.validate().is_err());
+        let mut s = spec();
+        s.workspace_host_dir = "rel/dir".into();
+        assert!(s.validate().is_err());
+        let labels = spec().labels();
+        assert_eq!(labels["yy.generation"], "3");
+        assert_eq!(labels["yy.managed"], "1");
+        assert_eq!(labels.len(), 7);
+    }
+}

@@ -1,0 +1,269 @@
+//! The guest protocol: JSON lines over the guest agent's stdin and stdout.
+//!
+//! The guest speaks first with one [`Hello`] line. Then every line from the host is a
+//! [`Request`] (`{"id": 7, "op": "exec", ...}`) and every line from the guest is a
+//! [`Frame`] for one request id: zero or more `chunk` frames (export only), then exactly one
+//! `result` or `error`. Requests run concurrently, so frames of different ids interleave.
+//! A newer guest keeps accepting every request of an older protocol version; the host
+//! refuses a guest whose `protocol` it does not know.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks.
+pub const PROTOCOL: u32 = 1;
+
+/// Largest export chunk before base64 (the last one may be shorter).
+pub const CHUNK_BYTES: usize = 256 * 1024;
+
+/// Output kept per stream of an exec when the request names no cap.
+pub const DEFAULT_OUTPUT_CAP: u64 = 1024 * 1024;
+/// The largest output cap a request may ask for.
+pub const MAX_OUTPUT_CAP: u64 = 16 * 1024 * 1024;
+/// Exec timeout when the request names none.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// Bytes returned by `read` when the request names no limit, and the most it may ask for.
+pub const DEFAULT_READ_BYTES: u64 = 1024 * 1024;
+pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest file `write` accepts (decoded).
+pub const MAX_WRITE_BYTES: usize = 16 * 1024 * 1024;
+/// Most entries one `list` returns.
+pub const MAX_LIST_ENTRIES: usize = 10_000;
+
+/// The guest's first line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Hello {
+    /// Always `"hello"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub protocol: u32,
+    pub yy_version: String,
+    /// The workspace root, as the guest resolved it.
+    pub workspace: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// One request from the host.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Request {
+    pub id: u64,
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    Exec(ExecParams),
+    /// Kill the process group of the exec request `target` (SIGKILL).
+    Cancel {
+        target: u64,
+    },
+    Read {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_bytes: Option<u64>,
+    },
+    Write {
+        path: String,
+        /// The file's bytes, base64 (standard alphabet, padded).
+        content: String,
+        /// Permission bits (e.g. 420 = 0o644); default 0o644. Only 0o777 is kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<u32>,
+    },
+    List {
+        path: String,
+    },
+    Stat {
+        path: String,
+    },
+    /// Snapshot a regular file and stream it in chunks.
+    Export {
+        path: String,
+    },
+    Version,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExecParams {
+    /// The program and its arguments (no shell). Exactly one of `argv` and `shell`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// A command line for `/bin/sh -c`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// Working directory; relative to the workspace root. Default: the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Added to (or replacing) the guest agent's environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Bytes kept of stdout and of stderr each; the rest is read and dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_cap_bytes: Option<u64>,
+}
+
+impl ExecParams {
+    pub fn argv<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Self {
+        ExecParams {
+            argv: Some(argv.into_iter().map(Into::into).collect()),
+            ..Default::default()
+        }
+    }
+    pub fn shell(command: impl Into<String>) -> Self {
+        ExecParams {
+            shell: Some(command.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// One line from the guest about request `id`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Frame {
+    pub id: u64,
+    #[serde(flatten)]
+    pub body: FrameBody,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FrameBody {
+    Result { result: serde_json::Value },
+    Error { error: ErrorBody },
+    Chunk { seq: u64, data: String },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ErrorBody {
+    /// One of the `codes` constants.
+    pub code: String,
+    pub message: String,
+}
+
+/// Error codes in [`ErrorBody::code`].
+pub mod codes {
+    pub const BAD_REQUEST: &str = "bad_request";
+    pub const OUTSIDE_WORKSPACE: &str = "outside_workspace";
+    pub const NOT_FOUND: &str = "not_found";
+    pub const WRONG_TYPE: &str = "wrong_type";
+    pub const TOO_LARGE: &str = "too_large";
+    pub const SPAWN: &str = "spawn_failed";
+    pub const IO: &str = "io";
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecResult {
+    /// The exit status when the process exited; `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// Either stream was cut at the cap.
+    pub truncated: bool,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReadResult {
+    /// Relative to the workspace root.
+    pub path: String,
+    pub size: u64,
+    pub content: String,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WriteResult {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Entry {
+    pub name: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub size: u64,
+    pub mode: u32,
+    pub mtime_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ListResult {
+    pub path: String,
+    pub entries: Vec<Entry>,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StatResult {
+    pub path: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub size: u64,
+    pub mode: u32,
+    pub mtime_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExportResult {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    pub chunks: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VersionResult {
+    pub protocol: u32,
+    pub yy_version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CancelResult {
+    /// False when `target` was not running (already finished or unknown).
+    pub cancelled: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_format_is_flat_and_tagged() {
+        let req = Request {
+            id: 3,
+            op: Op::Exec(ExecParams::argv(["true"])),
+        };
+        let text = serde_json::to_string(&req).unwrap();
+        assert_eq!(text, r#"{"id":3,"op":"exec","argv":["true"]}"#);
+        assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), req);
+        let cancel: Request = serde_json::from_str(r#"{"id":4,"op":"cancel","target":3}"#).unwrap();
+        assert_eq!(cancel.op, Op::Cancel { target: 3 });
+        let frame = Frame {
+            id: 9,
+            body: FrameBody::Chunk {
+                seq: 0,
+                data: "aGk=".into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&frame).unwrap(),
+            r#"{"id":9,"type":"chunk","seq":0,"data":"aGk="}"#
+        );
+        let version: Request = serde_json::from_str(r#"{"id":1,"op":"version"}"#).unwrap();
+        assert_eq!(version.op, Op::Version);
+    }
+}

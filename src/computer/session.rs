@@ -1,0 +1,429 @@
+//! The host side of the guest protocol: one long-lived session per running computer, with
+//! requests multiplexed by id (a tool round trip is then a line each way, not a new exec).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use futures_util::{Stream, StreamExt};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::ComputerError;
+use super::protocol::*;
+
+/// How long a new session waits for the guest's hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Bytes from the guest agent's process.
+pub enum Output {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+}
+
+pub type OutputStream = Pin<Box<dyn Stream<Item = std::io::Result<Output>> + Send>>;
+pub type InputSink = Pin<Box<dyn AsyncWrite + Send>>;
+
+type Pending = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<FrameBody>>>>;
+
+pub struct GuestSession {
+    hello: Hello,
+    writer: tokio::sync::Mutex<InputSink>,
+    pending: Pending,
+    next_id: AtomicU64,
+    closed: CancellationToken,
+    reader: tokio::task::JoinHandle<()>,
+    /// Keeps a local guest process alive (and kills it on drop).
+    _child: Option<tokio::process::Child>,
+}
+
+impl Drop for GuestSession {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// The last stderr bytes of the guest, for error messages.
+#[derive(Default)]
+struct Tail(Vec<u8>);
+
+impl Tail {
+    fn push(&mut self, b: &[u8]) {
+        self.0.extend_from_slice(b);
+        if self.0.len() > 2048 {
+            self.0.drain(..self.0.len() - 2048);
+        }
+    }
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0).trim().replace('\n', " ")
+    }
+}
+
+impl GuestSession {
+    /// Speaks the protocol over a guest's output and input; waits for its hello.
+    pub async fn start(
+        output: OutputStream,
+        input: InputSink,
+        child: Option<tokio::process::Child>,
+    ) -> Result<GuestSession, ComputerError> {
+        let pending: Pending = Arc::default();
+        let closed = CancellationToken::new();
+        let (hello_tx, hello_rx) = oneshot::channel();
+        let reader = tokio::spawn(read_loop(output, pending.clone(), closed.clone(), hello_tx));
+        let hello = match tokio::time::timeout(HELLO_TIMEOUT, hello_rx).await {
+            Ok(Ok(Ok(h))) => h,
+            Ok(Ok(Err(why))) => return Err(ComputerError::Guest(why)),
+            Ok(Err(_)) => {
+                return Err(ComputerError::Guest(
+                    "the session ended before hello".into(),
+                ));
+            }
+            Err(_) => {
+                reader.abort();
+                return Err(ComputerError::Guest(format!(
+                    "no hello within {}s",
+                    HELLO_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        if hello.protocol != PROTOCOL {
+            reader.abort();
+            return Err(ComputerError::Guest(format!(
+                "the guest speaks protocol {} (yy {}), this host speaks {PROTOCOL} (yy {}); rebuild the image with this yy",
+                hello.protocol,
+                hello.yy_version,
+                crate::VERSION
+            )));
+        }
+        Ok(GuestSession {
+            hello,
+            writer: tokio::sync::Mutex::new(input),
+            pending,
+            next_id: AtomicU64::new(1),
+            closed,
+            reader,
+            _child: child,
+        })
+    }
+
+    /// Runs `program guest serve --workspace DIR` as a local child process (no container).
+    pub async fn local(program: &Path, workspace: &Path) -> Result<GuestSession, ComputerError> {
+        let mut child = tokio::process::Command::new(program)
+            .args(["guest", "serve", "--workspace"])
+            .arg(workspace)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| ComputerError::Guest(format!("cannot run {}: {e}", program.display())))?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let out = reader_stream(stdout, Output::Stdout);
+        let err = reader_stream(stderr, Output::Stderr);
+        let merged = futures_util::stream::select(out, err);
+        Self::start(Box::pin(merged), Box::pin(stdin), Some(child)).await
+    }
+
+    pub fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    /// True once the guest's output ended; open a new session then.
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// Sends one request and returns the receiver of its frames.
+    async fn send(
+        &self,
+        op: Op,
+    ) -> Result<(u64, mpsc::UnboundedReceiver<FrameBody>), ComputerError> {
+        if self.is_closed() {
+            return Err(ComputerError::Guest("the session is closed".into()));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::unbounded_channel();
+        if let Ok(mut p) = self.pending.lock() {
+            p.insert(id, tx);
+        }
+        let mut line = serde_json::to_vec(&Request { id, op })
+            .map_err(|e| ComputerError::Guest(e.to_string()))?;
+        line.push(b'\n');
+        let mut w = self.writer.lock().await;
+        let sent = async {
+            w.write_all(&line).await?;
+            w.flush().await
+        }
+        .await;
+        if let Err(e) = sent {
+            if let Ok(mut p) = self.pending.lock() {
+                p.remove(&id);
+            }
+            return Err(ComputerError::Guest(format!(
+                "cannot write to the guest: {e}"
+            )));
+        }
+        Ok((id, rx))
+    }
+
+    /// The final frame of a request, as a value or the guest's error.
+    async fn finish(
+        rx: &mut mpsc::UnboundedReceiver<FrameBody>,
+    ) -> Result<serde_json::Value, ComputerError> {
+        loop {
+            match rx.recv().await {
+                Some(FrameBody::Result { result }) => return Ok(result),
+                Some(FrameBody::Error { error }) => {
+                    return Err(ComputerError::Op {
+                        code: error.code,
+                        message: error.message,
+                    });
+                }
+                Some(FrameBody::Chunk { .. }) => continue,
+                None => {
+                    return Err(ComputerError::Guest(
+                        "the session closed mid-request".into(),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// One request that answers with a single result.
+    pub async fn call<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T, ComputerError> {
+        let (_, mut rx) = self.send(op).await?;
+        let value = Self::finish(&mut rx).await?;
+        serde_json::from_value(value)
+            .map_err(|e| ComputerError::Guest(format!("malformed result: {e}")))
+    }
+
+    /// Runs a command. When `cancel` fires, the guest kills the command's process group
+    /// and the result comes back with `cancelled: true`.
+    pub async fn exec(
+        &self,
+        params: ExecParams,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<ExecResult, ComputerError> {
+        let (id, mut rx) = self.send(Op::Exec(params)).await?;
+        let value = match cancel {
+            None => Self::finish(&mut rx).await?,
+            Some(token) => {
+                let finish = Self::finish(&mut rx);
+                tokio::pin!(finish);
+                tokio::select! {
+                    r = &mut finish => r?,
+                    _ = token.cancelled() => {
+                        self.cancel(id).await?;
+                        finish.await?
+                    }
+                }
+            }
+        };
+        serde_json::from_value(value)
+            .map_err(|e| ComputerError::Guest(format!("malformed exec result: {e}")))
+    }
+
+    /// Kills the process group of exec request `target`.
+    pub async fn cancel(&self, target: u64) -> Result<CancelResult, ComputerError> {
+        self.call(Op::Cancel { target }).await
+    }
+
+    pub async fn version(&self) -> Result<VersionResult, ComputerError> {
+        self.call(Op::Version).await
+    }
+
+    pub async fn read(
+        &self,
+        path: &str,
+        max_bytes: Option<u64>,
+    ) -> Result<(ReadResult, Vec<u8>), ComputerError> {
+        let r: ReadResult = self
+            .call(Op::Read {
+                path: path.into(),
+                max_bytes,
+            })
+            .await?;
+        let data = B64
+            .decode(&r.content)
+            .map_err(|e| ComputerError::Guest(format!("read content is not base64: {e}")))?;
+        Ok((r, data))
+    }
+
+    pub async fn write(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: Option<u32>,
+    ) -> Result<WriteResult, ComputerError> {
+        self.call(Op::Write {
+            path: path.into(),
+            content: B64.encode(data),
+            mode,
+        })
+        .await
+    }
+
+    pub async fn list(&self, path: &str) -> Result<ListResult, ComputerError> {
+        self.call(Op::List { path: path.into() }).await
+    }
+
+    pub async fn stat(&self, path: &str) -> Result<StatResult, ComputerError> {
+        self.call(Op::Stat { path: path.into() }).await
+    }
+
+    /// Exports a snapshot of a file into `sink`, checking order, size and SHA-256.
+    pub async fn export(
+        &self,
+        path: &str,
+        sink: &mut (dyn std::io::Write + Send),
+    ) -> Result<ExportResult, ComputerError> {
+        let (_, mut rx) = self.send(Op::Export { path: path.into() }).await?;
+        let mut hasher = Sha256::new();
+        let mut size = 0u64;
+        let mut next = 0u64;
+        loop {
+            match rx.recv().await {
+                Some(FrameBody::Chunk { seq, data }) => {
+                    if seq != next {
+                        return Err(ComputerError::Guest(format!(
+                            "export chunk {seq} arrived, expected {next}"
+                        )));
+                    }
+                    let bytes = B64.decode(&data).map_err(|e| {
+                        ComputerError::Guest(format!("export chunk is not base64: {e}"))
+                    })?;
+                    hasher.update(&bytes);
+                    size += bytes.len() as u64;
+                    sink.write_all(&bytes)
+                        .map_err(|e| ComputerError::Io(format!("writing the export: {e}")))?;
+                    next += 1;
+                }
+                Some(FrameBody::Result { result }) => {
+                    let r: ExportResult = serde_json::from_value(result).map_err(|e| {
+                        ComputerError::Guest(format!("malformed export result: {e}"))
+                    })?;
+                    let sha = hex::encode(hasher.finalize());
+                    if r.size != size || r.sha256 != sha || r.chunks != next {
+                        return Err(ComputerError::Guest(format!(
+                            "export of {path} is corrupt: guest says {} bytes sha256 {}, received {size} bytes sha256 {sha}",
+                            r.size, r.sha256
+                        )));
+                    }
+                    return Ok(r);
+                }
+                Some(FrameBody::Error { error }) => {
+                    return Err(ComputerError::Op {
+                        code: error.code,
+                        message: error.message,
+                    });
+                }
+                None => return Err(ComputerError::Guest("the session closed mid-export".into())),
+            }
+        }
+    }
+
+    /// Closes the guest's stdin; the guest kills what still runs and exits.
+    pub async fn close(self) {
+        let mut w = self.writer.lock().await;
+        let _ = w.shutdown().await;
+    }
+}
+
+fn reader_stream<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    reader: R,
+    wrap: fn(Vec<u8>) -> Output,
+) -> impl Stream<Item = std::io::Result<Output>> + Send {
+    futures_util::stream::unfold(reader, move |mut r| async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        match r.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(wrap(buf)), r))
+            }
+            Err(e) => Some((Err(e), r)),
+        }
+    })
+}
+
+async fn read_loop(
+    mut output: OutputStream,
+    pending: Pending,
+    closed: CancellationToken,
+    hello_tx: oneshot::Sender<Result<Hello, String>>,
+) {
+    let mut hello_tx = Some(hello_tx);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut stderr = Tail::default();
+    let mut ended = "the guest agent exited".to_string();
+    while let Some(item) = output.next().await {
+        let bytes = match item {
+            Ok(Output::Stdout(b)) => b,
+            Ok(Output::Stderr(b)) => {
+                stderr.push(&b);
+                tracing::debug!(guest_stderr = %String::from_utf8_lossy(&b).trim_end());
+                continue;
+            }
+            Err(e) => {
+                ended = format!("reading from the guest: {e}");
+                break;
+            }
+        };
+        buf.extend_from_slice(&bytes);
+        while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=pos).collect();
+            let line = &line[..line.len() - 1];
+            if line.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            if let Some(tx) = hello_tx.take() {
+                let hello = serde_json::from_slice::<Hello>(line)
+                    .ok()
+                    .filter(|h| h.kind == "hello")
+                    .ok_or_else(|| {
+                        format!(
+                            "did not start: {}",
+                            String::from_utf8_lossy(&line[..line.len().min(300)]).trim()
+                        )
+                    });
+                let _ = tx.send(hello);
+                continue;
+            }
+            match serde_json::from_slice::<Frame>(line) {
+                Ok(frame) => {
+                    let done = !matches!(frame.body, FrameBody::Chunk { .. });
+                    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+                    let gone = match p.get(&frame.id) {
+                        Some(tx) => tx.send(frame.body).is_err(),
+                        None => false,
+                    };
+                    if done || gone {
+                        p.remove(&frame.id);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "malformed line from the guest agent"),
+            }
+        }
+    }
+    if let Some(tx) = hello_tx.take() {
+        let tail = stderr.text();
+        let why = if tail.is_empty() {
+            format!("{ended} before saying hello")
+        } else {
+            format!("{ended} before saying hello: {tail}")
+        };
+        let _ = tx.send(Err(why));
+    }
+    closed.cancel();
+    pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}

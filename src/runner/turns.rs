@@ -1,0 +1,278 @@
+//! Session commands on the Runner: a turn through Hermes with its events streamed back,
+//! confirmed stops, closes and the channel's session list. Only sessions of this Runner's
+//! own channel are ever touched.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::hermes_link::HermesLink;
+use crate::api::machine::Outcome;
+use crate::api::sessions::{
+    SessionRef, StopResult, TurnEventIn, TurnPayload, TurnResult, event_types,
+};
+use crate::hermes::{StopConfirmation, TurnEvent};
+
+/// How long a stop may take to be confirmed through `session.active_list`.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A failed session command: `Failed` when nothing happened in Hermes or it refused,
+/// `Uncertain` when Hermes may have acted and the outcome is unknown.
+pub type SessionOutcome = Result<serde_json::Value, (Outcome, String)>;
+
+fn failed(m: impl Into<String>) -> (Outcome, String) {
+    (Outcome::Failed, m.into())
+}
+
+fn parse<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, (Outcome, String)> {
+    serde_json::from_value(v).map_err(|e| failed(format!("malformed payload: {e}")))
+}
+
+fn owned(link: &HermesLink, r: &SessionRef) -> Result<(), (Outcome, String)> {
+    match link.channel.owner(&r.hermes_session_id) {
+        Some(s) if s == r.session_id => Ok(()),
+        _ => Err(failed(format!(
+            "Hermes session {} does not belong to this Runner's channel; refused",
+            r.hermes_session_id
+        ))),
+    }
+}
+
+/// Runs one turn; every event goes to `events` as it arrives.
+pub async fn turn(
+    link: &HermesLink,
+    allowed_profiles: &[String],
+    payload: serde_json::Value,
+    events: mpsc::UnboundedSender<TurnEventIn>,
+) -> SessionOutcome {
+    let p: TurnPayload = parse(payload)?;
+    link.turn_started(&p.session_id);
+    let outcome = run_turn(link, allowed_profiles, &p, events).await;
+    link.turn_ended(&p.session_id);
+    outcome
+}
+
+async fn run_turn(
+    link: &HermesLink,
+    allowed_profiles: &[String],
+    p: &TurnPayload,
+    events: mpsc::UnboundedSender<TurnEventIn>,
+) -> SessionOutcome {
+    if !allowed_profiles.contains(&p.profile) {
+        return Err(failed(format!(
+            "profile {:?} is not among this Runner's allowedProfiles",
+            p.profile
+        )));
+    }
+    let client = link.client().await.map_err(|e| failed(e.to_string()))?;
+    let send = |kind: &str, payload: serde_json::Value| {
+        let _ = events.send(TurnEventIn {
+            kind: kind.to_string(),
+            payload,
+        });
+    };
+    // A session this channel holds and Hermes still has; else a new one, seeded with the
+    // recent history (a session moved here, or one Hermes forgot when a connection dropped).
+    let live = match &p.hermes_session_id {
+        Some(sid) => {
+            owned(
+                link,
+                &SessionRef {
+                    session_id: p.session_id.clone(),
+                    hermes_session_id: sid.clone(),
+                },
+            )?;
+            let active = client
+                .active_list()
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            active.iter().any(|s| &s.id == sid).then(|| sid.clone())
+        }
+        None => None,
+    };
+    let hermes_session_id = match live {
+        Some(sid) => sid,
+        None => {
+            let cwd = match &p.cwd {
+                Some(c) => c.clone(),
+                None => std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .map_err(|e| failed(format!("no working directory for the session: {e}")))?,
+            };
+            let history: Vec<(String, String)> = p
+                .history
+                .iter()
+                .map(|m| (m.role.clone(), m.text.clone()))
+                .collect();
+            let title: String = p.message.chars().take(60).collect();
+            let info = client
+                .create_session_seeded(&cwd, Some(&p.profile), Some(&title), &history)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            link.channel
+                .add(&info.session_id, &p.session_id, &info.stored_session_id)
+                .map_err(|e| failed(format!("channel store: {e}")))?;
+            send(
+                event_types::SESSION_CREATED,
+                json!({ "hermes_session_id": info.session_id, "stored_session_id": info.stored_session_id }),
+            );
+            info.session_id
+        }
+    };
+    // A stop that came before the prompt reached Hermes: never submit it.
+    if link.stop_requested(&p.session_id) {
+        return serde_json::to_value(TurnResult {
+            hermes_session_id,
+            status: "interrupted".into(),
+            text: String::new(),
+            usage: None,
+        })
+        .map_err(|e| failed(e.to_string()));
+    }
+    let mut stream = client
+        .submit(&hermes_session_id, &p.message)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    // ... or one that came while it was being submitted.
+    if link.stop_requested(&p.session_id) {
+        let _ = client.interrupt(&hermes_session_id).await;
+    }
+    // From here on Hermes is working: a lost connection leaves the outcome unknown.
+    while let Some(event) = stream.next().await {
+        match event {
+            TurnEvent::Started => {}
+            TurnEvent::TextDelta(text) => send(event_types::TEXT_DELTA, json!({ "text": text })),
+            TurnEvent::ToolStart { tool_id, name } => send(
+                event_types::TOOL_START,
+                json!({ "tool_id": tool_id, "name": name }),
+            ),
+            TurnEvent::ToolComplete {
+                tool_id,
+                name,
+                args,
+                result,
+            } => send(
+                event_types::TOOL_COMPLETE,
+                json!({ "tool_id": tool_id, "name": name, "args": args, "result": result }),
+            ),
+            TurnEvent::Approval(req) => send(
+                event_types::APPROVAL_REQUEST,
+                json!({ "command": req.command, "description": req.description, "choices": req.choices }),
+            ),
+            TurnEvent::Error(message) => send(event_types::ERROR, json!({ "message": message })),
+            TurnEvent::Complete {
+                text,
+                status,
+                usage,
+            } => {
+                let result = TurnResult {
+                    hermes_session_id,
+                    status: status.as_str().to_string(),
+                    text,
+                    usage: Some(json!({
+                        "model": usage.model,
+                        "input": usage.input,
+                        "output": usage.output,
+                        "total": usage.total,
+                        "calls": usage.calls,
+                    })),
+                };
+                return serde_json::to_value(result).map_err(|e| failed(e.to_string()));
+            }
+        }
+    }
+    Err((
+        Outcome::Uncertain,
+        "the connection to Hermes was lost during the turn; its outcome is unknown and it is not replayed".into(),
+    ))
+}
+
+/// Interrupts, then confirms through `session.active_list` that the session is idle or gone.
+pub async fn stop(link: &HermesLink, payload: serde_json::Value) -> SessionOutcome {
+    let r: SessionRef = parse(payload)?;
+    owned(link, &r)?;
+    link.request_stop(&r.session_id);
+    let client = link.client().await.map_err(|e| failed(e.to_string()))?;
+    match client
+        .confirm_stopped(&r.hermes_session_id, CONFIRM_TIMEOUT)
+        .await
+    {
+        Ok(c) => {
+            let confirmed = match c {
+                StopConfirmation::Idle => "idle",
+                StopConfirmation::Gone => "gone",
+            };
+            serde_json::to_value(StopResult {
+                confirmed: confirmed.into(),
+            })
+            .map_err(|e| failed(e.to_string()))
+        }
+        Err(not) => Err(failed(not.to_string())),
+    }
+}
+
+/// Closes one session of the channel; nothing else is touched.
+pub async fn close(link: &HermesLink, payload: serde_json::Value) -> SessionOutcome {
+    let r: SessionRef = parse(payload)?;
+    owned(link, &r)?;
+    let client = link.client().await.map_err(|e| failed(e.to_string()))?;
+    let closed = client
+        .close(&r.hermes_session_id)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    link.channel.mark_closed(&r.hermes_session_id);
+    Ok(json!({ "closed": closed }))
+}
+
+/// The live Hermes sessions of this channel (others are invisible).
+pub async fn list(link: &HermesLink) -> SessionOutcome {
+    let client = link.client().await.map_err(|e| failed(e.to_string()))?;
+    let active = client
+        .active_list()
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let sessions: Vec<serde_json::Value> = active
+        .into_iter()
+        .filter_map(|s| {
+            link.channel.owner(&s.id).map(|owner| {
+                json!({ "hermes_session_id": s.id, "session_id": owner, "status": s.status })
+            })
+        })
+        .collect();
+    Ok(json!({ "sessions": sessions }))
+}
+
+/// A read-only look at a session whose turn is uncertain: is it still working, and what
+/// did Hermes last answer? Never submits anything.
+pub async fn check(link: &HermesLink, payload: serde_json::Value) -> SessionOutcome {
+    let r: SessionRef = parse(payload)?;
+    owned(link, &r)?;
+    let client = link.client().await.map_err(|e| failed(e.to_string()))?;
+    let active = client
+        .active_list()
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let status = active
+        .iter()
+        .find(|s| s.id == r.hermes_session_id)
+        .map(|s| s.status.clone())
+        .unwrap_or_else(|| "gone".into());
+    let last_reply = match link.channel.stored_id(&r.hermes_session_id) {
+        Some(stored) => client
+            .rest()
+            .session_messages(&stored)
+            .await
+            .ok()
+            .and_then(|v| {
+                v["messages"].as_array().and_then(|m| {
+                    m.iter()
+                        .rev()
+                        .find(|m| m["role"] == "assistant" && m["content"].is_string())
+                        .and_then(|m| m["content"].as_str().map(str::to_string))
+                })
+            }),
+        None => None,
+    };
+    Ok(json!({ "checked": true, "status": status, "last_reply": last_reply }))
+}

@@ -1,0 +1,241 @@
+//! Bot sessions over the admin API: `yy chat`, `yy session ...`.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+
+use crate::api::sessions as wire;
+use crate::server::AppState;
+use crate::server::auth::Caller;
+use crate::server::error::ApiError;
+use crate::server::extract::{Body, Q};
+use crate::server::store::sessions::{self, Admission, SessionRow};
+use crate::server::store::{StoreError, agents};
+
+/// Largest chat message accepted.
+const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// A session is visible to its owner and to admins.
+fn check_access(caller: &Caller, session: &SessionRow) -> Result<(), ApiError> {
+    if caller.account.admin || caller.account.id == session.account_id {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!("no session {:?}", session.id)))
+    }
+}
+
+async fn load(state: &AppState, caller: &Caller, id: String) -> Result<SessionRow, ApiError> {
+    let session = state.store.call(move |c| sessions::get(c, &id)).await?;
+    check_access(caller, &session)?;
+    Ok(session)
+}
+
+async fn transcript(state: &AppState, session: SessionRow) -> Result<wire::Session, ApiError> {
+    let id = session.id.clone();
+    let turns = state
+        .store
+        .call(move |c| {
+            sessions::turns(c, &id)?
+                .into_iter()
+                .map(|t| {
+                    let tools = sessions::tool_calls(c, &t.id)?;
+                    Ok(t.view(tools))
+                })
+                .collect::<Result<Vec<_>, StoreError>>()
+        })
+        .await?;
+    Ok(session.view(Some(turns)))
+}
+
+pub async fn chat_create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(p): Body<wire::ChatParams>,
+) -> Result<Json<wire::ChatStarted>, ApiError> {
+    if p.message.trim().is_empty() {
+        return Err(ApiError::bad_request("the message is empty"));
+    }
+    if p.message.len() > MAX_MESSAGE_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "the message is larger than {} KiB",
+            MAX_MESSAGE_BYTES / 1024
+        )));
+    }
+    if let Some(s) = &p.session {
+        load(&state, &caller, s.clone()).await?;
+    }
+    let limits = state.limits;
+    let account_id = caller.account.id.clone();
+    let (session, turn) = state
+        .store
+        .call(move |c| {
+            // Admins may chat with any agent by id; names resolve within their own account.
+            agents::get(c, &account_id, &p.agent)?;
+            sessions::admit_turn(
+                c,
+                Admission {
+                    account_id: &account_id,
+                    agent: &p.agent,
+                    session: p.session.as_deref(),
+                    message: &p.message,
+                },
+                limits,
+            )
+        })
+        .await?;
+    state.hub.signals(&turn.runner_id).work.notify_waiters();
+    Ok(Json(wire::ChatStarted {
+        session: session.view(None),
+        turn: turn.view(Vec::new()),
+    }))
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionListQuery {
+    pub agent: Option<String>,
+}
+
+pub async fn session_list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Q(q): Q<SessionListQuery>,
+) -> Result<Json<Vec<wire::Session>>, ApiError> {
+    let account_id = caller.account.id.clone();
+    let rows = state
+        .store
+        .call(move |c| {
+            let agent = match &q.agent {
+                Some(a) => Some(agents::get(c, &account_id, a)?.id),
+                None => None,
+            };
+            sessions::list(c, agent.as_deref())
+        })
+        .await?;
+    Ok(Json(
+        rows.into_iter()
+            .filter(|s| check_access(&caller, s).is_ok())
+            .map(|s| s.view(None))
+            .collect(),
+    ))
+}
+
+pub async fn session_show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<wire::Session>, ApiError> {
+    let session = load(&state, &caller, id).await?;
+    Ok(Json(transcript(&state, session).await?))
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    #[serde(default)]
+    pub after: i64,
+    #[serde(default)]
+    pub wait_ms: u64,
+    /// The turn to report on (default: the newest).
+    pub turn: Option<String>,
+}
+
+/// Long-poll: events after `after`, answering as soon as there are any or the turn ended.
+pub async fn session_events(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Q(q): Q<EventsQuery>,
+) -> Result<Json<wire::EventsPage>, ApiError> {
+    let session = load(&state, &caller, id.clone()).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(q.wait_ms.min(30_000));
+    let signals = session.runner_id.as_deref().map(|r| state.hub.signals(r));
+    let mut shutdown = state.shutdown.clone();
+    loop {
+        let notified = signals.as_ref().map(|s| s.done.notified());
+        let mut notified = notified.map(Box::pin);
+        if let Some(n) = notified.as_mut() {
+            n.as_mut().enable();
+        }
+        let (sid, after, turn_key) = (id.clone(), q.after, q.turn.clone());
+        let page = state
+            .store
+            .call(move |c| {
+                let session = sessions::get(c, &sid)?;
+                let events = sessions::events_after(c, &sid, after)?;
+                let turn = match turn_key {
+                    Some(t) => Some(sessions::get_turn(c, &t)?),
+                    None => sessions::turns(c, &sid)?.pop(),
+                };
+                Ok((session.state, events, turn))
+            })
+            .await?;
+        let (session_state, events, turn) = page;
+        let turn = turn.map(|t| t.view(Vec::new()));
+        let ended = turn.as_ref().is_none_or(|t| t.is_final());
+        if !events.is_empty()
+            || ended
+            || tokio::time::Instant::now() >= deadline
+            || *shutdown.borrow()
+        {
+            return Ok(Json(wire::EventsPage {
+                events,
+                session_state,
+                turn,
+            }));
+        }
+        match notified {
+            Some(n) => {
+                tokio::select! {
+                    _ = n => {}
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+            None => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+pub async fn session_stop(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<wire::StopStarted>, ApiError> {
+    load(&state, &caller, id.clone()).await?;
+    let limits = state.limits;
+    let (session, command) = state
+        .store
+        .call(move |c| sessions::stop(c, &id, limits))
+        .await?;
+    if let Some(runner) = &session.runner_id {
+        let signals = state.hub.signals(runner);
+        signals.work.notify_waiters();
+        signals.done.notify_waiters();
+    }
+    Ok(Json(wire::StopStarted {
+        session: session.view(None),
+        command_id: command.map(|c| c.id),
+    }))
+}
+
+pub async fn session_close(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<wire::StopStarted>, ApiError> {
+    load(&state, &caller, id.clone()).await?;
+    let limits = state.limits;
+    let (session, command) = state
+        .store
+        .call(move |c| sessions::close(c, &id, limits))
+        .await?;
+    if let Some(runner) = &session.runner_id {
+        state.hub.signals(runner).work.notify_waiters();
+    }
+    Ok(Json(wire::StopStarted {
+        session: session.view(None),
+        command_id: command.map(|c| c.id),
+    }))
+}

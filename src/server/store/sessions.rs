@@ -1,0 +1,786 @@
+//! Bot sessions: admission of a turn, the events a Runner streams, the transcript, and
+//! stops that must be confirmed.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::commands::{self, CommandRow, QueueLimits};
+use super::{StoreError, agents, catalog, new_id, not_found, runners};
+use crate::api::machine::{Outcome, kinds};
+use crate::api::params::AgentEnv;
+use crate::api::sessions::{
+    self as wire, HistoryMessage, SessionRef, TurnEventIn, TurnPayload, TurnResult, event_types,
+};
+use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
+
+/// Turns running at once over the whole control plane (DESIGN.md, limits).
+pub const MAX_RUNNING_TURNS: i64 = 4;
+/// How long a turn may take from admission to its outcome.
+pub const TURN_TIMEOUT_MS: i64 = 30 * 60 * 1000;
+/// How long a stop may take to be confirmed.
+pub const STOP_TIMEOUT_MS: i64 = 30_000;
+/// Text messages carried along when a session continues on another Runner.
+pub const HISTORY_MESSAGES: usize = 20;
+/// The capability a Runner declares when it can confirm stops with `session.active_list`.
+pub const STOP_CAPABILITY: &str = "session-stop-v1";
+
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub id: String,
+    pub account_id: String,
+    pub agent_id: String,
+    pub agent: String,
+    pub owner: String,
+    pub runner_id: Option<String>,
+    pub hermes_session_id: Option<String>,
+    pub state: String,
+    pub stop_command_id: Option<String>,
+    pub cleanup_reason: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl SessionRow {
+    pub fn view(self, turns: Option<Vec<wire::Turn>>) -> wire::Session {
+        wire::Session {
+            id: self.id,
+            agent: self.agent,
+            owner: self.owner,
+            runner_id: self.runner_id,
+            hermes_session_id: self.hermes_session_id,
+            state: self.state,
+            cleanup_reason: self.cleanup_reason,
+            created_at: rfc3339(self.created_at),
+            updated_at: rfc3339(self.updated_at),
+            turns,
+        }
+    }
+}
+
+const SESSION_SELECT: &str = "SELECT s.id, s.account_id, s.agent_id, g.name, a.username, s.runner_id,
+        s.hermes_session_id, s.state, s.stop_command_id, s.cleanup_reason, s.created_at, s.updated_at
+    FROM sessions s JOIN agents g ON g.id = s.agent_id JOIN accounts a ON a.id = s.account_id";
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        id: r.get(0)?,
+        account_id: r.get(1)?,
+        agent_id: r.get(2)?,
+        agent: r.get(3)?,
+        owner: r.get(4)?,
+        runner_id: r.get(5)?,
+        hermes_session_id: r.get(6)?,
+        state: r.get(7)?,
+        stop_command_id: r.get(8)?,
+        cleanup_reason: r.get(9)?,
+        created_at: r.get(10)?,
+        updated_at: r.get(11)?,
+    })
+}
+
+pub fn get(conn: &Connection, id: &str) -> Result<SessionRow, StoreError> {
+    not_found(
+        conn.query_row(
+            &format!("{SESSION_SELECT} WHERE s.id = ?1"),
+            [id],
+            session_row,
+        ),
+        || format!("no session {id:?}: see `yy session list`"),
+    )
+}
+
+pub fn list(conn: &Connection, agent_id: Option<&str>) -> Result<Vec<SessionRow>, StoreError> {
+    let mut stmt = conn.prepare(&format!(
+        "{SESSION_SELECT} WHERE ?1 IS NULL OR s.agent_id = ?1 ORDER BY s.updated_at DESC LIMIT 200"
+    ))?;
+    let rows = stmt
+        .query_map([agent_id], session_row)?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+#[derive(Debug, Clone)]
+pub struct TurnRow {
+    pub id: String,
+    pub session_id: String,
+    pub seq: i64,
+    pub runner_id: String,
+    pub command_id: String,
+    pub message: String,
+    pub state: String,
+    pub final_text: Option<String>,
+    pub usage: Option<String>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+    pub check_result: Option<String>,
+}
+
+impl TurnRow {
+    pub fn view(self, tools: Vec<wire::ToolCall>) -> wire::Turn {
+        wire::Turn {
+            id: self.id,
+            seq: self.seq,
+            runner_id: self.runner_id,
+            command_id: self.command_id,
+            message: self.message,
+            state: self.state,
+            final_text: self.final_text,
+            usage: self.usage.and_then(|u| serde_json::from_str(&u).ok()),
+            error: self.error,
+            created_at: rfc3339(self.created_at),
+            finished_at: rfc3339_opt(self.finished_at),
+            check: self
+                .check_result
+                .and_then(|c| serde_json::from_str(&c).ok()),
+            tools,
+        }
+    }
+}
+
+const TURN_COLUMNS: &str = "id, session_id, seq, runner_id, command_id, message, state, final_text,
+    usage, error, created_at, finished_at, check_result";
+
+fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TurnRow> {
+    Ok(TurnRow {
+        id: r.get(0)?,
+        session_id: r.get(1)?,
+        seq: r.get(2)?,
+        runner_id: r.get(3)?,
+        command_id: r.get(4)?,
+        message: r.get(5)?,
+        state: r.get(6)?,
+        final_text: r.get(7)?,
+        usage: r.get(8)?,
+        error: r.get(9)?,
+        created_at: r.get(10)?,
+        finished_at: r.get(11)?,
+        check_result: r.get(12)?,
+    })
+}
+
+pub fn turns(conn: &Connection, session_id: &str) -> Result<Vec<TurnRow>, StoreError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {TURN_COLUMNS} FROM session_turns WHERE session_id = ?1 ORDER BY seq"
+    ))?;
+    let rows = stmt
+        .query_map([session_id], turn_row)?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+pub fn get_turn(conn: &Connection, turn_id: &str) -> Result<TurnRow, StoreError> {
+    not_found(
+        conn.query_row(
+            &format!("SELECT {TURN_COLUMNS} FROM session_turns WHERE id = ?1"),
+            [turn_id],
+            turn_row,
+        ),
+        || format!("no turn {turn_id:?}"),
+    )
+}
+
+/// Tool calls of a turn, from its events.
+pub fn tool_calls(conn: &Connection, turn_id: &str) -> Result<Vec<wire::ToolCall>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT type, payload FROM session_events
+         WHERE turn_id = ?1 AND type IN ('tool.start', 'tool.complete') ORDER BY seq",
+    )?;
+    let mut calls: Vec<wire::ToolCall> = Vec::new();
+    for row in stmt.query_map([turn_id], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })? {
+        let (kind, payload) = row?;
+        let p: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
+        let tool_id = p["tool_id"].as_str().unwrap_or_default().to_string();
+        let name = p["name"].as_str().unwrap_or_default().to_string();
+        match calls.iter_mut().find(|c| c.tool_id == tool_id) {
+            Some(call) if kind == event_types::TOOL_COMPLETE => {
+                call.args = Some(p["args"].clone());
+                call.result = Some(p["result"].clone());
+            }
+            Some(_) => {}
+            None => calls.push(wire::ToolCall {
+                tool_id,
+                name,
+                args: (kind == event_types::TOOL_COMPLETE).then(|| p["args"].clone()),
+                result: (kind == event_types::TOOL_COMPLETE).then(|| p["result"].clone()),
+            }),
+        }
+    }
+    Ok(calls)
+}
+
+/// The account that may use `agent`: its owner, or any admin.
+pub struct Admission<'a> {
+    pub account_id: &'a str,
+    pub agent: &'a str,
+    pub session: Option<&'a str>,
+    pub message: &'a str,
+}
+
+/// Admits a turn: agent, Runner, profile permission and slots are checked, and the session,
+/// turn and Runner command are written, in one transaction.
+pub fn admit_turn(
+    conn: &mut Connection,
+    a: Admission<'_>,
+    limits: QueueLimits,
+) -> Result<(SessionRow, TurnRow), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let agent = agents::get(&tx, a.account_id, a.agent)?;
+    if agent.archived_at.is_some() {
+        return Err(StoreError::Invalid(format!(
+            "agent {:?} is archived",
+            agent.name
+        )));
+    }
+    if agent.env == AgentEnv::Computer {
+        return Err(StoreError::Invalid(format!(
+            "agent {:?} runs its tools in an isolated computer; `yy chat` carries host agents only",
+            agent.name
+        )));
+    }
+    let source = catalog::get_source(&tx, &agent.source)?;
+    let runner = runners::list(&tx)?
+        .into_iter()
+        .find(|r| r.source_id == source.id && r.disabled_at.is_none())
+        .ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "source {:?} has no enabled runner: register one with `yy runner register --source {}`",
+                source.name, source.name
+            ))
+        })?;
+    if !runner.allowed_profiles.contains(&agent.profile) {
+        return Err(StoreError::Forbidden(format!(
+            "profile {:?} of agent {:?} is not among runner {}'s allowedProfiles ({}); register the runner with --profile {}",
+            agent.profile,
+            agent.name,
+            runner.id,
+            runner.allowed_profiles.join(", "),
+            agent.profile
+        )));
+    }
+    let profile = catalog::get_profile(&tx, &agent.profile)?;
+    let busy: Option<String> = tx
+        .query_row(
+            "SELECT id FROM sessions WHERE agent_id = ?1 AND state = 'running'",
+            [&agent.id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(busy) = busy {
+        return Err(StoreError::Conflict(format!(
+            "agent {:?} is already in a turn (session {busy}); wait for it or stop it with `yy session stop {busy}`",
+            agent.name
+        )));
+    }
+    let running: i64 = tx.query_row(
+        "SELECT count(*) FROM session_turns WHERE state IN ('queued', 'running')",
+        [],
+        |r| r.get(0),
+    )?;
+    if running >= MAX_RUNNING_TURNS {
+        return Err(StoreError::Limit(format!(
+            "{running} turns are running, the limit of the control plane; try again when one ends"
+        )));
+    }
+    let now = now_ms();
+    let session = match a.session {
+        Some(key) => {
+            let s = get(&tx, key)?;
+            if s.agent_id != agent.id {
+                return Err(StoreError::Invalid(format!(
+                    "session {} belongs to agent {:?}, not {:?}",
+                    s.id, s.agent, agent.name
+                )));
+            }
+            match s.state.as_str() {
+                "pending_cleanup" => {
+                    return Err(StoreError::Conflict(format!(
+                        "session {} is pending cleanup (its stop could not be confirmed) and is never reused: start a new session",
+                        s.id
+                    )));
+                }
+                "closed" => {
+                    return Err(StoreError::Conflict(format!(
+                        "session {} is closed: start a new session",
+                        s.id
+                    )));
+                }
+                _ => s,
+            }
+        }
+        None => {
+            let id = new_id();
+            tx.execute(
+                "INSERT INTO sessions (id, account_id, agent_id, state, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, 'idle', ?4, ?4)",
+                params![id, agent.account_id, agent.id, now],
+            )?;
+            get(&tx, &id)?
+        }
+    };
+    // A session continued on another Runner starts a new Hermes session there and takes
+    // its recent text history along.
+    let same_runner = session.runner_id.as_deref() == Some(runner.id.as_str());
+    let hermes_session_id = if same_runner {
+        session.hermes_session_id.clone()
+    } else {
+        None
+    };
+    // Also carried on the same Runner: Hermes forgets sessions when its connection drops
+    // (a Runner restart), and the Runner then starts a new one seeded with this history.
+    let history = history(&tx, &session.id)?;
+    let turn_id = new_id();
+    let payload = serde_json::to_value(TurnPayload {
+        session_id: session.id.clone(),
+        turn_id: turn_id.clone(),
+        hermes_session_id: hermes_session_id.clone(),
+        profile: profile.name.clone(),
+        cwd: profile
+            .computer_ready()
+            .then(|| profile.cwd.clone())
+            .flatten(),
+        message: a.message.to_string(),
+        history,
+    })
+    .expect("payload serializes");
+    let command = commands::enqueue_in(
+        &tx,
+        &runner.id,
+        kinds::SESSION_TURN,
+        &payload,
+        TURN_TIMEOUT_MS,
+        limits,
+    )?;
+    let seq: i64 = tx.query_row(
+        "SELECT coalesce(max(seq), 0) + 1 FROM session_turns WHERE session_id = ?1",
+        [&session.id],
+        |r| r.get(0),
+    )?;
+    tx.execute(
+        "INSERT INTO session_turns (id, session_id, seq, runner_id, command_id, message, state, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7)",
+        params![turn_id, session.id, seq, runner.id, command.id, a.message, now],
+    )?;
+    tx.execute(
+        "UPDATE sessions SET state = 'running', runner_id = ?2, hermes_session_id = ?3, updated_at = ?4
+         WHERE id = ?1",
+        params![session.id, runner.id, hermes_session_id, now],
+    )?;
+    let session = get(&tx, &session.id)?;
+    let turn = get_turn(&tx, &turn_id)?;
+    tx.commit()?;
+    Ok((session, turn))
+}
+
+fn history(conn: &Connection, session_id: &str) -> Result<Vec<HistoryMessage>, StoreError> {
+    let mut out = Vec::new();
+    for t in turns(conn, session_id)? {
+        out.push(HistoryMessage {
+            role: "user".into(),
+            text: t.message,
+        });
+        if let Some(text) = t.final_text.filter(|t| !t.is_empty()) {
+            out.push(HistoryMessage {
+                role: "assistant".into(),
+                text,
+            });
+        }
+    }
+    let skip = out.len().saturating_sub(HISTORY_MESSAGES);
+    Ok(out.split_off(skip))
+}
+
+/// Appends what a Runner streamed for the turn behind `command_id`.
+pub fn append_events(
+    conn: &mut Connection,
+    runner_id: &str,
+    generation: i64,
+    command_id: &str,
+    events: &[TurnEventIn],
+) -> Result<String, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let cmd = commands::get(&tx, command_id)?;
+    if cmd.runner_id != runner_id {
+        return Err(StoreError::NotFound(format!("no command {command_id:?}")));
+    }
+    if cmd.lease_generation != Some(generation) || cmd.state != "running" {
+        return Err(StoreError::Conflict(format!(
+            "command {command_id} is not running in this connection generation"
+        )));
+    }
+    let turn: TurnRow = not_found(
+        tx.query_row(
+            &format!("SELECT {TURN_COLUMNS} FROM session_turns WHERE command_id = ?1"),
+            [command_id],
+            turn_row,
+        ),
+        || format!("command {command_id} is not a session turn"),
+    )?;
+    let mut seq: i64 = tx.query_row(
+        "SELECT coalesce(max(seq), 0) FROM session_events WHERE session_id = ?1",
+        [&turn.session_id],
+        |r| r.get(0),
+    )?;
+    let now = now_ms();
+    for e in events {
+        if !event_types::ALL.contains(&e.kind.as_str()) {
+            return Err(StoreError::Invalid(format!(
+                "unknown event type {:?}",
+                e.kind
+            )));
+        }
+        if e.kind == event_types::SESSION_CREATED {
+            let hermes = e.payload["hermes_session_id"].as_str().unwrap_or_default();
+            tx.execute(
+                "UPDATE sessions SET hermes_session_id = ?2, updated_at = ?3 WHERE id = ?1",
+                params![turn.session_id, hermes, now],
+            )?;
+        }
+        seq += 1;
+        tx.execute(
+            "INSERT INTO session_events (session_id, seq, turn_id, type, payload, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                turn.session_id,
+                seq,
+                turn.id,
+                e.kind,
+                e.payload.to_string(),
+                now
+            ],
+        )?;
+    }
+    tx.execute(
+        "UPDATE session_turns SET state = 'running' WHERE id = ?1 AND state = 'queued'",
+        [&turn.id],
+    )?;
+    tx.commit()?;
+    Ok(turn.session_id)
+}
+
+pub fn events_after(
+    conn: &Connection,
+    session_id: &str,
+    after: i64,
+) -> Result<Vec<wire::SessionEvent>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT seq, turn_id, type, payload, created_at FROM session_events
+         WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT 1000",
+    )?;
+    let rows = stmt
+        .query_map(params![session_id, after], |r| {
+            let payload: String = r.get(3)?;
+            Ok(wire::SessionEvent {
+                seq: r.get(0)?,
+                turn_id: r.get(1)?,
+                kind: r.get(2)?,
+                payload: serde_json::from_str(&payload).unwrap_or_default(),
+                at: rfc3339(r.get(4)?),
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// Brings turns and stops in line with their commands once those ended. Returns the
+/// sessions that changed.
+pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now_ms();
+    let mut changed = Vec::new();
+    let open: Vec<(String, String, String)> = {
+        let mut stmt = tx.prepare(
+            "SELECT t.id, t.session_id, t.command_id FROM session_turns t
+             JOIN runner_commands c ON c.id = t.command_id
+             WHERE t.state IN ('queued', 'running')
+               AND c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<Result<_, _>>()?
+    };
+    for (turn_id, session_id, command_id) in open {
+        let cmd = commands::get(&tx, &command_id)?;
+        let (state, text, usage, error) = turn_outcome(&cmd);
+        tx.execute(
+            "UPDATE session_turns SET state = ?2, final_text = ?3, usage = ?4, error = ?5, finished_at = ?6
+             WHERE id = ?1",
+            params![turn_id, state, text, usage, error, now],
+        )?;
+        tx.execute(
+            "UPDATE sessions SET state = 'idle', updated_at = ?2 WHERE id = ?1 AND state = 'running'",
+            params![session_id, now],
+        )?;
+        if state == "uncertain" {
+            enqueue_check(&tx, &turn_id, &session_id)?;
+        }
+        changed.push(session_id);
+    }
+    let checks: Vec<(String, String, String)> = {
+        let mut stmt = tx.prepare(
+            "SELECT t.id, t.session_id, t.check_command_id FROM session_turns t
+             JOIN runner_commands c ON c.id = t.check_command_id
+             WHERE t.check_result IS NULL
+               AND c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<Result<_, _>>()?
+    };
+    for (turn_id, session_id, command_id) in checks {
+        let cmd = commands::get(&tx, &command_id)?;
+        let result = match (cmd.state.as_str(), cmd.result) {
+            ("done", Some(r)) => r,
+            (state, _) => serde_json::json!({
+                "checked": false,
+                "reason": format!("{state}: {}", cmd.error.unwrap_or_default()),
+            })
+            .to_string(),
+        };
+        tx.execute(
+            "UPDATE session_turns SET check_result = ?2 WHERE id = ?1",
+            params![turn_id, result],
+        )?;
+        changed.push(session_id);
+    }
+    let stops: Vec<(String, String)> = {
+        let mut stmt = tx.prepare(
+            "SELECT s.id, s.stop_command_id FROM sessions s
+             JOIN runner_commands c ON c.id = s.stop_command_id
+             WHERE c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?
+    };
+    for (session_id, command_id) in stops {
+        let cmd = commands::get(&tx, &command_id)?;
+        if cmd.state == "done" {
+            tx.execute(
+                "UPDATE sessions SET stop_command_id = NULL, updated_at = ?2 WHERE id = ?1",
+                params![session_id, now],
+            )?;
+        } else {
+            let reason = format!(
+                "the stop could not be confirmed ({}: {})",
+                cmd.state,
+                cmd.error.as_deref().unwrap_or("no answer")
+            );
+            tx.execute(
+                "UPDATE sessions SET state = 'pending_cleanup', cleanup_reason = ?2,
+                     stop_command_id = NULL, updated_at = ?3 WHERE id = ?1 AND state != 'closed'",
+                params![session_id, reason, now],
+            )?;
+        }
+        changed.push(session_id);
+    }
+    tx.commit()?;
+    changed.sort();
+    changed.dedup();
+    Ok(changed)
+}
+
+type TurnOutcome = (&'static str, Option<String>, Option<String>, Option<String>);
+
+fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
+    match cmd.state.as_str() {
+        "done" => {
+            let result: Option<TurnResult> = cmd
+                .result
+                .as_deref()
+                .and_then(|r| serde_json::from_str(r).ok());
+            match result {
+                Some(r) => {
+                    let state = match r.status.as_str() {
+                        "complete" => "complete",
+                        "interrupted" => "interrupted",
+                        _ => "error",
+                    };
+                    let error = (state == "error")
+                        .then(|| "Hermes ended the turn with an error".to_string());
+                    (state, Some(r.text), r.usage.map(|u| u.to_string()), error)
+                }
+                None => (
+                    "error",
+                    None,
+                    None,
+                    Some("the Runner's answer was not a turn result".into()),
+                ),
+            }
+        }
+        "cancelled" => ("interrupted", None, None, cmd.error.clone()),
+        "uncertain" => (
+            "uncertain",
+            None,
+            None,
+            Some(format!(
+                "{}; it is never replayed",
+                cmd.error.as_deref().unwrap_or("the outcome is unknown")
+            )),
+        ),
+        _ => ("error", None, None, cmd.error.clone()),
+    }
+}
+
+/// What a stop needs: the command to send, or nothing when the turn had not reached a
+/// Runner (then it is cancelled in the queue).
+pub fn stop(
+    conn: &mut Connection,
+    session_id: &str,
+    limits: QueueLimits,
+) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let session = get(&tx, session_id)?;
+    if session.state != "running" {
+        return Err(StoreError::Conflict(format!(
+            "session {} is {}, not running: nothing to stop",
+            session.id, session.state
+        )));
+    }
+    let turn: TurnRow = tx.query_row(
+        &format!(
+            "SELECT {TURN_COLUMNS} FROM session_turns WHERE session_id = ?1 AND state IN ('queued', 'running')"
+        ),
+        [&session.id],
+        turn_row,
+    )?;
+    let cmd = commands::get(&tx, &turn.command_id)?;
+    if cmd.state == "pending" {
+        tx.commit()?;
+        commands::cancel(conn, &cmd.id)?;
+        settle(conn)?;
+        return Ok((get(conn, session_id)?, None));
+    }
+    let runner = runners::get(&tx, &turn.runner_id)?;
+    let now = now_ms();
+    let Some(hermes_session_id) = session.hermes_session_id.clone() else {
+        // Running on the Runner but no Hermes session yet: cancel the command itself.
+        tx.commit()?;
+        commands::cancel(conn, &cmd.id)?;
+        return Ok((get(conn, session_id)?, None));
+    };
+    if !runner.capabilities.iter().any(|c| c == STOP_CAPABILITY) {
+        tx.execute(
+            "UPDATE sessions SET state = 'pending_cleanup', updated_at = ?2,
+                 cleanup_reason = 'the Runner cannot confirm stops (it lacks session-stop-v1): upgrade it'
+             WHERE id = ?1",
+            params![session.id, now],
+        )?;
+        let session = get(&tx, session_id)?;
+        tx.commit()?;
+        return Ok((session, None));
+    }
+    let payload = serde_json::to_value(SessionRef {
+        session_id: session.id.clone(),
+        hermes_session_id,
+    })
+    .expect("payload serializes");
+    let stop = commands::enqueue_in(
+        &tx,
+        &runner.id,
+        kinds::SESSION_STOP,
+        &payload,
+        STOP_TIMEOUT_MS,
+        limits,
+    )?;
+    tx.execute(
+        "UPDATE sessions SET stop_command_id = ?2, updated_at = ?3 WHERE id = ?1",
+        params![session.id, stop.id, now],
+    )?;
+    let session = get(&tx, session_id)?;
+    tx.commit()?;
+    Ok((session, Some(stop)))
+}
+
+/// Closes a session for good; its Hermes session is closed on the Runner when it has one.
+pub fn close(
+    conn: &mut Connection,
+    session_id: &str,
+    limits: QueueLimits,
+) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let session = get(&tx, session_id)?;
+    if session.state == "closed" {
+        return Ok((session, None));
+    }
+    if session.state == "running" {
+        return Err(StoreError::Conflict(format!(
+            "session {} is in a turn: stop it first with `yy session stop {}`",
+            session.id, session.id
+        )));
+    }
+    let mut command = None;
+    if let (Some(runner_id), Some(hermes)) = (&session.runner_id, &session.hermes_session_id) {
+        let payload = serde_json::to_value(SessionRef {
+            session_id: session.id.clone(),
+            hermes_session_id: hermes.clone(),
+        })
+        .expect("payload serializes");
+        command = Some(commands::enqueue_in(
+            &tx,
+            runner_id,
+            kinds::SESSION_CLOSE,
+            &payload,
+            STOP_TIMEOUT_MS,
+            limits,
+        )?);
+    }
+    tx.execute(
+        "UPDATE sessions SET state = 'closed', updated_at = ?2 WHERE id = ?1",
+        params![session.id, now_ms()],
+    )?;
+    let session = get(&tx, session_id)?;
+    tx.commit()?;
+    Ok((session, command))
+}
+
+/// The outcome of a stop command, for the CLI to report.
+pub fn stop_outcome(cmd: &CommandRow) -> Result<String, String> {
+    if cmd.state != Outcome::Done.as_str() {
+        return Err(format!(
+            "{}: {}",
+            cmd.state,
+            cmd.error.as_deref().unwrap_or("no answer")
+        ));
+    }
+    Ok(cmd
+        .result
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .and_then(|v| v["confirmed"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "idle".into()))
+}
+
+/// How long a check of an uncertain turn may wait for its Runner to come back.
+const CHECK_TIMEOUT_MS: i64 = 60 * 60 * 1000;
+
+/// Queues a read-only look at an uncertain turn's original Hermes session. It runs when the
+/// Runner is back; nothing is ever run again.
+fn enqueue_check(conn: &Connection, turn_id: &str, session_id: &str) -> Result<(), StoreError> {
+    let session = get(conn, session_id)?;
+    let (Some(runner_id), Some(hermes)) = (session.runner_id, session.hermes_session_id) else {
+        return Ok(());
+    };
+    let payload = serde_json::to_value(SessionRef {
+        session_id: session.id,
+        hermes_session_id: hermes,
+    })
+    .expect("payload serializes");
+    match commands::enqueue_in(
+        conn,
+        &runner_id,
+        kinds::SESSION_CHECK,
+        &payload,
+        CHECK_TIMEOUT_MS,
+        QueueLimits::default(),
+    ) {
+        Ok(cmd) => {
+            conn.execute(
+                "UPDATE session_turns SET check_command_id = ?2 WHERE id = ?1",
+                params![turn_id, cmd.id],
+            )?;
+            Ok(())
+        }
+        // A full queue or a disabled Runner: the turn stays uncertain, unchecked.
+        Err(StoreError::Limit(_) | StoreError::Conflict(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}

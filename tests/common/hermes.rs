@@ -1,0 +1,99 @@
+//! Hermes fixtures: the scripted fake model server (tests/fixtures/fake_model_server.py)
+//! and an offline HERMES_HOME for it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+const FAKE_MODEL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/fake_model_server.py"
+);
+
+/// The scripted fake model server; killed when dropped.
+pub struct FakeModel {
+    child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+impl FakeModel {
+    /// Starts the server with `steps` (see the fixture) in `dir`.
+    pub fn start(dir: &Path, steps: Value) -> FakeModel {
+        std::fs::create_dir_all(dir).unwrap();
+        let script = dir.join("script.json");
+        std::fs::write(&script, steps.to_string()).unwrap();
+        let log = dir.join("requests.jsonl");
+        let mut child = Command::new("python3")
+            .args([FAKE_MODEL, "--port", "0", "--script"])
+            .arg(&script)
+            .arg("--log")
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the fake model server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        FakeModel { child, port, log }
+    }
+
+    /// The requests that consumed a script step.
+    pub fn steps(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["kind"] == "step")
+            .collect()
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// HERMES_HOME/config.yaml for an offline Hermes talking to the fake model on `model_port`,
+/// with approvals `approvals` ("off", "manual", ...) and `extra` YAML appended.
+pub fn write_config(home: &Path, model_port: u16, work: &Path, approvals: &str, extra: &str) {
+    std::fs::create_dir_all(home).unwrap();
+    std::fs::create_dir_all(work).unwrap();
+    let yaml = format!(
+        r#"model:
+  default: fake-model
+  provider: custom
+  base_url: http://127.0.0.1:{model_port}/v1
+  api_key: sk-fake-test
+  api_mode: chat_completions
+  context_length: 131072
+approvals:
+  mode: "{approvals}"
+security:
+  tirith_enabled: false
+  allow_lazy_installs: false
+model_catalog:
+  enabled: false
+terminal:
+  backend: local
+  cwd: {work}
+  timeout: 60
+agent:
+  api_max_retries: 1
+{extra}"#,
+        work = work.display()
+    );
+    std::fs::write(home.join("config.yaml"), yaml).unwrap();
+}

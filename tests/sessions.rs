@@ -1,0 +1,531 @@
+//! Bot sessions end to end: `yy chat` → control plane → Runner → a real `hermes serve`
+//! (hermes-agent 0.19.0) driven by the scripted fake model server, and back.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::hermes::{FakeModel, write_config};
+use common::{Bg, Env, Registered, RunnerProc, Server, wait_for};
+use serde_json::{Value, json};
+
+fn tool_script() -> Value {
+    json!([
+        {"tool_call": {"name": "terminal", "arguments": {"command": "echo hi"}}},
+        {"text": "All done: the command printed hi"}
+    ])
+}
+
+/// A slow answer (~1.5 s per streamed chunk), to stop or restart in the middle.
+fn slow_script() -> Value {
+    json!([{"text": "one two three four five six seven eight", "delay_ms": 1500}])
+}
+
+/// Adds keys to a registered runner.json (keeping it 0600).
+fn configure(reg: &Registered, extra: Value) {
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(&reg.config).unwrap()).unwrap();
+    for (k, v) in extra.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
+    std::fs::write(&reg.config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    std::fs::set_permissions(&reg.config, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+struct Setup {
+    env: Env,
+    server: Server,
+    reg: Registered,
+    runner: RunnerProc,
+    model: FakeModel,
+}
+
+/// Control plane, a host agent `bot`, and a Runner supervising its own Hermes that talks
+/// to a fake model playing `script`.
+fn setup(script: Value) -> Option<Setup> {
+    let hermes = common::require_hermes()?;
+    let env = Env::new();
+    let server = env.bootstrap();
+    let model = FakeModel::start(&env.path("model"), script);
+    let home = env.path("hermes-home");
+    write_config(&home, model.port, &env.path("work"), "off", "");
+    let reg = env.register_runner(&server, "main", &[]);
+    configure(
+        &reg,
+        json!({ "hermesCommand": [hermes.display().to_string(), "serve"], "hermesHome": home }),
+    );
+    env.run(&[
+        "agent",
+        "create",
+        "bot",
+        "--profile",
+        "default",
+        "--env",
+        "host",
+    ])
+    .ok();
+    let runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, 0);
+    Some(Setup {
+        env,
+        server,
+        reg,
+        runner,
+        model,
+    })
+}
+
+fn chat_in_background(s: &Setup, message: &str) -> Bg {
+    let child = s
+        .env
+        .command(&["chat", "bot", message])
+        .env("YY_SERVER", &s.server.url)
+        .env("YY_TOKEN", s.env.stored_token())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Bg(Some(child))
+}
+
+/// The newest session, once its Hermes session exists.
+fn running_session(env: &Env) -> Value {
+    wait_for(Duration::from_secs(30), "a running Hermes session", || {
+        let list = env.json(&["session", "list"]);
+        list.as_array()?
+            .first()
+            .filter(|s| s["state"] == "running" && s["hermes_session_id"].is_string())
+            .cloned()
+    })
+}
+
+#[test]
+fn a_full_turn_with_a_tool_call_streams_to_the_cli_and_is_recorded() {
+    let Some(s) = setup(tool_script()) else {
+        return;
+    };
+    let out = s.env.run(&["chat", "bot", "please run echo hi"]);
+    out.ok();
+    assert!(
+        out.stdout.contains("All done: the command printed hi"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("[tool terminal started]"), "{out:?}");
+    assert!(out.stderr.contains("[tool terminal done]"), "{out:?}");
+    let session_id = out
+        .stderr
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("session ")
+        .to_string();
+
+    let shown = s.env.json(&["session", "show", &session_id]);
+    assert_eq!(shown["state"], "idle");
+    assert_eq!(shown["runner_id"], s.reg.id.as_str());
+    let turn = &shown["turns"][0];
+    assert_eq!(turn["state"], "complete");
+    assert_eq!(turn["message"], "please run echo hi");
+    assert_eq!(turn["tools"][0]["name"], "terminal");
+    assert_eq!(turn["tools"][0]["args"]["command"], "echo hi");
+    assert_eq!(turn["tools"][0]["result"]["output"], "hi");
+    assert!(turn["final_text"].as_str().unwrap().contains("All done"));
+    let text = s.env.run(&["session", "show", &session_id]);
+    assert!(text.stdout.contains("[tool terminal]"), "{}", text.stdout);
+
+    // The same session continues in the same Hermes session, with NDJSON events.
+    let out = s.env.run(&[
+        "chat",
+        "bot",
+        "and again",
+        "--session",
+        &session_id,
+        "--json",
+    ]);
+    out.ok();
+    let events: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.first().unwrap()["type"], "turn.start");
+    assert_eq!(events.last().unwrap()["type"], "turn.end");
+    assert_eq!(events.last().unwrap()["turn"]["state"], "complete");
+    assert!(events.iter().any(|e| e["type"] == "text.delta"));
+    let shown = s.env.json(&["session", "show", &session_id]);
+    assert_eq!(shown["turns"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        s.model.steps().len(),
+        2,
+        "two model calls for the tool turn"
+    );
+    let log = std::fs::read_to_string(&s.model.log).unwrap();
+    assert_eq!(
+        log.matches(r#""kind": "exhausted""#).count()
+            + log.matches(r#""kind":"exhausted""#).count(),
+        1,
+        "one for the second turn"
+    );
+}
+
+#[test]
+fn a_stop_is_confirmed_through_active_list() {
+    let Some(s) = setup(slow_script()) else {
+        return;
+    };
+    let chat = chat_in_background(&s, "take your time");
+    let session = running_session(&s.env);
+    let id = session["id"].as_str().unwrap();
+    // Stop while the model streams its answer.
+    wait_for(Duration::from_secs(30), "the model streaming", || {
+        (!s.model.steps().is_empty()).then_some(())
+    });
+    let asked = Instant::now();
+    let out = s.env.run(&["session", "stop", id]);
+    out.ok();
+    assert!(out.stdout.contains("stopped"), "{out:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(8),
+        "confirmed without waiting for the turn"
+    );
+    let shown = wait_for(Duration::from_secs(30), "turn ended", || {
+        let v = s.env.json(&["session", "show", id]);
+        (v["turns"][0]["state"] != "running" && v["turns"][0]["state"] != "queued").then_some(v)
+    });
+    assert_eq!(shown["state"], "idle");
+    assert_eq!(shown["turns"][0]["state"], "interrupted");
+    let out = chat.output();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the chat reports the interrupted turn"
+    );
+    // The Runner's commands: the turn and a confirmed stop.
+    let cmds = s.env.json(&["runner", "commands", &s.reg.id]);
+    let stop = cmds
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "session.stop")
+        .unwrap();
+    assert_eq!(stop["state"], "done");
+}
+
+#[test]
+fn a_restart_of_the_control_plane_during_a_turn_leaves_it_uncertain_and_nothing_is_replayed() {
+    let Some(s) = setup(slow_script()) else {
+        return;
+    };
+    let addr = s.server.addr();
+    let chat = chat_in_background(&s, "slow please");
+    let session = running_session(&s.env);
+    let id = session["id"].as_str().unwrap().to_string();
+    // Restart while the model streams its answer.
+    wait_for(Duration::from_secs(30), "the model streaming", || {
+        (!s.model.steps().is_empty()).then_some(())
+    });
+    let Setup {
+        env,
+        server,
+        reg,
+        runner,
+        model,
+    } = s;
+    assert_eq!(server.terminate(), 0);
+    let server = Server::start_with(&env, &env.data_dir(), &addr, &[]);
+    let envs = [("YY_SERVER", server.url.as_str())];
+    let shown = wait_for(Duration::from_secs(30), "uncertain turn", || {
+        let out = env.run_with(&["session", "show", &id, "--json"], "", &envs);
+        let v = out.json();
+        (v["turns"][0]["state"] == "uncertain").then_some(v)
+    });
+    assert!(
+        shown["turns"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("never replayed")
+    );
+    assert_eq!(shown["state"], "idle");
+    // The turn finishes in Hermes meanwhile; its late outcome is refused and nothing runs
+    // again: the model was asked exactly once.
+    std::thread::sleep(Duration::from_secs(12));
+    assert_eq!(model.steps().len(), 1, "the turn was never replayed");
+    let shown = env
+        .run_with(&["session", "show", &id, "--json"], "", &envs)
+        .json();
+    assert_eq!(shown["turns"][0]["state"], "uncertain");
+    let cmds = env
+        .run_with(&["runner", "commands", &reg.id, "--json"], "", &envs)
+        .json();
+    assert_eq!(
+        cmds.as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == "session.turn")
+            .count(),
+        1
+    );
+    drop(chat);
+    drop(runner);
+}
+
+#[test]
+fn a_profile_outside_allowed_profiles_is_refused_at_admission() {
+    let Some(s) = setup(tool_script()) else {
+        return;
+    };
+    s.env
+        .run(&["profile", "create", "other", "--cwd", "/workspace"])
+        .ok();
+    s.env
+        .run(&[
+            "agent",
+            "create",
+            "stranger",
+            "--profile",
+            "other",
+            "--env",
+            "host",
+        ])
+        .ok();
+    s.env
+        .run(&["chat", "stranger", "hello"])
+        .fails(4, "not among runner");
+    assert_eq!(
+        s.env.json(&["session", "list"]),
+        json!([]),
+        "nothing was admitted"
+    );
+    assert!(s.model.steps().is_empty());
+    // A computer agent is not carried by `yy chat`.
+    s.env
+        .run(&[
+            "agent",
+            "create",
+            "boxed",
+            "--profile",
+            "default",
+            "--env",
+            "computer",
+        ])
+        .ok();
+    s.env
+        .run(&["chat", "boxed", "hello"])
+        .fails(2, "isolated computer");
+}
+
+/// Starts a Hermes outside any Runner (as a desktop user would have it) and writes its
+/// token to a 0600 file.
+async fn shared_hermes(
+    hermes: &Path,
+    env: &Env,
+    model_port: u16,
+) -> (
+    yy::hermes::HermesAccess,
+    yy::hermes::Supervisor,
+    PathBuf,
+    String,
+) {
+    let home = env.path("shared-hermes");
+    write_config(&home, model_port, &env.path("work"), "off", "");
+    let (access, sup) =
+        yy::hermes::Supervisor::start(vec![hermes.display().to_string(), "serve".into()], home)
+            .await
+            .unwrap();
+    let token = match &access.auth {
+        yy::hermes::HermesAuth::Token(t) => t.expose().to_string(),
+        other => panic!("{other:?}"),
+    };
+    let file = env.path("hermes.token");
+    std::fs::write(&file, &token).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let url = access.url.as_str().trim_end_matches('/').to_string();
+    (access, sup, file, url)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_channels_sessions_are_invisible_and_bad_hermes_access_fails_clearly() {
+    let Some(hermes) = common::require_hermes() else {
+        return;
+    };
+    let env = Env::new();
+    let server = env.bootstrap();
+    let model = FakeModel::start(&env.path("model"), tool_script());
+    let (access, _sup, token_file, url) = shared_hermes(&hermes, &env, model.port).await;
+
+    // Two sources, two Runners, one Hermes.
+    let a = env.register_runner(&server, "alpha", &["--hermes-url", &url]);
+    let b = env.register_runner(&server, "beta", &["--hermes-url", &url]);
+    for r in [&a, &b] {
+        configure(r, json!({ "hermesTokenFile": token_file }));
+    }
+    env.run(&[
+        "agent",
+        "create",
+        "bot",
+        "--profile",
+        "default",
+        "--env",
+        "host",
+        "--source",
+        "alpha",
+    ])
+    .ok();
+    let _ra = env.start_runner(&a, "a");
+    let _rb = env.start_runner(&b, "b");
+    env.wait_online(&a.id, 0);
+    env.wait_online(&b.id, 0);
+    env.run(&["chat", "bot", "hello"]).ok();
+    // A desktop user's own session in the same Hermes.
+    let desktop = yy::hermes::HermesClient::connect(&access).await.unwrap();
+    let own = desktop
+        .create_session(env.path("work").to_str().unwrap(), None, Some("mine"))
+        .await
+        .unwrap();
+
+    let seen_a = env.json(&["runner", "sessions", &a.id]);
+    let seen_b = env.json(&["runner", "sessions", &b.id]);
+    assert_eq!(seen_a.as_array().unwrap().len(), 1, "{seen_a}");
+    assert_ne!(seen_a[0]["hermes_session_id"], own.session_id.as_str());
+    assert_eq!(
+        seen_b,
+        json!([]),
+        "beta sees neither alpha's nor the desktop's session"
+    );
+
+    // A wrong token, and a Hermes of another version, stop a Runner with a clear message.
+    let wrong = env.path("wrong.token");
+    std::fs::write(&wrong, "not-the-token").unwrap();
+    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let c = env.register_runner(&server, "gamma", &["--hermes-url", &url]);
+    configure(&c, json!({ "hermesTokenFile": wrong }));
+    let out = env.run(&[
+        "runner",
+        "run",
+        "--config",
+        c.config.to_str().unwrap(),
+        "--data-dir",
+        env.path("rc").to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("refused"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("not-the-token"),
+        "the token never reaches the log"
+    );
+
+    let old = old_hermes();
+    let d = env.register_runner(
+        &server,
+        "delta",
+        &["--hermes-url", &format!("http://{old}")],
+    );
+    configure(&d, json!({ "hermesTokenFile": token_file }));
+    let out = env.run(&[
+        "runner",
+        "run",
+        "--config",
+        d.config.to_str().unwrap(),
+        "--data-dir",
+        env.path("rd").to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("0.18.0") && out.stderr.contains("0.19"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A stand-in answering `/api/status` as hermes-agent 0.18.0 would; returns its address.
+fn old_hermes() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming().flatten().take(20) {
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let body = r#"{"version":"0.18.0","auth_required":false}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_session_continued_on_another_runner_takes_its_recent_history_along() {
+    let Some(s) = setup(json!([{"text": "The secret word is pelican."}])) else {
+        return;
+    };
+    let hermes = common::require_hermes().unwrap();
+    let out = s.env.run(&["chat", "bot", "remember the word pelican"]);
+    out.ok();
+    let session_id = out
+        .stderr
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("session ")
+        .to_string();
+    let first = s.env.json(&["session", "show", &session_id]);
+
+    // The source gets a new Runner (and with it a new Hermes).
+    let Setup {
+        env,
+        server,
+        reg,
+        runner,
+        model,
+    } = s;
+    drop(runner);
+    env.run(&["runner", "disable", &reg.id, "--yes"]).ok();
+    let home = env.path("hermes-home-2");
+    write_config(&home, model.port, &env.path("work"), "off", "");
+    let next = env.register_runner(&server, "main", &["--force"]);
+    configure(
+        &next,
+        json!({ "hermesCommand": [hermes.display().to_string(), "serve"], "hermesHome": home }),
+    );
+    let _runner = env.start_runner(&next, "b");
+    env.wait_online(&next.id, 0);
+
+    env.run(&[
+        "chat",
+        "bot",
+        "what was the word?",
+        "--session",
+        &session_id,
+    ])
+    .ok();
+    let shown = env.json(&["session", "show", &session_id]);
+    assert_eq!(shown["runner_id"], next.id.as_str());
+    assert_ne!(
+        shown["hermes_session_id"], first["hermes_session_id"],
+        "a new Hermes session"
+    );
+    assert_eq!(shown["turns"][1]["state"], "complete");
+    // The model saw the earlier exchange in the new session's context.
+    let log = std::fs::read_to_string(&model.log).unwrap();
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("what was the word?"))
+        .unwrap();
+    assert!(
+        last.contains("remember the word pelican"),
+        "history missing: {last}"
+    );
+    assert!(
+        last.contains("The secret word is pelican."),
+        "history missing: {last}"
+    );
+}
