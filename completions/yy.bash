@@ -34,6 +34,9 @@ _yy() {
             yy,completions)
                 cmd="yy__subcmd__completions"
                 ;;
+            yy,computer)
+                cmd="yy__subcmd__computer"
+                ;;
             yy,guest)
                 cmd="yy__subcmd__guest"
                 ;;
@@ -154,6 +157,54 @@ _yy() {
             yy__subcmd__bench__subcmd__help,help)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__help"
                 ;;
+            yy__subcmd__computer,audit)
+                cmd="yy__subcmd__computer__subcmd__audit"
+                ;;
+            yy__subcmd__computer,create)
+                cmd="yy__subcmd__computer__subcmd__create"
+                ;;
+            yy__subcmd__computer,exec)
+                cmd="yy__subcmd__computer__subcmd__exec"
+                ;;
+            yy__subcmd__computer,help)
+                cmd="yy__subcmd__computer__subcmd__help"
+                ;;
+            yy__subcmd__computer,list)
+                cmd="yy__subcmd__computer__subcmd__list"
+                ;;
+            yy__subcmd__computer,rm)
+                cmd="yy__subcmd__computer__subcmd__rm"
+                ;;
+            yy__subcmd__computer,show)
+                cmd="yy__subcmd__computer__subcmd__show"
+                ;;
+            yy__subcmd__computer,stop)
+                cmd="yy__subcmd__computer__subcmd__stop"
+                ;;
+            yy__subcmd__computer__subcmd__help,audit)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__audit"
+                ;;
+            yy__subcmd__computer__subcmd__help,create)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__create"
+                ;;
+            yy__subcmd__computer__subcmd__help,exec)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__exec"
+                ;;
+            yy__subcmd__computer__subcmd__help,help)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__computer__subcmd__help,list)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__computer__subcmd__help,rm)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__rm"
+                ;;
+            yy__subcmd__computer__subcmd__help,show)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__show"
+                ;;
+            yy__subcmd__computer__subcmd__help,stop)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__stop"
+                ;;
             yy__subcmd__guest,help)
                 cmd="yy__subcmd__guest__subcmd__help"
                 ;;
@@ -183,6 +234,9 @@ _yy() {
                 ;;
             yy__subcmd__help,completions)
                 cmd="yy__subcmd__help__subcmd__completions"
+                ;;
+            yy__subcmd__help,computer)
+                cmd="yy__subcmd__help__subcmd__computer"
                 ;;
             yy__subcmd__help,guest)
                 cmd="yy__subcmd__help__subcmd__guest"
@@ -250,6 +304,27 @@ _yy() {
             yy__subcmd__help__subcmd__bench,dispatch)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__dispatch"
                 ;;
+            yy__subcmd__help__subcmd__computer,audit)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__audit"
+                ;;
+            yy__subcmd__help__subcmd__computer,create)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__create"
+                ;;
+            yy__subcmd__help__subcmd__computer,exec)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__exec"
+                ;;
+            yy__subcmd__help__subcmd__computer,list)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__computer,rm)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__rm"
+                ;;
+            yy__subcmd__help__subcmd__computer,show)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__show"
+                ;;
+            yy__subcmd__help__subcmd__computer,stop)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__stop"
+                ;;
             yy__subcmd__help__subcmd__guest,serve)
                 cmd="yy__subcmd__help__subcmd__guest__subcmd__serve"
                 ;;
@@ -306,6 +381,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__runner,show)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__show"
+                ;;
+            yy__subcmd__help__subcmd__runner,update)
+                cmd="yy__subcmd__help__subcmd__runner__subcmd__update"
                 ;;
             yy__subcmd__help__subcmd__session,close)
                 cmd="yy__subcmd__help__subcmd__session__subcmd__close"
@@ -427,6 +505,9 @@ _yy() {
             yy__subcmd__runner,show)
                 cmd="yy__subcmd__runner__subcmd__show"
                 ;;
+            yy__subcmd__runner,update)
+                cmd="yy__subcmd__runner__subcmd__update"
+                ;;
             yy__subcmd__runner__subcmd__help,cancel)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__cancel"
                 ;;
@@ -459,6 +540,9 @@ _yy() {
                 ;;
             yy__subcmd__runner__subcmd__help,show)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__show"
+                ;;
+            yy__subcmd__runner__subcmd__help,update)
+                cmd="yy__subcmd__runner__subcmd__help__subcmd__update"
                 ;;
             yy__subcmd__session,close)
                 cmd="yy__subcmd__session__subcmd__close"
@@ -533,7 +617,7 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help"
+            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session bench image guest completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1146,6 +1230,288 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__computer)
+            opts="-h -V --server --help --version create list show stop rm exec audit help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__audit)
+            opts="-h -V --limit --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__create)
+            opts="-h -V --agent --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --agent)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__exec)
+            opts="-h -V --timeout --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help)
+            opts="create list show stop rm exec audit help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__audit)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__exec)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__rm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__list)
+            opts="-h -V --removed --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__rm)
+            opts="-y -h -V --yes --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__show)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__stop)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__guest)
             opts="-h -V --server --help --version serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1229,7 +1595,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account source profile agent runner chat session bench image guest completions man help"
+            opts="serve admin login logout whoami account source profile agent runner chat computer session bench image guest completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1466,6 +1832,118 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__help__subcmd__computer)
+            opts="create list show stop rm exec audit"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__audit)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__exec)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__rm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__help__subcmd__guest)
             opts="serve"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1691,7 +2169,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__runner)
-            opts="run register list show ping fetch sessions commands cancel disable"
+            opts="run register list show ping fetch sessions commands cancel update disable"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1831,6 +2309,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__runner__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__runner__subcmd__update)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2477,7 +2969,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner)
-            opts="-h -V --server --help --version run register list show ping fetch sessions commands cancel disable help"
+            opts="-h -V --server --help --version run register list show ping fetch sessions commands cancel update disable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2579,7 +3071,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__help)
-            opts="run register list show ping fetch sessions commands cancel disable help"
+            opts="run register list show ping fetch sessions commands cancel update disable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2746,6 +3238,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__runner__subcmd__help__subcmd__update)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__runner__subcmd__list)
             opts="-h -V --json --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -2795,7 +3301,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__register)
-            opts="-o -h -V --source --profile --server-url --hermes-url --artifact-root --output --force --server --help --version"
+            opts="-o -h -V --source --profile --server-url --hermes-url --artifact-root --output --force --computer-image --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2829,6 +3335,10 @@ _yy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --computer-image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -2841,7 +3351,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__run)
-            opts="-h -V --config --data-dir --max-concurrent --shutdown-grace --server --help --version"
+            opts="-h -V --config --data-dir --max-concurrent --shutdown-grace --max-computers --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2860,6 +3370,10 @@ _yy() {
                     return 0
                     ;;
                 --shutdown-grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-computers)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2899,6 +3413,28 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__update)
+            opts="-h -V --computer-image --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --computer-image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

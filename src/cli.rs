@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    account, admin, agent, bench, chat, generate, guest, image, login, profile, runner, serve,
-    session, source,
+    account, admin, agent, bench, chat, computer, generate, guest, image, login, profile, runner,
+    serve, session, source,
 };
 
 #[derive(Debug, Parser)]
@@ -54,6 +54,8 @@ pub enum Command {
     Runner(runner::RunnerArgs),
     /// Send a message to a host agent and stream its reply
     Chat(chat::ChatArgs),
+    /// Isolated computers of computer agents: create, list, show, stop, rm, exec, audit
+    Computer(computer::ComputerArgs),
     /// Bot sessions: list, show the transcript, stop, close
     Session(session::SessionArgs),
     /// Measure this machine's command dispatch: pickup latency, throughput and memory

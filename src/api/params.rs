@@ -99,4 +99,13 @@ pub struct RunnerRegister {
     pub hermes_url: String,
     #[serde(default)]
     pub artifact_roots: Vec<String>,
+    /// Enables computers with this full image id (`sha256:...`).
+    #[serde(default)]
+    pub computer_image: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerUpdate {
+    pub computer_image: Option<String>,
 }

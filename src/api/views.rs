@@ -87,6 +87,8 @@ pub struct Runner {
     /// Computers the Runner may run at once (0: computers not enabled), as it reported.
     pub computers_capacity: Option<u64>,
     pub hostname: Option<String>,
+    /// The image computers are created from (computers enabled), or none.
+    pub computer_image: Option<String>,
 }
 
 /// The private configuration a Runner runs with (`runner.json`), returned only by

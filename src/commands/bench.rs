@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command as Process, Stdio};
 use std::sync::Arc;
@@ -96,16 +97,25 @@ const LONG_POLL_WAIT_MS: u64 = 20_000;
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Dispatch(a) => {
-            // Ctrl-C drops the benchmark, whose guards stop the children and clean up.
+            // Ctrl-C or SIGTERM drops the benchmark, whose guards stop the children and
+            // clean up.
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             tokio::select! {
                 r = dispatch(a) => r,
-                _ = tokio::signal::ctrl_c() => Err(CliError::new(
-                    Exit::Cancelled,
-                    "interrupted; the benchmark's control plane and Runner were stopped",
-                ).into()),
+                _ = tokio::signal::ctrl_c() => Err(interrupted()),
+                _ = term.recv() => Err(interrupted()),
             }
         }
     }
+}
+
+fn interrupted() -> anyhow::Error {
+    CliError::new(
+        Exit::Cancelled,
+        "interrupted; the benchmark's control plane and Runner were stopped",
+    )
+    .into()
 }
 
 // ---- the report ----
@@ -319,6 +329,15 @@ impl Harness {
             .env_remove("YY_TOKEN")
             .env_remove("YY_DATA_DIR")
             .stdin(Stdio::null());
+        // Should the benchmark die without cleaning up (SIGKILL), its children go too. The
+        // signal follows the thread that spawned them: the one running the benchmark's
+        // future (the main thread or a runtime worker), which lives as long as it does.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
         cmd
     }
 
@@ -786,6 +805,7 @@ async fn register(
                 server_url: url.into(),
                 hermes_url: "http://127.0.0.1:9119".into(),
                 artifact_roots: vec![],
+                computer_image: None,
             },
         )
         .await?)

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod agent;
 pub mod bench;
 pub mod chat;
+pub mod computer;
 pub mod context;
 pub mod generate;
 pub mod guest;
@@ -87,6 +88,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Agent(args) => agent::run(args).await,
         Command::Runner(args) => runner::run(args).await,
         Command::Chat(args) => chat::run(args).await,
+        Command::Computer(args) => computer::run(args).await,
         Command::Session(args) => session::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Image(args) => image::run(args).await,

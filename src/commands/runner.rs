@@ -80,6 +80,16 @@ pub enum RunnerCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Change a Runner's registration: enable computers with a full image id
+    Update {
+        /// Runner id or unique id prefix
+        id: String,
+        /// The full image id (sha256:...) computers are created from
+        #[arg(long, value_name = "IMAGE_ID")]
+        computer_image: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Disable a Runner: its token stops working at once and for good
     Disable {
         id: String,
@@ -117,6 +127,10 @@ pub struct RegisterArgs {
     /// Overwrite FILE if it exists
     #[arg(long)]
     pub force: bool,
+    /// Enable computers, created from this full image id (the sha256:... `yy image build`
+    /// printed)
+    #[arg(long, value_name = "IMAGE_ID")]
+    pub computer_image: Option<String>,
 }
 
 const HEADERS: [&str; 8] = [
@@ -161,6 +175,7 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
                 .unwrap_or_else(|| "-".into()),
         ),
         ("hostname", opt(&r.hostname)),
+        ("computer image", opt(&r.computer_image)),
         ("profiles", r.allowed_profiles.join(",")),
         ("artifact roots", r.artifact_roots.join(",")),
         ("server url", r.server_url.clone()),
@@ -198,6 +213,21 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
             super::runner_ops::cancel(&command, json.json).await
         }
         RunnerCommand::Register(a) => register(a).await,
+        RunnerCommand::Update {
+            id,
+            computer_image,
+            json,
+        } => {
+            let r = context::client()?
+                .patch(
+                    &format!("api/v1/runners/{}", seg(&id)),
+                    &params::RunnerUpdate {
+                        computer_image: Some(computer_image),
+                    },
+                )
+                .await?;
+            show(&r, json.json)
+        }
         RunnerCommand::List(f) => {
             let list: Vec<views::Runner> = context::client()?.get("api/v1/runners").await?;
             output::list(&list, f.json, &HEADERS, row)
@@ -268,6 +298,7 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
                 server_url,
                 hermes_url: a.hermes_url,
                 artifact_roots: a.artifact_roots,
+                computer_image: a.computer_image,
             },
         )
         .await?;

@@ -25,6 +25,10 @@ pub struct RunArgs {
     /// uncertain
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
+    /// Computers that may run at once on this host (one more is refused, not queued)
+    #[arg(long, value_name = "N", default_value_t = crate::runner::computers::DEFAULT_MAX_RUNNING,
+          value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub max_computers: u32,
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -65,6 +69,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         data_dir,
         max_concurrent: args.max_concurrent as usize,
         shutdown_grace: args.shutdown_grace,
+        max_computers: args.max_computers,
     };
     let result = runner::run(opts, super::serve::shutdown_signal()).await;
     drop(lock);

@@ -3,6 +3,7 @@
 //! keeps receipts so nothing ever runs twice.
 
 pub mod client;
+pub mod computers;
 pub mod config;
 pub mod exec;
 pub mod hermes_link;
@@ -32,6 +33,8 @@ pub struct RunnerOptions {
     pub max_concurrent: usize,
     /// How long in-flight commands may finish after SIGTERM.
     pub shutdown_grace: Duration,
+    /// Computers that may run at once (1-8).
+    pub max_computers: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +51,8 @@ struct Shared {
     config: RunnerConfig,
     receipts: Receipts,
     hermes: HermesLink,
+    /// The computer pool, when a Docker engine answered at start.
+    computers: Option<Arc<computers::Computers>>,
     /// Commands running now, with the token that cancels each.
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Fires when the grace period after SIGTERM is over.
@@ -73,11 +78,14 @@ pub async fn run(
         .await
         .map_err(RunnerError::Local)?;
     check_hermes(&hermes).await?;
+    let computers =
+        start_computers(&opts.config.runner_id, &opts.data_dir, opts.max_computers).await;
     let shared = Arc::new(Shared {
         client,
         config: opts.config,
         receipts,
         hermes,
+        computers,
         inflight: Mutex::default(),
         hard_stop: CancellationToken::new(),
     });
@@ -147,6 +155,32 @@ async fn check_hermes(link: &HermesLink) -> Result<(), RunnerError> {
     }
 }
 
+/// The computer pool, after removing containers an earlier run left behind; `None` when
+/// this host has no usable Docker engine (the Runner then declares no computer capability).
+async fn start_computers(
+    runner_id: &str,
+    data_dir: &std::path::Path,
+    max: u32,
+) -> Option<Arc<computers::Computers>> {
+    let pool = match computers::Computers::new(runner_id, data_dir, max).await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::info!(reason = %e, "computers disabled on this Runner");
+            return None;
+        }
+    };
+    match pool.reconcile().await {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(
+            removed = n,
+            "reconciled: removed orphan computer containers of an earlier run"
+        ),
+        Err(e) => tracing::warn!(error = %e, "could not reconcile computer containers"),
+    }
+    tracing::info!(capacity = pool.capacity(), "computers enabled");
+    Some(Arc::new(pool))
+}
+
 fn status(shared: &Shared) -> RunnerStatus {
     let mut capabilities: Vec<String> = exec::CAPABILITIES.iter().map(|s| s.to_string()).collect();
     if shared.hermes.configured() {
@@ -156,10 +190,13 @@ fn status(shared: &Shared) -> RunnerStatus {
                 .map(|s| s.to_string()),
         );
     }
+    if shared.computers.is_some() {
+        capabilities.push(crate::api::computers::COMPUTER_CAPABILITY.to_string());
+    }
     RunnerStatus {
         version: crate::VERSION.into(),
         capabilities,
-        computers_capacity: 0,
+        computers_capacity: shared.computers.as_ref().map(|c| c.capacity()).unwrap_or(0),
         hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default(),
@@ -217,6 +254,9 @@ async fn lease_loop(
             }
         };
         let generation = connected.generation;
+        if let Some(c) = &shared.computers {
+            *c.generation.lock().unwrap_or_else(|e| e.into_inner()) = generation;
+        }
         tracing::info!(
             runner = %connected.runner_id,
             generation,
@@ -418,6 +458,34 @@ async fn execute(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) -> F
         kinds::SESSION_CHECK => Some(turns::check(&shared.hermes, cmd.payload.clone()).await),
         _ => None,
     };
+    let computer = match (cmd.kind.as_str(), &shared.computers) {
+        (
+            kinds::COMPUTER_START
+            | kinds::COMPUTER_STOP
+            | kinds::COMPUTER_REMOVE
+            | kinds::COMPUTER_EXEC,
+            None,
+        ) => Some(Err(
+            "this Runner cannot run computers: no Docker engine answered when it started"
+                .to_string(),
+        )),
+        (kinds::COMPUTER_START, Some(c)) => Some(c.start(cmd.payload.clone()).await),
+        (kinds::COMPUTER_STOP | kinds::COMPUTER_REMOVE, Some(c)) => {
+            Some(c.stop(cmd.payload.clone()).await)
+        }
+        (kinds::COMPUTER_EXEC, Some(c)) => Some(c.exec(cmd.payload.clone()).await),
+        _ => None,
+    };
+    if let Some(r) = computer {
+        return match r {
+            Ok(v) => Finished {
+                outcome: Outcome::Done,
+                result: Some(v),
+                error: None,
+            },
+            Err(e) => Finished::failed(e),
+        };
+    }
     if let Some(r) = session {
         return match r {
             Ok(v) => Finished {

@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::extract::Body;
 use super::hub::GenerationError;
 use super::store::commands::{self, StartRefused};
-use super::store::sessions;
+use super::store::{computers, sessions};
 use crate::api::machine::{
     self, CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL,
     LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION, RunnerStatus, StartGranted, codes,
@@ -176,8 +176,10 @@ async fn machine_connect(
         .store
         .call(move |c| {
             let connected = commands::connect(c, &id, &instance, &status)?;
-            // Turns of the ended generation become uncertain with their commands.
+            // Turns of the ended generation become uncertain with their commands, and
+            // its computer leases end.
             sessions::settle(c)?;
+            computers::end_leases(c, &id, connected.generation)?;
             Ok(connected)
         })
         .await?;
@@ -352,6 +354,7 @@ async fn command_complete(
                 error.as_deref(),
             )?;
             sessions::settle(c)?;
+            computers::settle(c)?;
             Ok(row)
         })
         .await?;

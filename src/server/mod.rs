@@ -86,6 +86,7 @@ async fn sweep_forever(state: AppState) {
             .call(|c| {
                 let runners = store::commands::sweep(c)?;
                 store::sessions::settle(c)?;
+                store::computers::settle(c)?;
                 Ok(runners)
             })
             .await;

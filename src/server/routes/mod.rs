@@ -4,6 +4,7 @@ mod accounts;
 mod agents;
 mod catalog;
 mod commands;
+mod computers;
 mod runners;
 mod sessions;
 
@@ -71,7 +72,10 @@ pub fn admin() -> Router<AppState> {
             "/api/v1/runners",
             get(runners::runner_list).post(runners::runner_register),
         )
-        .route("/api/v1/runners/{id}", get(runners::runner_show))
+        .route(
+            "/api/v1/runners/{id}",
+            get(runners::runner_show).patch(runners::runner_update),
+        )
         .route(
             "/api/v1/runners/{id}/disable",
             post(runners::runner_disable),
@@ -92,6 +96,24 @@ pub fn admin() -> Router<AppState> {
             post(commands::command_cancel),
         )
         .route("/api/v1/chat", post(sessions::chat_create))
+        .route(
+            "/api/v1/computers",
+            get(computers::computer_list).post(computers::computer_create),
+        )
+        .route("/api/v1/computers/{id}", get(computers::computer_show))
+        .route(
+            "/api/v1/computers/{id}/stop",
+            post(computers::computer_stop),
+        )
+        .route(
+            "/api/v1/computers/{id}/remove",
+            post(computers::computer_remove),
+        )
+        .route(
+            "/api/v1/computers/{id}/exec",
+            post(computers::computer_exec),
+        )
+        .route("/api/v1/audit", get(computers::audit_list))
         .route("/api/v1/sessions", get(sessions::session_list))
         .route("/api/v1/sessions/{id}", get(sessions::session_show))
         .route(

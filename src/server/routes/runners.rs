@@ -6,6 +6,7 @@ use crate::server::AppState;
 use crate::server::auth::{self, Admin};
 use crate::server::error::ApiError;
 use crate::server::extract::Body;
+use crate::server::store::computers;
 use crate::server::store::runners::{self, NewRunner};
 
 pub async fn runner_list(
@@ -40,6 +41,9 @@ pub async fn runner_register(
     for root in &p.artifact_roots {
         names::check_absolute_path("--artifact-root", root).map_err(ApiError::bad_request)?;
     }
+    if let Some(image) = &p.computer_image {
+        computers::check_image_id(image).map_err(ApiError::bad_request)?;
+    }
     let token = auth::new_token(auth::RUNNER_TOKEN_PREFIX);
     let hash = auth::token_hash(&token);
     let params = p.clone();
@@ -55,6 +59,7 @@ pub async fn runner_register(
                     server_url: params.server_url.trim_end_matches('/'),
                     hermes_url: params.hermes_url.trim_end_matches('/'),
                     token_hash: &hash,
+                    computer_image: params.computer_image.as_deref(),
                 },
             )
         })
@@ -84,5 +89,25 @@ pub async fn runner_disable(
     // End its long-poll now: the Runner hears the refusal at once, not at its next poll.
     state.hub.clear(&row.id, None);
     tracing::info!(runner = %row.id, "runner disabled");
+    Ok(Json(row.into()))
+}
+
+/// Enables (or changes) computers on a Runner: a full image id only.
+pub async fn runner_update(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(id): Path<String>,
+    Body(p): Body<params::RunnerUpdate>,
+) -> Result<Json<views::Runner>, ApiError> {
+    let Some(image) = p.computer_image else {
+        return Err(ApiError::bad_request(
+            "nothing to change: give computer_image",
+        ));
+    };
+    computers::check_image_id(&image).map_err(ApiError::bad_request)?;
+    let row = state
+        .store
+        .call(move |c| runners::set_computer_image(c, &id, &image))
+        .await?;
     Ok(Json(row.into()))
 }

@@ -6,7 +6,7 @@
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
-use super::{StoreError, agents, catalog, new_id, not_found, runners};
+use super::{StoreError, agents, catalog, new_id, runners};
 use crate::api::computers::{
     self as wire, COMPUTER_CAPABILITY, ComputerRef, ExecPayload, StartPayload, StartResult,
 };
@@ -86,11 +86,23 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
     })
 }
 
+/// A computer by full id or unique id prefix (at least 4 characters).
 pub fn get(conn: &Connection, id: &str) -> Result<ComputerRow, StoreError> {
-    not_found(
-        conn.query_row(&format!("{SELECT} WHERE c.id = ?1"), [id], row),
-        || format!("no computer {id:?}: see `yy computer list`"),
-    )
+    let missing = || StoreError::NotFound(format!("no computer {id:?}: see `yy computer list`"));
+    if id.len() < 4 {
+        return Err(missing());
+    }
+    let mut stmt = conn.prepare(&format!(
+        "{SELECT} WHERE c.id = ?1 OR substr(c.id, 1, length(?1)) = ?1 LIMIT 2"
+    ))?;
+    let mut rows: Vec<ComputerRow> = stmt.query_map([id], row)?.collect::<Result<_, _>>()?;
+    match rows.len() {
+        0 => Err(missing()),
+        1 => Ok(rows.remove(0)),
+        _ => Err(StoreError::Invalid(format!(
+            "computer id prefix {id:?} is ambiguous: give more characters"
+        ))),
+    }
 }
 
 pub fn list(conn: &Connection, removed: bool) -> Result<Vec<ComputerRow>, StoreError> {
@@ -430,15 +442,15 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
                     [&id],
                 )?;
             }
-            // A stop that could not be confirmed: the Runner keeps the reservation and
-            // retries; the record says so and a new stop may be asked for.
+            // A stop that failed or could not be confirmed (the Runner then keeps the
+            // reservation and retries); a new stop may be asked for.
             (_, _) => set_state(
                 &tx,
                 &id,
                 "failed",
                 None,
                 Some(&format!(
-                    "the stop was not confirmed ({}); the Runner keeps the resources reserved and retries",
+                    "the stop did not complete ({})",
                     error.as_deref().unwrap_or("no answer")
                 )),
             )?,

@@ -26,6 +26,7 @@ pub struct RunnerRow {
     pub version: Option<String>,
     pub capabilities: Vec<String>,
     pub status: Option<serde_json::Value>,
+    pub computer_image: Option<String>,
 }
 
 impl RunnerRow {
@@ -69,6 +70,7 @@ impl From<RunnerRow> for views::Runner {
                 .status
                 .as_ref()
                 .and_then(|s| s["hostname"].as_str().map(str::to_string)),
+            computer_image: r.computer_image,
         }
     }
 }
@@ -76,7 +78,7 @@ impl From<RunnerRow> for views::Runner {
 pub(crate) const SELECT: &str =
     "SELECT r.id, r.source_id, s.name, r.allowed_profiles, r.artifact_roots,
         r.server_url, r.hermes_url, r.created_at, r.disabled_at, r.generation, r.instance_id,
-        r.last_seen_at, r.version, r.capabilities, r.status
+        r.last_seen_at, r.version, r.capabilities, r.status, r.computer_image
     FROM runners r JOIN sources s ON s.id = r.source_id";
 
 fn json_list(s: String) -> Vec<String> {
@@ -102,6 +104,7 @@ pub(crate) fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerRow> {
         status: r
             .get::<_, Option<String>>(14)?
             .and_then(|s| serde_json::from_str(&s).ok()),
+        computer_image: r.get(15)?,
     })
 }
 
@@ -112,6 +115,7 @@ pub struct NewRunner<'a> {
     pub server_url: &'a str,
     pub hermes_url: &'a str,
     pub token_hash: &'a str,
+    pub computer_image: Option<&'a str>,
 }
 
 pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, StoreError> {
@@ -139,8 +143,8 @@ pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, 
     let id = new_id();
     let inserted = tx.execute(
         "INSERT INTO runners (id, source_id, token_hash, allowed_profiles, artifact_roots,
-             server_url, hermes_url, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             server_url, hermes_url, created_at, computer_image)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             id,
             source.id,
@@ -149,7 +153,8 @@ pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, 
             serde_json::to_string(new.artifact_roots).expect("strings serialize"),
             new.server_url,
             new.hermes_url,
-            now_ms()
+            now_ms(),
+            new.computer_image
         ],
     );
     if let Err(e) = inserted {

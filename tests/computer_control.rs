@@ -1,0 +1,273 @@
+//! Computers end to end: `yy computer ...` → control plane (records, fences, audit) →
+//! Runner (pool, reservations, reconcile) → a real Docker engine and the guest agent.
+
+mod common;
+mod computer_support;
+
+use std::time::Duration;
+
+use common::{Env, Registered, RunnerProc, Server, wait_for};
+use computer_support::{docker, test_image};
+use serde_json::Value;
+
+struct Setup {
+    env: Env,
+    _server: Server,
+    reg: Registered,
+    runner: RunnerProc,
+}
+
+/// A control plane, computer agents `a1`..`aN`, and a Runner with computers enabled.
+fn setup(agents: usize) -> Option<Setup> {
+    if !common::require_docker() {
+        return None;
+    }
+    let image = test_image().id.clone();
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
+    for i in 1..=agents {
+        env.run(&[
+            "agent",
+            "create",
+            &format!("a{i}"),
+            "--profile",
+            "default",
+            "--env",
+            "computer",
+        ])
+        .ok();
+    }
+    let runner = env.start_runner(&reg, "a");
+    env.wait_online(&reg.id, 0);
+    Some(Setup {
+        env,
+        _server: server,
+        reg,
+        runner,
+    })
+}
+
+fn create(env: &Env, agent: &str) -> Value {
+    env.json(&["computer", "create", "--agent", agent])
+}
+
+fn container_exists(id: &str) -> bool {
+    docker(&["inspect", id]).status.success()
+}
+
+#[test]
+fn a_computer_runs_isolated_and_its_workspace_survives_stop_and_recreate() {
+    let Some(s) = setup(1) else { return };
+    let env = &s.env;
+    let c = create(env, "a1");
+    assert_eq!(c["state"], "running", "{c}");
+    assert_eq!(c["fence"], 1);
+    assert_eq!(c["guest_cwd"], "/workspace");
+    let id = c["id"].as_str().unwrap().to_string();
+    let first = c["container_id"].as_str().unwrap().to_string();
+    let inspect = String::from_utf8(docker(&["inspect", "--format", "{{.HostConfig.NetworkMode}} {{.Config.User}} {{.HostConfig.ReadonlyRootfs}} {{index .Config.Labels \"yy.computer\"}}", &first]).stdout).unwrap();
+    assert_eq!(inspect.trim(), format!("none 1000:1000 true {id}"));
+    let shown = env.json(&["runner", "show", &s.reg.id]);
+    assert_eq!(shown["computers_capacity"], 2);
+    assert!(
+        shown["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "computer-v1")
+    );
+
+    // Asking again returns the same computer.
+    assert_eq!(create(env, "a1")["container_id"], first.as_str());
+
+    let out = env.run(&[
+        "computer",
+        "exec",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        "echo kept > note.txt; id -u; cat /proc/net/dev",
+    ]);
+    out.ok();
+    assert!(out.stdout.starts_with("1000\n"), "{out:?}");
+    let interfaces: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains(':'))
+        .map(|l| l.trim().split(':').next().unwrap())
+        .collect();
+    assert_eq!(interfaces, vec!["lo"], "only loopback inside");
+    env.run(&["computer", "exec", &id, "--", "sh", "-c", "exit 3"])
+        .fails(1, "exited with status 3");
+    let audit = env.json(&["computer", "audit"]);
+    assert_eq!(audit.as_array().unwrap().len(), 2);
+    assert_eq!(audit[1]["action"], "computer.exec");
+    assert_eq!(audit[1]["target"], id.as_str());
+    assert_eq!(audit[1]["detail"]["argv"][0], "sh");
+
+    let stopped = env.json(&["computer", "stop", &id]);
+    assert_eq!(stopped["state"], "stopped");
+    assert!(
+        !container_exists(&first),
+        "a stopped computer's container is removed"
+    );
+    env.run(&["computer", "exec", &id, "--", "true"])
+        .fails(6, "not running");
+
+    // Recreated, never resumed: a new container under a greater fence, same workspace.
+    let again = create(env, "a1");
+    assert_eq!(again["state"], "running");
+    assert_eq!(again["fence"], 3);
+    assert_ne!(again["container_id"], first.as_str());
+    let out = env.run(&["computer", "exec", &id, "--", "cat", "note.txt"]);
+    out.ok();
+    assert_eq!(out.stdout, "kept\n");
+
+    let removed = env.json(&["computer", "rm", &id, "--yes"]);
+    assert_eq!(removed["state"], "removed");
+    assert!(!container_exists(again["container_id"].as_str().unwrap()));
+    assert_eq!(env.json(&["computer", "list"]), serde_json::json!([]));
+}
+
+#[test]
+fn the_third_computer_is_refused_by_the_default_pool() {
+    let Some(s) = setup(3) else { return };
+    let env = &s.env;
+    create(env, "a1");
+    create(env, "a2");
+    let third = env.run(&["computer", "create", "--agent", "a3"]);
+    third.fails(1, "pool is full: 2 of 2");
+    let failed = env.json(&["computer", "list"]);
+    let a3 = failed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["agent"] == "a3")
+        .unwrap()
+        .clone();
+    assert_eq!(a3["state"], "failed");
+    // Stopping one frees its slot; the refused one then starts.
+    let a1 = env
+        .json(&["computer", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["agent"] == "a1")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.json(&["computer", "stop", &a1]);
+    assert_eq!(create(env, "a3")["state"], "running");
+    for c in env.json(&["computer", "list"]).as_array().unwrap() {
+        env.run(&["computer", "rm", c["id"].as_str().unwrap(), "--yes"])
+            .ok();
+    }
+}
+
+#[test]
+fn an_orphan_container_is_reconciled_after_kill_9_of_the_runner() {
+    let Some(mut s) = setup(1) else { return };
+    let env = &s.env;
+    let c = create(env, "a1");
+    let container = c["container_id"].as_str().unwrap().to_string();
+    let g1 = env.json(&["runner", "show", &s.reg.id])["generation"]
+        .as_i64()
+        .unwrap();
+    s.runner.kill9();
+    assert!(
+        container_exists(&container),
+        "the container outlives the Runner"
+    );
+
+    let runner = env.start_runner(&s.reg, "a");
+    env.wait_online(&s.reg.id, g1);
+    wait_for(Duration::from_secs(20), "orphan removed", || {
+        (!container_exists(&container)).then_some(())
+    });
+    assert!(runner.log().contains("orphan"), "{}", runner.log());
+    let shown = env.json(&["computer", "show", c["id"].as_str().unwrap()]);
+    assert_eq!(shown["state"], "stopped");
+    assert!(
+        shown["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("lease ended"),
+        "{shown}"
+    );
+    assert!(
+        shown["fence"].as_i64().unwrap() > 1,
+        "the lease ended with a greater fence"
+    );
+    // The next start takes a new container.
+    let again = create(env, "a1");
+    assert_eq!(again["state"], "running");
+    assert_ne!(again["container_id"], container.as_str());
+    env.run(&["computer", "rm", again["id"].as_str().unwrap(), "--yes"])
+        .ok();
+}
+
+#[test]
+fn a_stale_fence_is_refused_by_the_runner() {
+    let Some(s) = setup(1) else { return };
+    let env = &s.env;
+    let c = create(env, "a1");
+    let id = c["id"].as_str().unwrap().to_string();
+    // A control plane that lost track (e.g. restored from an older backup) sends an older
+    // fence: the Runner refuses it.
+    let db = rusqlite::Connection::open(env.data_dir().join("yy.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    db.execute("UPDATE computers SET fence = 0 WHERE id = ?1", [&id])
+        .unwrap();
+    env.run(&["computer", "exec", &id, "--", "true"])
+        .fails(1, "stale fence 0");
+    env.run(&["computer", "stop", &id]).fails(1, "stale fence");
+    db.execute(
+        "UPDATE computers SET fence = 5, state = 'running' WHERE id = ?1",
+        [&id],
+    )
+    .unwrap();
+    env.run(&["computer", "rm", &id, "--yes"]).ok();
+}
+
+#[test]
+fn computers_need_a_computer_agent_and_a_full_image_id() {
+    let Some(s) = setup(0) else { return };
+    let env = &s.env;
+    env.run(&[
+        "agent",
+        "create",
+        "hosty",
+        "--profile",
+        "default",
+        "--env",
+        "host",
+    ])
+    .ok();
+    env.run(&["computer", "create", "--agent", "hosty"])
+        .fails(2, "only computer agents");
+    env.run(&[
+        "runner",
+        "update",
+        &s.reg.id,
+        "--computer-image",
+        "yy-computer:test",
+    ])
+    .fails(2, "not a full image id");
+    env.run(&[
+        "runner",
+        "update",
+        &s.reg.id,
+        "--computer-image",
+        "sha256:abc",
+    ])
+    .fails(2, "not a full image id");
+    let shown = env.json(&["runner", "show", &s.reg.id]);
+    assert_eq!(
+        shown["computer_image"],
+        test_image().id.as_str(),
+        "unchanged"
+    );
+}
