@@ -145,11 +145,17 @@ _yy() {
             yy__subcmd__agent__subcmd__help,update)
                 cmd="yy__subcmd__agent__subcmd__help__subcmd__update"
                 ;;
+            yy__subcmd__bench,computer)
+                cmd="yy__subcmd__bench__subcmd__computer"
+                ;;
             yy__subcmd__bench,dispatch)
                 cmd="yy__subcmd__bench__subcmd__dispatch"
                 ;;
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
+                ;;
+            yy__subcmd__bench__subcmd__help,computer)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__computer"
                 ;;
             yy__subcmd__bench__subcmd__help,dispatch)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__dispatch"
@@ -300,6 +306,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__agent,update)
                 cmd="yy__subcmd__help__subcmd__agent__subcmd__update"
+                ;;
+            yy__subcmd__help__subcmd__bench,computer)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__computer"
                 ;;
             yy__subcmd__help__subcmd__bench,dispatch)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__dispatch"
@@ -1093,12 +1102,34 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch help"
+            opts="-h -V --server --help --version dispatch computer help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__computer)
+            opts="-h -V --samples --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1149,8 +1180,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch help"
+            opts="dispatch computer help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__help__subcmd__computer)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1777,8 +1822,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch"
+            opts="dispatch computer"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__computer)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

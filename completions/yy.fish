@@ -401,11 +401,12 @@ complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcomman
 complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from help" -f -a "stop" -d 'Interrupt a session\'s turn and confirm on the Runner that it is idle or gone'
 complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from help" -f -a "close" -d 'Close a session for good (its Hermes session is closed; nothing else is touched)'
 complete -c yy -n "__fish_yy_using_subcommand session; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
-complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -s h -l help -d 'Print help'
-complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -s V -l version -d 'Print version'
-complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -f -a "dispatch" -d 'Measure command dispatch on this machine: pickup latency, throughput, Runner memory when idle and control plane memory under idle long-polls'
-complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch computer help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch computer help" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch computer help" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch computer help" -f -a "dispatch" -d 'Measure command dispatch on this machine: pickup latency, throughput, Runner memory when idle and control plane memory under idle long-polls'
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch computer help" -f -a "computer" -d 'Measure computers side by side with the docker CLI: cold start (create to guest agent ready) against `docker run --rm IMAGE true`, and a tool round trip (`exec true` through the guest agent) against `docker exec CONTAINER true`'
+complete -c yy -n "__fish_yy_using_subcommand bench; and not __fish_seen_subcommand_from dispatch computer help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l commands -d 'Pings in the throughput run (0 skips it)' -r
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l latency-samples -d 'Pings timed one at a time for the pickup latency (0 skips it)' -r
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l long-polls -d 'Idle long-polls held against the control plane, one registered Runner each (0 skips it)' -r
@@ -415,7 +416,13 @@ complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -l json -d 'Print the figures and targets as one JSON object'
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from dispatch" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from computer" -l samples -d 'Samples of each figure' -r
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from computer" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from computer" -l json -d 'Print the figures and targets as one JSON object'
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from computer" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from computer" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "dispatch" -d 'Measure command dispatch on this machine: pickup latency, throughput, Runner memory when idle and control plane memory under idle long-polls'
+complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "computer" -d 'Measure computers side by side with the docker CLI: cold start (create to guest agent ready) against `docker run --rm IMAGE true`, and a tool round trip (`exec true` through the guest agent) against `docker exec CONTAINER true`'
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -s h -l help -d 'Print help'
@@ -528,6 +535,7 @@ complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_f
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from session" -f -a "stop" -d 'Interrupt a session\'s turn and confirm on the Runner that it is idle or gone'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from session" -f -a "close" -d 'Close a session for good (its Hermes session is closed; nothing else is touched)'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "dispatch" -d 'Measure command dispatch on this machine: pickup latency, throughput, Runner memory when idle and control plane memory under idle long-polls'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "computer" -d 'Measure computers side by side with the docker CLI: cold start (create to guest agent ready) against `docker run --rm IMAGE true`, and a tool round trip (`exec true` through the guest agent) against `docker exec CONTAINER true`'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "build" -d 'Build the computer image from Debian packages (no registry needed); prints the full image ID as the last line'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "verify" -d 'Start a throw-away hardened computer from IMAGE_ID and check it; exits 1 if any check fails'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "list" -d 'List the yy computer images on this Docker engine'

@@ -45,6 +45,23 @@ pub enum BenchCommand {
     /// directory (nothing else is touched), and stops them when done. Exits non-zero only
     /// when the benchmark cannot run; missed targets are reported, not failed.
     Dispatch(DispatchArgs),
+    /// Measure computers side by side with the docker CLI: cold start (create to guest agent
+    /// ready) against `docker run --rm IMAGE true`, and a tool round trip (`exec true` through
+    /// the guest agent) against `docker exec CONTAINER true`
+    Computer(ComputerBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ComputerBenchArgs {
+    /// The full image id (sha256:...) of a computer image (`yy image build` prints it)
+    pub image: String,
+    /// Samples of each figure
+    #[arg(long, value_name = "N", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub samples: u32,
+    /// Print the figures and targets as one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -96,6 +113,7 @@ const LONG_POLL_WAIT_MS: u64 = 20_000;
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
+        BenchCommand::Computer(a) => computer(a).await,
         BenchCommand::Dispatch(a) => {
             // Ctrl-C or SIGTERM drops the benchmark, whose guards stop the children and
             // clean up.
@@ -553,15 +571,18 @@ async fn setup(bin: PathBuf, args: &DispatchArgs) -> anyhow::Result<Setup> {
         .stderr(Stdio::piped())
         .spawn()
         .context("running yy admin create")?;
-    create
+    // A child that exits without reading says why on stderr; its status tells below (a
+    // broken pipe here would otherwise pass for a closed stdout and exit 0).
+    let _ = create
         .stdin
         .take()
         .expect("piped")
-        .write_all(password.as_bytes())?;
+        .write_all(password.as_bytes());
     let out = create.wait_with_output()?;
     if !out.status.success() {
         return Err(CliError::failure(format!(
-            "yy admin create failed: {}",
+            "yy admin create failed ({}): {}",
+            out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         ))
         .into());
@@ -1469,6 +1490,56 @@ fn print_human(r: &Report) -> anyhow::Result<()> {
         ));
     }
     output::print(&text)?;
+    Ok(())
+}
+
+async fn computer(args: ComputerBenchArgs) -> anyhow::Result<()> {
+    let figures = crate::computer::bench::bench_computer(&args.image, args.samples as usize)
+        .await
+        .map_err(|e| CliError::new(e.exit(), e.to_string()))?;
+    if args.json {
+        return output::json(&figures);
+    }
+    let ms = |v: &serde_json::Value, k: &str| format!("{:.1} ms", v[k].as_f64().unwrap_or(0.0));
+    let pass = |b: &serde_json::Value| if b == true { "pass" } else { "MISSED" }.to_string();
+    let c = &figures["cold_start"];
+    let r = &figures["round_trip"];
+    let rows = vec![
+        vec![
+            "cold start p50 (yy)".into(),
+            ms(&c["yy"], "p50_ms"),
+            "<= 1000 ms".into(),
+            pass(&c["target_p50_le_1s"]),
+        ],
+        vec![
+            "cold start p50 (docker run --rm)".into(),
+            ms(&c["docker_run_rm_true"], "p50_ms"),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "cold start ratio yy/docker".into(),
+            format!("{:.2}", c["ratio_p50"].as_f64().unwrap_or(0.0)),
+            "<= 1.2".into(),
+            pass(&c["target_within_1_2x_cli"]),
+        ],
+        vec![
+            "round trip p50 (yy guest)".into(),
+            ms(&r["yy"], "p50_ms"),
+            "<= 60 ms".into(),
+            pass(&r["target_p50_le_60ms"]),
+        ],
+        vec![
+            "round trip p50 (docker exec)".into(),
+            ms(&r["docker_exec_true"], "p50_ms"),
+            "slower than yy".into(),
+            pass(&r["target_faster_than_cli"]),
+        ],
+    ];
+    output::print(&output::table(
+        &["figure", "value", "target", "result"],
+        rows,
+    ))?;
     Ok(())
 }
 
