@@ -4,106 +4,21 @@
 
 mod common;
 
+use common::hermes::{FakeModel, write_config};
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use yy::hermes::{
     ApprovalChoice, CompleteStatus, HermesAccess, HermesAuth, HermesClient, HermesCredentials,
     HermesError, HermesRest, Secret, StopConfirmation, Supervisor, SupervisorOptions, TurnEvent,
     TurnStream,
 };
-
-const FAKE_MODEL: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/fake_model_server.py"
-);
-
-/// The scripted fake model server; killed when dropped.
-struct FakeModel {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl FakeModel {
-    fn start(dir: &Path, steps: Value) -> FakeModel {
-        let script = dir.join("script.json");
-        std::fs::write(&script, steps.to_string()).unwrap();
-        let log = dir.join("requests.jsonl");
-        let mut child = Command::new("python3")
-            .args([FAKE_MODEL, "--port", "0", "--script"])
-            .arg(&script)
-            .arg("--log")
-            .arg(&log)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the fake model server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        FakeModel { child, port, log }
-    }
-
-    /// The requests that consumed a script step.
-    fn steps(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|r| r["kind"] == "step")
-            .collect()
-    }
-}
-
-impl Drop for FakeModel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// HERMES_HOME/config.yaml for an offline Hermes talking to the fake model.
-fn write_config(home: &Path, model_port: u16, work: &Path, approvals: &str, extra: &str) {
-    std::fs::create_dir_all(home).unwrap();
-    std::fs::create_dir_all(work).unwrap();
-    let yaml = format!(
-        r#"model:
-  default: fake-model
-  provider: custom
-  base_url: http://127.0.0.1:{model_port}/v1
-  api_key: sk-fake-test
-  api_mode: chat_completions
-  context_length: 131072
-approvals:
-  mode: "{approvals}"
-security:
-  tirith_enabled: false
-  allow_lazy_installs: false
-model_catalog:
-  enabled: false
-terminal:
-  backend: local
-  cwd: {work}
-  timeout: 60
-agent:
-  api_max_retries: 1
-{extra}"#,
-        work = work.display()
-    );
-    std::fs::write(home.join("config.yaml"), yaml).unwrap();
-}
 
 /// Collects a turn's events up to and including `Complete`.
 async fn rest_of_turn(stream: &mut TurnStream, mut events: Vec<TurnEvent>) -> Vec<TurnEvent> {
