@@ -67,15 +67,15 @@ pub async fn chat_create(
     }
     let limits = state.limits;
     let account_id = caller.account.id.clone();
+    let admin = caller.account.admin;
     let (session, turn) = state
         .store
         .call(move |c| {
-            // Admins may chat with any agent by id; names resolve within their own account.
-            agents::get(c, &account_id, &p.agent)?;
             sessions::admit_turn(
                 c,
                 Admission {
                     account_id: &account_id,
+                    admin,
                     agent: &p.agent,
                     session: p.session.as_deref(),
                     message: &p.message,

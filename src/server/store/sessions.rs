@@ -210,9 +210,11 @@ pub fn tool_calls(conn: &Connection, turn_id: &str) -> Result<Vec<wire::ToolCall
     Ok(calls)
 }
 
-/// The account that may use `agent`: its owner, or any admin.
+/// A turn asked for by `account_id`; names resolve within that account, and an agent of
+/// another account (given by id) is only usable by an admin.
 pub struct Admission<'a> {
     pub account_id: &'a str,
+    pub admin: bool,
     pub agent: &'a str,
     pub session: Option<&'a str>,
     pub message: &'a str,
@@ -227,6 +229,12 @@ pub fn admit_turn(
 ) -> Result<(SessionRow, TurnRow), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let agent = agents::get(&tx, a.account_id, a.agent)?;
+    if agent.account_id != a.account_id && !a.admin {
+        return Err(StoreError::NotFound(format!(
+            "no agent named {:?}: see `yy agent list`",
+            a.agent
+        )));
+    }
     if agent.archived_at.is_some() {
         return Err(StoreError::Invalid(format!(
             "agent {:?} is archived",
