@@ -257,6 +257,18 @@ fn a_restart_of_the_control_plane_during_a_turn_leaves_it_uncertain_and_nothing_
         .run_with(&["session", "show", &id, "--json"], "", &envs)
         .json();
     assert_eq!(shown["turns"][0]["state"], "uncertain");
+    // Checked later through its original session (read-only), never run again.
+    let checked = wait_for(
+        Duration::from_secs(20),
+        "the uncertain turn checked",
+        || {
+            let v = env
+                .run_with(&["session", "show", &id, "--json"], "", &envs)
+                .json();
+            v["turns"][0]["check"].is_object().then_some(v)
+        },
+    );
+    assert_eq!(checked["turns"][0]["check"]["checked"], true, "{checked}");
     let cmds = env
         .run_with(&["runner", "commands", &reg.id, "--json"], "", &envs)
         .json();
@@ -395,6 +407,27 @@ async fn another_channels_sessions_are_invisible_and_bad_hermes_access_fails_cle
         json!([]),
         "beta sees neither alpha's nor the desktop's session"
     );
+
+    // Revoking one session closes only that one.
+    env.run(&["chat", "bot", "a second conversation"]).ok();
+    let sessions = env.json(&["session", "list"]);
+    let first = sessions.as_array().unwrap().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.run(&["session", "close", &first]).ok();
+    let seen_a = wait_for(Duration::from_secs(10), "one session left", || {
+        let v = env.json(&["runner", "sessions", &a.id]);
+        (v.as_array().unwrap().len() == 1).then_some(v)
+    });
+    assert_ne!(seen_a[0]["session_id"], first.as_str());
+    let live = desktop.active_list().await.unwrap();
+    assert!(
+        live.iter().any(|s| s.id == own.session_id),
+        "the desktop's session is untouched"
+    );
+    env.run(&["chat", "bot", "more", "--session", &first])
+        .fails(6, "closed");
 
     // A wrong token, and a Hermes of another version, stop a Runner with a clear message.
     let wrong = env.path("wrong.token");
