@@ -562,3 +562,50 @@ fn a_session_continued_on_another_runner_takes_its_recent_history_along() {
         "history missing: {last}"
     );
 }
+
+#[test]
+fn a_stop_that_cannot_be_confirmed_leaves_the_session_pending_cleanup() {
+    let Some(s) = setup(slow_script()) else {
+        return;
+    };
+    let chat = chat_in_background(&s, "take your time");
+    let session = running_session(&s.env);
+    let id = session["id"].as_str().unwrap().to_string();
+    wait_for(Duration::from_secs(30), "the model streaming", || {
+        (!s.model.steps().is_empty()).then_some(())
+    });
+    // Freeze the Runner's Hermes: the connection stays up, nothing answers.
+    let pids = std::process::Command::new("pgrep")
+        .args(["-P", &s.runner.child.id().to_string()])
+        .output()
+        .unwrap();
+    let hermes: Vec<i32> = String::from_utf8_lossy(&pids.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    assert!(
+        !hermes.is_empty(),
+        "the supervised Hermes is a child of the Runner"
+    );
+    for pid in &hermes {
+        unsafe { libc::kill(*pid, libc::SIGSTOP) };
+    }
+    let out = s.env.run(&["session", "stop", &id]);
+    for pid in &hermes {
+        unsafe { libc::kill(*pid, libc::SIGCONT) };
+    }
+    out.fails(1, "pending cleanup");
+    let shown = s.env.json(&["session", "show", &id]);
+    assert_eq!(shown["state"], "pending_cleanup");
+    assert!(
+        shown["cleanup_reason"]
+            .as_str()
+            .unwrap()
+            .contains("could not be confirmed")
+    );
+    // Never reused.
+    s.env
+        .run(&["chat", "bot", "again", "--session", &id])
+        .fails(6, "pending cleanup");
+    drop(chat);
+}
