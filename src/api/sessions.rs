@@ -24,6 +24,9 @@ pub struct Session {
     pub hermes_session_id: Option<String>,
     /// idle, running, pending_cleanup or closed.
     pub state: String,
+    /// A stop was asked for and is not confirmed yet.
+    #[serde(default)]
+    pub stopping: bool,
     pub cleanup_reason: Option<String>,
     pub created_at: String,
     pub updated_at: String,

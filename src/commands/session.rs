@@ -4,8 +4,7 @@ use clap::{Args, Subcommand};
 
 use super::{JsonFlag, context, seg};
 use crate::api::client::Client;
-use crate::api::machine;
-use crate::api::sessions::{Session, StopStarted};
+use crate::api::sessions::{EventsPage, Session, StopStarted};
 use crate::error::CliError;
 use crate::output::{self, opt};
 
@@ -154,17 +153,25 @@ async fn stop(client: &Client, id: &str, json: bool) -> anyhow::Result<()> {
             &serde_json::json!({}),
         )
         .await?;
-    if let Some(cmd) = &started.command_id {
-        loop {
-            let c: machine::Command = client
-                .get(&format!("api/v1/commands/{}?wait_ms=25000", seg(cmd)))
+    // Follow the session itself (the command queue is for admins) until the stop is
+    // confirmed and the turn ended, or it is pending cleanup. The control plane ends the
+    // stop command by its deadline, so this ends too.
+    let mut s: Session = started.session;
+    while s.state == "running" || s.stopping {
+        if s.state == "running" {
+            // Wakes when the turn ends.
+            let _: EventsPage = client
+                .get(&format!(
+                    "api/v1/sessions/{}/events?after={}&wait_ms=5000",
+                    seg(id),
+                    i64::MAX
+                ))
                 .await?;
-            if c.is_final() {
-                break;
-            }
+        } else {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
+        s = client.get(&format!("api/v1/sessions/{}", seg(id))).await?;
     }
-    let s: Session = client.get(&format!("api/v1/sessions/{}", seg(id))).await?;
     if json {
         output::json(&s)?;
     }

@@ -157,6 +157,11 @@ impl Computers {
         let _ = self
             .db()
             .execute("UPDATE computers SET container_id = NULL", []);
+        self.reserved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.guests.lock().await.clear();
         Ok(found.len())
     }
 

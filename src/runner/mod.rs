@@ -256,6 +256,19 @@ async fn lease_loop(
         let generation = connected.generation;
         if let Some(c) = &shared.computers {
             *c.generation.lock().unwrap_or_else(|e| e.into_inner()) = generation;
+            // The control plane ended every lease of the earlier generation: its containers
+            // are orphans now, and their pool slots free.
+            match c.reconcile().await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    removed = n,
+                    generation,
+                    "leases ended with the new connection: removed their containers"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not remove the containers of ended leases")
+                }
+            }
         }
         tracing::info!(
             runner = %connected.runner_id,

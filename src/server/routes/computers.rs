@@ -12,6 +12,10 @@ use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
 use crate::server::store::computers;
 
+const DEFAULT_EXEC_TIMEOUT_MS: u64 = 60_000;
+const MAX_EXEC_TIMEOUT_MS: u64 = 3_600_000;
+const MAX_OUTPUT_CAP: u64 = 1024 * 1024;
+
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ComputerListQuery {
@@ -99,6 +103,19 @@ pub async fn computer_exec(
             "nothing to run: give the command after --",
         ));
     }
+    let timeout_ms = p.timeout_ms.unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
+    if !(1..=MAX_EXEC_TIMEOUT_MS).contains(&timeout_ms) {
+        return Err(ApiError::bad_request(format!(
+            "timeout_ms must be between 1 and {MAX_EXEC_TIMEOUT_MS}"
+        )));
+    }
+    // Both streams at their cap must fit in one 8 MiB result.
+    let cap = p.output_cap_bytes.unwrap_or(MAX_OUTPUT_CAP);
+    if !(1..=MAX_OUTPUT_CAP).contains(&cap) {
+        return Err(ApiError::bad_request(format!(
+            "output_cap_bytes must be between 1 and {MAX_OUTPUT_CAP}"
+        )));
+    }
     let limits = state.limits;
     let account = caller.account.id.clone();
     let cmd = state
@@ -109,8 +126,8 @@ pub async fn computer_exec(
                 &account,
                 &id,
                 &p.argv,
-                p.timeout_ms,
-                p.output_cap_bytes,
+                Some(timeout_ms),
+                Some(cap),
                 limits,
             )
         })

@@ -48,6 +48,7 @@ impl SessionRow {
             runner_id: self.runner_id,
             hermes_session_id: self.hermes_session_id,
             state: self.state,
+            stopping: self.stop_command_id.is_some(),
             cleanup_reason: self.cleanup_reason,
             created_at: rfc3339(self.created_at),
             updated_at: rfc3339(self.updated_at),
@@ -265,6 +266,12 @@ pub fn admit_turn(
             runner.id,
             runner.allowed_profiles.join(", "),
             agent.profile
+        )));
+    }
+    if !runner.capabilities.iter().any(|c| c == "session-turn-v1") {
+        return Err(StoreError::Invalid(format!(
+            "runner {} has not declared session turns: start it with Hermes access configured (see docs/hermes.md)",
+            runner.id
         )));
     }
     let profile = catalog::get_profile(&tx, &agent.profile)?;
