@@ -4,6 +4,7 @@
 //! [`commands::run`].
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod computer;

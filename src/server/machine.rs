@@ -353,8 +353,16 @@ async fn command_complete(
                 result.as_deref(),
                 error.as_deref(),
             )?;
-            sessions::settle(c)?;
-            computers::settle(c)?;
+            // Turns and computers follow the outcomes of their own commands; other kinds
+            // (pings, fetches, cancels) change neither, and every second the sweep settles
+            // whatever ended another way. Settling on each of them cost a transaction or
+            // two per command.
+            if row.kind.starts_with("session.") {
+                sessions::settle(c)?;
+            }
+            if row.kind.starts_with("computer.") {
+                computers::settle(c)?;
+            }
             Ok(row)
         })
         .await?;

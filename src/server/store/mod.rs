@@ -9,6 +9,7 @@ pub mod commands;
 pub mod computers;
 mod migrate;
 pub mod runners;
+mod session_ends;
 pub mod sessions;
 
 use std::path::{Path, PathBuf};

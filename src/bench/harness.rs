@@ -1,0 +1,488 @@
+//! The dispatch benchmark's processes: temporary directory, children, setup and /proc readings.
+
+use std::future::Future;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command as Process, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::{RUNNER_MAX_CONCURRENT, progress};
+use crate::api::client::Client;
+use crate::api::{params, views};
+use crate::commands::bench::DispatchArgs;
+use crate::error::CliError;
+
+// ---- processes and the temporary directory ----
+
+/// A private temporary directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> anyhow::Result<TempDir> {
+        let path = std::env::temp_dir().join(format!("yy-bench-{}", uuid::Uuid::new_v4()));
+        crate::fsutil::create_private_dir(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process, stopped (SIGTERM, then SIGKILL) when dropped.
+pub(super) struct Proc {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(super) fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join(" | ")
+    }
+
+    /// Fails when the process has exited (with its last log lines).
+    fn check_alive(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            return Err(CliError::failure(format!(
+                "the benchmark's {} exited ({status}); its last log lines: {}",
+                self.name,
+                self.log_tail()
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// SIGTERM, then SIGKILL after `grace`. Returns the exit code if it exited by itself.
+    pub(super) fn stop(&mut self, grace: Duration) -> Option<i32> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return status.code();
+        }
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(3));
+    }
+}
+
+/// Everything the benchmark started. Fields drop in order: children first, then the
+/// directory they used.
+pub(super) struct Harness {
+    pub(super) runner: Option<Proc>,
+    serve: Option<Proc>,
+    dir: TempDir,
+    bin: PathBuf,
+}
+
+impl Harness {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.0.join(rel)
+    }
+
+    fn command(&self, args: &[&str]) -> Process {
+        let mut cmd = Process::new(&self.bin);
+        cmd.args(args)
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env("XDG_DATA_HOME", self.path("xdg-data"))
+            .env("YY_LOG", "info")
+            .env_remove("YY_SERVER")
+            .env_remove("YY_TOKEN")
+            .env_remove("YY_DATA_DIR")
+            .stdin(Stdio::null());
+        // Should the benchmark die without cleaning up (SIGKILL), its children go too. The
+        // signal follows the thread that spawned them: the one running the benchmark's
+        // future (the main thread or a runtime worker), which lives as long as it does.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    fn spawn(&self, name: &'static str, args: &[&str], stdout: Stdio) -> anyhow::Result<Proc> {
+        let log = self.path(&format!("{name}.log"));
+        let stderr = std::fs::File::create(&log)?;
+        let child = self
+            .command(args)
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("starting {} {}", self.bin.display(), args.join(" ")))?;
+        Ok(Proc { name, child, log })
+    }
+}
+
+/// The control plane and the Runner the benchmark drives, ready.
+pub(super) struct Setup {
+    pub(super) h: Harness,
+    pub(super) url: String,
+    pub(super) admin: Client,
+    pub(super) runner_id: String,
+    /// The control plane's database (read-only use: final states and outcome times).
+    pub(super) db: PathBuf,
+}
+
+impl Setup {
+    pub(super) fn serve_pid(&self) -> u32 {
+        self.h.serve.as_ref().expect("the control plane runs").pid()
+    }
+
+    pub(super) fn runner_pid(&self) -> Option<u32> {
+        self.h.runner.as_ref().map(Proc::pid)
+    }
+
+    /// The children still run (else an error with the last lines of the dead one's log).
+    pub(super) fn check_children(&mut self) -> anyhow::Result<()> {
+        for p in [self.h.serve.as_mut(), self.h.runner.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            p.check_alive()?;
+        }
+        Ok(())
+    }
+
+    /// Runs `work`, or fails as soon as a child exits (the work would only wait for
+    /// deadlines then).
+    pub(super) async fn while_alive<T>(
+        &mut self,
+        work: impl Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<T> {
+        let pids: Vec<u32> = [Some(self.serve_pid()), self.runner_pid()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let watch = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if !pids.iter().all(|&p| running(p)) {
+                    return;
+                }
+            }
+        };
+        let result = tokio::select! {
+            r = work => r,
+            _ = watch => Err(CliError::failure("a child process exited during the run").into()),
+        };
+        if result.is_err() {
+            // Say which child died, with its log, rather than what that broke.
+            self.check_children()?;
+        }
+        result
+    }
+}
+
+/// Creates the data directory and its admin, starts the control plane, registers and
+/// starts the Runner, and waits until the Runner is online.
+pub(super) async fn setup(bin: PathBuf, args: &DispatchArgs) -> anyhow::Result<Setup> {
+    let mut h = Harness {
+        runner: None,
+        serve: None,
+        dir: TempDir::new()?,
+        bin,
+    };
+    let db_dir = h.path("serve-data");
+    let data = db_dir.display().to_string();
+
+    // The first admin, straight into the data directory.
+    progress("creating the control plane's data directory");
+    let password = hex::encode(rand::random::<[u8; 16]>());
+    let mut create = h
+        .command(&[
+            "admin",
+            "create",
+            "--data-dir",
+            &data,
+            "--username",
+            "bench",
+            "--password-stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running yy admin create")?;
+    // A child that exits without reading says why on stderr; its status tells below (a
+    // broken pipe here would otherwise pass for a closed stdout and exit 0).
+    let _ = create
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(password.as_bytes());
+    let out = create.wait_with_output()?;
+    if !out.status.success() {
+        return Err(CliError::failure(format!(
+            "yy admin create failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+        .into());
+    }
+
+    // The control plane, with room in the queue for the whole throughput run.
+    progress("starting the control plane");
+    let max_pending = (args.commands as u64 + 1000).to_string();
+    let mut serve = h.spawn(
+        "control plane",
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            &data,
+            "--max-pending-commands",
+            &max_pending,
+        ],
+        Stdio::piped(),
+    )?;
+    let stdout = serve.child.stdout.take().expect("piped");
+    h.serve = Some(serve);
+    let first = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            BufReader::new(stdout).read_line(&mut line).map(|_| line)
+        }),
+    )
+    .await;
+    let line = match first {
+        Ok(Ok(Ok(line))) => line,
+        _ => String::new(),
+    };
+    let Some(url) = line
+        .trim()
+        .strip_prefix("listening on ")
+        .map(str::to_string)
+    else {
+        let serve = h.serve.as_mut().expect("started");
+        serve.check_alive()?;
+        return Err(CliError::failure(format!(
+            "the control plane did not say where it listens (first line {:?}); its log: {}",
+            line.trim(),
+            serve.log_tail()
+        ))
+        .into());
+    };
+
+    let login: views::LoginResult = Client::new(&url, None)?
+        .post(
+            "api/v1/auth/login",
+            &params::LoginParams {
+                username: "bench".into(),
+                password,
+            },
+        )
+        .await
+        .context("logging in to the benchmark's control plane")?;
+    let admin = Client::new(&url, Some(login.token))?;
+    let _: views::Source = admin
+        .post(
+            "api/v1/sources",
+            &params::SourceCreate {
+                name: "bench".into(),
+                description: "yy bench dispatch".into(),
+            },
+        )
+        .await?;
+    let _: views::Profile = admin
+        .post(
+            "api/v1/profiles",
+            &params::ProfileCreate {
+                name: "bench".into(),
+                cwd: None,
+            },
+        )
+        .await?;
+    let reg = register(&admin, &url, "bench").await?;
+    let runner_id = reg.runner.id.clone();
+    crate::fsutil::create_private_dir(&h.path("runner"))?;
+    let config_path = h.path("runner/runner.json");
+    let mut config = serde_json::to_vec_pretty(&reg.config)?;
+    config.push(b'\n');
+    crate::fsutil::write_atomic(&config_path, &config, 0o600)?;
+
+    progress("starting the Runner");
+    let runner_data = h.path("runner/data").display().to_string();
+    let runner = h.spawn(
+        "Runner",
+        &[
+            "runner",
+            "run",
+            "--config",
+            &config_path.display().to_string(),
+            "--data-dir",
+            &runner_data,
+            "--max-concurrent",
+            &RUNNER_MAX_CONCURRENT.to_string(),
+        ],
+        Stdio::null(),
+    )?;
+    h.runner = Some(runner);
+    let mut s = Setup {
+        h,
+        url,
+        admin,
+        runner_id,
+        db: crate::server::store::db_path(&db_dir),
+    };
+    let (admin, runner_id) = (s.admin.clone(), s.runner_id.clone());
+    s.while_alive(wait_online(&admin, &runner_id)).await?;
+    Ok(s)
+}
+
+pub(super) async fn register(
+    admin: &Client,
+    url: &str,
+    source: &str,
+) -> anyhow::Result<views::RunnerRegistration> {
+    Ok(admin
+        .post(
+            "api/v1/runners",
+            &params::RunnerRegister {
+                source: source.into(),
+                profiles: vec!["bench".into()],
+                server_url: url.into(),
+                hermes_url: "http://127.0.0.1:9119".into(),
+                artifact_roots: vec![],
+                computer_image: None,
+            },
+        )
+        .await?)
+}
+
+async fn wait_online(admin: &Client, runner_id: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r: views::Runner = admin.get(&format!("api/v1/runners/{runner_id}")).await?;
+        if r.online {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(CliError::failure(
+                "the benchmark's Runner did not come online within 20 s",
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---- the process's limits and the machine ----
+
+/// CPU seconds (user and system) a process has used so far.
+pub(super) fn process_cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which may itself hold spaces and parentheses.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    ticks as f64 / clock_ticks()
+}
+
+/// CPU seconds of the whole machine so far: (busy, total), summed over every CPU.
+pub(super) fn machine_cpu_s() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let values: Vec<u64> = stat
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("cpu "))
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // user nice system idle iowait irq softirq steal (guest time is inside user).
+    let total: u64 = values.iter().take(8).sum();
+    let idle: u64 = values.iter().skip(3).take(2).sum();
+    let hz = clock_ticks();
+    ((total - idle) as f64 / hz, total as f64 / hz)
+}
+
+fn clock_ticks() -> f64 {
+    match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+        n if n > 0 => n as f64,
+        _ => 100.0,
+    }
+}
+
+/// True while a process exists and has not exited (a zombie has).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(|st| st != "Z"))
+        })
+        .unwrap_or(false)
+}
+
+/// VmRSS of a process, in MB (10^6 bytes).
+pub(super) fn rss_mb(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| CliError::failure(format!("/proc/{pid}/status has no VmRSS")))?;
+    Ok(kib as f64 * 1024.0 / 1e6)
+}
+
+pub(super) fn socket_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .map(|t| t.to_string_lossy().starts_with("socket:"))
+                        .unwrap_or(false)
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rss_of_this_process() {
+        let mb = rss_mb(std::process::id()).unwrap();
+        assert!(mb > 0.1 && mb < 10_000.0, "{mb}");
+    }
+}

@@ -1,0 +1,142 @@
+//! `yy bench dispatch`: measures the command path with real processes on loopback.
+//!
+//! It starts a private control plane (`yy serve`) and a Runner (`yy runner run`) from this
+//! executable in a temporary directory, drives them through the admin API and the machine
+//! API like any client would, and reports pickup latency, throughput, the Runner's idle
+//! memory and the control plane's memory while it holds many idle long-polls. Every child is
+//! stopped and the directory removed on every path out, errors and Ctrl-C included.
+
+mod harness;
+mod measure;
+mod report;
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::commands::bench::DispatchArgs;
+use crate::error::CliError;
+use crate::output;
+
+use harness::{rss_mb, setup};
+use measure::{Run, latency, long_poll_rss, raise_fd_limit, throughput};
+use report::{print_human, report};
+
+/// Untimed pings before the latency samples (connections, caches, first allocations).
+const WARMUP_PINGS: u32 = 20;
+/// How long a latency ping may live; none should come near it.
+const PING_TIMEOUT_MS: u64 = 30_000;
+/// Commands the benchmark's Runner runs at once (`yy runner run`'s default).
+const RUNNER_MAX_CONCURRENT: u32 = 64;
+/// How long each benchmark long-poll asks to wait (the server caps it at 25 s).
+const LONG_POLL_WAIT_MS: u64 = 20_000;
+
+/// stdout is the report; progress goes to stderr in both modes.
+fn progress(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "bench: {text}");
+}
+
+// ---- the benchmark ----
+
+pub(crate) async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
+    let bin = match &args.bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe().context("finding this executable")?,
+    };
+    if !bin.is_file() {
+        return Err(CliError::usage(format!("{} is not an executable file", bin.display())).into());
+    }
+    // 1 listener + the long-polls + a margin for the admin clients, on both sides (the
+    // children inherit the limit).
+    raise_fd_limit(args.long_polls as u64 + 256)?;
+    let mut s = setup(bin, &args).await?;
+
+    // Idle memory: connected, long-polling, nothing to do.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let runner_pid = s.runner_pid().expect("the Runner runs");
+    let runner_idle_rss_mb = rss_mb(runner_pid)?;
+    let control_plane_rss_mb_idle = rss_mb(s.serve_pid())?;
+
+    let pickup_latency = if args.latency_samples > 0 {
+        progress(&format!(
+            "pickup latency: {} pings one at a time (after {WARMUP_PINGS} untimed)",
+            args.latency_samples
+        ));
+        let (admin, runner_id) = (s.admin.clone(), s.runner_id.clone());
+        Some(
+            s.while_alive(latency(&admin, &runner_id, args.latency_samples))
+                .await?,
+        )
+    } else {
+        None
+    };
+
+    let (throughput, runner_rss_mb_after_throughput) = if args.commands > 0 {
+        progress(&format!(
+            "throughput: {} pings from {} concurrent enqueuers",
+            args.commands, args.enqueuers
+        ));
+        let run = Run {
+            admin: s.admin.clone(),
+            runner_id: s.runner_id.clone(),
+            db: s.db.clone(),
+            pids: [s.serve_pid(), runner_pid, std::process::id()],
+        };
+        let t = s
+            .while_alive(throughput(&run, args.commands, args.enqueuers))
+            .await?;
+        (Some(t), Some(rss_mb(runner_pid)?))
+    } else {
+        (None, None)
+    };
+
+    let long_polls = if args.long_polls > 0 {
+        // Only the benchmark's long-polls: the Runner goes (a clean SIGTERM stop).
+        if let Some(mut runner) = s.h.runner.take() {
+            let code = runner.stop(Duration::from_secs(15));
+            if code != Some(0) {
+                progress(&format!(
+                    "warning: the Runner did not exit 0 on SIGTERM ({code:?}); its log: {}",
+                    runner.log_tail()
+                ));
+            }
+        }
+        progress(&format!(
+            "long-polls: registering {} Runners and holding one long-poll each",
+            args.long_polls
+        ));
+        let (admin, url, pid) = (s.admin.clone(), s.url.clone(), s.serve_pid());
+        Some(
+            s.while_alive(long_poll_rss(&admin, &url, pid, args.long_polls))
+                .await?,
+        )
+    } else {
+        None
+    };
+    s.check_children()?;
+    drop(s);
+
+    let report = report(
+        &args,
+        pickup_latency,
+        throughput,
+        runner_idle_rss_mb,
+        runner_rss_mb_after_throughput,
+        control_plane_rss_mb_idle,
+        long_polls,
+    );
+    if !report.missed.is_empty() {
+        progress(&format!(
+            "missed {} target(s): {}",
+            report.missed.len(),
+            report.missed.join("; ")
+        ));
+    }
+    if args.json {
+        output::json(&report)
+    } else {
+        print_human(&report)
+    }
+}

@@ -1,0 +1,299 @@
+//! How turns, stops and checks of Bot sessions end: turns settle from their Runner
+//! commands, stops must be confirmed (else the session is pending cleanup and never reused),
+//! and an uncertain turn is checked later through its original Hermes session.
+
+use rusqlite::{Connection, TransactionBehavior, params};
+
+use super::commands::{self, CommandRow, QueueLimits};
+use super::sessions::{
+    STOP_CAPABILITY, STOP_TIMEOUT_MS, SessionRow, TURN_COLUMNS, TurnRow, get, turn_row,
+};
+use super::{StoreError, runners};
+use crate::api::machine::kinds;
+use crate::api::sessions::{SessionRef, TurnResult};
+use crate::timefmt::now_ms;
+
+/// Brings turns and stops in line with their commands once those ended. Returns the
+/// sessions that changed.
+pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now_ms();
+    let mut changed = Vec::new();
+    let open: Vec<(String, String, String)> = {
+        let mut stmt = tx.prepare(
+            "SELECT t.id, t.session_id, t.command_id FROM session_turns t
+             JOIN runner_commands c ON c.id = t.command_id
+             WHERE t.state IN ('queued', 'running')
+               AND c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<Result<_, _>>()?
+    };
+    for (turn_id, session_id, command_id) in open {
+        let cmd = commands::get(&tx, &command_id)?;
+        let (state, text, usage, error) = turn_outcome(&cmd);
+        tx.execute(
+            "UPDATE session_turns SET state = ?2, final_text = ?3, usage = ?4, error = ?5, finished_at = ?6
+             WHERE id = ?1",
+            params![turn_id, state, text, usage, error, now],
+        )?;
+        tx.execute(
+            "UPDATE sessions SET state = 'idle', updated_at = ?2 WHERE id = ?1 AND state = 'running'",
+            params![session_id, now],
+        )?;
+        if state == "uncertain" {
+            enqueue_check(&tx, &turn_id, &session_id)?;
+        }
+        changed.push(session_id);
+    }
+    let checks: Vec<(String, String, String)> = {
+        let mut stmt = tx.prepare(
+            "SELECT t.id, t.session_id, t.check_command_id FROM session_turns t
+             JOIN runner_commands c ON c.id = t.check_command_id
+             WHERE t.check_result IS NULL
+               AND c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<Result<_, _>>()?
+    };
+    for (turn_id, session_id, command_id) in checks {
+        let cmd = commands::get(&tx, &command_id)?;
+        let result = match (cmd.state.as_str(), cmd.result) {
+            ("done", Some(r)) => r,
+            (state, _) => serde_json::json!({
+                "checked": false,
+                "reason": format!("{state}: {}", cmd.error.unwrap_or_default()),
+            })
+            .to_string(),
+        };
+        tx.execute(
+            "UPDATE session_turns SET check_result = ?2 WHERE id = ?1",
+            params![turn_id, result],
+        )?;
+        changed.push(session_id);
+    }
+    let stops: Vec<(String, String)> = {
+        let mut stmt = tx.prepare(
+            "SELECT s.id, s.stop_command_id FROM sessions s
+             JOIN runner_commands c ON c.id = s.stop_command_id
+             WHERE c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?
+    };
+    for (session_id, command_id) in stops {
+        let cmd = commands::get(&tx, &command_id)?;
+        if cmd.state == "done" {
+            tx.execute(
+                "UPDATE sessions SET stop_command_id = NULL, updated_at = ?2 WHERE id = ?1",
+                params![session_id, now],
+            )?;
+        } else {
+            let reason = format!(
+                "the stop could not be confirmed ({}: {})",
+                cmd.state,
+                cmd.error.as_deref().unwrap_or("no answer")
+            );
+            tx.execute(
+                "UPDATE sessions SET state = 'pending_cleanup', cleanup_reason = ?2,
+                     stop_command_id = NULL, updated_at = ?3 WHERE id = ?1 AND state != 'closed'",
+                params![session_id, reason, now],
+            )?;
+        }
+        changed.push(session_id);
+    }
+    tx.commit()?;
+    changed.sort();
+    changed.dedup();
+    Ok(changed)
+}
+
+type TurnOutcome = (&'static str, Option<String>, Option<String>, Option<String>);
+
+fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
+    match cmd.state.as_str() {
+        "done" => {
+            let result: Option<TurnResult> = cmd
+                .result
+                .as_deref()
+                .and_then(|r| serde_json::from_str(r).ok());
+            match result {
+                Some(r) => {
+                    let state = match r.status.as_str() {
+                        "complete" => "complete",
+                        "interrupted" => "interrupted",
+                        _ => "error",
+                    };
+                    let error = (state == "error")
+                        .then(|| "Hermes ended the turn with an error".to_string());
+                    (state, Some(r.text), r.usage.map(|u| u.to_string()), error)
+                }
+                None => (
+                    "error",
+                    None,
+                    None,
+                    Some("the Runner's answer was not a turn result".into()),
+                ),
+            }
+        }
+        "cancelled" => ("interrupted", None, None, cmd.error.clone()),
+        "uncertain" => (
+            "uncertain",
+            None,
+            None,
+            Some(format!(
+                "{}; it is never replayed",
+                cmd.error.as_deref().unwrap_or("the outcome is unknown")
+            )),
+        ),
+        _ => ("error", None, None, cmd.error.clone()),
+    }
+}
+
+/// What a stop needs: the command to send, or nothing when the turn had not reached a
+/// Runner (then it is cancelled in the queue).
+pub fn stop(
+    conn: &mut Connection,
+    session_id: &str,
+    limits: QueueLimits,
+) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let session = get(&tx, session_id)?;
+    if session.state != "running" {
+        return Err(StoreError::Conflict(format!(
+            "session {} is {}, not running: nothing to stop",
+            session.id, session.state
+        )));
+    }
+    let turn: TurnRow = tx.query_row(
+        &format!(
+            "SELECT {TURN_COLUMNS} FROM session_turns WHERE session_id = ?1 AND state IN ('queued', 'running')"
+        ),
+        [&session.id],
+        turn_row,
+    )?;
+    let cmd = commands::get(&tx, &turn.command_id)?;
+    if cmd.state == "pending" {
+        tx.commit()?;
+        commands::cancel(conn, &cmd.id)?;
+        settle(conn)?;
+        return Ok((get(conn, session_id)?, None));
+    }
+    let runner = runners::get(&tx, &turn.runner_id)?;
+    let now = now_ms();
+    let Some(hermes_session_id) = session.hermes_session_id.clone() else {
+        // Running on the Runner but no Hermes session yet: cancel the command itself.
+        tx.commit()?;
+        commands::cancel(conn, &cmd.id)?;
+        return Ok((get(conn, session_id)?, None));
+    };
+    if !runner.capabilities.iter().any(|c| c == STOP_CAPABILITY) {
+        tx.execute(
+            "UPDATE sessions SET state = 'pending_cleanup', updated_at = ?2,
+                 cleanup_reason = 'the Runner cannot confirm stops (it lacks session-stop-v1): upgrade it'
+             WHERE id = ?1",
+            params![session.id, now],
+        )?;
+        let session = get(&tx, session_id)?;
+        tx.commit()?;
+        return Ok((session, None));
+    }
+    let payload = serde_json::to_value(SessionRef {
+        session_id: session.id.clone(),
+        hermes_session_id,
+    })
+    .expect("payload serializes");
+    let stop = commands::enqueue_in(
+        &tx,
+        &runner.id,
+        kinds::SESSION_STOP,
+        &payload,
+        STOP_TIMEOUT_MS,
+        limits,
+    )?;
+    tx.execute(
+        "UPDATE sessions SET stop_command_id = ?2, updated_at = ?3 WHERE id = ?1",
+        params![session.id, stop.id, now],
+    )?;
+    let session = get(&tx, session_id)?;
+    tx.commit()?;
+    Ok((session, Some(stop)))
+}
+
+/// Closes a session for good; its Hermes session is closed on the Runner when it has one.
+pub fn close(
+    conn: &mut Connection,
+    session_id: &str,
+    limits: QueueLimits,
+) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let session = get(&tx, session_id)?;
+    if session.state == "closed" {
+        return Ok((session, None));
+    }
+    if session.state == "running" {
+        return Err(StoreError::Conflict(format!(
+            "session {} is in a turn: stop it first with `yy session stop {}`",
+            session.id, session.id
+        )));
+    }
+    let mut command = None;
+    if let (Some(runner_id), Some(hermes)) = (&session.runner_id, &session.hermes_session_id) {
+        let payload = serde_json::to_value(SessionRef {
+            session_id: session.id.clone(),
+            hermes_session_id: hermes.clone(),
+        })
+        .expect("payload serializes");
+        command = Some(commands::enqueue_in(
+            &tx,
+            runner_id,
+            kinds::SESSION_CLOSE,
+            &payload,
+            STOP_TIMEOUT_MS,
+            limits,
+        )?);
+    }
+    tx.execute(
+        "UPDATE sessions SET state = 'closed', updated_at = ?2 WHERE id = ?1",
+        params![session.id, now_ms()],
+    )?;
+    let session = get(&tx, session_id)?;
+    tx.commit()?;
+    Ok((session, command))
+}
+
+/// How long a check of an uncertain turn may wait for its Runner to come back.
+const CHECK_TIMEOUT_MS: i64 = 60 * 60 * 1000;
+
+/// Queues a read-only look at an uncertain turn's original Hermes session. It runs when the
+/// Runner is back; nothing is ever run again.
+fn enqueue_check(conn: &Connection, turn_id: &str, session_id: &str) -> Result<(), StoreError> {
+    let session = get(conn, session_id)?;
+    let (Some(runner_id), Some(hermes)) = (session.runner_id, session.hermes_session_id) else {
+        return Ok(());
+    };
+    let payload = serde_json::to_value(SessionRef {
+        session_id: session.id,
+        hermes_session_id: hermes,
+    })
+    .expect("payload serializes");
+    match commands::enqueue_in(
+        conn,
+        &runner_id,
+        kinds::SESSION_CHECK,
+        &payload,
+        CHECK_TIMEOUT_MS,
+        QueueLimits::default(),
+    ) {
+        Ok(cmd) => {
+            conn.execute(
+                "UPDATE session_turns SET check_command_id = ?2 WHERE id = ?1",
+                params![turn_id, cmd.id],
+            )?;
+            Ok(())
+        }
+        // A full queue or a disabled Runner: the turn stays uncertain, unchecked.
+        Err(StoreError::Limit(_) | StoreError::Conflict(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
