@@ -58,7 +58,7 @@ pub enum Command {
     Computer(computer::ComputerArgs),
     /// Bot sessions: list, show the transcript, stop, close
     Session(session::SessionArgs),
-    /// Measure this machine's command dispatch: pickup latency, throughput and memory
+    /// Benchmarks on this machine: command dispatch, and computers against the docker CLI
     Bench(bench::BenchArgs),
     /// Build, verify and list the computer image (on the local Docker engine)
     Image(image::ImageArgs),
