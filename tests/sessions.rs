@@ -91,6 +91,13 @@ fn chat_in_background(s: &Setup, message: &str) -> Bg {
     Bg(Some(child))
 }
 
+/// Waits until the model received the turn's request (Hermes is past its start-up probes).
+fn wait_streaming(model: &FakeModel) {
+    wait_for(Duration::from_secs(30), "the model streaming", || {
+        (!model.steps().is_empty()).then_some(())
+    });
+}
+
 /// The newest session, once its Hermes session exists.
 fn running_session(env: &Env) -> Value {
     wait_for(Duration::from_secs(30), "a running Hermes session", || {
@@ -180,9 +187,7 @@ fn a_stop_is_confirmed_through_active_list() {
     let session = running_session(&s.env);
     let id = session["id"].as_str().unwrap();
     // Stop while the model streams its answer.
-    wait_for(Duration::from_secs(30), "the model streaming", || {
-        (!s.model.steps().is_empty()).then_some(())
-    });
+    wait_streaming(&s.model);
     let asked = Instant::now();
     let out = s.env.run(&["session", "stop", id]);
     out.ok();
@@ -224,9 +229,7 @@ fn a_restart_of_the_control_plane_during_a_turn_leaves_it_uncertain_and_nothing_
     let session = running_session(&s.env);
     let id = session["id"].as_str().unwrap().to_string();
     // Restart while the model streams its answer.
-    wait_for(Duration::from_secs(30), "the model streaming", || {
-        (!s.model.steps().is_empty()).then_some(())
-    });
+    wait_streaming(&s.model);
     let Setup {
         env,
         server,
@@ -571,9 +574,7 @@ fn a_stop_that_cannot_be_confirmed_leaves_the_session_pending_cleanup() {
     let chat = chat_in_background(&s, "take your time");
     let session = running_session(&s.env);
     let id = session["id"].as_str().unwrap().to_string();
-    wait_for(Duration::from_secs(30), "the model streaming", || {
-        (!s.model.steps().is_empty()).then_some(())
-    });
+    wait_streaming(&s.model);
     // Freeze the Runner's Hermes: the connection stays up, nothing answers.
     let pids = std::process::Command::new("pgrep")
         .args(["-P", &s.runner.child.id().to_string()])
