@@ -90,3 +90,16 @@ pub fn message(err: &anyhow::Error) -> String {
     }
     line.replace('\n', " ")
 }
+
+/// An error and its sources on one line: reqwest, hyper and tungstenite nest the useful
+/// part several levels down.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        parts.push(s.to_string());
+        cur = s.source();
+    }
+    parts.dedup();
+    parts.join(": ")
+}

@@ -250,14 +250,7 @@ async fn exec(
             },
         )
         .await?;
-    let cmd = loop {
-        let c: machine::Command = client
-            .get(&format!("api/v1/commands/{}?wait_ms=25000", seg(&cmd.id)))
-            .await?;
-        if c.is_final() {
-            break c;
-        }
-    };
+    let cmd = super::runner_ops::wait(client, &cmd.id).await?;
     if cmd.state != "done" {
         return Err(CliError::failure(format!(
             "exec {}: {}",

@@ -14,7 +14,7 @@ use crate::error::CliError;
 use crate::output::{self, opt};
 
 /// Waits until a command ends (the server ends every command by its deadline).
-async fn wait(client: &Client, id: &str) -> anyhow::Result<machine::Command> {
+pub async fn wait(client: &Client, id: &str) -> anyhow::Result<machine::Command> {
     loop {
         let cmd: machine::Command = client
             .get(&format!("api/v1/commands/{}?wait_ms=25000", seg(id)))

@@ -124,14 +124,4 @@ impl HermesError {
     }
 }
 
-/// `error` and its sources on one line, as reqwest and tungstenite nest the useful part.
-pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        parts.push(s.to_string());
-        cur = s.source();
-    }
-    parts.dedup();
-    parts.join(": ")
-}
+pub(crate) use crate::error::chain;

@@ -12,6 +12,7 @@ use crate::api::machine::{
     CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL, LEASE_WAIT_MS,
     LeaseParams, Leased, LeasedCommand, PROTOCOL_VERSION, RunnerStatus, StartGranted,
 };
+use crate::error::chain;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MachineError {
@@ -195,15 +196,4 @@ impl MachineClient {
             .await?;
         Ok(())
     }
-}
-
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        parts.push(s.to_string());
-        cur = s.source();
-    }
-    parts.dedup();
-    parts.join(": ")
 }
