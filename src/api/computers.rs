@@ -2,6 +2,14 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How long a command in a computer may run when its caller does not say.
+pub const EXEC_DEFAULT_TIMEOUT_MS: u64 = 60_000;
+/// The longest a command in a computer may be given.
+pub const EXEC_MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// Output kept of each stream (stdout, stderr) when the caller does not say; also the most
+/// an admin exec may ask for, so both streams fit one 8 MiB result.
+pub const EXEC_MAX_OUTPUT_CAP: u64 = 1024 * 1024;
+
 // ---- admin API ----
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -104,6 +112,3 @@ pub struct ExecPayload {
     #[serde(default)]
     pub output_cap_bytes: Option<u64>,
 }
-
-/// The capability of a Runner that can run computers (a Docker engine answered).
-pub const COMPUTER_CAPABILITY: &str = "computer-v1";

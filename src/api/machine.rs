@@ -3,6 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::computers::{ComputerRef, ExecPayload, StartPayload};
+use super::sessions::{SessionRef, TurnPayload};
+pub use super::states::CommandState;
+
 /// The protocol version this yy speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -115,6 +119,16 @@ impl Outcome {
             _ => None,
         }
     }
+
+    /// The command state an outcome ends in.
+    pub fn state(self) -> CommandState {
+        match self {
+            Outcome::Done => CommandState::Done,
+            Outcome::Failed => CommandState::Failed,
+            Outcome::Cancelled => CommandState::Cancelled,
+            Outcome::Uncertain => CommandState::Uncertain,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -129,36 +143,142 @@ pub struct CompleteParams {
 
 // ---- command kinds and their payloads/results ----
 
-pub mod kinds {
-    pub const PING: &str = "ping";
-    pub const FETCH: &str = "fetch";
-    pub const CANCEL: &str = "cancel";
-    /// A conversation turn through the Runner's Hermes.
-    pub const SESSION_TURN: &str = "session.turn";
-    /// Interrupt a session and confirm it is idle or gone.
-    pub const SESSION_STOP: &str = "session.stop";
-    /// Close (revoke) one session of the Runner's channel.
-    pub const SESSION_CLOSE: &str = "session.close";
-    /// The live sessions of the Runner's own channel.
-    pub const SESSION_LIST: &str = "session.list";
-    /// Read-only look at a session whose turn is uncertain: its status and last reply.
-    pub const SESSION_CHECK: &str = "session.check";
+super::states::word_enum! {
+    /// What a Runner command does; the word travels as `kind` next to its payload.
+    CommandKind {
+        Ping = "ping",
+        Fetch = "fetch",
+        Cancel = "cancel",
+        /// A conversation turn through the Runner's Hermes.
+        SessionTurn = "session.turn",
+        /// Interrupt a session and confirm it is idle or gone.
+        SessionStop = "session.stop",
+        /// Close (revoke) one session of the Runner's channel.
+        SessionClose = "session.close",
+        /// The live sessions of the Runner's own channel.
+        SessionList = "session.list",
+        /// Read-only look at a session whose turn is uncertain: its status and last reply.
+        SessionCheck = "session.check",
+        /// Create (or recreate) and start a computer under a new fence.
+        ComputerStart = "computer.start",
+        /// Stop a computer and remove its container (its workspace stays).
+        ComputerStop = "computer.stop",
+        /// Stop a computer and delete its workspace.
+        ComputerRemove = "computer.remove",
+        /// An admin diagnostic command in a running computer.
+        ComputerExec = "computer.exec",
+    }
+}
 
-    /// Create (or recreate) and start a computer under a new fence.
-    pub const COMPUTER_START: &str = "computer.start";
-    /// Stop a computer and remove its container (its workspace stays).
-    pub const COMPUTER_STOP: &str = "computer.stop";
-    /// Stop a computer and delete its workspace.
-    pub const COMPUTER_REMOVE: &str = "computer.remove";
-    /// An admin diagnostic command in a running computer.
-    pub const COMPUTER_EXEC: &str = "computer.exec";
+/// The control plane object whose state follows a command's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settles {
+    Session,
+    Computer,
+    Nothing,
+}
 
+impl CommandKind {
     /// Kinds that stop work: never refused because a queue is full.
-    pub fn is_stop(kind: &str) -> bool {
+    pub fn is_stop(self) -> bool {
         matches!(
-            kind,
-            CANCEL | SESSION_STOP | SESSION_CLOSE | COMPUTER_STOP | COMPUTER_REMOVE
+            self,
+            CommandKind::Cancel
+                | CommandKind::SessionStop
+                | CommandKind::SessionClose
+                | CommandKind::ComputerStop
+                | CommandKind::ComputerRemove
         )
+    }
+
+    pub fn settles(self) -> Settles {
+        match self {
+            CommandKind::SessionTurn
+            | CommandKind::SessionStop
+            | CommandKind::SessionClose
+            | CommandKind::SessionList
+            | CommandKind::SessionCheck => Settles::Session,
+            CommandKind::ComputerStart
+            | CommandKind::ComputerStop
+            | CommandKind::ComputerRemove
+            | CommandKind::ComputerExec => Settles::Computer,
+            CommandKind::Ping | CommandKind::Fetch | CommandKind::Cancel => Settles::Nothing,
+        }
+    }
+}
+
+/// A command with its typed payload. On the wire (and in the database) it is the pair
+/// `kind` + `payload` of [`LeasedCommand`]; the Runner parses it once, where it arrives.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "payload")]
+pub enum RunnerCommand {
+    #[serde(rename = "ping")]
+    Ping(PingPayload),
+    #[serde(rename = "fetch")]
+    Fetch(FetchPayload),
+    #[serde(rename = "cancel")]
+    Cancel(CancelPayload),
+    #[serde(rename = "session.turn")]
+    SessionTurn(TurnPayload),
+    #[serde(rename = "session.stop")]
+    SessionStop(SessionRef),
+    #[serde(rename = "session.close")]
+    SessionClose(SessionRef),
+    #[serde(rename = "session.list")]
+    SessionList(NoPayload),
+    #[serde(rename = "session.check")]
+    SessionCheck(SessionRef),
+    #[serde(rename = "computer.start")]
+    ComputerStart(StartPayload),
+    #[serde(rename = "computer.stop")]
+    ComputerStop(ComputerRef),
+    #[serde(rename = "computer.remove")]
+    ComputerRemove(ComputerRef),
+    #[serde(rename = "computer.exec")]
+    ComputerExec(ExecPayload),
+}
+
+/// The payload of a command that needs none: `{}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoPayload {}
+
+impl RunnerCommand {
+    pub fn kind(&self) -> CommandKind {
+        match self {
+            RunnerCommand::Ping(_) => CommandKind::Ping,
+            RunnerCommand::Fetch(_) => CommandKind::Fetch,
+            RunnerCommand::Cancel(_) => CommandKind::Cancel,
+            RunnerCommand::SessionTurn(_) => CommandKind::SessionTurn,
+            RunnerCommand::SessionStop(_) => CommandKind::SessionStop,
+            RunnerCommand::SessionClose(_) => CommandKind::SessionClose,
+            RunnerCommand::SessionList(_) => CommandKind::SessionList,
+            RunnerCommand::SessionCheck(_) => CommandKind::SessionCheck,
+            RunnerCommand::ComputerStart(_) => CommandKind::ComputerStart,
+            RunnerCommand::ComputerStop(_) => CommandKind::ComputerStop,
+            RunnerCommand::ComputerRemove(_) => CommandKind::ComputerRemove,
+            RunnerCommand::ComputerExec(_) => CommandKind::ComputerExec,
+        }
+    }
+
+    /// The payload alone, as stored and leased.
+    pub fn payload(&self) -> serde_json::Value {
+        let mut both = serde_json::to_value(self).expect("commands serialize");
+        both.get_mut("payload")
+            .map(serde_json::Value::take)
+            .unwrap_or_else(|| serde_json::json!({}))
+    }
+
+    /// Reads a leased command; an unknown kind or a payload of the wrong shape is refused.
+    pub fn parse(kind: &str, payload: &serde_json::Value) -> Result<RunnerCommand, String> {
+        if CommandKind::parse(kind).is_none() {
+            return Err(format!(
+                "this Runner (yy {}) does not know command kind {kind:?}: upgrade yy on the Runner",
+                crate::VERSION
+            ));
+        }
+        serde_json::from_value(serde_json::json!({ "kind": kind, "payload": payload }))
+            .map_err(|e| format!("malformed {kind} payload: {e}"))
     }
 }
 
@@ -249,9 +369,41 @@ pub struct Command {
 
 impl Command {
     pub fn is_final(&self) -> bool {
-        matches!(
-            self.state.as_str(),
-            "done" | "failed" | "cancelled" | "expired" | "uncertain"
-        )
+        CommandState::parse(&self.state).is_some_and(CommandState::is_final)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runner_commands_carry_their_kind_word() {
+        let samples = [
+            RunnerCommand::Ping(PingPayload { hold_ms: 3 }),
+            RunnerCommand::SessionList(NoPayload {}),
+            RunnerCommand::Cancel(CancelPayload {
+                command_id: "c".into(),
+            }),
+            RunnerCommand::ComputerStop(ComputerRef {
+                computer_id: "m".into(),
+                fence: 2,
+                delete_workspace: false,
+            }),
+        ];
+        for cmd in samples {
+            let wire = serde_json::to_value(&cmd).unwrap();
+            assert_eq!(wire["kind"], cmd.kind().as_sql());
+            let back = RunnerCommand::parse(cmd.kind().as_sql(), &cmd.payload()).unwrap();
+            assert_eq!(back.kind(), cmd.kind());
+        }
+        assert_eq!(
+            RunnerCommand::SessionList(NoPayload {}).payload(),
+            serde_json::json!({})
+        );
+        let unknown = RunnerCommand::parse("teleport", &serde_json::json!({})).unwrap_err();
+        assert!(unknown.contains("does not know command kind"), "{unknown}");
+        let malformed = RunnerCommand::parse("ping", &serde_json::json!({"hold": 1})).unwrap_err();
+        assert!(malformed.contains("malformed ping payload"), "{malformed}");
     }
 }

@@ -8,7 +8,24 @@ pub mod machine;
 pub mod names;
 pub mod params;
 pub mod sessions;
+pub mod states;
 pub mod views;
+
+/// Prefix of account API tokens (`yy login`): lets log maskers and secret scanners find them.
+pub const API_TOKEN_PREFIX: &str = "yyat_";
+/// Prefix of Runner tokens (runner.json).
+pub const RUNNER_TOKEN_PREFIX: &str = "yyrt_";
+
+/// What a Runner declares it can do when it connects; the control plane sends a kind of
+/// work only to a Runner that declared it.
+pub mod capabilities {
+    /// Turns through the Runner's Hermes.
+    pub const SESSION_TURN: &str = "session-turn-v1";
+    /// Stops confirmed with `session.active_list`.
+    pub const SESSION_STOP: &str = "session-stop-v1";
+    /// Computers (a Docker engine answered when the Runner started).
+    pub const COMPUTER: &str = "computer-v1";
+}
 
 /// Largest request body the admin API accepts.
 pub const ADMIN_BODY_LIMIT: usize = 1024 * 1024;

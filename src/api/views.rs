@@ -91,10 +91,11 @@ pub struct Runner {
     pub computer_image: Option<String>,
 }
 
-/// The private configuration a Runner runs with (`runner.json`), returned only by
-/// registration. Field names follow the documented file format.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// The private configuration a Runner runs with (`runner.json`): registration returns it
+/// once, the Runner reads it (`crate::runner::config::load` checks it). Field names follow
+/// the documented file format.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunnerConfig {
     pub protocol: u32,
     #[serde(rename = "serverURL")]
@@ -105,6 +106,32 @@ pub struct RunnerConfig {
     pub hermes_url: String,
     pub allowed_profiles: Vec<String>,
     pub artifact_roots: Vec<String>,
+    /// Permits plain http:// to a control plane or Hermes that is not on loopback.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_insecure_lan: bool,
+    /// A file holding Hermes's session token (Hermes on a loopback address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hermes_token_file: Option<std::path::PathBuf>,
+    /// Supervised mode: the argv of `hermes serve` the Runner starts itself, with a token it
+    /// generates and passes only through Hermes's environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hermes_command: Option<Vec<String>>,
+    /// HERMES_HOME of a supervised Hermes [default: DATA_DIR/hermes-home].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hermes_home: Option<std::path::PathBuf>,
+    /// Hermes's own login, for a Hermes bound to a non-loopback address; stays on this host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hermes_credentials: Option<crate::hermes::HermesCredentials>,
+}
+
+impl std::fmt::Debug for RunnerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerConfig")
+            .field("server_url", &self.server_url)
+            .field("runner_id", &self.runner_id)
+            .field("token", &"<redacted>")
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -18,11 +18,11 @@ pub const PROTOCOL: u32 = 1;
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
 /// Output kept per stream of an exec when the request names no cap.
-pub const DEFAULT_OUTPUT_CAP: u64 = 1024 * 1024;
+pub const DEFAULT_OUTPUT_CAP: u64 = crate::api::computers::EXEC_MAX_OUTPUT_CAP;
 /// The largest output cap a request may ask for.
 pub const MAX_OUTPUT_CAP: u64 = 16 * 1024 * 1024;
 /// Exec timeout when the request names none.
-pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+pub const DEFAULT_TIMEOUT_MS: u64 = crate::api::computers::EXEC_DEFAULT_TIMEOUT_MS;
 /// Bytes returned by `read` when the request names no limit, and the most it may ask for.
 pub const DEFAULT_READ_BYTES: u64 = 1024 * 1024;
 pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;

@@ -3,14 +3,14 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::HermesError;
 
 /// A secret string: shown as `<redacted>` by Debug, with no Display, so that it never ends
 /// up in a log line or an error message by accident.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Secret(String);
 
@@ -32,7 +32,7 @@ impl std::fmt::Debug for Secret {
 
 /// runner.json `hermesCredentials`: Hermes's `dashboard.basic_auth` user, for a Hermes bound
 /// to a non-loopback address.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HermesCredentials {
     pub username: String,

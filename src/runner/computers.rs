@@ -14,7 +14,7 @@ use crate::api::computers::{ComputerRef, ExecPayload, StartPayload, StartResult}
 use crate::computer::docker::Provider;
 use crate::computer::protocol::ExecParams;
 use crate::computer::session::GuestSession;
-use crate::computer::{ComputerSpec, Limits, labels, validate_image_id};
+use crate::computer::{ComputerError, ComputerSpec, Limits, labels, validate_image_id};
 
 /// How many computers may run at once by default (the setting takes 1-8).
 pub const DEFAULT_MAX_RUNNING: u32 = 2;
@@ -37,7 +37,34 @@ pub struct Computers {
     pub generation: Mutex<i64>,
 }
 
-type Outcome = Result<serde_json::Value, String>;
+/// Why a computer operation on this Runner failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error(transparent)]
+    Computer(#[from] ComputerError),
+    #[error("the Runner's computer records: {0}")]
+    Records(#[from] rusqlite::Error),
+    #[error("stale fence {fence} for computer {computer}: fence {held} holds it now; refused")]
+    StaleFence {
+        computer: String,
+        fence: i64,
+        held: i64,
+    },
+    #[error("computer {0} is not running on this Runner")]
+    NotRunning(String),
+    #[error(
+        "this Runner's pool is full: {running} of {max} computers are running; stop one first (`yy computer stop`)"
+    )]
+    PoolFull { running: usize, max: u32 },
+    #[error("the stop was not confirmed ({0}); the reservation is kept and the stop retried")]
+    StopUnconfirmed(ComputerError),
+    #[error("cannot delete the workspace: {0}")]
+    Workspace(std::io::Error),
+    #[error("cannot encode the result: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+type Outcome = Result<serde_json::Value, PoolError>;
 
 impl Computers {
     /// Connects to Docker; `None` (with the reason) when this host cannot run computers.
@@ -45,21 +72,18 @@ impl Computers {
         runner_id: &str,
         data_dir: &Path,
         max_running: u32,
-    ) -> Result<Computers, String> {
-        let provider = Provider::connect().await.map_err(|e| e.to_string())?;
-        let db = Connection::open(data_dir.join("computers.db")).map_err(|e| e.to_string())?;
-        db.busy_timeout(Duration::from_secs(5))
-            .map_err(|e| e.to_string())?;
-        db.pragma_update(None, "synchronous", "FULL")
-            .map_err(|e| e.to_string())?;
+    ) -> Result<Computers, PoolError> {
+        let provider = Provider::connect().await?;
+        let db = Connection::open(data_dir.join("computers.db"))?;
+        db.busy_timeout(Duration::from_secs(5))?;
+        db.pragma_update(None, "synchronous", "FULL")?;
         db.execute_batch(
             "CREATE TABLE IF NOT EXISTS computers (
                 computer_id  TEXT PRIMARY KEY,
                 fence        INTEGER NOT NULL,
                 container_id TEXT
             );",
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         Ok(Computers {
             provider,
             runner_id: runner_id.to_string(),
@@ -82,7 +106,7 @@ impl Computers {
     }
 
     /// Takes `fence` for the computer: only a strictly greater fence takes it over.
-    fn take_fence(&self, computer: &str, fence: i64) -> Result<Option<String>, String> {
+    fn take_fence(&self, computer: &str, fence: i64) -> Result<Option<String>, PoolError> {
         let db = self.db();
         let current: Option<(i64, Option<String>)> = db
             .query_row(
@@ -90,21 +114,21 @@ impl Computers {
                 [computer],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .optional()
-            .map_err(|e| e.to_string())?;
-        if let Some((held, _)) = &current
-            && fence <= *held
+            .optional()?;
+        if let Some((held, _)) = current
+            && fence <= held
         {
-            return Err(format!(
-                "stale fence {fence} for computer {computer}: fence {held} holds it now; refused"
-            ));
+            return Err(PoolError::StaleFence {
+                computer: computer.into(),
+                fence,
+                held,
+            });
         }
         db.execute(
             "INSERT INTO computers (computer_id, fence) VALUES (?1, ?2)
              ON CONFLICT(computer_id) DO UPDATE SET fence = ?2",
             params![computer, fence],
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         Ok(current.and_then(|(_, c)| c))
     }
 
@@ -116,7 +140,7 @@ impl Computers {
     }
 
     /// The fence must be exactly the current one (operations inside a lease).
-    fn check_current(&self, computer: &str, fence: i64) -> Result<String, String> {
+    fn check_current(&self, computer: &str, fence: i64) -> Result<String, PoolError> {
         let row: Option<(i64, Option<String>)> = self
             .db()
             .query_row(
@@ -124,14 +148,15 @@ impl Computers {
                 [computer],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .optional()
-            .map_err(|e| e.to_string())?;
+            .optional()?;
         match row {
             Some((held, Some(container))) if held == fence => Ok(container),
-            Some((held, _)) if held != fence => Err(format!(
-                "stale fence {fence} for computer {computer}: fence {held} holds it now; refused"
-            )),
-            _ => Err(format!("computer {computer} is not running on this Runner")),
+            Some((held, _)) if held != fence => Err(PoolError::StaleFence {
+                computer: computer.into(),
+                fence,
+                held,
+            }),
+            _ => Err(PoolError::NotRunning(computer.into())),
         }
     }
 
@@ -141,18 +166,11 @@ impl Computers {
 
     /// Removes containers of this Runner left from an earlier run: after a restart every
     /// lease has ended (a new connection generation), so they are orphans. Returns how many.
-    pub async fn reconcile(&self) -> Result<usize, String> {
-        let found = self
-            .provider
-            .list_for_runner(&self.runner_id)
-            .await
-            .map_err(|e| e.to_string())?;
+    pub async fn reconcile(&self) -> Result<usize, PoolError> {
+        let found = self.provider.list_for_runner(&self.runner_id).await?;
         for c in &found {
             tracing::warn!(container = %c.id, name = %c.name, computer = ?c.labels.get(labels::COMPUTER), "removing an orphan computer container");
-            self.provider
-                .remove(&c.id)
-                .await
-                .map_err(|e| e.to_string())?;
+            self.provider.remove(&c.id).await?;
         }
         let _ = self
             .db()
@@ -167,20 +185,17 @@ impl Computers {
 
     /// Creates and starts the computer under `fence`; an earlier container is removed first
     /// and never reused. The pool slot is reserved before anything starts.
-    pub async fn start(&self, payload: serde_json::Value) -> Outcome {
-        let p: StartPayload =
-            serde_json::from_value(payload).map_err(|e| format!("malformed payload: {e}"))?;
-        validate_image_id(&p.image_id).map_err(|e| e.to_string())?;
+    pub async fn start(&self, p: StartPayload) -> Outcome {
+        validate_image_id(&p.image_id)?;
         let old = self.take_fence(&p.computer_id, p.fence)?;
         {
             let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
             if !reserved.contains(&p.computer_id) {
                 if reserved.len() as u32 >= self.max_running {
-                    return Err(format!(
-                        "this Runner's pool is full: {} of {} computers are running; stop one first (`yy computer stop`)",
-                        reserved.len(),
-                        self.max_running
-                    ));
+                    return Err(PoolError::PoolFull {
+                        running: reserved.len(),
+                        max: self.max_running,
+                    });
                 }
                 reserved.insert(p.computer_id.clone());
             }
@@ -195,10 +210,7 @@ impl Computers {
     async fn recreate(&self, p: &StartPayload, old: Option<String>) -> Outcome {
         self.guests.lock().await.remove(&p.computer_id);
         if let Some(old) = old {
-            self.provider
-                .remove(&old)
-                .await
-                .map_err(|e| e.to_string())?;
+            self.provider.remove(&old).await?;
             self.set_container(&p.computer_id, None);
         }
         let spec = ComputerSpec {
@@ -215,22 +227,17 @@ impl Computers {
         };
         // A container under the owner's name from an earlier lease goes first.
         let _ = self.provider.remove(&spec.name()).await;
-        let (created, guest) = self
-            .provider
-            .launch(&spec)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (created, guest) = self.provider.launch(&spec).await?;
         self.set_container(&p.computer_id, Some(&created.id));
         self.guests
             .lock()
             .await
             .insert(p.computer_id.clone(), Arc::new(guest));
-        serde_json::to_value(StartResult {
+        Ok(serde_json::to_value(StartResult {
             container_id: created.id,
             name: created.name,
             resources: serde_json::to_value(&self.limits).unwrap_or_default(),
-        })
-        .map_err(|e| e.to_string())
+        })?)
     }
 
     fn release(&self, computer: &str) {
@@ -243,9 +250,7 @@ impl Computers {
     /// Stops the computer and removes its container; the workspace stays unless
     /// `delete_workspace`. A stop that cannot be confirmed keeps the reservation and is
     /// retried in the background.
-    pub async fn stop(self: &Arc<Self>, payload: serde_json::Value) -> Outcome {
-        let p: ComputerRef =
-            serde_json::from_value(payload).map_err(|e| format!("malformed payload: {e}"))?;
+    pub async fn stop(self: &Arc<Self>, p: ComputerRef) -> Outcome {
         let container = self.take_fence(&p.computer_id, p.fence)?;
         self.guests.lock().await.remove(&p.computer_id);
         if let Some(container) = container {
@@ -253,9 +258,7 @@ impl Computers {
                 let me = self.clone();
                 let (computer, container) = (p.computer_id.clone(), container.clone());
                 tokio::spawn(async move { me.retry_stop(computer, container).await });
-                return Err(format!(
-                    "the stop was not confirmed ({e}); the reservation is kept and the stop retried"
-                ));
+                return Err(PoolError::StopUnconfirmed(e));
             }
             self.set_container(&p.computer_id, None);
         }
@@ -263,8 +266,7 @@ impl Computers {
         if p.delete_workspace {
             let ws = self.workspace(&p.computer_id);
             if ws.exists() {
-                std::fs::remove_dir_all(&ws)
-                    .map_err(|e| format!("cannot delete the workspace: {e}"))?;
+                std::fs::remove_dir_all(&ws).map_err(PoolError::Workspace)?;
             }
             let _ = self.db().execute(
                 "DELETE FROM computers WHERE computer_id = ?1 AND fence <= ?2",
@@ -274,15 +276,9 @@ impl Computers {
         Ok(json!({ "stopped": true, "workspace_deleted": p.delete_workspace }))
     }
 
-    async fn stop_container(&self, container: &str) -> Result<(), String> {
-        self.provider
-            .stop(container, STOP_GRACE)
-            .await
-            .map_err(|e| e.to_string())?;
-        self.provider
-            .remove(container)
-            .await
-            .map_err(|e| e.to_string())
+    async fn stop_container(&self, container: &str) -> Result<(), ComputerError> {
+        self.provider.stop(container, STOP_GRACE).await?;
+        self.provider.remove(container).await
     }
 
     async fn retry_stop(self: Arc<Self>, computer: String, container: String) {
@@ -303,9 +299,7 @@ impl Computers {
     }
 
     /// An admin diagnostic through the guest agent, under the computer's current fence.
-    pub async fn exec(&self, payload: serde_json::Value) -> Outcome {
-        let p: ExecPayload =
-            serde_json::from_value(payload).map_err(|e| format!("malformed payload: {e}"))?;
+    pub async fn exec(&self, p: ExecPayload) -> Outcome {
         let container = self.check_current(&p.computer_id, p.fence)?;
         let guest = self.guest(&p.computer_id, &container).await?;
         let result = guest
@@ -318,22 +312,16 @@ impl Computers {
                 },
                 None,
             )
-            .await
-            .map_err(|e| e.to_string())?;
-        serde_json::to_value(result).map_err(|e| e.to_string())
+            .await?;
+        Ok(serde_json::to_value(result)?)
     }
 
-    async fn guest(&self, computer: &str, container: &str) -> Result<Arc<GuestSession>, String> {
+    async fn guest(&self, computer: &str, container: &str) -> Result<Arc<GuestSession>, PoolError> {
         let mut guests = self.guests.lock().await;
         if let Some(g) = guests.get(computer).filter(|g| !g.is_closed()) {
             return Ok(g.clone());
         }
-        let g = Arc::new(
-            self.provider
-                .guest(container)
-                .await
-                .map_err(|e| e.to_string())?,
-        );
+        let g = Arc::new(self.provider.guest(container).await?);
         guests.insert(computer.to_string(), g.clone());
         Ok(g)
     }

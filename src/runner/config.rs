@@ -4,49 +4,9 @@ use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use crate::api::machine::PROTOCOL_VERSION;
 
-#[derive(Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RunnerConfig {
-    pub protocol: u32,
-    #[serde(rename = "serverURL")]
-    pub server_url: String,
-    pub runner_id: String,
-    pub token: String,
-    #[serde(rename = "hermesURL")]
-    pub hermes_url: String,
-    pub allowed_profiles: Vec<String>,
-    pub artifact_roots: Vec<String>,
-    /// Permits plain http:// to a control plane or Hermes that is not on loopback.
-    #[serde(default)]
-    pub allow_insecure_lan: bool,
-    /// A file holding Hermes's session token (Hermes on a loopback address).
-    #[serde(default)]
-    pub hermes_token_file: Option<PathBuf>,
-    /// Supervised mode: the argv of `hermes serve` the Runner starts itself, with a token it
-    /// generates and passes only through Hermes's environment.
-    #[serde(default)]
-    pub hermes_command: Option<Vec<String>>,
-    /// HERMES_HOME of a supervised Hermes [default: DATA_DIR/hermes-home].
-    #[serde(default)]
-    pub hermes_home: Option<PathBuf>,
-    /// Hermes's own login, for a Hermes bound to a non-loopback address; stays on this host.
-    #[serde(default)]
-    pub hermes_credentials: Option<crate::hermes::HermesCredentials>,
-}
-
-impl std::fmt::Debug for RunnerConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunnerConfig")
-            .field("server_url", &self.server_url)
-            .field("runner_id", &self.runner_id)
-            .field("token", &"<redacted>")
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::api::views::RunnerConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -122,10 +82,7 @@ pub fn load(path: &Path) -> Result<RunnerConfig, ConfigError> {
             config.runner_id
         )));
     }
-    if !config
-        .token
-        .starts_with(crate::server::auth::RUNNER_TOKEN_PREFIX)
-    {
+    if !config.token.starts_with(crate::api::RUNNER_TOKEN_PREFIX) {
         return Err(invalid("token is not a yy Runner token".into()));
     }
     let ways = [

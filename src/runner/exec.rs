@@ -11,17 +11,18 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 
 use crate::api::machine::{
-    CancelPayload, FetchPayload, FetchResult, MAX_RESULT_BYTES, PingPayload, PingResult, kinds,
+    CommandKind, FetchPayload, FetchResult, MAX_RESULT_BYTES, PingPayload, PingResult,
 };
 use crate::timefmt::now_us;
 
 /// Command kinds this Runner carries (reported as capabilities).
-pub const CAPABILITIES: [&str; 3] = [kinds::PING, kinds::FETCH, kinds::CANCEL];
+pub const CAPABILITIES: [CommandKind; 3] =
+    [CommandKind::Ping, CommandKind::Fetch, CommandKind::Cancel];
 
-pub type ExecResult = Result<serde_json::Value, String>;
+/// A command's result, or why it failed.
+pub type Answer = Result<serde_json::Value, String>;
 
-pub async fn ping(payload: serde_json::Value) -> ExecResult {
-    let p: PingPayload = parse(payload)?;
+pub async fn ping(p: PingPayload) -> Answer {
     let started_at_us = now_us();
     if p.hold_ms > 0 {
         tokio::time::sleep(Duration::from_millis(p.hold_ms)).await;
@@ -34,8 +35,7 @@ pub async fn ping(payload: serde_json::Value) -> ExecResult {
     })
 }
 
-pub async fn fetch(payload: serde_json::Value, local_roots: Vec<String>) -> ExecResult {
-    let p: FetchPayload = parse(payload)?;
+pub async fn fetch(p: FetchPayload, local_roots: Vec<String>) -> Answer {
     // Both sides must agree: an edited runner.json cannot widen what the control plane
     // registered, nor the reverse.
     let roots: Vec<String> = local_roots
@@ -48,17 +48,7 @@ pub async fn fetch(payload: serde_json::Value, local_roots: Vec<String>) -> Exec
         .and_then(to_value)
 }
 
-/// The target's id, for the Runner to cancel.
-pub fn cancel_target(payload: serde_json::Value) -> Result<String, String> {
-    let p: CancelPayload = parse(payload)?;
-    Ok(p.command_id)
-}
-
-fn parse<T: serde::de::DeserializeOwned>(payload: serde_json::Value) -> Result<T, String> {
-    serde_json::from_value(payload).map_err(|e| format!("malformed payload: {e}"))
-}
-
-fn to_value<T: serde::Serialize>(v: T) -> ExecResult {
+fn to_value<T: serde::Serialize>(v: T) -> Answer {
     serde_json::to_value(v).map_err(|e| e.to_string())
 }
 

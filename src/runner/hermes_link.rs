@@ -8,11 +8,13 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::config::RunnerConfig;
+use crate::api::capabilities;
 use crate::hermes::{HermesAccess, HermesAuth, HermesClient, HermesError, Supervisor};
 use crate::timefmt::now_ms;
 
 /// Capabilities a Runner with a usable Hermes declares.
-pub const SESSION_CAPABILITIES: [&str; 2] = ["session-turn-v1", "session-stop-v1"];
+pub const SESSION_CAPABILITIES: [&str; 2] =
+    [capabilities::SESSION_TURN, capabilities::SESSION_STOP];
 
 pub struct HermesLink {
     access: Result<HermesAccess, String>,

@@ -20,7 +20,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::api::machine::{CompleteParams, LeasedCommand, Outcome, RunnerStatus, codes, kinds};
+use crate::api::machine::{
+    CompleteParams, LeasedCommand, Outcome, RunnerCommand, RunnerStatus, codes,
+};
 use client::{MachineClient, MachineError};
 use config::RunnerConfig;
 use hermes_link::HermesLink;
@@ -191,7 +193,7 @@ fn status(shared: &Shared) -> RunnerStatus {
         );
     }
     if shared.computers.is_some() {
-        capabilities.push(crate::api::computers::COMPUTER_CAPABILITY.to_string());
+        capabilities.push(crate::api::capabilities::COMPUTER.to_string());
     }
     RunnerStatus {
         version: crate::VERSION.into(),
@@ -449,101 +451,121 @@ async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) {
     report(shared, generation, &id, finished).await;
 }
 
+/// Why a command did not end `done`: the outcome it ends with instead, and what to tell
+/// the operator.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CommandFailure {
+    pub outcome: Outcome,
+    pub message: String,
+}
+
+impl CommandFailure {
+    /// Nothing happened, or the work was refused.
+    pub fn failed(message: impl Into<String>) -> Self {
+        CommandFailure {
+            outcome: Outcome::Failed,
+            message: message.into(),
+        }
+    }
+
+    /// The work may have had effects and its outcome is unknown: never replayed.
+    pub fn uncertain(message: impl Into<String>) -> Self {
+        CommandFailure {
+            outcome: Outcome::Uncertain,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<String> for CommandFailure {
+    fn from(message: String) -> Self {
+        CommandFailure::failed(message)
+    }
+}
+
+impl From<computers::PoolError> for CommandFailure {
+    fn from(e: computers::PoolError) -> Self {
+        CommandFailure::failed(e.to_string())
+    }
+}
+
+/// Runs one command: its kind and payload are read once, here.
 async fn execute(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) -> Finished {
-    let session = match cmd.kind.as_str() {
-        kinds::SESSION_TURN => {
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            let forwarder = tokio::spawn(forward_events(
-                shared.client.clone(),
-                generation,
-                cmd.id.clone(),
-                rx,
-            ));
-            let payload = cmd.payload.clone();
-            let r = turns::turn(&shared.hermes, &shared.config.allowed_profiles, payload, tx).await;
-            // Every event is delivered before the outcome is.
-            let _ = forwarder.await;
-            Some(r)
+    let command = match RunnerCommand::parse(&cmd.kind, &cmd.payload) {
+        Ok(command) => command,
+        Err(e) => return Finished::failed(e),
+    };
+    let pool = || {
+        shared.computers.as_ref().ok_or_else(|| {
+            CommandFailure::failed(
+                "this Runner cannot run computers: no Docker engine answered when it started",
+            )
+        })
+    };
+    let answer: Result<serde_json::Value, CommandFailure> = match command {
+        RunnerCommand::Ping(p) => exec::ping(p).await.map_err(Into::into),
+        RunnerCommand::Fetch(p) => exec::fetch(p, shared.config.artifact_roots.clone())
+            .await
+            .map_err(Into::into),
+        RunnerCommand::Cancel(p) => Ok(cancel_running(shared, p.command_id)),
+        RunnerCommand::SessionTurn(p) => turn(shared, generation, &cmd.id, p).await,
+        RunnerCommand::SessionStop(r) => turns::stop(&shared.hermes, r).await,
+        RunnerCommand::SessionClose(r) => turns::close(&shared.hermes, r).await,
+        RunnerCommand::SessionList(_) => turns::list(&shared.hermes).await,
+        RunnerCommand::SessionCheck(r) => turns::check(&shared.hermes, r).await,
+        RunnerCommand::ComputerStart(p) => async { Ok(pool()?.start(p).await?) }.await,
+        RunnerCommand::ComputerStop(p) | RunnerCommand::ComputerRemove(p) => {
+            async { Ok(pool()?.stop(p).await?) }.await
         }
-        kinds::SESSION_STOP => Some(turns::stop(&shared.hermes, cmd.payload.clone()).await),
-        kinds::SESSION_CLOSE => Some(turns::close(&shared.hermes, cmd.payload.clone()).await),
-        kinds::SESSION_LIST => Some(turns::list(&shared.hermes).await),
-        kinds::SESSION_CHECK => Some(turns::check(&shared.hermes, cmd.payload.clone()).await),
-        _ => None,
+        RunnerCommand::ComputerExec(p) => async { Ok(pool()?.exec(p).await?) }.await,
     };
-    let computer = match (cmd.kind.as_str(), &shared.computers) {
-        (
-            kinds::COMPUTER_START
-            | kinds::COMPUTER_STOP
-            | kinds::COMPUTER_REMOVE
-            | kinds::COMPUTER_EXEC,
-            None,
-        ) => Some(Err(
-            "this Runner cannot run computers: no Docker engine answered when it started"
-                .to_string(),
-        )),
-        (kinds::COMPUTER_START, Some(c)) => Some(c.start(cmd.payload.clone()).await),
-        (kinds::COMPUTER_STOP | kinds::COMPUTER_REMOVE, Some(c)) => {
-            Some(c.stop(cmd.payload.clone()).await)
-        }
-        (kinds::COMPUTER_EXEC, Some(c)) => Some(c.exec(cmd.payload.clone()).await),
-        _ => None,
-    };
-    if let Some(r) = computer {
-        return match r {
-            Ok(v) => Finished {
-                outcome: Outcome::Done,
-                result: Some(v),
-                error: None,
-            },
-            Err(e) => Finished::failed(e),
-        };
-    }
-    if let Some(r) = session {
-        return match r {
-            Ok(v) => Finished {
-                outcome: Outcome::Done,
-                result: Some(v),
-                error: None,
-            },
-            Err((outcome, error)) => Finished {
-                outcome,
-                result: None,
-                error: Some(error),
-            },
-        };
-    }
-    let result = match cmd.kind.as_str() {
-        kinds::PING => exec::ping(cmd.payload).await,
-        kinds::FETCH => exec::fetch(cmd.payload, shared.config.artifact_roots.clone()).await,
-        kinds::CANCEL => match exec::cancel_target(cmd.payload) {
-            Ok(target) => {
-                let token = shared
-                    .inflight
-                    .lock()
-                    .ok()
-                    .and_then(|m| m.get(&target).cloned());
-                let found = token.is_some();
-                if let Some(t) = token {
-                    t.cancel();
-                }
-                Ok(serde_json::json!({ "command_id": target, "was_running": found }))
-            }
-            Err(e) => Err(e),
-        },
-        other => Err(format!(
-            "this Runner (yy {}) does not know command kind {other:?}: upgrade yy on the Runner",
-            crate::VERSION
-        )),
-    };
-    match result {
+    match answer {
         Ok(v) => Finished {
             outcome: Outcome::Done,
             result: Some(v),
             error: None,
         },
-        Err(e) => Finished::failed(e),
+        Err(f) => Finished {
+            outcome: f.outcome,
+            result: None,
+            error: Some(f.message),
+        },
     }
+}
+
+/// A turn through Hermes, its events streamed to the control plane as they come; every
+/// event is delivered before the outcome is.
+async fn turn(
+    shared: &Arc<Shared>,
+    generation: i64,
+    command_id: &str,
+    p: crate::api::sessions::TurnPayload,
+) -> Result<serde_json::Value, CommandFailure> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let forwarder = tokio::spawn(forward_events(
+        shared.client.clone(),
+        generation,
+        command_id.to_string(),
+        rx,
+    ));
+    let r = turns::turn(&shared.hermes, &shared.config.allowed_profiles, p, tx).await;
+    let _ = forwarder.await;
+    r
+}
+
+/// Cancels a command running on this Runner, if it is.
+fn cancel_running(shared: &Shared, target: String) -> serde_json::Value {
+    let token = shared
+        .inflight
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&target).cloned());
+    let found = token.is_some();
+    if let Some(t) = token {
+        t.cancel();
+    }
+    serde_json::json!({ "command_id": target, "was_running": found })
 }
 
 /// Reports an outcome, retrying through network trouble. A refusal (another outcome won,

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::CommandFailure;
 use super::hermes_link::HermesLink;
-use crate::api::machine::Outcome;
 use crate::api::sessions::{
     SessionRef, StopResult, TurnEventIn, TurnPayload, TurnResult, event_types,
 };
@@ -19,17 +19,13 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A failed session command: `Failed` when nothing happened in Hermes or it refused,
 /// `Uncertain` when Hermes may have acted and the outcome is unknown.
-pub type SessionOutcome = Result<serde_json::Value, (Outcome, String)>;
+pub type SessionOutcome = Result<serde_json::Value, CommandFailure>;
 
-fn failed(m: impl Into<String>) -> (Outcome, String) {
-    (Outcome::Failed, m.into())
+fn failed(m: impl Into<String>) -> CommandFailure {
+    CommandFailure::failed(m)
 }
 
-fn parse<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, (Outcome, String)> {
-    serde_json::from_value(v).map_err(|e| failed(format!("malformed payload: {e}")))
-}
-
-fn owned(link: &HermesLink, r: &SessionRef) -> Result<(), (Outcome, String)> {
+fn owned(link: &HermesLink, r: &SessionRef) -> Result<(), CommandFailure> {
     match link.channel.owner(&r.hermes_session_id) {
         Some(s) if s == r.session_id => Ok(()),
         _ => Err(failed(format!(
@@ -43,10 +39,9 @@ fn owned(link: &HermesLink, r: &SessionRef) -> Result<(), (Outcome, String)> {
 pub async fn turn(
     link: &HermesLink,
     allowed_profiles: &[String],
-    payload: serde_json::Value,
+    p: TurnPayload,
     events: mpsc::UnboundedSender<TurnEventIn>,
 ) -> SessionOutcome {
-    let p: TurnPayload = parse(payload)?;
     link.turn_started(&p.session_id);
     let outcome = run_turn(link, allowed_profiles, &p, events).await;
     link.turn_ended(&p.session_id);
@@ -182,15 +177,13 @@ async fn run_turn(
             }
         }
     }
-    Err((
-        Outcome::Uncertain,
-        "the connection to Hermes was lost during the turn; its outcome is unknown and it is not replayed".into(),
+    Err(CommandFailure::uncertain(
+        "the connection to Hermes was lost during the turn; its outcome is unknown and it is not replayed",
     ))
 }
 
 /// Interrupts, then confirms through `session.active_list` that the session is idle or gone.
-pub async fn stop(link: &HermesLink, payload: serde_json::Value) -> SessionOutcome {
-    let r: SessionRef = parse(payload)?;
+pub async fn stop(link: &HermesLink, r: SessionRef) -> SessionOutcome {
     owned(link, &r)?;
     link.request_stop(&r.session_id);
     let client = link.client().await.map_err(|e| failed(e.to_string()))?;
@@ -213,8 +206,7 @@ pub async fn stop(link: &HermesLink, payload: serde_json::Value) -> SessionOutco
 }
 
 /// Closes one session of the channel; nothing else is touched.
-pub async fn close(link: &HermesLink, payload: serde_json::Value) -> SessionOutcome {
-    let r: SessionRef = parse(payload)?;
+pub async fn close(link: &HermesLink, r: SessionRef) -> SessionOutcome {
     owned(link, &r)?;
     let client = link.client().await.map_err(|e| failed(e.to_string()))?;
     let closed = client
@@ -245,8 +237,7 @@ pub async fn list(link: &HermesLink) -> SessionOutcome {
 
 /// A read-only look at a session whose turn is uncertain: is it still working, and what
 /// did Hermes last answer? Never submits anything.
-pub async fn check(link: &HermesLink, payload: serde_json::Value) -> SessionOutcome {
-    let r: SessionRef = parse(payload)?;
+pub async fn check(link: &HermesLink, r: SessionRef) -> SessionOutcome {
     owned(link, &r)?;
     let client = link.client().await.map_err(|e| failed(e.to_string()))?;
     let active = client

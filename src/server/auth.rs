@@ -13,10 +13,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::store::accounts::{self, AccountRow};
 
-/// Prefix of API tokens, so log maskers and secret scanners can recognise them.
-pub const API_TOKEN_PREFIX: &str = "yyat_";
-/// Prefix of Runner tokens.
-pub const RUNNER_TOKEN_PREFIX: &str = "yyrt_";
+pub use crate::api::{API_TOKEN_PREFIX, RUNNER_TOKEN_PREFIX};
 
 /// A new random token: the prefix and 256 random bits, base64url.
 pub fn new_token(prefix: &str) -> String {

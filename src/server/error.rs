@@ -4,7 +4,10 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use super::queue::QueueError;
 use super::store::StoreError;
+use super::store::commands::StartRefused;
+use crate::api::machine::codes;
 use crate::api::{ErrorBody, ErrorDetail};
 
 #[derive(Debug)]
@@ -54,6 +57,40 @@ impl From<StoreError> for ApiError {
                 tracing::error!(error = %other, "database failure");
                 ApiError::internal("the server could not complete the request; see its log")
             }
+        }
+    }
+}
+
+/// The machine API's refusals carry the codes that tell a Runner what to do next.
+impl From<QueueError> for ApiError {
+    fn from(e: QueueError) -> Self {
+        let message = e.to_string();
+        match e {
+            QueueError::Store(e) => e.into(),
+            QueueError::Disabled(_) => {
+                ApiError::new(StatusCode::FORBIDDEN, codes::RUNNER_DISABLED, message)
+            }
+            QueueError::StaleGeneration(_) => {
+                ApiError::new(StatusCode::CONFLICT, codes::STALE_GENERATION, message)
+            }
+            QueueError::Replaced(_) => {
+                ApiError::new(StatusCode::CONFLICT, codes::REPLACED, message)
+            }
+            QueueError::StartRefused(StartRefused::Cancelled(_)) => {
+                ApiError::new(StatusCode::GONE, "cancelled", message)
+            }
+            QueueError::StartRefused(StartRefused::Expired(_)) => {
+                ApiError::new(StatusCode::GONE, "expired", message)
+            }
+            QueueError::StartRefused(StartRefused::NotLeased(_)) => {
+                ApiError::new(StatusCode::CONFLICT, "not_leased", message)
+            }
+            QueueError::StartRefused(StartRefused::Store(e)) => e.into(),
+            QueueError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                codes::SHUTTING_DOWN,
+                message,
+            ),
         }
     }
 }

@@ -13,9 +13,8 @@ use axum::{Json, Router};
 use super::AppState;
 use super::error::ApiError;
 use super::extract::Body;
-use super::hub::GenerationError;
-use super::store::commands::{self, StartRefused};
-use super::store::{computers, sessions};
+use super::queue::QueueError;
+use super::store::runners;
 use crate::api::machine::{
     self, CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL,
     LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION, RunnerStatus, StartGranted, codes,
@@ -86,16 +85,16 @@ impl FromRequestParts<AppState> for RunnerCaller {
             .to_string();
         let token = header(parts, "authorization")
             .and_then(|v| v.strip_prefix("Bearer "))
-            .filter(|t| t.starts_with(super::auth::RUNNER_TOKEN_PREFIX))
+            .filter(|t| t.starts_with(crate::api::RUNNER_TOKEN_PREFIX))
             .ok_or_else(unknown_runner)?;
         let hash = super::auth::token_hash(token);
         let found = state
             .store
-            .call(move |c| commands::runner_for_token(c, &hash))
+            .call(move |c| runners::runner_for_token(c, &hash))
             .await?;
         match found {
             None => Err(unknown_runner()),
-            Some((id, Some(_), _)) => Err(disabled(&id)),
+            Some((id, Some(_), _)) => Err(QueueError::Disabled(id).into()),
             Some((runner_id, None, _)) => Ok(RunnerCaller {
                 runner_id,
                 instance,
@@ -112,31 +111,6 @@ fn unknown_runner() -> ApiError {
     )
 }
 
-fn disabled(id: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::FORBIDDEN,
-        codes::RUNNER_DISABLED,
-        format!("runner {id} was disabled by an admin; register a new Runner to continue"),
-    )
-}
-
-fn generation_error(e: GenerationError, generation: i64) -> ApiError {
-    match e {
-        GenerationError::Stale => ApiError::new(
-            StatusCode::CONFLICT,
-            codes::STALE_GENERATION,
-            format!("connection generation {generation} is not current: connect again"),
-        ),
-        GenerationError::Replaced { instance } => ApiError::new(
-            StatusCode::CONFLICT,
-            codes::REPLACED,
-            format!(
-                "another instance ({instance}) of this Runner connected after this one; only one instance may run"
-            ),
-        ),
-    }
-}
-
 impl FromRequestParts<AppState> for Current {
     type Rejection = ApiError;
 
@@ -149,14 +123,10 @@ impl FromRequestParts<AppState> for Current {
                     "missing or malformed {HEADER_GENERATION} header: connect first"
                 ))
             })?;
-        let signals = state.hub.signals(&caller.runner_id);
-        signals
-            .check(generation, &caller.instance)
-            .map_err(|e| generation_error(e, generation))?;
-        if signals.should_touch() {
-            let id = caller.runner_id.clone();
-            state.store.call(move |c| commands::touch(c, &id)).await?;
-        }
+        state
+            .queue
+            .check_live(&caller.runner_id, generation, &caller.instance)
+            .await?;
         Ok(Current {
             runner_id: caller.runner_id,
             instance: caller.instance,
@@ -170,23 +140,10 @@ async fn machine_connect(
     caller: RunnerCaller,
     Body(status): Body<RunnerStatus>,
 ) -> Result<Json<Connected>, ApiError> {
-    let id = caller.runner_id.clone();
-    let instance = caller.instance.clone();
     let connected = state
-        .store
-        .call(move |c| {
-            let connected = commands::connect(c, &id, &instance, &status)?;
-            // Turns of the ended generation become uncertain with their commands, and
-            // its computer leases end.
-            sessions::settle(c)?;
-            computers::end_leases(c, &id, connected.generation)?;
-            Ok(connected)
-        })
+        .queue
+        .connect(&caller.runner_id, &caller.instance, status)
         .await?;
-    state
-        .hub
-        .set_live(&caller.runner_id, connected.generation, &caller.instance);
-    state.hub.signals(&caller.runner_id).done.notify_waiters();
     tracing::info!(
         runner = %caller.runner_id,
         instance = %caller.instance,
@@ -202,12 +159,11 @@ async fn machine_disconnect(
     State(state): State<AppState>,
     current: Current,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let (id, generation) = (current.runner_id.clone(), current.generation);
+    let generation = current.generation;
     state
-        .store
-        .call(move |c| commands::disconnect(c, &id, generation))
+        .queue
+        .disconnect(&current.runner_id, generation)
         .await?;
-    state.hub.clear(&current.runner_id, Some(generation));
     tracing::info!(runner = %current.runner_id, generation, "runner disconnected");
     Ok(Json(serde_json::json!({ "disconnected": true })))
 }
@@ -219,78 +175,17 @@ async fn machine_lease(
     Body(p): Body<LeaseParams>,
 ) -> Result<Json<Leased>, ApiError> {
     let wait = Duration::from_millis(p.wait_ms.unwrap_or(LEASE_WAIT_MS).min(LEASE_WAIT_MS));
-    let deadline = tokio::time::Instant::now() + wait;
-    let signals = state.hub.signals(&current.runner_id);
-    let mut shutdown = state.shutdown.clone();
-    loop {
-        // Register for wake-ups before looking, so nothing enqueued in between is missed.
-        let notified = signals.work.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-
-        let commands = match lease_checked(&state, &current, p.max).await? {
-            Ok(commands) => commands,
-            Err(refusal) => return Err(refusal),
-        };
-        if !commands.is_empty() {
-            return Ok(Json(Leased { commands }));
-        }
-        if *shutdown.borrow() {
-            return Err(shutting_down());
-        }
-        tokio::select! {
-            _ = &mut notified => {}
-            _ = tokio::time::sleep_until(deadline) => return Ok(Json(Leased { commands: vec![] })),
-            _ = shutdown.changed() => return Err(shutting_down()),
-        }
-    }
-}
-
-fn shutting_down() -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        codes::SHUTTING_DOWN,
-        "the control plane is shutting down; reconnect later",
-    )
-}
-
-/// After a wake-up, in one database call: the Runner may have been disabled or replaced
-/// meanwhile; if not, lease. The generation is checked against the database too, in the same
-/// call as the lease: a connect that committed first has already requeued what an older
-/// generation would take, so an older generation must take nothing.
-async fn lease_checked(
-    state: &AppState,
-    current: &Current,
-    max: u32,
-) -> Result<Result<Vec<machine::LeasedCommand>, ApiError>, ApiError> {
-    let (id, generation, instance) = (
-        current.runner_id.clone(),
-        current.generation,
-        current.instance.clone(),
-    );
-    let hub = state.hub.clone();
-    state
-        .store
-        .call(move |c| {
-            let Some((disabled_at, stored)) = super::store::runners::fence(c, &id)? else {
-                return Ok(Err(disabled(&id)));
-            };
-            if disabled_at.is_some() {
-                return Ok(Err(disabled(&id)));
-            }
-            if let Err(e) = hub.signals(&id).check(generation, &instance) {
-                return Ok(Err(generation_error(e, generation)));
-            }
-            if stored != generation {
-                return Ok(Err(generation_error(GenerationError::Stale, generation)));
-            }
-            if max == 0 {
-                return Ok(Ok(Vec::new()));
-            }
-            commands::lease(c, &id, generation, max.min(256)).map(Ok)
-        })
-        .await
-        .map_err(ApiError::from)
+    let commands = state
+        .queue
+        .lease(
+            &current.runner_id,
+            current.generation,
+            &current.instance,
+            p.max,
+            wait,
+        )
+        .await?;
+    Ok(Json(Leased { commands }))
 }
 
 async fn command_start(
@@ -298,28 +193,11 @@ async fn command_start(
     current: Current,
     Path(id): Path<String>,
 ) -> Result<Json<StartGranted>, ApiError> {
-    let (runner, generation, cid) = (current.runner_id.clone(), current.generation, id.clone());
-    let decision = state
-        .store
-        .call(move |c| commands::start(c, &runner, generation, &cid))
+    let deadline_ms = state
+        .queue
+        .start(&current.runner_id, current.generation, id.clone())
         .await?;
-    state.hub.signals(&current.runner_id).done.notify_waiters();
-    match decision {
-        Ok(deadline_ms) => Ok(Json(StartGranted { id, deadline_ms })),
-        Err(StartRefused::Cancelled) => Err(ApiError::new(
-            StatusCode::GONE,
-            "cancelled",
-            format!("command {id} was cancelled; do not run it"),
-        )),
-        Err(StartRefused::Expired) => Err(ApiError::new(
-            StatusCode::GONE,
-            "expired",
-            format!("command {id} passed its deadline; do not run it"),
-        )),
-        Err(StartRefused::NotLeased(why)) => {
-            Err(ApiError::new(StatusCode::CONFLICT, "not_leased", why))
-        }
-    }
+    Ok(Json(StartGranted { id, deadline_ms }))
 }
 
 async fn command_complete(
@@ -339,34 +217,18 @@ async fn command_complete(
             "the result is larger than the 8 MiB limit",
         ));
     }
-    let (runner, generation) = (current.runner_id.clone(), current.generation);
     let error = p.error.map(|e| e.chars().take(4096).collect::<String>());
     let row = state
-        .store
-        .call(move |c| {
-            let row = commands::complete(
-                c,
-                &runner,
-                generation,
-                &id,
-                p.outcome,
-                result.as_deref(),
-                error.as_deref(),
-            )?;
-            // Turns and computers follow the outcomes of their own commands; other kinds
-            // (pings, fetches, cancels) change neither, and every second the sweep settles
-            // whatever ended another way. Settling on each of them cost a transaction or
-            // two per command.
-            if row.kind.starts_with("session.") {
-                sessions::settle(c)?;
-            }
-            if row.kind.starts_with("computer.") {
-                computers::settle(c)?;
-            }
-            Ok(row)
-        })
+        .queue
+        .complete(
+            &current.runner_id,
+            current.generation,
+            id,
+            p.outcome,
+            result,
+            error,
+        )
         .await?;
-    state.hub.signals(&current.runner_id).done.notify_waiters();
     Ok(Json(row.view(false)))
 }
 
@@ -380,12 +242,10 @@ async fn command_events(
     if p.events.len() > 1000 {
         return Err(ApiError::bad_request("at most 1000 events per request"));
     }
-    let (runner, generation) = (current.runner_id.clone(), current.generation);
     let count = p.events.len();
     state
-        .store
-        .call(move |c| sessions::append_events(c, &runner, generation, &id, &p.events))
+        .queue
+        .append_events(&current.runner_id, current.generation, id, p.events)
         .await?;
-    state.hub.signals(&current.runner_id).done.notify_waiters();
     Ok(Json(serde_json::json!({ "accepted": count })))
 }

@@ -4,41 +4,38 @@
 pub mod auth;
 pub mod error;
 mod extract;
-pub mod hub;
+mod hub;
 mod machine;
+pub mod queue;
 mod routes;
 pub mod store;
 
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use tokio::sync::watch;
 use tower_http::trace::TraceLayer;
 
+pub use queue::Queue;
 pub use store::Store;
 use store::commands::QueueLimits;
 
-/// What every handler can reach.
+/// What every handler can reach: the store for reads, the command service for changes
+/// that concern Runners.
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
-    pub hub: Arc<hub::Hub>,
-    pub limits: QueueLimits,
-    /// Turns true when the server begins to shut down: long-polls answer at once.
-    pub shutdown: watch::Receiver<bool>,
+    pub queue: Queue,
 }
 
 impl AppState {
+    /// The state, and the sender that starts the shutdown (long-polls answer at once).
     pub fn new(store: Store, limits: QueueLimits) -> (AppState, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
         let state = AppState {
+            queue: Queue::new(store.clone(), limits, rx),
             store,
-            hub: Arc::default(),
-            limits,
-            shutdown: rx,
         };
         (state, tx)
     }
@@ -65,7 +62,7 @@ pub async fn serve(
     stop: watch::Sender<bool>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let sweeper = tokio::spawn(sweep_forever(state.clone()));
+    let sweeper = tokio::spawn(state.queue.clone().sweep_forever());
     let result = axum::serve(listener, router(state))
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -74,29 +71,4 @@ pub async fn serve(
         .await;
     sweeper.abort();
     result
-}
-
-/// Expires and settles commands whose deadlines passed, and wakes whoever waits on them.
-async fn sweep_forever(state: AppState) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        tick.tick().await;
-        let swept = state
-            .store
-            .call(|c| {
-                let runners = store::commands::sweep(c)?;
-                store::sessions::settle(c)?;
-                store::computers::settle(c)?;
-                Ok(runners)
-            })
-            .await;
-        match swept {
-            Ok(runners) => {
-                for r in runners {
-                    state.hub.signals(&r).done.notify_waiters();
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "command sweep failed"),
-        }
-    }
 }

@@ -5,41 +5,17 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 
-use crate::api::machine::{self, FetchParams, PingParams, kinds};
+use crate::api::machine::RunnerCommand;
+use crate::api::machine::{self, FetchParams, FetchPayload, NoPayload, PingParams, PingPayload};
 use crate::server::AppState;
 use crate::server::auth::Admin;
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
-use crate::server::store::commands::{self, Cancelled};
+use crate::server::store::commands;
 use crate::server::store::runners;
 
-/// Longest a command may be given, from enqueue to outcome.
-const MAX_TIMEOUT_MS: u64 = 3_600_000;
-
-async fn enqueue(
-    state: &AppState,
-    runner_key: String,
-    kind: &'static str,
-    payload: serde_json::Value,
-    timeout_ms: u64,
-) -> Result<Json<machine::Command>, ApiError> {
-    if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
-        return Err(ApiError::bad_request(format!(
-            "the timeout must be between 1 ms and {} s",
-            MAX_TIMEOUT_MS / 1000
-        )));
-    }
-    let limits = state.limits;
-    let row = state
-        .store
-        .call(move |c| {
-            let runner_id = runners::resolve(c, &runner_key)?;
-            commands::enqueue(c, &runner_id, kind, &payload, timeout_ms as i64, limits)
-        })
-        .await?;
-    state.hub.signals(&row.runner_id).work.notify_waiters();
-    Ok(Json(row.view(false)))
-}
+/// Longest an admin may wait for a command in one request.
+const MAX_WAIT_MS: u64 = 60_000;
 
 pub async fn runner_ping(
     State(state): State<AppState>,
@@ -47,9 +23,10 @@ pub async fn runner_ping(
     Path(id): Path<String>,
     Body(p): Body<PingParams>,
 ) -> Result<Json<machine::Command>, ApiError> {
-    let timeout = p.timeout_ms.unwrap_or(10_000 + p.hold_ms);
-    let payload = serde_json::json!({ "hold_ms": p.hold_ms });
-    enqueue(&state, id, kinds::PING, payload, timeout).await
+    let timeout = p.timeout_ms.unwrap_or(p.hold_ms.saturating_add(10_000));
+    let ping = RunnerCommand::Ping(PingPayload { hold_ms: p.hold_ms });
+    let row = state.queue.enqueue(id, ping, timeout).await?;
+    Ok(Json(row.view(false)))
 }
 
 pub async fn runner_fetch(
@@ -66,15 +43,13 @@ pub async fn runner_fetch(
     }
     let key = id.clone();
     let runner = state.store.call(move |c| runners::get(c, &key)).await?;
-    let payload = serde_json::json!({ "path": p.path, "artifact_roots": runner.artifact_roots });
-    enqueue(
-        &state,
-        id,
-        kinds::FETCH,
-        payload,
-        p.timeout_ms.unwrap_or(60_000),
-    )
-    .await
+    let fetch = RunnerCommand::Fetch(FetchPayload {
+        path: p.path,
+        artifact_roots: runner.artifact_roots,
+    });
+    let timeout = p.timeout_ms.unwrap_or(60_000);
+    let row = state.queue.enqueue(id, fetch, timeout).await?;
+    Ok(Json(row.view(false)))
 }
 
 /// The live Hermes sessions of the Runner's own channel.
@@ -83,14 +58,9 @@ pub async fn runner_sessions(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<machine::Command>, ApiError> {
-    enqueue(
-        &state,
-        id,
-        kinds::SESSION_LIST,
-        serde_json::json!({}),
-        30_000,
-    )
-    .await
+    let list = RunnerCommand::SessionList(NoPayload {});
+    let row = state.queue.enqueue(id, list, 30_000).await?;
+    Ok(Json(row.view(false)))
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -135,27 +105,9 @@ pub async fn command_show(
     Path(id): Path<String>,
     Q(q): Q<WaitQuery>,
 ) -> Result<Json<machine::Command>, ApiError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(q.wait_ms.min(60_000));
-    let cid = id.clone();
-    let first = state.store.call(move |c| commands::get(c, &cid)).await?;
-    let signals = state.hub.signals(&first.runner_id);
-    let mut shutdown = state.shutdown.clone();
-    loop {
-        // Register for wake-ups before looking, so an outcome in between is not missed.
-        let notified = signals.done.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let cid = id.clone();
-        let row = state.store.call(move |c| commands::get(c, &cid)).await?;
-        if row.is_final() || tokio::time::Instant::now() >= deadline || *shutdown.borrow() {
-            return Ok(Json(row.view(true)));
-        }
-        tokio::select! {
-            _ = notified => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-            _ = shutdown.changed() => {}
-        }
-    }
+    let wait = Duration::from_millis(q.wait_ms.min(MAX_WAIT_MS));
+    let row = state.queue.wait_command(id, wait).await?;
+    Ok(Json(row.view(true)))
 }
 
 pub async fn command_cancel(
@@ -163,14 +115,6 @@ pub async fn command_cancel(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<machine::Command>, ApiError> {
-    let outcome = state.store.call(move |c| commands::cancel(c, &id)).await?;
-    let row = match outcome {
-        Cancelled::Dequeued(row) => row,
-        Cancelled::Requested(row) => {
-            state.hub.signals(&row.runner_id).work.notify_waiters();
-            row
-        }
-    };
-    state.hub.signals(&row.runner_id).done.notify_waiters();
+    let row = state.queue.cancel(id).await?;
     Ok(Json(row.view(false)))
 }

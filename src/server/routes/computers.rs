@@ -4,17 +4,15 @@
 use axum::Json;
 use axum::extract::{Path, State};
 
-use crate::api::computers as wire;
+use crate::api::computers::{
+    self as wire, EXEC_DEFAULT_TIMEOUT_MS, EXEC_MAX_OUTPUT_CAP, EXEC_MAX_TIMEOUT_MS,
+};
 use crate::api::machine;
 use crate::server::AppState;
 use crate::server::auth::Admin;
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
 use crate::server::store::computers;
-
-const DEFAULT_EXEC_TIMEOUT_MS: u64 = 60_000;
-const MAX_EXEC_TIMEOUT_MS: u64 = 3_600_000;
-const MAX_OUTPUT_CAP: u64 = 1024 * 1024;
 
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,30 +47,10 @@ pub async fn computer_create(
     Admin(caller): Admin,
     Body(p): Body<wire::ComputerCreate>,
 ) -> Result<Json<wire::Computer>, ApiError> {
-    let limits = state.limits;
-    let account = caller.account.id.clone();
-    let (row, cmd) = state
-        .store
-        .call(move |c| computers::create(c, &account, &p.agent, limits))
+    let row = state
+        .queue
+        .computer_create(caller.account.id.clone(), p.agent)
         .await?;
-    if cmd.is_some() {
-        state.hub.signals(&row.runner_id).work.notify_waiters();
-    }
-    Ok(Json(row.into()))
-}
-
-async fn stop_or_remove(
-    state: AppState,
-    id: String,
-    remove: bool,
-) -> Result<Json<wire::Computer>, ApiError> {
-    let (row, cmd) = state
-        .store
-        .call(move |c| computers::stop(c, &id, remove))
-        .await?;
-    if cmd.is_some() {
-        state.hub.signals(&row.runner_id).work.notify_waiters();
-    }
     Ok(Json(row.into()))
 }
 
@@ -81,7 +59,7 @@ pub async fn computer_stop(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Computer>, ApiError> {
-    stop_or_remove(state, id, false).await
+    Ok(Json(state.queue.computer_stop(id, false).await?.into()))
 }
 
 pub async fn computer_remove(
@@ -89,7 +67,7 @@ pub async fn computer_remove(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Computer>, ApiError> {
-    stop_or_remove(state, id, true).await
+    Ok(Json(state.queue.computer_stop(id, true).await?.into()))
 }
 
 pub async fn computer_exec(
@@ -103,36 +81,23 @@ pub async fn computer_exec(
             "nothing to run: give the command after --",
         ));
     }
-    let timeout_ms = p.timeout_ms.unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
-    if !(1..=MAX_EXEC_TIMEOUT_MS).contains(&timeout_ms) {
+    let timeout_ms = p.timeout_ms.unwrap_or(EXEC_DEFAULT_TIMEOUT_MS);
+    if !(1..=EXEC_MAX_TIMEOUT_MS).contains(&timeout_ms) {
         return Err(ApiError::bad_request(format!(
-            "timeout_ms must be between 1 and {MAX_EXEC_TIMEOUT_MS}"
+            "timeout_ms must be between 1 and {EXEC_MAX_TIMEOUT_MS}"
         )));
     }
-    // Both streams at their cap must fit in one 8 MiB result.
-    let cap = p.output_cap_bytes.unwrap_or(MAX_OUTPUT_CAP);
-    if !(1..=MAX_OUTPUT_CAP).contains(&cap) {
+    let cap = p.output_cap_bytes.unwrap_or(EXEC_MAX_OUTPUT_CAP);
+    if !(1..=EXEC_MAX_OUTPUT_CAP).contains(&cap) {
         return Err(ApiError::bad_request(format!(
-            "output_cap_bytes must be between 1 and {MAX_OUTPUT_CAP}"
+            "output_cap_bytes must be between 1 and {EXEC_MAX_OUTPUT_CAP}"
         )));
     }
-    let limits = state.limits;
     let account = caller.account.id.clone();
     let cmd = state
-        .store
-        .call(move |c| {
-            computers::exec(
-                c,
-                &account,
-                &id,
-                &p.argv,
-                Some(timeout_ms),
-                Some(cap),
-                limits,
-            )
-        })
+        .queue
+        .computer_exec(account, id, p.argv, timeout_ms, cap)
         .await?;
-    state.hub.signals(&cmd.runner_id).work.notify_waiters();
     Ok(Json(cmd.view(false)))
 }
 

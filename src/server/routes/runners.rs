@@ -73,6 +73,11 @@ pub async fn runner_register(
         hermes_url: row.hermes_url.clone(),
         allowed_profiles: row.allowed_profiles.clone(),
         artifact_roots: row.artifact_roots.clone(),
+        allow_insecure_lan: false,
+        hermes_token_file: None,
+        hermes_command: None,
+        hermes_home: None,
+        hermes_credentials: None,
     };
     Ok(Json(views::RunnerRegistration {
         runner: row.into(),
@@ -85,9 +90,8 @@ pub async fn runner_disable(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<views::Runner>, ApiError> {
-    let row = state.store.call(move |c| runners::disable(c, &id)).await?;
-    // End its long-poll now: the Runner hears the refusal at once, not at its next poll.
-    state.hub.clear(&row.id, None);
+    // Its long-poll ends now: the Runner hears the refusal at once, not at its next poll.
+    let row = state.queue.runner_disable(id).await?;
     tracing::info!(runner = %row.id, "runner disabled");
     Ok(Json(row.into()))
 }

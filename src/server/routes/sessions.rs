@@ -65,26 +65,16 @@ pub async fn chat_create(
     if let Some(s) = &p.session {
         load(&state, &caller, s.clone()).await?;
     }
-    let limits = state.limits;
-    let account_id = caller.account.id.clone();
-    let admin = caller.account.admin;
     let (session, turn) = state
-        .store
-        .call(move |c| {
-            sessions::admit_turn(
-                c,
-                Admission {
-                    account_id: &account_id,
-                    admin,
-                    agent: &p.agent,
-                    session: p.session.as_deref(),
-                    message: &p.message,
-                },
-                limits,
-            )
+        .queue
+        .chat(Admission {
+            account_id: caller.account.id.clone(),
+            admin: caller.account.admin,
+            agent: p.agent,
+            session: p.session,
+            message: p.message,
         })
         .await?;
-    state.hub.signals(&turn.runner_id).work.notify_waiters();
     Ok(Json(wire::ChatStarted {
         session: session.view(None),
         turn: turn.view(Vec::new()),
@@ -149,53 +139,36 @@ pub async fn session_events(
     Q(q): Q<EventsQuery>,
 ) -> Result<Json<wire::EventsPage>, ApiError> {
     let session = load(&state, &caller, id.clone()).await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(q.wait_ms.min(30_000));
-    let signals = session.runner_id.as_deref().map(|r| state.hub.signals(r));
-    let mut shutdown = state.shutdown.clone();
-    loop {
-        let notified = signals.as_ref().map(|s| s.done.notified());
-        let mut notified = notified.map(Box::pin);
-        if let Some(n) = notified.as_mut() {
-            n.as_mut().enable();
-        }
-        let (sid, after, turn_key) = (id.clone(), q.after, q.turn.clone());
-        let page = state
-            .store
-            .call(move |c| {
-                let session = sessions::get(c, &sid)?;
-                let events = sessions::events_after(c, &sid, after)?;
-                let turn = match turn_key {
-                    Some(t) => Some(sessions::get_turn(c, &t)?),
-                    None => sessions::turns(c, &sid)?.pop(),
+    let wait = Duration::from_millis(q.wait_ms.min(30_000));
+    let (page, _) = state
+        .queue
+        .wait_for_change(session.runner_id.as_deref(), wait, || {
+            let (sid, after, turn_key) = (id.clone(), q.after, q.turn.clone());
+            let store = state.store.clone();
+            async move {
+                let (session_state, events, turn) = store
+                    .call(move |c| {
+                        let session = sessions::get(c, &sid)?;
+                        let events = sessions::events_after(c, &sid, after)?;
+                        let turn = match turn_key {
+                            Some(t) => Some(sessions::get_turn(c, &t)?),
+                            None => sessions::turns(c, &sid)?.pop(),
+                        };
+                        Ok((session.state, events, turn))
+                    })
+                    .await?;
+                let turn = turn.map(|t| t.view(Vec::new()));
+                let ready = !events.is_empty() || turn.as_ref().is_none_or(|t| t.is_final());
+                let page = wire::EventsPage {
+                    events,
+                    session_state: session_state.as_sql().into(),
+                    turn,
                 };
-                Ok((session.state, events, turn))
-            })
-            .await?;
-        let (session_state, events, turn) = page;
-        let turn = turn.map(|t| t.view(Vec::new()));
-        let ended = turn.as_ref().is_none_or(|t| t.is_final());
-        if !events.is_empty()
-            || ended
-            || tokio::time::Instant::now() >= deadline
-            || *shutdown.borrow()
-        {
-            return Ok(Json(wire::EventsPage {
-                events,
-                session_state,
-                turn,
-            }));
-        }
-        match notified {
-            Some(n) => {
-                tokio::select! {
-                    _ = n => {}
-                    _ = tokio::time::sleep_until(deadline) => {}
-                    _ = shutdown.changed() => {}
-                }
+                Ok::<_, ApiError>((page, ready))
             }
-            None => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
+        })
+        .await?;
+    Ok(Json(page))
 }
 
 pub async fn session_stop(
@@ -204,16 +177,7 @@ pub async fn session_stop(
     Path(id): Path<String>,
 ) -> Result<Json<wire::StopStarted>, ApiError> {
     load(&state, &caller, id.clone()).await?;
-    let limits = state.limits;
-    let (session, command) = state
-        .store
-        .call(move |c| sessions::stop(c, &id, limits))
-        .await?;
-    if let Some(runner) = &session.runner_id {
-        let signals = state.hub.signals(runner);
-        signals.work.notify_waiters();
-        signals.done.notify_waiters();
-    }
+    let (session, command) = state.queue.session_stop(id).await?;
     Ok(Json(wire::StopStarted {
         session: session.view(None),
         command_id: command.map(|c| c.id),
@@ -226,14 +190,7 @@ pub async fn session_close(
     Path(id): Path<String>,
 ) -> Result<Json<wire::StopStarted>, ApiError> {
     load(&state, &caller, id.clone()).await?;
-    let limits = state.limits;
-    let (session, command) = state
-        .store
-        .call(move |c| sessions::close(c, &id, limits))
-        .await?;
-    if let Some(runner) = &session.runner_id {
-        state.hub.signals(runner).work.notify_waiters();
-    }
+    let (session, command) = state.queue.session_close(id).await?;
     Ok(Json(wire::StopStarted {
         session: session.view(None),
         command_id: command.map(|c| c.id),

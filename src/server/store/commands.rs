@@ -4,10 +4,12 @@
 //! started before its deadline) and uncertain (started, and its Runner's generation ended
 //! without an outcome). Final states never change again, and nothing is ever replayed.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::{StoreError, new_id, not_found};
-use crate::api::machine::{self, LeasedCommand, Outcome, RunnerStatus};
+use crate::api::machine::{
+    self, CommandKind, CommandState, LeasedCommand, Outcome, RunnerCommand, RunnerStatus, Settles,
+};
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
 /// Bounds on what may wait in one Runner's queue.
@@ -33,9 +35,9 @@ pub const OVERDUE_GRACE_MS: i64 = 30_000;
 pub struct CommandRow {
     pub id: String,
     pub runner_id: String,
-    pub kind: String,
+    pub kind: CommandKind,
     pub payload: String,
-    pub state: String,
+    pub state: CommandState,
     pub created_at: i64,
     pub deadline_at: i64,
     pub leased_at: Option<i64>,
@@ -49,18 +51,15 @@ pub struct CommandRow {
 
 impl CommandRow {
     pub fn is_final(&self) -> bool {
-        matches!(
-            self.state.as_str(),
-            "done" | "failed" | "cancelled" | "expired" | "uncertain"
-        )
+        self.state.is_final()
     }
 
     pub fn view(self, with_result: bool) -> machine::Command {
         machine::Command {
             id: self.id,
             runner_id: self.runner_id,
-            kind: self.kind,
-            state: self.state,
+            kind: self.kind.as_sql().into(),
+            state: self.state.as_sql().into(),
             created_at: rfc3339(self.created_at),
             deadline_at: rfc3339(self.deadline_at),
             leased_at: rfc3339_opt(self.leased_at),
@@ -134,25 +133,25 @@ pub fn list(conn: &Connection, runner_id: &str, limit: u32) -> Result<Vec<Comman
 pub fn enqueue(
     conn: &mut Connection,
     runner_id: &str,
-    kind: &str,
-    payload: &serde_json::Value,
+    command: &RunnerCommand,
     timeout_ms: i64,
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let row = enqueue_in(&tx, runner_id, kind, payload, timeout_ms, limits)?;
+    let row = enqueue_in(&tx, runner_id, command, timeout_ms, limits)?;
     tx.commit()?;
     Ok(row)
 }
 
+/// [`enqueue`] inside the caller's transaction.
 pub(crate) fn enqueue_in(
     conn: &Connection,
     runner_id: &str,
-    kind: &str,
-    payload: &serde_json::Value,
+    command: &RunnerCommand,
     timeout_ms: i64,
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
+    let kind = command.kind();
     let disabled: Option<i64> = not_found(
         conn.prepare_cached("SELECT disabled_at FROM runners WHERE id = ?1")?
             .query_row([runner_id], |r| r.get(0)),
@@ -163,9 +162,9 @@ pub(crate) fn enqueue_in(
             "runner {runner_id} is disabled; register a new runner for its source"
         )));
     }
-    let payload = payload.to_string();
+    let payload = command.payload().to_string();
     // Stopping work must never be refused for lack of room.
-    if !machine::kinds::is_stop(kind) {
+    if !kind.is_stop() {
         let (count, bytes): (u32, i64) = conn
             .prepare_cached(
                 "SELECT count(*), coalesce(sum(payload_bytes), 0) FROM runner_commands
@@ -203,9 +202,9 @@ pub(crate) fn enqueue_in(
     Ok(CommandRow {
         id,
         runner_id: runner_id.to_string(),
-        kind: kind.to_string(),
+        kind,
         payload,
-        state: "pending".into(),
+        state: CommandState::Pending,
         created_at: now,
         deadline_at: now + timeout_ms,
         leased_at: None,
@@ -303,7 +302,7 @@ pub fn lease(
                 r.get(4)?,
                 LeasedCommand {
                     id: r.get(0)?,
-                    kind: r.get(1)?,
+                    kind: r.get::<_, CommandKind>(1)?.as_sql().into(),
                     payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
                     deadline_ms: r.get(3)?,
                 },
@@ -317,69 +316,77 @@ pub fn lease(
 }
 
 /// Why a Runner may not start a command.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum StartRefused {
-    Cancelled,
-    Expired,
+    #[error("command {0} was cancelled; do not run it")]
+    Cancelled(String),
+    #[error("command {0} passed its deadline; do not run it")]
+    Expired(String),
     /// Not leased to this generation, or already past starting.
+    #[error("{0}")]
     NotLeased(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for StartRefused {
+    fn from(e: rusqlite::Error) -> Self {
+        StartRefused::Store(e.into())
+    }
 }
 
 /// The re-check before execution: the command is still leased to this generation, not
-/// cancelled, and within its deadline. Granting it marks the command running.
+/// cancelled, and within its deadline. Granting it marks the command running and returns
+/// its deadline.
 pub fn start(
     conn: &mut Connection,
     runner_id: &str,
     generation: i64,
     id: &str,
-) -> Result<Result<i64, StartRefused>, StoreError> {
+) -> Result<i64, StartRefused> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let cmd = get_for_runner(&tx, runner_id, id)?;
     let now = now_ms();
     if cmd.lease_generation != Some(generation) {
-        return Ok(Err(StartRefused::NotLeased(format!(
+        return Err(StartRefused::NotLeased(format!(
             "command {id} is not leased to this connection generation"
-        ))));
+        )));
     }
-    // A retried start whose first answer was lost.
-    if cmd.state == "running" {
-        return Ok(Ok(cmd.deadline_at));
+    match cmd.state {
+        // A retried start whose first answer was lost.
+        CommandState::Running => return Ok(cmd.deadline_at),
+        CommandState::Leased => {}
+        other => {
+            return Err(StartRefused::NotLeased(format!("command {id} is {other}")));
+        }
     }
-    if cmd.state != "leased" {
-        return Ok(Err(StartRefused::NotLeased(format!(
-            "command {id} is {}",
-            cmd.state
-        ))));
-    }
-    let (state, refusal, error) = if cmd.cancel_requested_at.is_some() {
-        (
-            "cancelled",
-            Some(StartRefused::Cancelled),
-            Some("cancelled before it started"),
-        )
+    let refusal = if cmd.cancel_requested_at.is_some() {
+        Some((
+            CommandState::Cancelled,
+            StartRefused::Cancelled(id.into()),
+            "cancelled before it started",
+        ))
     } else if cmd.deadline_at <= now {
-        (
-            "expired",
-            Some(StartRefused::Expired),
-            Some("the deadline passed before it started"),
-        )
+        Some((
+            CommandState::Expired,
+            StartRefused::Expired(id.into()),
+            "the deadline passed before it started",
+        ))
     } else {
-        ("running", None, None)
+        None
     };
-    if let Some(refusal) = refusal {
+    if let Some((state, refusal, error)) = refusal {
         tx.prepare_cached(
             "UPDATE runner_commands SET state = ?2, finished_at = ?3, error = ?4 WHERE id = ?1",
         )?
         .execute(params![id, state, now, error])?;
         tx.commit()?;
-        return Ok(Err(refusal));
+        return Err(refusal);
     }
-    tx.prepare_cached(
-        "UPDATE runner_commands SET state = 'running', started_at = ?2 WHERE id = ?1",
-    )?
-    .execute(params![id, now])?;
+    tx.prepare_cached("UPDATE runner_commands SET state = ?2, started_at = ?3 WHERE id = ?1")?
+        .execute(params![id, CommandState::Running, now])?;
     tx.commit()?;
-    Ok(Ok(cmd.deadline_at))
+    Ok(cmd.deadline_at)
 }
 
 /// Records a command's outcome. Exactly one outcome wins: a second, different one is a
@@ -396,7 +403,7 @@ pub fn complete(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let cmd = get_for_runner(&tx, runner_id, id)?;
     if cmd.is_final() {
-        if cmd.state == outcome.as_str() {
+        if cmd.state == outcome.state() {
             return Ok(cmd);
         }
         return Err(StoreError::Conflict(format!(
@@ -418,11 +425,11 @@ pub fn complete(
     tx.prepare_cached(
         "UPDATE runner_commands SET state = ?2, finished_at = ?3, result = ?4, error = ?5 WHERE id = ?1",
     )?
-    .execute(params![id, outcome.as_str(), now, result, error])?;
+    .execute(params![id, outcome.state(), now, result, error])?;
     tx.commit()?;
     // The row as just written (not read back: completing is on every command's path).
     Ok(CommandRow {
-        state: outcome.as_str().into(),
+        state: outcome.state(),
         finished_at: Some(now),
         result: result.map(str::to_string),
         error: error.map(str::to_string),
@@ -442,8 +449,8 @@ pub fn cancel(conn: &mut Connection, id: &str) -> Result<Cancelled, StoreError> 
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let cmd = get(&tx, id)?;
     let now = now_ms();
-    let outcome = match cmd.state.as_str() {
-        "pending" => {
+    let outcome = match cmd.state {
+        CommandState::Pending => {
             tx.prepare_cached(
                 "UPDATE runner_commands SET state = 'cancelled', finished_at = ?2,
                      cancel_requested_at = ?2, error = 'cancelled before it was delivered'
@@ -452,21 +459,16 @@ pub fn cancel(conn: &mut Connection, id: &str) -> Result<Cancelled, StoreError> 
             .execute(params![id, now])?;
             Cancelled::Dequeued(get(&tx, id)?)
         }
-        "leased" | "running" => {
+        CommandState::Leased | CommandState::Running => {
             if cmd.cancel_requested_at.is_none() {
                 tx.prepare_cached(
                     "UPDATE runner_commands SET cancel_requested_at = ?2 WHERE id = ?1",
                 )?
                 .execute(params![id, now])?;
-                let payload = serde_json::json!({ "command_id": id });
-                enqueue_in(
-                    &tx,
-                    &cmd.runner_id,
-                    machine::kinds::CANCEL,
-                    &payload,
-                    60_000,
-                    QueueLimits::default(),
-                )?;
+                let cancel = RunnerCommand::Cancel(machine::CancelPayload {
+                    command_id: id.to_string(),
+                });
+                enqueue_in(&tx, &cmd.runner_id, &cancel, 60_000, QueueLimits::default())?;
             }
             Cancelled::Requested(get(&tx, id)?)
         }
@@ -506,26 +508,18 @@ pub fn sweep(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
     Ok(runners)
 }
 
-/// The Runner's id, disabled flag and generation for a token hash.
-pub fn runner_for_token(
-    conn: &Connection,
-    token_hash: &str,
-) -> Result<Option<(String, Option<i64>, i64)>, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT id, disabled_at, generation FROM runners WHERE token_hash = ?1")?
-        .query_row([token_hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?)
-}
-
-pub fn touch(conn: &Connection, runner_id: &str) -> Result<(), StoreError> {
-    conn.prepare_cached("UPDATE runners SET last_seen_at = ?2 WHERE id = ?1")?
-        .execute(params![runner_id, now_ms()])?;
-    Ok(())
-}
-
-/// Marks a Runner offline after a clean disconnect of the instance holding `generation`.
-pub fn disconnect(conn: &Connection, runner_id: &str, generation: i64) -> Result<(), StoreError> {
-    conn.prepare_cached("UPDATE runners SET instance_id = NULL WHERE id = ?1 AND generation = ?2")?
-        .execute(params![runner_id, generation])?;
+/// The one settle path: once commands end, the objects they drive (turns, stops and checks
+/// of sessions; computers) follow their outcomes. `ended`: the kind of the command that
+/// just ended, so that only what it drives is looked at (a ping changes nothing, and
+/// settling everything on every outcome cost a transaction or two per command); `None`
+/// after a sweep or a new generation, which may have ended commands of any kind.
+pub fn settle(conn: &mut Connection, ended: Option<CommandKind>) -> Result<(), StoreError> {
+    let scope = ended.map(CommandKind::settles);
+    if matches!(scope, None | Some(Settles::Session)) {
+        super::sessions::settle(conn)?;
+    }
+    if matches!(scope, None | Some(Settles::Computer)) {
+        super::computers::settle(conn)?;
+    }
     Ok(())
 }

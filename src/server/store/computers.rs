@@ -7,11 +7,10 @@ use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
 use super::{StoreError, agents, catalog, new_id, runners};
-use crate::api::computers::{
-    self as wire, COMPUTER_CAPABILITY, ComputerRef, ExecPayload, StartPayload, StartResult,
-};
-use crate::api::machine::kinds;
+use crate::api::computers::{self as wire, ComputerRef, ExecPayload, StartPayload, StartResult};
+use crate::api::machine::{CommandKind, CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
+use crate::api::states::ComputerState;
 use crate::timefmt::{now_ms, rfc3339};
 
 /// Environment records (computers not removed) one Runner may hold (DESIGN.md, limits).
@@ -29,7 +28,7 @@ pub struct ComputerRow {
     pub runner_id: String,
     pub image_id: String,
     pub guest_cwd: String,
-    pub state: String,
+    pub state: ComputerState,
     pub fence: i64,
     pub container_id: Option<String>,
     pub last_command: Option<String>,
@@ -48,7 +47,7 @@ impl From<ComputerRow> for wire::Computer {
             runner_id: r.runner_id,
             image_id: r.image_id,
             guest_cwd: r.guest_cwd,
-            state: r.state,
+            state: r.state.as_sql().into(),
             fence: r.fence,
             container_id: r.container_id,
             resources: r.resources.and_then(|s| serde_json::from_str(&s).ok()),
@@ -107,9 +106,11 @@ pub fn get(conn: &Connection, id: &str) -> Result<ComputerRow, StoreError> {
 
 pub fn list(conn: &Connection, removed: bool) -> Result<Vec<ComputerRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
-        "{SELECT} WHERE ?1 OR c.state != 'removed' ORDER BY c.created_at"
+        "{SELECT} WHERE ?1 OR c.state != ?2 ORDER BY c.created_at"
     ))?;
-    let rows = stmt.query_map([removed], row)?.collect::<Result<_, _>>()?;
+    let rows = stmt
+        .query_map(params![removed, ComputerState::Removed], row)?
+        .collect::<Result<_, _>>()?;
     Ok(rows)
 }
 
@@ -132,7 +133,7 @@ pub fn check_image_id(image: &str) -> Result<(), String> {
 fn set_state(
     conn: &Connection,
     id: &str,
-    state: &str,
+    state: ComputerState,
     command: Option<&str>,
     error: Option<&str>,
 ) -> Result<(), StoreError> {
@@ -178,22 +179,18 @@ pub fn create(
             ))
         })?;
     let source = catalog::get_source(&tx, &agent.source)?;
-    let runner = runners::list(&tx)?
-        .into_iter()
-        .find(|r| r.source_id == source.id && r.disabled_at.is_none())
-        .ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "source {:?} has no enabled runner: register one with `yy runner register --source {}`",
-                source.name, source.name
-            ))
-        })?;
+    let runner = runners::enabled_for_source(&tx, &source)?;
     let image = runners::computer_image(&tx, &runner.id)?.ok_or_else(|| {
         StoreError::Invalid(format!(
             "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
             runner.id, runner.id
         ))
     })?;
-    if !runner.capabilities.iter().any(|c| c == COMPUTER_CAPABILITY) {
+    if !runner
+        .capabilities
+        .iter()
+        .any(|c| c == crate::api::capabilities::COMPUTER)
+    {
         return Err(StoreError::Invalid(format!(
             "runner {} cannot run computers now (it is offline, or reported no Docker engine)",
             runner.id
@@ -201,20 +198,20 @@ pub fn create(
     }
     let existing: Option<ComputerRow> = tx
         .query_row(
-            &format!("{SELECT} WHERE c.agent_id = ?1 AND c.state != 'removed'"),
-            [&agent.id],
+            &format!("{SELECT} WHERE c.agent_id = ?1 AND c.state != ?2"),
+            params![agent.id, ComputerState::Removed],
             row,
         )
         .ok();
     let computer = match existing {
-        Some(c) if matches!(c.state.as_str(), "starting" | "running" | "stopping") => {
+        Some(c) if c.state.is_busy() || c.state == ComputerState::Running => {
             return Ok((c, None));
         }
         Some(c) => c,
         None => {
             let records: i64 = tx.query_row(
-                "SELECT count(*) FROM computers WHERE runner_id = ?1 AND state != 'removed'",
-                [&runner.id],
+                "SELECT count(*) FROM computers WHERE runner_id = ?1 AND state != ?2",
+                params![runner.id, ComputerState::Removed],
                 |r| r.get(0),
             )?;
             if records >= MAX_RECORDS_PER_RUNNER {
@@ -228,8 +225,17 @@ pub fn create(
             tx.execute(
                 "INSERT INTO computers (id, account_id, agent_id, runner_id, image_id, guest_cwd, state,
                      fence, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'stopped', 0, ?7, ?7)",
-                params![id, agent.account_id, agent.id, runner.id, image, guest_cwd, now],
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8)",
+                params![
+                    id,
+                    agent.account_id,
+                    agent.id,
+                    runner.id,
+                    image,
+                    guest_cwd,
+                    ComputerState::Stopped,
+                    now
+                ],
             )?;
             get(&tx, &id)?
         }
@@ -237,7 +243,7 @@ pub fn create(
     // A new lease: a greater fence and a fresh scheduling round, on the current image.
     let fence = computer.fence + 1;
     let round = new_id();
-    let payload = serde_json::to_value(StartPayload {
+    let start = RunnerCommand::ComputerStart(StartPayload {
         computer_id: computer.id.clone(),
         agent_id: agent.id.clone(),
         account_id: agent.account_id.clone(),
@@ -246,22 +252,24 @@ pub fn create(
         guest_cwd: guest_cwd.clone(),
         fence,
         round: round.clone(),
-    })
-    .expect("payload serializes");
-    let cmd = commands::enqueue_in(
-        &tx,
-        &runner.id,
-        kinds::COMPUTER_START,
-        &payload,
-        START_TIMEOUT_MS,
-        limits,
-    )?;
+    });
+    let cmd = commands::enqueue_in(&tx, &runner.id, &start, START_TIMEOUT_MS, limits)?;
     tx.execute(
-        "UPDATE computers SET fence = ?2, lease_round = ?3, state = 'starting', runner_id = ?4,
-             image_id = ?5, guest_cwd = ?6, container_id = NULL, last_command = ?7, last_error = NULL,
-             updated_at = ?8
+        "UPDATE computers SET fence = ?2, lease_round = ?3, state = ?4, runner_id = ?5,
+             image_id = ?6, guest_cwd = ?7, container_id = NULL, last_command = ?8, last_error = NULL,
+             updated_at = ?9
          WHERE id = ?1",
-        params![computer.id, fence, round, runner.id, image, guest_cwd, cmd.id, now_ms()],
+        params![
+            computer.id,
+            fence,
+            round,
+            ComputerState::Starting,
+            runner.id,
+            image,
+            guest_cwd,
+            cmd.id,
+            now_ms()
+        ],
     )?;
     let computer = get(&tx, &computer.id)?;
     tx.commit()?;
@@ -277,36 +285,34 @@ pub fn stop(
 ) -> Result<(ComputerRow, Option<CommandRow>), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let c = get(&tx, id)?;
-    if c.state == "removed" {
+    if c.state == ComputerState::Removed {
         return Err(StoreError::Conflict(format!("computer {id} was removed")));
     }
-    if c.state == "stopped" && !remove {
+    if c.state == ComputerState::Stopped && !remove {
         return Ok((c, None));
     }
     let fence = c.fence + 1;
-    let payload = serde_json::to_value(ComputerRef {
+    let target = ComputerRef {
         computer_id: c.id.clone(),
         fence,
         delete_workspace: remove,
-    })
-    .expect("payload serializes");
-    let kind = if remove {
-        kinds::COMPUTER_REMOVE
+    };
+    let command = if remove {
+        RunnerCommand::ComputerRemove(target)
     } else {
-        kinds::COMPUTER_STOP
+        RunnerCommand::ComputerStop(target)
     };
     let cmd = commands::enqueue_in(
         &tx,
         &c.runner_id,
-        kind,
-        &payload,
+        &command,
         STOP_TIMEOUT_MS,
         QueueLimits::default(),
     )?;
     tx.execute(
-        "UPDATE computers SET fence = ?2, lease_round = NULL, state = 'stopping', last_command = ?3,
-             updated_at = ?4 WHERE id = ?1",
-        params![c.id, fence, cmd.id, now_ms()],
+        "UPDATE computers SET fence = ?2, lease_round = NULL, state = ?3, last_command = ?4,
+             updated_at = ?5 WHERE id = ?1",
+        params![c.id, fence, ComputerState::Stopping, cmd.id, now_ms()],
     )?;
     let c = get(&tx, id)?;
     tx.commit()?;
@@ -325,29 +331,22 @@ pub fn exec(
 ) -> Result<CommandRow, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let c = get(&tx, id)?;
-    if c.state != "running" {
+    if c.state != ComputerState::Running {
         return Err(StoreError::Conflict(format!(
             "computer {id} is {}, not running: start it with `yy computer create --agent {}`",
             c.state, c.agent
         )));
     }
-    let payload = serde_json::to_value(ExecPayload {
+    let command = RunnerCommand::ComputerExec(ExecPayload {
         computer_id: c.id.clone(),
         fence: c.fence,
         argv: argv.to_vec(),
         timeout_ms,
         output_cap_bytes,
-    })
-    .expect("payload serializes");
-    let budget = timeout_ms.unwrap_or(60_000) as i64 + 30_000;
-    let cmd = commands::enqueue_in(
-        &tx,
-        &c.runner_id,
-        kinds::COMPUTER_EXEC,
-        &payload,
-        budget,
-        limits,
-    )?;
+    });
+    let budget =
+        timeout_ms.unwrap_or(crate::api::computers::EXEC_DEFAULT_TIMEOUT_MS) as i64 + 30_000;
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, budget, limits)?;
     audit(
         &tx,
         account_id,
@@ -398,45 +397,49 @@ pub fn audit_list(conn: &Connection, limit: u32) -> Result<Vec<wire::AuditEntry>
 pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let pending: Vec<(String, String)> = {
-        let mut stmt = tx.prepare(
+        let mut stmt = tx.prepare(&format!(
             "SELECT m.id, m.last_command FROM computers m JOIN runner_commands c ON c.id = m.last_command
-             WHERE m.state IN ('starting', 'stopping')
-               AND c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
-        )?;
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?
+             WHERE m.state IN (?1, ?2) AND c.state IN {}",
+            CommandState::final_sql()
+        ))?;
+        stmt.query_map(
+            params![ComputerState::Starting, ComputerState::Stopping],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?
+        .collect::<Result<_, _>>()?
     };
     let mut runners_changed = Vec::new();
     for (id, command_id) in pending {
         let cmd = commands::get(&tx, &command_id)?;
         let error = cmd.error.clone().map(|e| format!("{}: {e}", cmd.state));
-        match (cmd.kind.as_str(), cmd.state.as_str()) {
-            (kinds::COMPUTER_START, "done") => {
+        match (cmd.kind, cmd.state) {
+            (CommandKind::ComputerStart, CommandState::Done) => {
                 let r: Option<StartResult> = cmd
                     .result
                     .as_deref()
                     .and_then(|r| serde_json::from_str(r).ok());
                 tx.execute(
-                    "UPDATE computers SET state = 'running', container_id = ?2, resources = ?3,
+                    "UPDATE computers SET state = ?5, container_id = ?2, resources = ?3,
                          last_error = NULL, updated_at = ?4 WHERE id = ?1",
                     params![
                         id,
                         r.as_ref().map(|r| r.container_id.clone()),
                         r.as_ref().map(|r| r.resources.to_string()),
-                        now_ms()
+                        now_ms(),
+                        ComputerState::Running
                     ],
                 )?;
             }
-            (kinds::COMPUTER_START, _) => set_state(&tx, &id, "failed", None, error.as_deref())?,
-            (kinds::COMPUTER_STOP, "done") => {
-                set_state(&tx, &id, "stopped", None, None)?;
-                tx.execute(
-                    "UPDATE computers SET container_id = NULL WHERE id = ?1",
-                    [&id],
-                )?;
+            (CommandKind::ComputerStart, _) => {
+                set_state(&tx, &id, ComputerState::Failed, None, error.as_deref())?
             }
-            (kinds::COMPUTER_REMOVE, "done") => {
-                set_state(&tx, &id, "removed", None, None)?;
+            (CommandKind::ComputerStop | CommandKind::ComputerRemove, CommandState::Done) => {
+                let state = if cmd.kind == CommandKind::ComputerRemove {
+                    ComputerState::Removed
+                } else {
+                    ComputerState::Stopped
+                };
+                set_state(&tx, &id, state, None, None)?;
                 tx.execute(
                     "UPDATE computers SET container_id = NULL WHERE id = ?1",
                     [&id],
@@ -447,7 +450,7 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
             (_, _) => set_state(
                 &tx,
                 &id,
-                "failed",
+                ComputerState::Failed,
                 None,
                 Some(&format!(
                     "the stop did not complete ({})",
@@ -469,14 +472,18 @@ pub fn end_leases(
     generation: i64,
 ) -> Result<usize, StoreError> {
     Ok(conn.execute(
-        "UPDATE computers SET fence = fence + 1, lease_round = NULL, state = 'stopped', container_id = NULL,
+        "UPDATE computers SET fence = fence + 1, lease_round = NULL, state = ?5, container_id = NULL,
              last_error = ?3, updated_at = ?4
-         WHERE runner_id = ?1 AND state IN ('starting', 'running', 'stopping')",
+         WHERE runner_id = ?1 AND state IN (?6, ?7, ?8)",
         params![
             runner_id,
             generation,
             format!("the lease ended when the Runner connected again (generation {generation})"),
-            now_ms()
+            now_ms(),
+            ComputerState::Stopped,
+            ComputerState::Starting,
+            ComputerState::Running,
+            ComputerState::Stopping
         ],
     )?)
 }

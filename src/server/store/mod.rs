@@ -153,6 +153,34 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The word types of `crate::api` stored as TEXT columns.
+macro_rules! sql_words {
+    ($($t:ty),+) => {$(
+        impl rusqlite::types::ToSql for $t {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(self.as_sql().into())
+            }
+        }
+        impl rusqlite::types::FromSql for $t {
+            fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+                let word = v.as_str()?;
+                <$t>::parse(word).ok_or_else(|| {
+                    rusqlite::types::FromSqlError::Other(
+                        format!("unknown {} {word:?} in the database", stringify!($t)).into(),
+                    )
+                })
+            }
+        }
+    )+};
+}
+sql_words!(
+    crate::api::states::CommandState,
+    crate::api::states::ComputerState,
+    crate::api::states::SessionState,
+    crate::api::states::TurnState,
+    crate::api::machine::CommandKind
+);
+
 /// A new random id.
 pub fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()

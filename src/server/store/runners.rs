@@ -263,3 +263,43 @@ pub fn set_computer_image(
     )?;
     get(conn, &runner.id)
 }
+
+/// The enabled Runner of a source: where its agents' work goes.
+pub fn enabled_for_source(
+    conn: &Connection,
+    source: &catalog::SourceRow,
+) -> Result<RunnerRow, StoreError> {
+    list(conn)?
+        .into_iter()
+        .find(|r| r.source_id == source.id && r.disabled_at.is_none())
+        .ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "source {:?} has no enabled runner: register one with `yy runner register --source {}`",
+                source.name, source.name
+            ))
+        })
+}
+
+/// The Runner's id, disabled flag and generation for a token hash.
+pub fn runner_for_token(
+    conn: &Connection,
+    token_hash: &str,
+) -> Result<Option<(String, Option<i64>, i64)>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT id, disabled_at, generation FROM runners WHERE token_hash = ?1")?
+        .query_row([token_hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?)
+}
+
+pub fn touch(conn: &Connection, runner_id: &str) -> Result<(), StoreError> {
+    conn.prepare_cached("UPDATE runners SET last_seen_at = ?2 WHERE id = ?1")?
+        .execute(params![runner_id, now_ms()])?;
+    Ok(())
+}
+
+/// Marks a Runner offline after a clean disconnect of the instance holding `generation`.
+pub fn disconnect(conn: &Connection, runner_id: &str, generation: i64) -> Result<(), StoreError> {
+    conn.prepare_cached("UPDATE runners SET instance_id = NULL WHERE id = ?1 AND generation = ?2")?
+        .execute(params![runner_id, generation])?;
+    Ok(())
+}

@@ -5,12 +5,11 @@
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
-use super::sessions::{
-    STOP_CAPABILITY, STOP_TIMEOUT_MS, SessionRow, TURN_COLUMNS, TurnRow, get, turn_row,
-};
+use super::sessions::{STOP_TIMEOUT_MS, SessionRow, TURN_COLUMNS, TurnRow, get, turn_row};
 use super::{StoreError, runners};
-use crate::api::machine::kinds;
+use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::sessions::{SessionRef, TurnResult};
+use crate::api::states::{SessionState, TurnState};
 use crate::timefmt::now_ms;
 
 /// Brings turns and stops in line with their commands once those ended. Returns the
@@ -19,15 +18,17 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
     let mut changed = Vec::new();
+    let finals = CommandState::final_sql();
     let open: Vec<(String, String, String)> = {
-        let mut stmt = tx.prepare(
+        let mut stmt = tx.prepare(&format!(
             "SELECT t.id, t.session_id, t.command_id FROM session_turns t
              JOIN runner_commands c ON c.id = t.command_id
-             WHERE t.state IN ('queued', 'running')
-               AND c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
-        )?;
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<Result<_, _>>()?
+             WHERE t.state IN (?1, ?2) AND c.state IN {finals}"
+        ))?;
+        stmt.query_map(params![TurnState::Queued, TurnState::Running], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?
+        .collect::<Result<_, _>>()?
     };
     for (turn_id, session_id, command_id) in open {
         let cmd = commands::get(&tx, &command_id)?;
@@ -38,28 +39,27 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
             params![turn_id, state, text, usage, error, now],
         )?;
         tx.execute(
-            "UPDATE sessions SET state = 'idle', updated_at = ?2 WHERE id = ?1 AND state = 'running'",
-            params![session_id, now],
+            "UPDATE sessions SET state = ?3, updated_at = ?2 WHERE id = ?1 AND state = ?4",
+            params![session_id, now, SessionState::Idle, SessionState::Running],
         )?;
-        if state == "uncertain" {
+        if state == TurnState::Uncertain {
             enqueue_check(&tx, &turn_id, &session_id)?;
         }
         changed.push(session_id);
     }
     let checks: Vec<(String, String, String)> = {
-        let mut stmt = tx.prepare(
+        let mut stmt = tx.prepare(&format!(
             "SELECT t.id, t.session_id, t.check_command_id FROM session_turns t
              JOIN runner_commands c ON c.id = t.check_command_id
-             WHERE t.check_result IS NULL
-               AND c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
-        )?;
+             WHERE t.check_result IS NULL AND c.state IN {finals}"
+        ))?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<Result<_, _>>()?
     };
     for (turn_id, session_id, command_id) in checks {
         let cmd = commands::get(&tx, &command_id)?;
-        let result = match (cmd.state.as_str(), cmd.result) {
-            ("done", Some(r)) => r,
+        let result = match (cmd.state, cmd.result) {
+            (CommandState::Done, Some(r)) => r,
             (state, _) => serde_json::json!({
                 "checked": false,
                 "reason": format!("{state}: {}", cmd.error.unwrap_or_default()),
@@ -73,17 +73,17 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
         changed.push(session_id);
     }
     let stops: Vec<(String, String)> = {
-        let mut stmt = tx.prepare(
+        let mut stmt = tx.prepare(&format!(
             "SELECT s.id, s.stop_command_id FROM sessions s
              JOIN runner_commands c ON c.id = s.stop_command_id
-             WHERE c.state IN ('done', 'failed', 'cancelled', 'expired', 'uncertain')",
-        )?;
+             WHERE c.state IN {finals}"
+        ))?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?
     };
     for (session_id, command_id) in stops {
         let cmd = commands::get(&tx, &command_id)?;
-        if cmd.state == "done" {
+        if cmd.state == CommandState::Done {
             tx.execute(
                 "UPDATE sessions SET stop_command_id = NULL, updated_at = ?2 WHERE id = ?1",
                 params![session_id, now],
@@ -95,9 +95,15 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
                 cmd.error.as_deref().unwrap_or("no answer")
             );
             tx.execute(
-                "UPDATE sessions SET state = 'pending_cleanup', cleanup_reason = ?2,
-                     stop_command_id = NULL, updated_at = ?3 WHERE id = ?1 AND state != 'closed'",
-                params![session_id, reason, now],
+                "UPDATE sessions SET state = ?4, cleanup_reason = ?2,
+                     stop_command_id = NULL, updated_at = ?3 WHERE id = ?1 AND state != ?5",
+                params![
+                    session_id,
+                    reason,
+                    now,
+                    SessionState::PendingCleanup,
+                    SessionState::Closed
+                ],
             )?;
         }
         changed.push(session_id);
@@ -108,11 +114,11 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
     Ok(changed)
 }
 
-type TurnOutcome = (&'static str, Option<String>, Option<String>, Option<String>);
+type TurnOutcome = (TurnState, Option<String>, Option<String>, Option<String>);
 
 fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
-    match cmd.state.as_str() {
-        "done" => {
+    match cmd.state {
+        CommandState::Done => {
             let result: Option<TurnResult> = cmd
                 .result
                 .as_deref()
@@ -120,25 +126,25 @@ fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
             match result {
                 Some(r) => {
                     let state = match r.status.as_str() {
-                        "complete" => "complete",
-                        "interrupted" => "interrupted",
-                        _ => "error",
+                        "complete" => TurnState::Complete,
+                        "interrupted" => TurnState::Interrupted,
+                        _ => TurnState::Error,
                     };
-                    let error = (state == "error")
+                    let error = (state == TurnState::Error)
                         .then(|| "Hermes ended the turn with an error".to_string());
                     (state, Some(r.text), r.usage.map(|u| u.to_string()), error)
                 }
                 None => (
-                    "error",
+                    TurnState::Error,
                     None,
                     None,
                     Some("the Runner's answer was not a turn result".into()),
                 ),
             }
         }
-        "cancelled" => ("interrupted", None, None, cmd.error.clone()),
-        "uncertain" => (
-            "uncertain",
+        CommandState::Cancelled => (TurnState::Interrupted, None, None, cmd.error.clone()),
+        CommandState::Uncertain => (
+            TurnState::Uncertain,
             None,
             None,
             Some(format!(
@@ -146,7 +152,7 @@ fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
                 cmd.error.as_deref().unwrap_or("the outcome is unknown")
             )),
         ),
-        _ => ("error", None, None, cmd.error.clone()),
+        _ => (TurnState::Error, None, None, cmd.error.clone()),
     }
 }
 
@@ -159,7 +165,7 @@ pub fn stop(
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let session = get(&tx, session_id)?;
-    if session.state != "running" {
+    if session.state != SessionState::Running {
         return Err(StoreError::Conflict(format!(
             "session {} is {}, not running: nothing to stop",
             session.id, session.state
@@ -167,13 +173,13 @@ pub fn stop(
     }
     let turn: TurnRow = tx.query_row(
         &format!(
-            "SELECT {TURN_COLUMNS} FROM session_turns WHERE session_id = ?1 AND state IN ('queued', 'running')"
+            "SELECT {TURN_COLUMNS} FROM session_turns WHERE session_id = ?1 AND state IN (?2, ?3)"
         ),
-        [&session.id],
+        params![session.id, TurnState::Queued, TurnState::Running],
         turn_row,
     )?;
     let cmd = commands::get(&tx, &turn.command_id)?;
-    if cmd.state == "pending" {
+    if cmd.state == CommandState::Pending {
         tx.commit()?;
         commands::cancel(conn, &cmd.id)?;
         settle(conn)?;
@@ -187,30 +193,26 @@ pub fn stop(
         commands::cancel(conn, &cmd.id)?;
         return Ok((get(conn, session_id)?, None));
     };
-    if !runner.capabilities.iter().any(|c| c == STOP_CAPABILITY) {
+    if !runner
+        .capabilities
+        .iter()
+        .any(|c| c == crate::api::capabilities::SESSION_STOP)
+    {
         tx.execute(
-            "UPDATE sessions SET state = 'pending_cleanup', updated_at = ?2,
+            "UPDATE sessions SET state = ?3, updated_at = ?2,
                  cleanup_reason = 'the Runner cannot confirm stops (it lacks session-stop-v1): upgrade it'
              WHERE id = ?1",
-            params![session.id, now],
+            params![session.id, now, SessionState::PendingCleanup],
         )?;
         let session = get(&tx, session_id)?;
         tx.commit()?;
         return Ok((session, None));
     }
-    let payload = serde_json::to_value(SessionRef {
+    let command = RunnerCommand::SessionStop(SessionRef {
         session_id: session.id.clone(),
         hermes_session_id,
-    })
-    .expect("payload serializes");
-    let stop = commands::enqueue_in(
-        &tx,
-        &runner.id,
-        kinds::SESSION_STOP,
-        &payload,
-        STOP_TIMEOUT_MS,
-        limits,
-    )?;
+    });
+    let stop = commands::enqueue_in(&tx, &runner.id, &command, STOP_TIMEOUT_MS, limits)?;
     tx.execute(
         "UPDATE sessions SET stop_command_id = ?2, updated_at = ?3 WHERE id = ?1",
         params![session.id, stop.id, now],
@@ -228,10 +230,10 @@ pub fn close(
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let session = get(&tx, session_id)?;
-    if session.state == "closed" {
+    if session.state == SessionState::Closed {
         return Ok((session, None));
     }
-    if session.state == "running" {
+    if session.state == SessionState::Running {
         return Err(StoreError::Conflict(format!(
             "session {} is in a turn: stop it first with `yy session stop {}`",
             session.id, session.id
@@ -239,23 +241,21 @@ pub fn close(
     }
     let mut command = None;
     if let (Some(runner_id), Some(hermes)) = (&session.runner_id, &session.hermes_session_id) {
-        let payload = serde_json::to_value(SessionRef {
+        let close = RunnerCommand::SessionClose(SessionRef {
             session_id: session.id.clone(),
             hermes_session_id: hermes.clone(),
-        })
-        .expect("payload serializes");
+        });
         command = Some(commands::enqueue_in(
             &tx,
             runner_id,
-            kinds::SESSION_CLOSE,
-            &payload,
+            &close,
             STOP_TIMEOUT_MS,
             limits,
         )?);
     }
     tx.execute(
-        "UPDATE sessions SET state = 'closed', updated_at = ?2 WHERE id = ?1",
-        params![session.id, now_ms()],
+        "UPDATE sessions SET state = ?3, updated_at = ?2 WHERE id = ?1",
+        params![session.id, now_ms(), SessionState::Closed],
     )?;
     let session = get(&tx, session_id)?;
     tx.commit()?;
@@ -272,16 +272,14 @@ fn enqueue_check(conn: &Connection, turn_id: &str, session_id: &str) -> Result<(
     let (Some(runner_id), Some(hermes)) = (session.runner_id, session.hermes_session_id) else {
         return Ok(());
     };
-    let payload = serde_json::to_value(SessionRef {
+    let check = RunnerCommand::SessionCheck(SessionRef {
         session_id: session.id,
         hermes_session_id: hermes,
-    })
-    .expect("payload serializes");
+    });
     match commands::enqueue_in(
         conn,
         &runner_id,
-        kinds::SESSION_CHECK,
-        &payload,
+        &check,
         CHECK_TIMEOUT_MS,
         QueueLimits::default(),
     ) {

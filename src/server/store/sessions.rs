@@ -5,9 +5,10 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::commands::{self, QueueLimits};
 use super::{StoreError, agents, catalog, new_id, not_found, runners};
-use crate::api::machine::kinds;
+use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
 use crate::api::sessions::{self as wire, HistoryMessage, TurnEventIn, TurnPayload, event_types};
+use crate::api::states::{SessionState, TurnState};
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
 /// Turns running at once over the whole control plane (DESIGN.md, limits).
@@ -18,8 +19,6 @@ pub const TURN_TIMEOUT_MS: i64 = 30 * 60 * 1000;
 pub const STOP_TIMEOUT_MS: i64 = 30_000;
 /// Text messages carried along when a session continues on another Runner.
 pub const HISTORY_MESSAGES: usize = 20;
-/// The capability a Runner declares when it can confirm stops with `session.active_list`.
-pub const STOP_CAPABILITY: &str = "session-stop-v1";
 
 #[derive(Debug, Clone)]
 pub struct SessionRow {
@@ -30,7 +29,7 @@ pub struct SessionRow {
     pub owner: String,
     pub runner_id: Option<String>,
     pub hermes_session_id: Option<String>,
-    pub state: String,
+    pub state: SessionState,
     pub stop_command_id: Option<String>,
     pub cleanup_reason: Option<String>,
     pub created_at: i64,
@@ -45,7 +44,7 @@ impl SessionRow {
             owner: self.owner,
             runner_id: self.runner_id,
             hermes_session_id: self.hermes_session_id,
-            state: self.state,
+            state: self.state.as_sql().into(),
             stopping: self.stop_command_id.is_some(),
             cleanup_reason: self.cleanup_reason,
             created_at: rfc3339(self.created_at),
@@ -105,7 +104,7 @@ pub struct TurnRow {
     pub runner_id: String,
     pub command_id: String,
     pub message: String,
-    pub state: String,
+    pub state: TurnState,
     pub final_text: Option<String>,
     pub usage: Option<String>,
     pub error: Option<String>,
@@ -122,7 +121,7 @@ impl TurnRow {
             runner_id: self.runner_id,
             command_id: self.command_id,
             message: self.message,
-            state: self.state,
+            state: self.state.as_sql().into(),
             final_text: self.final_text,
             usage: self.usage.and_then(|u| serde_json::from_str(&u).ok()),
             error: self.error,
@@ -212,23 +211,23 @@ pub fn tool_calls(conn: &Connection, turn_id: &str) -> Result<Vec<wire::ToolCall
 
 /// A turn asked for by `account_id`; names resolve within that account, and an agent of
 /// another account (given by id) is only usable by an admin.
-pub struct Admission<'a> {
-    pub account_id: &'a str,
+pub struct Admission {
+    pub account_id: String,
     pub admin: bool,
-    pub agent: &'a str,
-    pub session: Option<&'a str>,
-    pub message: &'a str,
+    pub agent: String,
+    pub session: Option<String>,
+    pub message: String,
 }
 
 /// Admits a turn: agent, Runner, profile permission and slots are checked, and the session,
 /// turn and Runner command are written, in one transaction.
 pub fn admit_turn(
     conn: &mut Connection,
-    a: Admission<'_>,
+    a: &Admission,
     limits: QueueLimits,
 ) -> Result<(SessionRow, TurnRow), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let agent = agents::get(&tx, a.account_id, a.agent)?;
+    let agent = agents::get(&tx, &a.account_id, &a.agent)?;
     if agent.account_id != a.account_id && !a.admin {
         return Err(StoreError::NotFound(format!(
             "no agent named {:?}: see `yy agent list`",
@@ -248,15 +247,7 @@ pub fn admit_turn(
         )));
     }
     let source = catalog::get_source(&tx, &agent.source)?;
-    let runner = runners::list(&tx)?
-        .into_iter()
-        .find(|r| r.source_id == source.id && r.disabled_at.is_none())
-        .ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "source {:?} has no enabled runner: register one with `yy runner register --source {}`",
-                source.name, source.name
-            ))
-        })?;
+    let runner = runners::enabled_for_source(&tx, &source)?;
     if !runner.allowed_profiles.contains(&agent.profile) {
         return Err(StoreError::Forbidden(format!(
             "profile {:?} of agent {:?} is not among runner {}'s allowedProfiles ({}); register the runner with --profile {}",
@@ -267,7 +258,11 @@ pub fn admit_turn(
             agent.profile
         )));
     }
-    if !runner.capabilities.iter().any(|c| c == "session-turn-v1") {
+    if !runner
+        .capabilities
+        .iter()
+        .any(|c| c == crate::api::capabilities::SESSION_TURN)
+    {
         return Err(StoreError::Invalid(format!(
             "runner {} has not declared session turns: start it with Hermes access configured (see docs/hermes.md)",
             runner.id
@@ -276,8 +271,8 @@ pub fn admit_turn(
     let profile = catalog::get_profile(&tx, &agent.profile)?;
     let busy: Option<String> = tx
         .query_row(
-            "SELECT id FROM sessions WHERE agent_id = ?1 AND state = 'running'",
-            [&agent.id],
+            "SELECT id FROM sessions WHERE agent_id = ?1 AND state = ?2",
+            params![agent.id, SessionState::Running],
             |r| r.get(0),
         )
         .optional()?;
@@ -288,8 +283,8 @@ pub fn admit_turn(
         )));
     }
     let running: i64 = tx.query_row(
-        "SELECT count(*) FROM session_turns WHERE state IN ('queued', 'running')",
-        [],
+        "SELECT count(*) FROM session_turns WHERE state IN (?1, ?2)",
+        params![TurnState::Queued, TurnState::Running],
         |r| r.get(0),
     )?;
     if running >= MAX_RUNNING_TURNS {
@@ -298,7 +293,7 @@ pub fn admit_turn(
         )));
     }
     let now = now_ms();
-    let session = match a.session {
+    let session = match a.session.as_deref() {
         Some(key) => {
             let s = get(&tx, key)?;
             if s.agent_id != agent.id {
@@ -307,14 +302,14 @@ pub fn admit_turn(
                     s.id, s.agent, agent.name
                 )));
             }
-            match s.state.as_str() {
-                "pending_cleanup" => {
+            match s.state {
+                SessionState::PendingCleanup => {
                     return Err(StoreError::Conflict(format!(
                         "session {} is pending cleanup (its stop could not be confirmed) and is never reused: start a new session",
                         s.id
                     )));
                 }
-                "closed" => {
+                SessionState::Closed => {
                     return Err(StoreError::Conflict(format!(
                         "session {} is closed: start a new session",
                         s.id
@@ -327,8 +322,8 @@ pub fn admit_turn(
             let id = new_id();
             tx.execute(
                 "INSERT INTO sessions (id, account_id, agent_id, state, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, 'idle', ?4, ?4)",
-                params![id, agent.account_id, agent.id, now],
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                params![id, agent.account_id, agent.id, SessionState::Idle, now],
             )?;
             get(&tx, &id)?
         }
@@ -345,7 +340,7 @@ pub fn admit_turn(
     // (a Runner restart), and the Runner then starts a new one seeded with this history.
     let history = history(&tx, &session.id)?;
     let turn_id = new_id();
-    let payload = serde_json::to_value(TurnPayload {
+    let turn = RunnerCommand::SessionTurn(TurnPayload {
         session_id: session.id.clone(),
         turn_id: turn_id.clone(),
         hermes_session_id: hermes_session_id.clone(),
@@ -356,16 +351,8 @@ pub fn admit_turn(
             .flatten(),
         message: a.message.to_string(),
         history,
-    })
-    .expect("payload serializes");
-    let command = commands::enqueue_in(
-        &tx,
-        &runner.id,
-        kinds::SESSION_TURN,
-        &payload,
-        TURN_TIMEOUT_MS,
-        limits,
-    )?;
+    });
+    let command = commands::enqueue_in(&tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?;
     let seq: i64 = tx.query_row(
         "SELECT coalesce(max(seq), 0) + 1 FROM session_turns WHERE session_id = ?1",
         [&session.id],
@@ -373,13 +360,28 @@ pub fn admit_turn(
     )?;
     tx.execute(
         "INSERT INTO session_turns (id, session_id, seq, runner_id, command_id, message, state, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7)",
-        params![turn_id, session.id, seq, runner.id, command.id, a.message, now],
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            turn_id,
+            session.id,
+            seq,
+            runner.id,
+            command.id,
+            a.message,
+            TurnState::Queued,
+            now
+        ],
     )?;
     tx.execute(
-        "UPDATE sessions SET state = 'running', runner_id = ?2, hermes_session_id = ?3, updated_at = ?4
+        "UPDATE sessions SET state = ?5, runner_id = ?2, hermes_session_id = ?3, updated_at = ?4
          WHERE id = ?1",
-        params![session.id, runner.id, hermes_session_id, now],
+        params![
+            session.id,
+            runner.id,
+            hermes_session_id,
+            now,
+            SessionState::Running
+        ],
     )?;
     let session = get(&tx, &session.id)?;
     let turn = get_turn(&tx, &turn_id)?;
@@ -418,7 +420,7 @@ pub fn append_events(
     if cmd.runner_id != runner_id {
         return Err(StoreError::NotFound(format!("no command {command_id:?}")));
     }
-    if cmd.lease_generation != Some(generation) || cmd.state != "running" {
+    if cmd.lease_generation != Some(generation) || cmd.state != CommandState::Running {
         return Err(StoreError::Conflict(format!(
             "command {command_id} is not running in this connection generation"
         )));
@@ -466,8 +468,8 @@ pub fn append_events(
         )?;
     }
     tx.execute(
-        "UPDATE session_turns SET state = 'running' WHERE id = ?1 AND state = 'queued'",
-        [&turn.id],
+        "UPDATE session_turns SET state = ?2 WHERE id = ?1 AND state = ?3",
+        params![turn.id, TurnState::Running, TurnState::Queued],
     )?;
     tx.commit()?;
     Ok(turn.session_id)

@@ -1,0 +1,568 @@
+//! The command service: every change to a Runner's command queue goes through [`Queue`].
+//! It writes the change in one transaction, settles the objects the command drives (turns,
+//! stops, computers) by its kind, and wakes whoever waits: the Runner's long-poll when it
+//! has new work, and waiters on outcomes whenever a command of that Runner changed.
+//! Handlers parse, call one method here, and shape the view.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use tokio::sync::watch;
+
+use super::hub::{GenerationError, Hub, RunnerSignals};
+use super::store::commands::{self, Cancelled, CommandRow, QueueLimits, StartRefused};
+use super::store::computers::{self, ComputerRow};
+use super::store::sessions::{self, Admission, SessionRow, TurnRow};
+use super::store::{Store, StoreError, runners};
+use crate::api::machine::{Connected, LeasedCommand, Outcome, RunnerCommand, RunnerStatus};
+use crate::api::sessions::TurnEventIn;
+
+/// Longest a command may be given, from enqueue to outcome.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("runner {0} was disabled by an admin; register a new Runner to continue")]
+    Disabled(String),
+    #[error("connection generation {0} is not current: connect again")]
+    StaleGeneration(i64),
+    #[error(
+        "another instance ({0}) of this Runner connected after this one; only one instance may run"
+    )]
+    Replaced(String),
+    #[error(transparent)]
+    StartRefused(StartRefused),
+    #[error("the control plane is shutting down; reconnect later")]
+    ShuttingDown,
+}
+
+impl From<StartRefused> for QueueError {
+    fn from(e: StartRefused) -> Self {
+        match e {
+            StartRefused::Store(e) => QueueError::Store(e),
+            other => QueueError::StartRefused(other),
+        }
+    }
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitEnd {
+    /// What was waited for happened.
+    Ready,
+    TimedOut,
+    ShuttingDown,
+}
+
+/// Which wake-up a wait listens to.
+#[derive(Clone, Copy)]
+enum Signal {
+    /// New work, a new generation or a disable (Runners' long-polls).
+    Work,
+    /// A command of the Runner changed state (waiters on outcomes and events).
+    Changed,
+}
+
+#[derive(Clone)]
+pub struct Queue {
+    store: Store,
+    hub: Arc<Hub>,
+    limits: QueueLimits,
+    /// Turns true when the server begins to shut down: waits answer at once.
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Queue {
+    pub fn new(store: Store, limits: QueueLimits, shutdown: watch::Receiver<bool>) -> Queue {
+        Queue {
+            store,
+            hub: Arc::default(),
+            limits,
+            shutdown,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Runs a state change that may queue commands on `runner` or end some of its
+    /// commands, then wakes the Runner's long-poll (`enqueued`) and every waiter on it.
+    async fn change<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Touches + Send + 'static,
+        F: FnOnce(&mut Connection, QueueLimits) -> Result<R, StoreError> + Send + 'static,
+    {
+        let limits = self.limits;
+        let done = self.store.call(move |c| f(c, limits)).await?;
+        if let Some((runner, enqueued)) = done.touches() {
+            self.wake(&runner, enqueued);
+        }
+        Ok(done)
+    }
+
+    fn wake(&self, runner_id: &str, enqueued: bool) {
+        let signals = self.hub.signals(runner_id);
+        if enqueued {
+            signals.work.notify_waiters();
+        }
+        signals.done.notify_waiters();
+    }
+
+    // ---- the admin side: work for Runners ----
+
+    /// Queues `command` on the Runner given by id or unique prefix.
+    pub async fn enqueue(
+        &self,
+        runner_key: String,
+        command: RunnerCommand,
+        timeout_ms: u64,
+    ) -> Result<CommandRow, StoreError> {
+        if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
+            return Err(StoreError::Invalid(format!(
+                "the timeout must be between 1 ms and {} s",
+                MAX_TIMEOUT_MS / 1000
+            )));
+        }
+        self.change(move |c, limits| {
+            let runner_id = runners::resolve(c, &runner_key)?;
+            commands::enqueue(c, &runner_id, &command, timeout_ms as i64, limits)
+        })
+        .await
+    }
+
+    /// Cancels a command: at once when it was not delivered, else through a `cancel`
+    /// command to its Runner.
+    pub async fn cancel(&self, id: String) -> Result<CommandRow, StoreError> {
+        let outcome = self
+            .change(move |c, _| commands::cancel(c, &id).map(Enqueued::from))
+            .await?;
+        Ok(outcome.row)
+    }
+
+    pub async fn computer_create(
+        &self,
+        account_id: String,
+        agent: String,
+    ) -> Result<ComputerRow, StoreError> {
+        let (row, _) = self
+            .change(move |c, limits| computers::create(c, &account_id, &agent, limits))
+            .await?;
+        Ok(row)
+    }
+
+    /// Stops a computer (its workspace stays), or removes it with its workspace.
+    pub async fn computer_stop(&self, id: String, remove: bool) -> Result<ComputerRow, StoreError> {
+        let (row, _) = self
+            .change(move |c, _| computers::stop(c, &id, remove))
+            .await?;
+        Ok(row)
+    }
+
+    pub async fn computer_exec(
+        &self,
+        account_id: String,
+        id: String,
+        argv: Vec<String>,
+        timeout_ms: u64,
+        output_cap_bytes: u64,
+    ) -> Result<CommandRow, StoreError> {
+        self.change(move |c, limits| {
+            computers::exec(
+                c,
+                &account_id,
+                &id,
+                &argv,
+                Some(timeout_ms),
+                Some(output_cap_bytes),
+                limits,
+            )
+        })
+        .await
+    }
+
+    /// Admits a chat turn and queues it on the agent's Runner.
+    pub async fn chat(&self, admission: Admission) -> Result<(SessionRow, TurnRow), StoreError> {
+        self.change(move |c, limits| sessions::admit_turn(c, &admission, limits))
+            .await
+    }
+
+    pub async fn session_stop(
+        &self,
+        id: String,
+    ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+        self.change(move |c, limits| sessions::stop(c, &id, limits))
+            .await
+    }
+
+    pub async fn session_close(
+        &self,
+        id: String,
+    ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+        self.change(move |c, limits| sessions::close(c, &id, limits))
+            .await
+    }
+
+    /// Disables a Runner: its token stops working, and its long-polls end at once.
+    pub async fn runner_disable(&self, key: String) -> Result<runners::RunnerRow, StoreError> {
+        let row = self.store.call(move |c| runners::disable(c, &key)).await?;
+        self.hub.clear(&row.id, None);
+        Ok(row)
+    }
+
+    // ---- waiting ----
+
+    /// A command, once it ended or after `wait`, whichever comes first.
+    pub async fn wait_command(&self, id: String, wait: Duration) -> Result<CommandRow, StoreError> {
+        let key = id.clone();
+        let first = self.store.call(move |c| commands::get(c, &key)).await?;
+        let (row, _) = self
+            .wait_for(Some(&first.runner_id), Signal::Changed, wait, || {
+                let id = id.clone();
+                async move {
+                    let row = self.store.call(move |c| commands::get(c, &id)).await?;
+                    let ended = row.is_final();
+                    Ok::<_, StoreError>((row, ended))
+                }
+            })
+            .await?;
+        Ok(row)
+    }
+
+    /// Runs `look` until it says it is ready, `wait` passed or the server shuts down; it
+    /// runs again whenever a command of `runner` changes. The last look is returned.
+    pub async fn wait_for_change<T, E, F, Fut>(
+        &self,
+        runner: Option<&str>,
+        wait: Duration,
+        look: F,
+    ) -> Result<(T, WaitEnd), E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(T, bool), E>>,
+    {
+        self.wait_for(runner, Signal::Changed, wait, look).await
+    }
+
+    async fn wait_for<T, E, F, Fut>(
+        &self,
+        runner: Option<&str>,
+        signal: Signal,
+        wait: Duration,
+        mut look: F,
+    ) -> Result<(T, WaitEnd), E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(T, bool), E>>,
+    {
+        let deadline = tokio::time::Instant::now() + wait;
+        let signals: Option<Arc<RunnerSignals>> = runner.map(|r| self.hub.signals(r));
+        let mut shutdown = self.shutdown.clone();
+        loop {
+            // Register for wake-ups before looking, so a change in between is not missed.
+            let notified = signals.as_ref().map(|s| match signal {
+                Signal::Work => s.work.notified(),
+                Signal::Changed => s.done.notified(),
+            });
+            let mut notified = notified.map(Box::pin);
+            if let Some(n) = notified.as_mut() {
+                n.as_mut().enable();
+            }
+            let (found, ready) = look().await?;
+            if ready {
+                return Ok((found, WaitEnd::Ready));
+            }
+            if *shutdown.borrow() {
+                return Ok((found, WaitEnd::ShuttingDown));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok((found, WaitEnd::TimedOut));
+            }
+            let woken = async {
+                match notified {
+                    Some(n) => n.await,
+                    // Nothing to wake on (a session that never reached a Runner): poll.
+                    None => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            };
+            tokio::select! {
+                _ = woken => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+
+    // ---- the machine side: Runners ----
+
+    /// Refuses a request of an instance whose generation is not the live one; writes
+    /// `last_seen_at` now and then while a Runner keeps polling.
+    pub async fn check_live(
+        &self,
+        runner_id: &str,
+        generation: i64,
+        instance: &str,
+    ) -> Result<(), QueueError> {
+        let signals = self.hub.signals(runner_id);
+        signals
+            .check(generation, instance)
+            .map_err(|e| generation_error(e, generation))?;
+        if signals.should_touch() {
+            let id = runner_id.to_string();
+            self.store.call(move |c| runners::touch(c, &id)).await?;
+        }
+        Ok(())
+    }
+
+    /// A new generation for a Runner instance: turns of the ended generation become
+    /// uncertain with their commands, and its computer leases end.
+    pub async fn connect(
+        &self,
+        runner_id: &str,
+        instance: &str,
+        status: RunnerStatus,
+    ) -> Result<Connected, QueueError> {
+        let (id, inst) = (runner_id.to_string(), instance.to_string());
+        let connected = self
+            .store
+            .call(move |c| {
+                let connected = commands::connect(c, &id, &inst, &status)?;
+                computers::end_leases(c, &id, connected.generation)?;
+                commands::settle(c, None)?;
+                Ok(connected)
+            })
+            .await?;
+        self.hub.set_live(runner_id, connected.generation, instance);
+        self.wake(runner_id, true);
+        Ok(connected)
+    }
+
+    pub async fn disconnect(&self, runner_id: &str, generation: i64) -> Result<(), QueueError> {
+        let id = runner_id.to_string();
+        self.store
+            .call(move |c| runners::disconnect(c, &id, generation))
+            .await?;
+        self.hub.clear(runner_id, Some(generation));
+        Ok(())
+    }
+
+    /// Long-poll: up to `max` commands as soon as there are any, or none after `wait`.
+    pub async fn lease(
+        &self,
+        runner_id: &str,
+        generation: i64,
+        instance: &str,
+        max: u32,
+        wait: Duration,
+    ) -> Result<Vec<LeasedCommand>, QueueError> {
+        let (leased, end) = self
+            .wait_for(Some(runner_id), Signal::Work, wait, || {
+                self.lease_now(runner_id, generation, instance, max)
+            })
+            .await?;
+        match end {
+            WaitEnd::ShuttingDown => Err(QueueError::ShuttingDown),
+            WaitEnd::Ready | WaitEnd::TimedOut => Ok(leased),
+        }
+    }
+
+    /// In one database call: the Runner may have been disabled or replaced meanwhile; if
+    /// not, lease. The generation is checked against the database too: a connect that
+    /// committed first has already requeued what an older generation would take, so an
+    /// older generation must take nothing.
+    async fn lease_now(
+        &self,
+        runner_id: &str,
+        generation: i64,
+        instance: &str,
+        max: u32,
+    ) -> Result<(Vec<LeasedCommand>, bool), QueueError> {
+        let (id, instance) = (runner_id.to_string(), instance.to_string());
+        let hub = self.hub.clone();
+        self.store
+            .call(move |c| {
+                let Some((disabled_at, stored)) = runners::fence(c, &id)? else {
+                    return Ok(Err(QueueError::Disabled(id)));
+                };
+                if disabled_at.is_some() {
+                    return Ok(Err(QueueError::Disabled(id)));
+                }
+                if let Err(e) = hub.signals(&id).check(generation, &instance) {
+                    return Ok(Err(generation_error(e, generation)));
+                }
+                if stored != generation {
+                    return Ok(Err(QueueError::StaleGeneration(generation)));
+                }
+                if max == 0 {
+                    return Ok(Ok((Vec::new(), false)));
+                }
+                let leased = commands::lease(c, &id, generation, max.min(256))?;
+                let any = !leased.is_empty();
+                Ok(Ok((leased, any)))
+            })
+            .await?
+    }
+
+    /// The re-check before a Runner executes a command; returns its deadline.
+    pub async fn start(
+        &self,
+        runner_id: &str,
+        generation: i64,
+        id: String,
+    ) -> Result<i64, QueueError> {
+        let runner = runner_id.to_string();
+        let decision = self
+            .store
+            .call(move |c| Ok(commands::start(c, &runner, generation, &id)))
+            .await?;
+        self.wake(runner_id, false);
+        Ok(decision?)
+    }
+
+    /// Records an outcome and settles what the command drives.
+    pub async fn complete(
+        &self,
+        runner_id: &str,
+        generation: i64,
+        id: String,
+        outcome: Outcome,
+        result: Option<String>,
+        error: Option<String>,
+    ) -> Result<CommandRow, QueueError> {
+        let runner = runner_id.to_string();
+        let row = self
+            .store
+            .call(move |c| {
+                let row = commands::complete(
+                    c,
+                    &runner,
+                    generation,
+                    &id,
+                    outcome,
+                    result.as_deref(),
+                    error.as_deref(),
+                )?;
+                commands::settle(c, Some(row.kind))?;
+                Ok(row)
+            })
+            .await?;
+        self.wake(runner_id, false);
+        Ok(row)
+    }
+
+    /// Events of a running turn, as the Runner streams them.
+    pub async fn append_events(
+        &self,
+        runner_id: &str,
+        generation: i64,
+        command_id: String,
+        events: Vec<TurnEventIn>,
+    ) -> Result<(), QueueError> {
+        let runner = runner_id.to_string();
+        self.store
+            .call(move |c| sessions::append_events(c, &runner, generation, &command_id, &events))
+            .await?;
+        self.wake(runner_id, false);
+        Ok(())
+    }
+
+    /// Expires and settles commands whose deadlines passed, every second until dropped.
+    pub async fn sweep_forever(self) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let swept = self
+                .store
+                .call(|c| {
+                    let runners = commands::sweep(c)?;
+                    commands::settle(c, None)?;
+                    Ok(runners)
+                })
+                .await;
+            match swept {
+                Ok(runners) => {
+                    for r in runners {
+                        self.wake(&r, false);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "command sweep failed"),
+            }
+        }
+    }
+
+    /// Runners connected right now.
+    pub fn live_count(&self) -> usize {
+        self.hub.live_count()
+    }
+}
+
+fn generation_error(e: GenerationError, generation: i64) -> QueueError {
+    match e {
+        GenerationError::Stale => QueueError::StaleGeneration(generation),
+        GenerationError::Replaced { instance } => QueueError::Replaced(instance),
+    }
+}
+
+/// What a state change did to a Runner's queue: `(runner, enqueued)`, or nothing.
+trait Touches {
+    fn touches(&self) -> Option<(String, bool)>;
+}
+
+impl Touches for CommandRow {
+    fn touches(&self) -> Option<(String, bool)> {
+        Some((
+            self.runner_id.clone(),
+            self.state == crate::api::states::CommandState::Pending,
+        ))
+    }
+}
+
+/// A stop or close of a computer or session may also have ended a command in the queue
+/// (a turn that never reached the Runner), so waiters are woken even when nothing was sent.
+impl Touches for (ComputerRow, Option<CommandRow>) {
+    fn touches(&self) -> Option<(String, bool)> {
+        Some((self.0.runner_id.clone(), self.1.is_some()))
+    }
+}
+
+impl Touches for (SessionRow, Option<CommandRow>) {
+    fn touches(&self) -> Option<(String, bool)> {
+        let runner = self
+            .1
+            .as_ref()
+            .map(|c| &c.runner_id)
+            .or(self.0.runner_id.as_ref());
+        runner.map(|r| (r.clone(), self.1.is_some()))
+    }
+}
+
+impl Touches for (SessionRow, TurnRow) {
+    fn touches(&self) -> Option<(String, bool)> {
+        Some((self.1.runner_id.clone(), true))
+    }
+}
+
+/// A cancel: the row, and whether a `cancel` command went to the Runner.
+struct Enqueued {
+    row: CommandRow,
+    sent: bool,
+}
+
+impl From<Cancelled> for Enqueued {
+    fn from(c: Cancelled) -> Self {
+        match c {
+            Cancelled::Dequeued(row) => Enqueued { row, sent: false },
+            Cancelled::Requested(row) => Enqueued { row, sent: true },
+        }
+    }
+}
+
+impl Touches for Enqueued {
+    fn touches(&self) -> Option<(String, bool)> {
+        Some((self.row.runner_id.clone(), self.sent))
+    }
+}
