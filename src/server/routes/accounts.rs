@@ -1,6 +1,8 @@
 use axum::Json;
 use axum::extract::{Path, State};
 
+use super::{many, one};
+
 use crate::api::{params, views};
 use crate::server::AppState;
 use crate::server::auth::{self, Admin, Caller};
@@ -72,8 +74,7 @@ pub async fn account_list(
     State(state): State<AppState>,
     _: Admin,
 ) -> Result<Json<Vec<views::Account>>, ApiError> {
-    let rows = state.store.call(|c| accounts::list(c)).await?;
-    Ok(Json(rows.into_iter().map(Into::into).collect()))
+    many(&state, |c| accounts::list(c)).await
 }
 
 pub async fn account_show(
@@ -81,11 +82,7 @@ pub async fn account_show(
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<views::Account>, ApiError> {
-    let row = state
-        .store
-        .call(move |c| accounts::get_by_name(c, &name))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| accounts::get_by_name(c, &name)).await
 }
 
 pub async fn account_create(
@@ -100,9 +97,8 @@ pub async fn account_create(
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
         .map_err(ApiError::internal)?;
-    let row = state
-        .store
-        .call(move |c| accounts::create(c, &p.username, &hash, p.admin))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| {
+        accounts::create(c, &p.username, &hash, p.admin)
+    })
+    .await
 }

@@ -1,7 +1,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 
-use super::{ListQuery, check_name};
+use super::{ListQuery, check_name, many, one};
 use crate::api::{params, views};
 use crate::server::AppState;
 use crate::server::auth::Admin;
@@ -14,11 +14,7 @@ pub async fn agent_list(
     _: Admin,
     Q(q): Q<ListQuery>,
 ) -> Result<Json<Vec<views::Agent>>, ApiError> {
-    let rows = state
-        .store
-        .call(move |c| agents::list(c, q.archived))
-        .await?;
-    Ok(Json(rows.into_iter().map(Into::into).collect()))
+    many(&state, move |c| agents::list(c, q.archived)).await
 }
 
 pub async fn agent_show(
@@ -26,11 +22,7 @@ pub async fn agent_show(
     Admin(caller): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<views::Agent>, ApiError> {
-    let row = state
-        .store
-        .call(move |c| agents::get(c, &caller.account.id, &name))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| agents::get(c, &caller.account.id, &name)).await
 }
 
 pub async fn agent_create(
@@ -39,23 +31,20 @@ pub async fn agent_create(
     Body(p): Body<params::AgentCreate>,
 ) -> Result<Json<views::Agent>, ApiError> {
     check_name("agent", &p.name)?;
-    let row = state
-        .store
-        .call(move |c| {
-            agents::create(
-                c,
-                NewAgent {
-                    account_id: &caller.account.id,
-                    name: &p.name,
-                    profile: &p.profile,
-                    source: p.source.as_deref(),
-                    env: p.env,
-                    manage_team: p.manage_team,
-                },
-            )
-        })
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| {
+        agents::create(
+            c,
+            NewAgent {
+                account_id: &caller.account.id,
+                name: &p.name,
+                profile: &p.profile,
+                source: p.source.as_deref(),
+                env: p.env,
+                manage_team: p.manage_team,
+            },
+        )
+    })
+    .await
 }
 
 pub async fn agent_update(
@@ -64,18 +53,15 @@ pub async fn agent_update(
     Path(name): Path<String>,
     Body(p): Body<params::AgentUpdate>,
 ) -> Result<Json<views::Agent>, ApiError> {
-    let row = state
-        .store
-        .call(move |c| {
-            let change = AgentChange {
-                profile: p.profile.as_deref(),
-                env: p.env,
-                manage_team: p.manage_team,
-            };
-            agents::update(c, &caller.account.id, &name, change)
-        })
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| {
+        let change = AgentChange {
+            profile: p.profile.as_deref(),
+            env: p.env,
+            manage_team: p.manage_team,
+        };
+        agents::update(c, &caller.account.id, &name, change)
+    })
+    .await
 }
 
 pub async fn agent_archive(
@@ -83,9 +69,8 @@ pub async fn agent_archive(
     Admin(caller): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<views::Agent>, ApiError> {
-    let row = state
-        .store
-        .call(move |c| agents::archive(c, &caller.account.id, &name))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| {
+        agents::archive(c, &caller.account.id, &name)
+    })
+    .await
 }

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 
-use super::{ListQuery, check_name};
+use super::{ListQuery, check_name, many, one};
 use crate::api::{params, views};
 use crate::server::AppState;
 use crate::server::auth::Admin;
@@ -16,11 +16,7 @@ pub async fn source_list(
     _: Admin,
     Q(q): Q<ListQuery>,
 ) -> Result<Json<Vec<views::Source>>, ApiError> {
-    let rows = state
-        .store
-        .call(move |c| catalog::list_sources(c, q.archived))
-        .await?;
-    Ok(Json(rows.into_iter().map(Into::into).collect()))
+    many(&state, move |c| catalog::list_sources(c, q.archived)).await
 }
 
 pub async fn source_show(
@@ -28,11 +24,7 @@ pub async fn source_show(
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<views::Source>, ApiError> {
-    let row = state
-        .store
-        .call(move |c| catalog::get_source(c, &name))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| catalog::get_source(c, &name)).await
 }
 
 pub async fn source_create(
@@ -42,11 +34,10 @@ pub async fn source_create(
 ) -> Result<Json<views::Source>, ApiError> {
     check_name("source", &p.name)?;
     check_description(&p.description)?;
-    let row = state
-        .store
-        .call(move |c| catalog::create_source(c, &p.name, &p.description))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| {
+        catalog::create_source(c, &p.name, &p.description)
+    })
+    .await
 }
 
 pub async fn source_update(
@@ -58,11 +49,10 @@ pub async fn source_update(
     if let Some(d) = &p.description {
         check_description(d)?;
     }
-    let row = state
-        .store
-        .call(move |c| catalog::update_source(c, &name, p.description.as_deref()))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| {
+        catalog::update_source(c, &name, p.description.as_deref())
+    })
+    .await
 }
 
 pub async fn source_archive(
@@ -70,11 +60,7 @@ pub async fn source_archive(
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<views::Source>, ApiError> {
-    let row = state
-        .store
-        .call(move |c| catalog::archive_source(c, &name))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| catalog::archive_source(c, &name)).await
 }
 
 fn check_description(d: &str) -> Result<(), ApiError> {
@@ -91,11 +77,7 @@ pub async fn profile_list(
     _: Admin,
     Q(q): Q<ListQuery>,
 ) -> Result<Json<Vec<views::Profile>>, ApiError> {
-    let rows = state
-        .store
-        .call(move |c| catalog::list_profiles(c, q.archived))
-        .await?;
-    Ok(Json(rows.into_iter().map(Into::into).collect()))
+    many(&state, move |c| catalog::list_profiles(c, q.archived)).await
 }
 
 pub async fn profile_show(
@@ -103,11 +85,7 @@ pub async fn profile_show(
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<views::Profile>, ApiError> {
-    let row = state
-        .store
-        .call(move |c| catalog::get_profile(c, &name))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| catalog::get_profile(c, &name)).await
 }
 
 pub async fn profile_create(
@@ -119,11 +97,10 @@ pub async fn profile_create(
     if let Some(cwd) = &p.cwd {
         catalog::check_cwd(cwd).map_err(ApiError::bad_request)?;
     }
-    let row = state
-        .store
-        .call(move |c| catalog::create_profile(c, &p.name, p.cwd.as_deref()))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| {
+        catalog::create_profile(c, &p.name, p.cwd.as_deref())
+    })
+    .await
 }
 
 pub async fn profile_update(
@@ -135,11 +112,10 @@ pub async fn profile_update(
     if let Some(cwd) = &p.cwd {
         catalog::check_cwd(cwd).map_err(ApiError::bad_request)?;
     }
-    let row = state
-        .store
-        .call(move |c| catalog::update_profile(c, &name, p.cwd.as_deref()))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| {
+        catalog::update_profile(c, &name, p.cwd.as_deref())
+    })
+    .await
 }
 
 pub async fn profile_archive(
@@ -147,9 +123,5 @@ pub async fn profile_archive(
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<views::Profile>, ApiError> {
-    let row = state
-        .store
-        .call(move |c| catalog::archive_profile(c, &name))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| catalog::archive_profile(c, &name)).await
 }

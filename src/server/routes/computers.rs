@@ -4,6 +4,8 @@
 use axum::Json;
 use axum::extract::{Path, State};
 
+use super::{many, one};
+
 use crate::api::computers::{
     self as wire, EXEC_DEFAULT_TIMEOUT_MS, EXEC_MAX_OUTPUT_CAP, EXEC_MAX_TIMEOUT_MS,
 };
@@ -26,11 +28,7 @@ pub async fn computer_list(
     _: Admin,
     Q(q): Q<ComputerListQuery>,
 ) -> Result<Json<Vec<wire::Computer>>, ApiError> {
-    let rows = state
-        .store
-        .call(move |c| computers::list(c, q.removed))
-        .await?;
-    Ok(Json(rows.into_iter().map(Into::into).collect()))
+    many(&state, move |c| computers::list(c, q.removed)).await
 }
 
 pub async fn computer_show(
@@ -38,8 +36,7 @@ pub async fn computer_show(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Computer>, ApiError> {
-    let row = state.store.call(move |c| computers::get(c, &id)).await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| computers::get(c, &id)).await
 }
 
 pub async fn computer_create(

@@ -12,6 +12,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use super::AppState;
+use super::error::ApiError;
+use super::store::StoreError;
 use crate::api::views;
 
 pub fn health() -> Router<AppState> {
@@ -132,6 +134,29 @@ pub struct ListQuery {
     pub archived: bool,
 }
 
-fn check_name(kind: &str, name: &str) -> Result<(), super::error::ApiError> {
-    crate::api::names::check_name(kind, name).map_err(super::error::ApiError::bad_request)
+fn check_name(kind: &str, name: &str) -> Result<(), ApiError> {
+    crate::api::names::check_name(kind, name).map_err(ApiError::bad_request)
+}
+
+/// Answers with the view of what one store call returns.
+async fn one<R, V>(
+    state: &AppState,
+    f: impl FnOnce(&mut rusqlite::Connection) -> Result<R, StoreError> + Send + 'static,
+) -> Result<Json<V>, ApiError>
+where
+    R: Into<V> + Send + 'static,
+{
+    Ok(Json(state.store.call(f).await?.into()))
+}
+
+/// Answers with the views of the rows one store call returns.
+async fn many<R, V>(
+    state: &AppState,
+    f: impl FnOnce(&mut rusqlite::Connection) -> Result<Vec<R>, StoreError> + Send + 'static,
+) -> Result<Json<Vec<V>>, ApiError>
+where
+    R: Into<V> + Send + 'static,
+{
+    let rows = state.store.call(f).await?;
+    Ok(Json(rows.into_iter().map(Into::into).collect()))
 }

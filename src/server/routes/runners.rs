@@ -1,6 +1,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 
+use super::{many, one};
 use crate::api::{names, params, views};
 use crate::server::AppState;
 use crate::server::auth::{self, Admin};
@@ -13,8 +14,7 @@ pub async fn runner_list(
     State(state): State<AppState>,
     _: Admin,
 ) -> Result<Json<Vec<views::Runner>>, ApiError> {
-    let rows = state.store.call(|c| runners::list(c)).await?;
-    Ok(Json(rows.into_iter().map(Into::into).collect()))
+    many(&state, |c| runners::list(c)).await
 }
 
 pub async fn runner_show(
@@ -22,8 +22,7 @@ pub async fn runner_show(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<views::Runner>, ApiError> {
-    let row = state.store.call(move |c| runners::get(c, &id)).await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| runners::get(c, &id)).await
 }
 
 pub async fn runner_register(
@@ -109,9 +108,5 @@ pub async fn runner_update(
         ));
     };
     computers::check_image_id(&image).map_err(ApiError::bad_request)?;
-    let row = state
-        .store
-        .call(move |c| runners::set_computer_image(c, &id, &image))
-        .await?;
-    Ok(Json(row.into()))
+    one(&state, move |c| runners::set_computer_image(c, &id, &image)).await
 }

@@ -8,7 +8,7 @@ use crate::api::params::AgentEnv;
 use crate::api::views;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
-/// Active agents one account may have (DESIGN.md, limits).
+/// Active agents one account may have (the design limit).
 pub const MAX_ACTIVE_AGENTS: i64 = 100;
 
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use crate::api::params::AgentEnv;
 use crate::api::states::ComputerState;
 use crate::timefmt::{now_ms, rfc3339};
 
-/// Environment records (computers not removed) one Runner may hold (DESIGN.md, limits).
+/// Environment records (computers not removed) one Runner may hold (the design limit).
 pub const MAX_RECORDS_PER_RUNNER: i64 = 32;
 const START_TIMEOUT_MS: i64 = 120_000;
 const STOP_TIMEOUT_MS: i64 = 60_000;

@@ -11,6 +11,8 @@ mod migrate;
 pub mod runners;
 mod session_ends;
 pub mod sessions;
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -11,7 +11,7 @@ use crate::api::sessions::{self as wire, HistoryMessage, TurnEventIn, TurnPayloa
 use crate::api::states::{SessionState, TurnState};
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
-/// Turns running at once over the whole control plane (DESIGN.md, limits).
+/// Turns running at once over the whole control plane (the design limit: 4 execution slots).
 pub const MAX_RUNNING_TURNS: i64 = 4;
 /// How long a turn may take from admission to its outcome.
 pub const TURN_TIMEOUT_MS: i64 = 30 * 60 * 1000;

@@ -1,0 +1,465 @@
+//! The state machines of the store against SQLite in memory: the command queue, computers
+//! and turns, each legal transition and the refusal of each illegal one.
+
+use rusqlite::Connection;
+
+use super::commands::{self, Cancelled, QueueLimits, StartRefused};
+use super::runners::{self, NewRunner};
+use super::sessions::{self, Admission};
+use super::{StoreError, accounts, agents, catalog, computers, migrate};
+use crate::api::capabilities;
+use crate::api::machine::{CommandState, NoPayload, Outcome, PingPayload, RunnerCommand};
+use crate::api::params::AgentEnv;
+use crate::api::states::{ComputerState, SessionState, TurnState};
+
+const IMAGE: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+struct World {
+    conn: Connection,
+    account: String,
+    runner: String,
+}
+
+/// An account, a source with an enabled Runner that declared every capability, a profile
+/// with a guest cwd, and the agents `host-N` and `box` (a computer agent).
+fn world() -> World {
+    let mut conn = Connection::open_in_memory().unwrap();
+    conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+    migrate(&mut conn).unwrap();
+    let account = accounts::create(&conn, "ops", "hash", true).unwrap().id;
+    catalog::create_source(&conn, "main", "").unwrap();
+    catalog::create_profile(&conn, "default", Some("/workspace")).unwrap();
+    let runner = runners::register(
+        &mut conn,
+        NewRunner {
+            source: "main",
+            profiles: &["default".to_string()],
+            artifact_roots: &[],
+            server_url: "http://127.0.0.1:1",
+            hermes_url: "http://127.0.0.1:2",
+            token_hash: "token-hash",
+            computer_image: Some(IMAGE),
+        },
+    )
+    .unwrap()
+    .id;
+    let mut w = World {
+        conn,
+        account,
+        runner,
+    };
+    w.connect();
+    for name in ["host-1", "host-2", "host-3", "host-4", "host-5"] {
+        w.agent(name, AgentEnv::Host);
+    }
+    w.agent("box", AgentEnv::Computer);
+    w
+}
+
+impl World {
+    /// A new connection generation with every capability declared.
+    fn connect(&mut self) -> i64 {
+        let status = crate::api::machine::RunnerStatus {
+            version: crate::VERSION.into(),
+            capabilities: vec![
+                capabilities::SESSION_TURN.into(),
+                capabilities::SESSION_STOP.into(),
+                capabilities::COMPUTER.into(),
+            ],
+            computers_capacity: 2,
+            hostname: "test".into(),
+        };
+        let connected =
+            commands::connect(&mut self.conn, &self.runner, "instance", &status).expect("connect");
+        computers::end_leases(&self.conn, &self.runner, connected.generation).unwrap();
+        commands::settle(&mut self.conn, None).unwrap();
+        connected.generation
+    }
+
+    fn agent(&mut self, name: &str, env: AgentEnv) {
+        agents::create(
+            &mut self.conn,
+            agents::NewAgent {
+                account_id: &self.account,
+                name,
+                profile: "default",
+                source: Some("main"),
+                env,
+                manage_team: false,
+            },
+        )
+        .unwrap();
+    }
+
+    fn ping(&mut self, limits: QueueLimits) -> Result<commands::CommandRow, StoreError> {
+        let ping = RunnerCommand::Ping(PingPayload { hold_ms: 0 });
+        commands::enqueue(&mut self.conn, &self.runner, &ping, 60_000, limits)
+    }
+
+    fn state(&self, id: &str) -> CommandState {
+        commands::get(&self.conn, id).unwrap().state
+    }
+
+    /// Leases everything pending to `generation` and starts the command `id`.
+    fn run(&mut self, generation: i64, id: &str) {
+        commands::lease(&mut self.conn, &self.runner, generation, 100).unwrap();
+        commands::start(&mut self.conn, &self.runner, generation, id).unwrap();
+    }
+
+    fn complete(&mut self, generation: i64, id: &str, outcome: Outcome) -> Result<(), StoreError> {
+        let row = commands::complete(
+            &mut self.conn,
+            &self.runner,
+            generation,
+            id,
+            outcome,
+            None,
+            None,
+        )?;
+        commands::settle(&mut self.conn, Some(row.kind))
+    }
+
+    fn chat(
+        &mut self,
+        agent: &str,
+    ) -> Result<(sessions::SessionRow, sessions::TurnRow), StoreError> {
+        let admission = Admission {
+            account_id: self.account.clone(),
+            admin: true,
+            agent: agent.into(),
+            session: None,
+            message: "hello".into(),
+        };
+        sessions::admit_turn(&mut self.conn, &admission, QueueLimits::default())
+    }
+}
+
+#[test]
+fn a_command_goes_pending_leased_running_done_and_stays_done() {
+    let mut w = world();
+    let generation = w.connect();
+    let cmd = w.ping(QueueLimits::default()).unwrap();
+    assert_eq!(cmd.state, CommandState::Pending);
+    let leased = commands::lease(&mut w.conn, &w.runner, generation, 10).unwrap();
+    assert_eq!(leased.len(), 1);
+    assert_eq!(w.state(&cmd.id), CommandState::Leased);
+    assert!(
+        commands::lease(&mut w.conn, &w.runner, generation, 10)
+            .unwrap()
+            .is_empty(),
+        "a leased command is not leased again"
+    );
+    let deadline = commands::start(&mut w.conn, &w.runner, generation, &cmd.id).unwrap();
+    assert_eq!(w.state(&cmd.id), CommandState::Running);
+    // A retried start whose answer was lost gets the same grant.
+    assert_eq!(
+        commands::start(&mut w.conn, &w.runner, generation, &cmd.id).unwrap(),
+        deadline
+    );
+    w.complete(generation, &cmd.id, Outcome::Done).unwrap();
+    assert_eq!(w.state(&cmd.id), CommandState::Done);
+    // The same outcome again is a retried report; another outcome is refused.
+    w.complete(generation, &cmd.id, Outcome::Done).unwrap();
+    assert!(matches!(
+        w.complete(generation, &cmd.id, Outcome::Failed),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        commands::start(&mut w.conn, &w.runner, generation, &cmd.id),
+        Err(StartRefused::NotLeased(_))
+    ));
+}
+
+#[test]
+fn a_command_is_never_started_or_completed_by_another_generation() {
+    let mut w = world();
+    let old = w.connect();
+    let running = w.ping(QueueLimits::default()).unwrap();
+    w.run(old, &running.id);
+    let leased = w.ping(QueueLimits::default()).unwrap();
+    commands::lease(&mut w.conn, &w.runner, old, 10).unwrap();
+    assert_eq!(w.state(&leased.id), CommandState::Leased);
+
+    let new = w.connect();
+    assert!(new > old);
+    assert_eq!(w.state(&running.id), CommandState::Uncertain);
+    assert_eq!(
+        w.state(&leased.id),
+        CommandState::Pending,
+        "leased, never started: queued again"
+    );
+    assert!(matches!(
+        w.complete(old, &running.id, Outcome::Done),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        commands::start(&mut w.conn, &w.runner, old, &leased.id),
+        Err(StartRefused::NotLeased(_))
+    ));
+    // A duplicate report of the new generation for the uncertain command is refused too.
+    assert!(matches!(
+        w.complete(new, &running.id, Outcome::Done),
+        Err(StoreError::Conflict(_))
+    ));
+}
+
+#[test]
+fn cancelling_dequeues_or_asks_the_runner_and_ends_in_one_outcome() {
+    let mut w = world();
+    let generation = w.connect();
+    let pending = w.ping(QueueLimits::default()).unwrap();
+    assert!(matches!(
+        commands::cancel(&mut w.conn, &pending.id).unwrap(),
+        Cancelled::Dequeued(_)
+    ));
+    assert_eq!(w.state(&pending.id), CommandState::Cancelled);
+    assert!(matches!(
+        commands::cancel(&mut w.conn, &pending.id),
+        Err(StoreError::Conflict(_))
+    ));
+
+    let running = w.ping(QueueLimits::default()).unwrap();
+    w.run(generation, &running.id);
+    // Cancelled is only an outcome of a cancel that was asked for.
+    assert!(matches!(
+        w.complete(generation, &running.id, Outcome::Cancelled),
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(matches!(
+        commands::cancel(&mut w.conn, &running.id).unwrap(),
+        Cancelled::Requested(_)
+    ));
+    let queued: Vec<_> = commands::list(&w.conn, &w.runner, 10)
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.state == CommandState::Pending)
+        .collect();
+    assert_eq!(queued.len(), 1, "one cancel command goes to the Runner");
+    assert_eq!(queued[0].kind, crate::api::machine::CommandKind::Cancel);
+    w.complete(generation, &running.id, Outcome::Cancelled)
+        .unwrap();
+    assert_eq!(w.state(&running.id), CommandState::Cancelled);
+}
+
+#[test]
+fn deadlines_expire_what_never_started_and_make_overdue_work_uncertain() {
+    let mut w = world();
+    let generation = w.connect();
+    let started = w.ping(QueueLimits::default()).unwrap();
+    let leased = w.ping(QueueLimits::default()).unwrap();
+    let pending = w.ping(QueueLimits::default()).unwrap();
+    commands::lease(&mut w.conn, &w.runner, generation, 2).unwrap();
+    commands::start(&mut w.conn, &w.runner, generation, &started.id).unwrap();
+    // Every deadline lies in the past; the running one beyond the grace period.
+    let past = crate::timefmt::now_ms() - commands::OVERDUE_GRACE_MS - 1;
+    w.conn
+        .execute("UPDATE runner_commands SET deadline_at = ?1", [past])
+        .unwrap();
+    assert!(matches!(
+        commands::start(&mut w.conn, &w.runner, generation, &leased.id),
+        Err(StartRefused::Expired(_))
+    ));
+    let touched = commands::sweep(&mut w.conn).unwrap();
+    assert_eq!(touched, vec![w.runner.clone()]);
+    assert_eq!(w.state(&started.id), CommandState::Uncertain);
+    assert_eq!(w.state(&leased.id), CommandState::Expired);
+    assert_eq!(w.state(&pending.id), CommandState::Expired);
+    assert!(commands::sweep(&mut w.conn).unwrap().is_empty());
+}
+
+#[test]
+fn a_full_queue_refuses_work_but_never_a_stop() {
+    let mut w = world();
+    let limits = QueueLimits {
+        max_pending: 2,
+        max_pending_bytes: 1 << 20,
+    };
+    let first = w.ping(limits).unwrap();
+    w.ping(limits).unwrap();
+    assert!(matches!(w.ping(limits), Err(StoreError::Limit(_))));
+    let list = RunnerCommand::SessionList(NoPayload {});
+    assert!(matches!(
+        commands::enqueue(&mut w.conn, &w.runner, &list, 1000, limits),
+        Err(StoreError::Limit(_))
+    ));
+    // Cancelling goes through even now.
+    commands::cancel(&mut w.conn, &first.id).unwrap();
+    runners::disable(&w.conn, &w.runner).unwrap();
+    assert!(matches!(
+        w.ping(QueueLimits::default()),
+        Err(StoreError::Conflict(_))
+    ));
+}
+
+#[test]
+fn a_computer_starts_stops_and_is_recreated_under_a_growing_fence() {
+    let mut w = world();
+    let generation = w.connect();
+    let (c, start) =
+        computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
+    let start = start.expect("a start command");
+    assert_eq!((c.state, c.fence), (ComputerState::Starting, 1));
+    let (again, none) =
+        computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
+    assert!(none.is_none(), "a starting computer is not started twice");
+    assert_eq!(again.id, c.id);
+    assert!(
+        matches!(
+            computers::exec(
+                &mut w.conn,
+                &w.account,
+                &c.id,
+                &["true".into()],
+                None,
+                None,
+                QueueLimits::default()
+            ),
+            Err(StoreError::Conflict(_))
+        ),
+        "no exec before it runs"
+    );
+
+    w.run(generation, &start.id);
+    w.complete(generation, &start.id, Outcome::Done).unwrap();
+    let running = computers::get(&w.conn, &c.id).unwrap();
+    assert_eq!(running.state, ComputerState::Running);
+    let exec = computers::exec(
+        &mut w.conn,
+        &w.account,
+        &c.id,
+        &["true".into()],
+        Some(1000),
+        None,
+        QueueLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(exec.kind, crate::api::machine::CommandKind::ComputerExec);
+
+    let (stopping, stop) = computers::stop(&mut w.conn, &c.id, false).unwrap();
+    assert_eq!(
+        (stopping.state, stopping.fence),
+        (ComputerState::Stopping, 2)
+    );
+    let stop = stop.unwrap();
+    w.run(generation, &stop.id);
+    w.complete(generation, &stop.id, Outcome::Done).unwrap();
+    let stopped = computers::get(&w.conn, &c.id).unwrap();
+    assert_eq!(stopped.state, ComputerState::Stopped);
+    assert!(
+        computers::stop(&mut w.conn, &c.id, false)
+            .unwrap()
+            .1
+            .is_none(),
+        "stopping a stopped computer sends nothing"
+    );
+
+    let (recreated, _) =
+        computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
+    assert_eq!(
+        (recreated.state, recreated.fence),
+        (ComputerState::Starting, 3)
+    );
+    // A new generation ends the lease: the fence grows and the computer is stopped.
+    w.connect();
+    let ended = computers::get(&w.conn, &c.id).unwrap();
+    assert_eq!((ended.state, ended.fence), (ComputerState::Stopped, 4));
+
+    let generation = w.connect();
+    let (_, remove) = computers::stop(&mut w.conn, &c.id, true).unwrap();
+    let remove = remove.unwrap();
+    w.run(generation, &remove.id);
+    w.complete(generation, &remove.id, Outcome::Done).unwrap();
+    assert_eq!(
+        computers::get(&w.conn, &c.id).unwrap().state,
+        ComputerState::Removed
+    );
+    assert!(matches!(
+        computers::stop(&mut w.conn, &c.id, false),
+        Err(StoreError::Conflict(_))
+    ));
+}
+
+#[test]
+fn a_failed_start_leaves_the_computer_failed_and_host_agents_get_none() {
+    let mut w = world();
+    let generation = w.connect();
+    let (c, start) =
+        computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
+    let start = start.unwrap();
+    w.run(generation, &start.id);
+    w.complete(generation, &start.id, Outcome::Failed).unwrap();
+    assert_eq!(
+        computers::get(&w.conn, &c.id).unwrap().state,
+        ComputerState::Failed
+    );
+    assert!(matches!(
+        computers::create(&mut w.conn, &w.account, "host-1", QueueLimits::default()),
+        Err(StoreError::Invalid(_))
+    ));
+}
+
+#[test]
+fn turns_are_admitted_one_per_agent_and_four_in_all() {
+    let mut w = world();
+    let (session, turn) = w.chat("host-1").unwrap();
+    assert_eq!(session.state, SessionState::Running);
+    assert_eq!(turn.state, TurnState::Queued);
+    assert!(matches!(w.chat("host-1"), Err(StoreError::Conflict(_))));
+    for agent in ["host-2", "host-3", "host-4"] {
+        w.chat(agent).unwrap();
+    }
+    assert!(matches!(w.chat("host-5"), Err(StoreError::Limit(_))));
+    assert!(
+        matches!(w.chat("box"), Err(StoreError::Invalid(_))),
+        "computer agents are refused on the host path"
+    );
+    // Closing a session in a turn is refused; a stop of a queued turn cancels it.
+    assert!(matches!(
+        sessions::close(&mut w.conn, &session.id, QueueLimits::default()),
+        Err(StoreError::Conflict(_))
+    ));
+    let (stopped, command) =
+        sessions::stop(&mut w.conn, &session.id, QueueLimits::default()).unwrap();
+    assert!(
+        command.is_none(),
+        "nothing reached a Runner: nothing to send"
+    );
+    assert_eq!(stopped.state, SessionState::Idle);
+    let turn = sessions::get_turn(&w.conn, &turn.id).unwrap();
+    assert_eq!(turn.state, TurnState::Interrupted);
+    assert!(matches!(
+        sessions::stop(&mut w.conn, &session.id, QueueLimits::default()),
+        Err(StoreError::Conflict(_))
+    ));
+    w.chat("host-5").unwrap();
+}
+
+#[test]
+fn a_turn_running_when_its_generation_ends_is_uncertain_and_its_session_idle() {
+    let mut w = world();
+    let generation = w.connect();
+    let (session, turn) = w.chat("host-1").unwrap();
+    w.run(generation, &turn.command_id);
+    w.connect();
+    let turn = sessions::get_turn(&w.conn, &turn.id).unwrap();
+    assert_eq!(turn.state, TurnState::Uncertain);
+    assert!(turn.error.unwrap().contains("never replayed"));
+    let session = sessions::get(&w.conn, &session.id).unwrap();
+    assert_eq!(session.state, SessionState::Idle);
+    let closed = sessions::close(&mut w.conn, &session.id, QueueLimits::default()).unwrap();
+    assert_eq!(closed.0.state, SessionState::Closed);
+    let admission = Admission {
+        account_id: w.account.clone(),
+        admin: true,
+        agent: "host-1".into(),
+        session: Some(session.id.clone()),
+        message: "again".into(),
+    };
+    assert!(
+        matches!(
+            sessions::admit_turn(&mut w.conn, &admission, QueueLimits::default()),
+            Err(StoreError::Conflict(_))
+        ),
+        "a closed session is never reused"
+    );
+}
