@@ -600,16 +600,13 @@ fn fetch_exports_only_inside_artifact_roots_and_at_most_8_mib() {
     std::fs::write(root.join("big.bin"), vec![7u8; 8 * 1024 * 1024 + 1]).unwrap();
     let Setup { env, reg, .. } = &setup_in(env, &["--artifact-root", root.to_str().unwrap()]);
 
+    let fetch = |path: &str, to: &std::path::Path| {
+        env.run(&["runner", "fetch", &reg.id, path, "-o", to.to_str().unwrap()])
+    };
+    let report = root.join("report.txt");
+    let report = report.to_str().unwrap();
     let out = env.path("out.txt");
-    let o = out.to_str().unwrap();
-    let ok = env.run(&[
-        "runner",
-        "fetch",
-        &reg.id,
-        root.join("report.txt").to_str().unwrap(),
-        "-o",
-        o,
-    ]);
+    let ok = fetch(report, &out);
     ok.ok();
     assert!(ok.stderr.contains("sha256"));
     assert_eq!(std::fs::read(&out).unwrap(), b"all good\n");
@@ -619,40 +616,15 @@ fn fetch_exports_only_inside_artifact_roots_and_at_most_8_mib() {
     );
 
     let denied = env.path("denied.txt");
-    let d = denied.to_str().unwrap();
     let dotdot = format!("{}/../secret.txt", root.display());
-    env.run(&["runner", "fetch", &reg.id, &dotdot, "-o", d])
-        .fails(1, "outside the Runner's artifactRoots");
-    env.run(&[
-        "runner",
-        "fetch",
-        &reg.id,
-        root.join("link.txt").to_str().unwrap(),
-        "-o",
-        d,
-    ])
-    .fails(1, "outside the Runner's artifactRoots");
-    env.run(&[
-        "runner",
-        "fetch",
-        &reg.id,
-        root.join("big.bin").to_str().unwrap(),
-        "-o",
-        d,
-    ])
-    .fails(1, "at most 8 MiB");
-    env.run(&["runner", "fetch", &reg.id, "relative/path", "-o", d])
-        .fails(2, "not an absolute path");
+    fetch(&dotdot, &denied).fails(1, "outside the Runner's artifactRoots");
+    let link = root.join("link.txt");
+    fetch(link.to_str().unwrap(), &denied).fails(1, "outside the Runner's artifactRoots");
+    let big = root.join("big.bin");
+    fetch(big.to_str().unwrap(), &denied).fails(1, "at most 8 MiB");
+    fetch("relative/path", &denied).fails(2, "not an absolute path");
     assert!(!denied.exists(), "nothing written on refusal");
-    env.run(&[
-        "runner",
-        "fetch",
-        &reg.id,
-        root.join("report.txt").to_str().unwrap(),
-        "-o",
-        o,
-    ])
-    .fails(2, "already exists");
+    fetch(report, &out).fails(2, "already exists");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::hermes::{FakeModel, write_config};
-use common::{Bg, Env, Registered, RunnerProc, Server, wait_for};
+use common::{Bg, Env, Out, Registered, RunnerProc, Server, wait_for};
 use serde_json::{Value, json};
 
 fn tool_script() -> Value {
@@ -89,15 +89,27 @@ fn wait_streaming(model: &FakeModel) {
     );
 }
 
-/// The newest session, once its Hermes session exists.
-fn running_session(env: &Env) -> Value {
-    wait_for(Duration::from_secs(30), "a running Hermes session", || {
-        let list = env.json(&["session", "list"]);
+/// The session `yy chat` names on its first stderr line.
+fn session_of(chat: &Out) -> String {
+    let first = chat.stderr.lines().next().unwrap_or_default();
+    first.trim_start_matches("session ").to_string()
+}
+
+/// A slow turn in flight: `setup` with `slow_script`, `yy chat bot MESSAGE` in the
+/// background, and the running session's id once the model streams its answer.
+fn slow_turn_streaming(message: &str) -> Option<(Setup, Bg, String)> {
+    let s = setup(slow_script())?;
+    let chat = chat_in_background(&s, message);
+    let session = wait_for(Duration::from_secs(30), "a running Hermes session", || {
+        let list = s.env.json(&["session", "list"]);
         list.as_array()?
             .first()
             .filter(|s| s["state"] == "running" && s["hermes_session_id"].is_string())
             .cloned()
-    })
+    });
+    wait_streaming(&s.model);
+    let id = session["id"].as_str().unwrap().to_string();
+    Some((s, chat, id))
 }
 
 #[test]
@@ -113,13 +125,7 @@ fn a_full_turn_with_a_tool_call_streams_to_the_cli_and_is_recorded() {
     );
     assert!(out.stderr.contains("[tool terminal started]"), "{out:?}");
     assert!(out.stderr.contains("[tool terminal done]"), "{out:?}");
-    let session_id = out
-        .stderr
-        .lines()
-        .next()
-        .unwrap()
-        .trim_start_matches("session ")
-        .to_string();
+    let session_id = session_of(&out);
 
     let shown = s.env.json(&["session", "show", &session_id]);
     assert_eq!(shown["state"], "idle");
@@ -171,14 +177,11 @@ fn a_full_turn_with_a_tool_call_streams_to_the_cli_and_is_recorded() {
 
 #[test]
 fn a_stop_is_confirmed_through_active_list() {
-    let Some(s) = setup(slow_script()) else {
+    // Stopped while the model streams its answer.
+    let Some((s, chat, id)) = slow_turn_streaming("take your time") else {
         return;
     };
-    let chat = chat_in_background(&s, "take your time");
-    let session = running_session(&s.env);
-    let id = session["id"].as_str().unwrap();
-    // Stop while the model streams its answer.
-    wait_streaming(&s.model);
+    let id = id.as_str();
     let asked = Instant::now();
     let out = s.env.run(&["session", "stop", id]);
     out.ok();
@@ -212,15 +215,11 @@ fn a_stop_is_confirmed_through_active_list() {
 
 #[test]
 fn a_restart_of_the_control_plane_during_a_turn_leaves_it_uncertain_and_nothing_is_replayed() {
-    let Some(s) = setup(slow_script()) else {
+    // Restarted while the model streams its answer.
+    let Some((s, chat, id)) = slow_turn_streaming("slow please") else {
         return;
     };
     let addr = s.server.addr();
-    let chat = chat_in_background(&s, "slow please");
-    let session = running_session(&s.env);
-    let id = session["id"].as_str().unwrap().to_string();
-    // Restart while the model streams its answer.
-    wait_streaming(&s.model);
     let Setup {
         env,
         server,
@@ -516,13 +515,7 @@ fn a_session_continued_on_another_runner_takes_its_recent_history_along() {
     let hermes = common::require_hermes().unwrap();
     let out = s.env.run(&["chat", "bot", "remember the word pelican"]);
     out.ok();
-    let session_id = out
-        .stderr
-        .lines()
-        .next()
-        .unwrap()
-        .trim_start_matches("session ")
-        .to_string();
+    let session_id = session_of(&out);
     let first = s.env.json(&["session", "show", &session_id]);
 
     // The source gets a new Runner (and with it a new Hermes).
@@ -578,13 +571,9 @@ fn a_session_continued_on_another_runner_takes_its_recent_history_along() {
 
 #[test]
 fn a_stop_that_cannot_be_confirmed_leaves_the_session_pending_cleanup() {
-    let Some(s) = setup(slow_script()) else {
+    let Some((s, chat, id)) = slow_turn_streaming("take your time") else {
         return;
     };
-    let chat = chat_in_background(&s, "take your time");
-    let session = running_session(&s.env);
-    let id = session["id"].as_str().unwrap().to_string();
-    wait_streaming(&s.model);
     // Freeze the Runner's Hermes: the connection stays up, nothing answers.
     let pids = std::process::Command::new("pgrep")
         .args(["-P", &s.runner.child.id().to_string()])
