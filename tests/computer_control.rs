@@ -38,8 +38,7 @@ fn setup(agents: usize) -> Option<Setup> {
         ])
         .ok();
     }
-    let runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, 0);
+    let (runner, _) = env.start_online(&reg, "a", 0);
     Some(Setup {
         env,
         _server: server,
@@ -182,11 +181,12 @@ fn an_orphan_container_is_reconciled_after_kill_9_of_the_runner() {
         "the container outlives the Runner"
     );
 
-    let runner = env.start_runner(&s.reg, "a");
-    env.wait_online(&s.reg.id, g1);
-    wait_for(Duration::from_secs(20), "orphan removed", || {
-        (!container_exists(&container)).then_some(())
-    });
+    let (runner, _) = env.start_online(&s.reg, "a", g1);
+    wait_for(
+        Duration::from_secs(20),
+        "the orphan container to be removed",
+        || (!container_exists(&container)).then_some(()),
+    );
     assert!(runner.log().contains("orphan"), "{}", runner.log());
     let shown = env.json(&["computer", "show", c["id"].as_str().unwrap()]);
     assert_eq!(shown["state"], "stopped");

@@ -393,14 +393,11 @@ async fn credentials_on_a_non_loopback_bind() {
             unsafe {
                 libc::kill(self.0.id() as i32, libc::SIGTERM);
             }
-            for _ in 0..100 {
-                if let Ok(Some(_)) = self.0.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+            let ended = common::poll(Duration::from_secs(5), || self.0.try_wait().ok().flatten());
+            if ended.is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
             }
-            let _ = self.0.kill();
-            let _ = self.0.wait();
         }
     }
     let stdout = child.stdout.take().unwrap();

@@ -4,25 +4,62 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Bg, Env, STATUS, Server, machine, wait_for};
+use common::{Bg, Env, Registered, RunnerProc, STATUS, Server, machine, wait_for};
 use serde_json::json;
 
 const NEW_INSTANCE: &str = "00000000-0000-4000-8000-000000000001";
 
+/// A control plane with `root` logged in, and Runner `main` running and online.
+struct Setup {
+    env: Env,
+    server: Server,
+    reg: Registered,
+    runner: RunnerProc,
+    /// The Runner's connection generation.
+    generation: i64,
+}
+
+fn setup() -> Setup {
+    setup_in(Env::new(), &[])
+}
+
+/// `setup` in a prepared sandbox, registering the Runner with `extra` flags.
+fn setup_in(env: Env, extra: &[&str]) -> Setup {
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", extra);
+    let (runner, generation) = env.start_online(&reg, "a", 0);
+    Setup {
+        env,
+        server,
+        reg,
+        runner,
+        generation,
+    }
+}
+
 /// Starts `yy runner ping R --hold H --json` in the background; returns the child.
 fn ping_in_background(env: &Env, server: &Server, runner: &str, hold: &str) -> Bg {
-    let child = env
-        .command(&["runner", "ping", runner, "--hold", hold, "--json"])
-        .env("YY_SERVER", &server.url)
-        .env("YY_TOKEN", env.stored_token())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    Bg(Some(child))
+    env.background(
+        server,
+        &["runner", "ping", runner, "--hold", hold, "--json"],
+    )
+}
+
+/// True once every command of `runner` has ended: nothing is left in flight that could
+/// still report an outcome.
+fn all_final(env: &Env, runner: &str) -> bool {
+    env.json(&["runner", "commands", runner, "--limit", "1000"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| {
+            matches!(
+                c["state"].as_str(),
+                Some("done" | "failed" | "cancelled" | "expired" | "uncertain")
+            )
+        })
 }
 
 /// The newest command of a Runner.
@@ -38,12 +75,13 @@ fn newest(env: &Env, runner: &str) -> serde_json::Value {
 
 #[test]
 fn pings_round_trip_and_status_is_visible() {
-    let env = Env::new();
-    let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &[]);
-    let _runner = env.start_runner(&reg, "a");
-    let generation = env.wait_online(&reg.id, 0);
-    assert_eq!(generation, 1);
+    let Setup {
+        env,
+        reg,
+        generation,
+        ..
+    } = &setup();
+    assert_eq!(*generation, 1);
     let out = env.json(&["runner", "ping", &reg.id[..8], "--count", "3"]);
     assert_eq!(out["summary"]["answered"], 3);
     let shown = env.json(&["runner", "show", &reg.id]);
@@ -70,19 +108,20 @@ fn pings_round_trip_and_status_is_visible() {
 
 #[test]
 fn kill_9_during_a_long_command_leaves_it_uncertain_and_it_never_runs_again() {
-    let env = Env::new();
-    let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &[]);
-    let mut runner = env.start_runner(&reg, "a");
-    let g1 = env.wait_online(&reg.id, 0);
-    let ping = ping_in_background(&env, &server, &reg.id, "30s");
-    let cmd = newest(&env, &reg.id);
+    let Setup {
+        env,
+        server,
+        reg,
+        runner,
+        generation: g1,
+    } = &mut setup();
+    let ping = ping_in_background(env, server, &reg.id, "30s");
+    let cmd = newest(env, &reg.id);
     let id = cmd["id"].as_str().unwrap().to_string();
     env.wait_state(&reg.id, &id, "running");
     runner.kill9();
 
-    let mut runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, g1);
+    let (mut runner, _) = env.start_online(reg, "a", *g1);
     let settled = env.wait_state(&reg.id, &id, "uncertain");
     assert!(
         settled["error"]
@@ -97,11 +136,18 @@ fn kill_9_during_a_long_command_leaves_it_uncertain_and_it_never_runs_again() {
     assert!(runner.log().contains("uncertain"));
     let out = ping.output();
     assert_eq!(out.status.code(), Some(1), "the ping reports no answer");
-    // Nothing runs it again: it stays uncertain and no other execution appears.
-    std::thread::sleep(Duration::from_millis(500));
+    // Nothing runs it again: once a later ping was leased and answered, the Runner has
+    // taken everything queued before it, and the command is still uncertain, with no
+    // other execution beside the ping.
+    assert_eq!(
+        env.json(&["runner", "ping", &reg.id])["summary"]["answered"],
+        1
+    );
     let cmds = env.json(&["runner", "commands", &reg.id]);
-    assert_eq!(cmds.as_array().unwrap().len(), 1);
-    assert_eq!(cmds[0]["state"], "uncertain");
+    assert_eq!(cmds.as_array().unwrap().len(), 2, "{cmds}");
+    assert_eq!(cmds[1]["id"], id.as_str());
+    assert_eq!(cmds[1]["state"], "uncertain");
+    assert_eq!(cmds[0]["kind"], "ping");
     assert_eq!(
         runner.child.try_wait().unwrap(),
         None,
@@ -113,12 +159,14 @@ fn kill_9_during_a_long_command_leaves_it_uncertain_and_it_never_runs_again() {
 
 #[test]
 fn control_plane_restart_changes_the_generation_and_refuses_the_old_ones_late_result() {
-    let env = Env::new();
-    let server = env.bootstrap();
+    let Setup {
+        env,
+        server,
+        reg,
+        runner,
+        generation: g1,
+    } = setup();
     let addr = server.addr();
-    let reg = env.register_runner(&server, "main", &[]);
-    let runner = env.start_runner(&reg, "a");
-    let g1 = env.wait_online(&reg.id, 0);
     let _ping = ping_in_background(&env, &server, &reg.id, "3s");
     let cmd = newest(&env, &reg.id);
     let id = cmd["id"].as_str().unwrap().to_string();
@@ -136,12 +184,16 @@ fn control_plane_restart_changes_the_generation_and_refuses_the_old_ones_late_re
     assert!(g2 > g1);
     let settled = env.wait_state(&reg.id, &id, "uncertain");
     assert_eq!(settled["generation"], g1);
-    // The old generation's late result arrives after the hold and is refused with 409.
-    wait_for(Duration::from_secs(10), "refused late result", || {
-        let log = runner.log();
-        (log.contains(&id) && log.contains("stale_generation")).then_some(())
-    });
-    std::thread::sleep(Duration::from_millis(200));
+    // The old generation's late result arrives after the hold and is refused with 409; the
+    // Runner logs the refusal, so the control plane has decided by then.
+    wait_for(
+        Duration::from_secs(10),
+        "the Runner to log the refusal of its late result",
+        || {
+            let log = runner.log();
+            (log.contains(&id) && log.contains("stale_generation")).then_some(())
+        },
+    );
     assert_eq!(
         newest(&env, &reg.id)["state"],
         "uncertain",
@@ -171,13 +223,15 @@ fn control_plane_restart_changes_the_generation_and_refuses_the_old_ones_late_re
 
 #[test]
 fn the_same_command_delivered_twice_executes_once() {
-    let env = Env::new();
-    let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &[]);
-    let runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, 0);
+    let Setup {
+        env,
+        server,
+        reg,
+        runner,
+        ..
+    } = &setup();
     env.json(&["runner", "ping", &reg.id]);
-    let first = newest(&env, &reg.id);
+    let first = newest(env, &reg.id);
     let id = first["id"].as_str().unwrap().to_string();
     let show = |id: &str| -> serde_json::Value {
         let (status, body) = common::http(
@@ -205,10 +259,14 @@ fn the_same_command_delivered_twice_executes_once() {
     .unwrap();
     // Another ping wakes the long-poll; the Runner leases both.
     env.json(&["runner", "ping", &reg.id]);
-    let again = wait_for(Duration::from_secs(10), "redelivered outcome", || {
-        let c = show(&id);
-        (c["state"] == "done").then_some(c)
-    });
+    let again = wait_for(
+        Duration::from_secs(10),
+        "the redelivered command done",
+        || {
+            let c = show(&id);
+            (c["state"] == "done").then_some(c)
+        },
+    );
     assert_eq!(
         again["result"]["execution_id"], execution,
         "the stored outcome, not a new run"
@@ -222,14 +280,12 @@ fn the_same_command_delivered_twice_executes_once() {
 
 #[test]
 fn cancelling_a_running_command_stops_it_and_races_end_in_exactly_one_outcome() {
-    let env = Env::new();
-    let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &[]);
-    let _runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, 0);
+    let Setup {
+        env, server, reg, ..
+    } = &setup();
 
-    let _ping = ping_in_background(&env, &server, &reg.id, "60s");
-    let id = newest(&env, &reg.id)["id"].as_str().unwrap().to_string();
+    let _ping = ping_in_background(env, server, &reg.id, "60s");
+    let id = newest(env, &reg.id)["id"].as_str().unwrap().to_string();
     env.wait_state(&reg.id, &id, "running");
     let asked = Instant::now();
     env.json(&["runner", "cancel", &id]);
@@ -242,7 +298,7 @@ fn cancelling_a_running_command_stops_it_and_races_end_in_exactly_one_outcome() 
     // Cancel racing completion: whichever lands first is the only outcome.
     let auth = format!("Bearer {}", env.stored_token());
     let json = ("Content-Type", "application/json");
-    let mut seen = std::collections::HashSet::new();
+    let mut ended = Vec::new();
     for i in 0..16 {
         let (_, body) = common::http(
             &server.addr(),
@@ -256,6 +312,7 @@ fn cancelling_a_running_command_stops_it_and_races_end_in_exactly_one_outcome() 
             .as_str()
             .unwrap()
             .to_string();
+        // Staggered on purpose: the cancel lands before, during and after the ping's run.
         std::thread::sleep(Duration::from_millis(i * 4));
         let (status, body) = common::http(
             &server.addr(),
@@ -269,8 +326,10 @@ fn cancelling_a_running_command_stops_it_and_races_end_in_exactly_one_outcome() 
             status == 200 || (status == 409 && body.contains("already ended")),
             "{status} {body}"
         );
-        let end = |cid: &str| {
-            wait_for(Duration::from_secs(10), "final", || {
+        let state = wait_for(
+            Duration::from_secs(10),
+            &format!("ping {cid} to end done or cancelled"),
+            || {
                 let (_, b) = common::http(
                     &server.addr(),
                     "GET",
@@ -282,14 +341,31 @@ fn cancelling_a_running_command_stops_it_and_races_end_in_exactly_one_outcome() 
                 let v: serde_json::Value = serde_json::from_str(&b).unwrap();
                 let s = v["state"].as_str().unwrap().to_string();
                 matches!(s.as_str(), "done" | "cancelled").then_some(s)
-            })
-        };
-        let state = end(&cid);
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(end(&cid), state, "an outcome never changes");
-        seen.insert(state);
+            },
+        );
+        ended.push((cid, state));
     }
-    assert!(!seen.is_empty());
+    // Once nothing of the Runner's is in flight (the pings, the cancel commands), no late
+    // report can arrive: every outcome is still the first one seen.
+    wait_for(
+        Duration::from_secs(10),
+        "every command of the Runner to end",
+        || all_final(env, &reg.id).then_some(()),
+    );
+    let cmds = env.json(&["runner", "commands", &reg.id, "--limit", "1000"]);
+    for (cid, state) in &ended {
+        let now = cmds
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == cid.as_str())
+            .unwrap();
+        assert_eq!(
+            now["state"],
+            state.as_str(),
+            "an outcome never changes: {now}"
+        );
+    }
 }
 
 #[test]
@@ -446,12 +522,18 @@ fn machine_requests_with_origin_wrong_version_or_bad_tokens_are_refused() {
 
 #[test]
 fn disable_ends_the_long_poll_at_once_and_the_token_never_works_again() {
-    let env = Env::new();
-    let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &[]);
-    let mut runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, 0);
-    std::thread::sleep(Duration::from_millis(300)); // inside its long-poll now
+    let Setup {
+        env,
+        server,
+        reg,
+        runner,
+        ..
+    } = &mut setup();
+    // Kept on purpose: what is under test is a disable while the Runner's lease request is
+    // parked on the server, and nothing outside the server shows that it is; the Runner
+    // sends it right after connecting. Were it not parked yet, the lease would be refused
+    // at once all the same: this pause cannot make the test fail, only keep it on its path.
+    std::thread::sleep(Duration::from_millis(300));
     let asked = Instant::now();
     env.run(&["runner", "disable", &reg.id, "--yes"]).ok();
     let code = runner.wait_exit(Duration::from_secs(5));
@@ -462,7 +544,7 @@ fn disable_ends_the_long_poll_at_once_and_the_token_never_works_again() {
     assert_eq!(code, 4);
     assert!(runner.log().contains("was disabled"), "{}", runner.log());
     let (status, body) = machine(
-        &server,
+        server,
         "/runner/v1/connect",
         &reg.token,
         NEW_INSTANCE,
@@ -473,12 +555,12 @@ fn disable_ends_the_long_poll_at_once_and_the_token_never_works_again() {
     assert_eq!(status, 403);
     assert_eq!(body["error"]["code"], "runner_disabled");
     // Starting the old config again fails clearly, and so does it after a new registration.
-    let mut again = env.start_runner(&reg, "b");
+    let mut again = env.start_runner(reg, "b");
     assert_eq!(again.wait_exit(Duration::from_secs(5)), 4);
-    let new = env.register_runner(&server, "main", &["--force"]);
+    let new = env.register_runner(server, "main", &["--force"]);
     assert_ne!(new.token, reg.token);
     let (status, _) = machine(
-        &server,
+        server,
         "/runner/v1/connect",
         &reg.token,
         NEW_INSTANCE,
@@ -491,13 +573,14 @@ fn disable_ends_the_long_poll_at_once_and_the_token_never_works_again() {
 
 #[test]
 fn a_second_instance_of_the_same_runner_replaces_the_first() {
-    let env = Env::new();
-    let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &[]);
-    let mut first = env.start_runner(&reg, "a");
-    let g1 = env.wait_online(&reg.id, 0);
-    let _second = env.start_runner(&reg, "b");
-    env.wait_online(&reg.id, g1);
+    let Setup {
+        env,
+        reg,
+        runner: first,
+        generation: g1,
+        ..
+    } = &mut setup();
+    let _second = env.start_online(reg, "b", *g1);
     assert_eq!(first.wait_exit(Duration::from_secs(5)), 4);
     assert!(first.log().contains("another instance"), "{}", first.log());
     assert_eq!(
@@ -509,31 +592,21 @@ fn a_second_instance_of_the_same_runner_replaces_the_first() {
 #[test]
 fn fetch_exports_only_inside_artifact_roots_and_at_most_8_mib() {
     let env = Env::new();
-    let server = env.bootstrap();
     let root = env.path("artifacts");
     std::fs::create_dir(&root).unwrap();
     std::fs::write(root.join("report.txt"), b"all good\n").unwrap();
     std::fs::write(env.path("secret.txt"), b"keys").unwrap();
     std::os::unix::fs::symlink(env.path("secret.txt"), root.join("link.txt")).unwrap();
     std::fs::write(root.join("big.bin"), vec![7u8; 8 * 1024 * 1024 + 1]).unwrap();
-    let reg = env.register_runner(
-        &server,
-        "main",
-        &["--artifact-root", root.to_str().unwrap()],
-    );
-    let _runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, 0);
+    let Setup { env, reg, .. } = &setup_in(env, &["--artifact-root", root.to_str().unwrap()]);
 
+    let fetch = |path: &str, to: &std::path::Path| {
+        env.run(&["runner", "fetch", &reg.id, path, "-o", to.to_str().unwrap()])
+    };
+    let report = root.join("report.txt");
+    let report = report.to_str().unwrap();
     let out = env.path("out.txt");
-    let o = out.to_str().unwrap();
-    let ok = env.run(&[
-        "runner",
-        "fetch",
-        &reg.id,
-        root.join("report.txt").to_str().unwrap(),
-        "-o",
-        o,
-    ]);
+    let ok = fetch(report, &out);
     ok.ok();
     assert!(ok.stderr.contains("sha256"));
     assert_eq!(std::fs::read(&out).unwrap(), b"all good\n");
@@ -543,50 +616,21 @@ fn fetch_exports_only_inside_artifact_roots_and_at_most_8_mib() {
     );
 
     let denied = env.path("denied.txt");
-    let d = denied.to_str().unwrap();
     let dotdot = format!("{}/../secret.txt", root.display());
-    env.run(&["runner", "fetch", &reg.id, &dotdot, "-o", d])
-        .fails(1, "outside the Runner's artifactRoots");
-    env.run(&[
-        "runner",
-        "fetch",
-        &reg.id,
-        root.join("link.txt").to_str().unwrap(),
-        "-o",
-        d,
-    ])
-    .fails(1, "outside the Runner's artifactRoots");
-    env.run(&[
-        "runner",
-        "fetch",
-        &reg.id,
-        root.join("big.bin").to_str().unwrap(),
-        "-o",
-        d,
-    ])
-    .fails(1, "at most 8 MiB");
-    env.run(&["runner", "fetch", &reg.id, "relative/path", "-o", d])
-        .fails(2, "not an absolute path");
+    fetch(&dotdot, &denied).fails(1, "outside the Runner's artifactRoots");
+    let link = root.join("link.txt");
+    fetch(link.to_str().unwrap(), &denied).fails(1, "outside the Runner's artifactRoots");
+    let big = root.join("big.bin");
+    fetch(big.to_str().unwrap(), &denied).fails(1, "at most 8 MiB");
+    fetch("relative/path", &denied).fails(2, "not an absolute path");
     assert!(!denied.exists(), "nothing written on refusal");
-    env.run(&[
-        "runner",
-        "fetch",
-        &reg.id,
-        root.join("report.txt").to_str().unwrap(),
-        "-o",
-        o,
-    ])
-    .fails(2, "already exists");
+    fetch(report, &out).fails(2, "already exists");
 }
 
 #[test]
 fn a_runner_without_artifact_roots_exports_nothing() {
-    let env = Env::new();
-    let server = env.bootstrap();
+    let Setup { env, reg, .. } = &setup();
     std::fs::write(env.path("file.txt"), b"x").unwrap();
-    let reg = env.register_runner(&server, "main", &[]);
-    let _runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, 0);
     let d = env.path("o.txt");
     env.run(&[
         "runner",
@@ -629,9 +673,8 @@ fn a_full_queue_is_refused_clearly() {
     env.run(&["runner", "ping", &reg.id])
         .fails(6, "3 pending commands, the limit");
     // Once the Runner drains its queue, pings pass again.
-    let _runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, 0);
-    wait_for(Duration::from_secs(10), "queue drained", || {
+    let _runner = env.start_online(&reg, "a", 0);
+    wait_for(Duration::from_secs(10), "the queue drained", || {
         env.json(&["runner", "commands", &reg.id])
             .as_array()
             .unwrap()
@@ -682,18 +725,20 @@ fn runner_config_is_checked_before_anything_runs() {
 
 #[test]
 fn sigterm_finishes_commands_in_flight_and_exits_zero() {
-    let env = Env::new();
-    let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &[]);
-    let mut runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, 0);
-    let ping = ping_in_background(&env, &server, &reg.id, "1s");
-    let id = newest(&env, &reg.id)["id"].as_str().unwrap().to_string();
+    let Setup {
+        env,
+        server,
+        reg,
+        runner,
+        ..
+    } = &mut setup();
+    let ping = ping_in_background(env, server, &reg.id, "1s");
+    let id = newest(env, &reg.id)["id"].as_str().unwrap().to_string();
     env.wait_state(&reg.id, &id, "running");
     runner.signal(libc::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(10)), 0);
     assert_eq!(
-        newest(&env, &reg.id)["state"],
+        newest(env, &reg.id)["state"],
         "done",
         "finished within the grace period"
     );
@@ -704,21 +749,23 @@ fn sigterm_finishes_commands_in_flight_and_exits_zero() {
 
 #[test]
 fn the_runner_reconnects_after_the_control_plane_was_down() {
-    let env = Env::new();
-    let server = env.bootstrap();
+    let Setup {
+        env,
+        server,
+        reg,
+        runner,
+        generation: g1,
+    } = setup();
     let addr = server.addr();
-    let reg = env.register_runner(&server, "main", &[]);
-    let runner = env.start_runner(&reg, "a");
-    let g1 = env.wait_online(&reg.id, 0);
     assert_eq!(server.terminate(), 0);
-    std::thread::sleep(Duration::from_secs(2)); // a few failed attempts
+    // Down for real: the Runner tried to connect and failed, and retries.
+    wait_for(
+        Duration::from_secs(10),
+        "the Runner to fail to connect and retry",
+        || runner.log().contains("retrying").then_some(()),
+    );
     let _server = Server::start_with(&env, &env.data_dir(), &addr, &[]);
     env.wait_online(&reg.id, g1);
-    let log = runner.log();
-    assert!(
-        log.contains("retrying") || log.contains("reconnecting"),
-        "{log}"
-    );
     assert_eq!(
         env.json(&["runner", "ping", &reg.id])["summary"]["answered"],
         1

@@ -5,11 +5,10 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::hermes::{FakeModel, write_config};
-use common::{Bg, Env, Registered, RunnerProc, Server, wait_for};
+use common::{Bg, Env, Out, Registered, RunnerProc, Server, wait_for};
 use serde_json::{Value, json};
 
 fn tool_script() -> Value {
@@ -67,8 +66,7 @@ fn setup(script: Value) -> Option<Setup> {
         "host",
     ])
     .ok();
-    let runner = env.start_runner(&reg, "a");
-    env.wait_online(&reg.id, 0);
+    let (runner, _) = env.start_online(&reg, "a", 0);
     Some(Setup {
         env,
         server,
@@ -79,34 +77,39 @@ fn setup(script: Value) -> Option<Setup> {
 }
 
 fn chat_in_background(s: &Setup, message: &str) -> Bg {
-    let child = s
-        .env
-        .command(&["chat", "bot", message])
-        .env("YY_SERVER", &s.server.url)
-        .env("YY_TOKEN", s.env.stored_token())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    Bg(Some(child))
+    s.env.background(&s.server, &["chat", "bot", message])
 }
 
 /// Waits until the model received the turn's request (Hermes is past its start-up probes).
 fn wait_streaming(model: &FakeModel) {
-    wait_for(Duration::from_secs(30), "the model streaming", || {
-        (!model.steps().is_empty()).then_some(())
-    });
+    wait_for(
+        Duration::from_secs(30),
+        "the model to stream the turn",
+        || (!model.steps().is_empty()).then_some(()),
+    );
 }
 
-/// The newest session, once its Hermes session exists.
-fn running_session(env: &Env) -> Value {
-    wait_for(Duration::from_secs(30), "a running Hermes session", || {
-        let list = env.json(&["session", "list"]);
+/// The session `yy chat` names on its first stderr line.
+fn session_of(chat: &Out) -> String {
+    let first = chat.stderr.lines().next().unwrap_or_default();
+    first.trim_start_matches("session ").to_string()
+}
+
+/// A slow turn in flight: `setup` with `slow_script`, `yy chat bot MESSAGE` in the
+/// background, and the running session's id once the model streams its answer.
+fn slow_turn_streaming(message: &str) -> Option<(Setup, Bg, String)> {
+    let s = setup(slow_script())?;
+    let chat = chat_in_background(&s, message);
+    let session = wait_for(Duration::from_secs(30), "a running Hermes session", || {
+        let list = s.env.json(&["session", "list"]);
         list.as_array()?
             .first()
             .filter(|s| s["state"] == "running" && s["hermes_session_id"].is_string())
             .cloned()
-    })
+    });
+    wait_streaming(&s.model);
+    let id = session["id"].as_str().unwrap().to_string();
+    Some((s, chat, id))
 }
 
 #[test]
@@ -122,13 +125,7 @@ fn a_full_turn_with_a_tool_call_streams_to_the_cli_and_is_recorded() {
     );
     assert!(out.stderr.contains("[tool terminal started]"), "{out:?}");
     assert!(out.stderr.contains("[tool terminal done]"), "{out:?}");
-    let session_id = out
-        .stderr
-        .lines()
-        .next()
-        .unwrap()
-        .trim_start_matches("session ")
-        .to_string();
+    let session_id = session_of(&out);
 
     let shown = s.env.json(&["session", "show", &session_id]);
     assert_eq!(shown["state"], "idle");
@@ -180,14 +177,11 @@ fn a_full_turn_with_a_tool_call_streams_to_the_cli_and_is_recorded() {
 
 #[test]
 fn a_stop_is_confirmed_through_active_list() {
-    let Some(s) = setup(slow_script()) else {
+    // Stopped while the model streams its answer.
+    let Some((s, chat, id)) = slow_turn_streaming("take your time") else {
         return;
     };
-    let chat = chat_in_background(&s, "take your time");
-    let session = running_session(&s.env);
-    let id = session["id"].as_str().unwrap();
-    // Stop while the model streams its answer.
-    wait_streaming(&s.model);
+    let id = id.as_str();
     let asked = Instant::now();
     let out = s.env.run(&["session", "stop", id]);
     out.ok();
@@ -196,7 +190,7 @@ fn a_stop_is_confirmed_through_active_list() {
         asked.elapsed() < Duration::from_secs(8),
         "confirmed without waiting for the turn"
     );
-    let shown = wait_for(Duration::from_secs(30), "turn ended", || {
+    let shown = wait_for(Duration::from_secs(30), "the stopped turn to end", || {
         let v = s.env.json(&["session", "show", id]);
         (v["turns"][0]["state"] != "running" && v["turns"][0]["state"] != "queued").then_some(v)
     });
@@ -221,15 +215,11 @@ fn a_stop_is_confirmed_through_active_list() {
 
 #[test]
 fn a_restart_of_the_control_plane_during_a_turn_leaves_it_uncertain_and_nothing_is_replayed() {
-    let Some(s) = setup(slow_script()) else {
+    // Restarted while the model streams its answer.
+    let Some((s, chat, id)) = slow_turn_streaming("slow please") else {
         return;
     };
     let addr = s.server.addr();
-    let chat = chat_in_background(&s, "slow please");
-    let session = running_session(&s.env);
-    let id = session["id"].as_str().unwrap().to_string();
-    // Restart while the model streams its answer.
-    wait_streaming(&s.model);
     let Setup {
         env,
         server,
@@ -240,7 +230,7 @@ fn a_restart_of_the_control_plane_during_a_turn_leaves_it_uncertain_and_nothing_
     assert_eq!(server.terminate(), 0);
     let server = Server::start_with(&env, &env.data_dir(), &addr, &[]);
     let envs = [("YY_SERVER", server.url.as_str())];
-    let shown = wait_for(Duration::from_secs(30), "uncertain turn", || {
+    let shown = wait_for(Duration::from_secs(30), "the turn marked uncertain", || {
         let out = env.run_with(&["session", "show", &id, "--json"], "", &envs);
         let v = out.json();
         (v["turns"][0]["state"] == "uncertain").then_some(v)
@@ -254,7 +244,29 @@ fn a_restart_of_the_control_plane_during_a_turn_leaves_it_uncertain_and_nothing_
     assert_eq!(shown["state"], "idle");
     // The turn finishes in Hermes meanwhile; its late outcome is refused and nothing runs
     // again: the model was asked exactly once.
-    std::thread::sleep(Duration::from_secs(12));
+    let cmds = env
+        .run_with(&["runner", "commands", &reg.id, "--json"], "", &envs)
+        .json();
+    let turn = cmds
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "session.turn")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_for(
+        Duration::from_secs(60),
+        "the Runner to report the turn's late outcome and see it refused",
+        || {
+            runner
+                .log()
+                .lines()
+                .any(|l| l.contains(&turn) && l.contains("outcome not accepted"))
+                .then_some(())
+        },
+    );
     assert_eq!(model.steps().len(), 1, "the turn was never replayed");
     let shown = env
         .run_with(&["session", "show", &id, "--json"], "", &envs)
@@ -389,10 +401,8 @@ async fn another_channels_sessions_are_invisible_and_bad_hermes_access_fails_cle
         "alpha",
     ])
     .ok();
-    let _ra = env.start_runner(&a, "a");
-    let _rb = env.start_runner(&b, "b");
-    env.wait_online(&a.id, 0);
-    env.wait_online(&b.id, 0);
+    let _ra = env.start_online(&a, "a", 0);
+    let _rb = env.start_online(&b, "b", 0);
     env.run(&["chat", "bot", "hello"]).ok();
     // A desktop user's own session in the same Hermes.
     let desktop = yy::hermes::HermesClient::connect(&access).await.unwrap();
@@ -419,7 +429,7 @@ async fn another_channels_sessions_are_invisible_and_bad_hermes_access_fails_cle
         .unwrap()
         .to_string();
     env.run(&["session", "close", &first]).ok();
-    let seen_a = wait_for(Duration::from_secs(10), "one session left", || {
+    let seen_a = wait_for(Duration::from_secs(10), "one session left on alpha", || {
         let v = env.json(&["runner", "sessions", &a.id]);
         (v.as_array().unwrap().len() == 1).then_some(v)
     });
@@ -505,13 +515,7 @@ fn a_session_continued_on_another_runner_takes_its_recent_history_along() {
     let hermes = common::require_hermes().unwrap();
     let out = s.env.run(&["chat", "bot", "remember the word pelican"]);
     out.ok();
-    let session_id = out
-        .stderr
-        .lines()
-        .next()
-        .unwrap()
-        .trim_start_matches("session ")
-        .to_string();
+    let session_id = session_of(&out);
     let first = s.env.json(&["session", "show", &session_id]);
 
     // The source gets a new Runner (and with it a new Hermes).
@@ -531,8 +535,7 @@ fn a_session_continued_on_another_runner_takes_its_recent_history_along() {
         &next,
         json!({ "hermesCommand": [hermes.display().to_string(), "serve"], "hermesHome": home }),
     );
-    let _runner = env.start_runner(&next, "b");
-    env.wait_online(&next.id, 0);
+    let _runner = env.start_online(&next, "b", 0);
 
     env.run(&[
         "chat",
@@ -568,13 +571,9 @@ fn a_session_continued_on_another_runner_takes_its_recent_history_along() {
 
 #[test]
 fn a_stop_that_cannot_be_confirmed_leaves_the_session_pending_cleanup() {
-    let Some(s) = setup(slow_script()) else {
+    let Some((s, chat, id)) = slow_turn_streaming("take your time") else {
         return;
     };
-    let chat = chat_in_background(&s, "take your time");
-    let session = running_session(&s.env);
-    let id = session["id"].as_str().unwrap().to_string();
-    wait_streaming(&s.model);
     // Freeze the Runner's Hermes: the connection stays up, nothing answers.
     let pids = std::process::Command::new("pgrep")
         .args(["-P", &s.runner.child.id().to_string()])

@@ -213,17 +213,16 @@ impl Server {
     }
 
     fn wait_healthy(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let addr = self.url.trim_start_matches("http://").to_string();
-        loop {
-            if let Ok(body) = http(&addr, "GET", "/healthz", &[], "")
-                && body.0 == 200
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "server never became healthy");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let addr = self.addr();
+        wait_for(
+            Duration::from_secs(10),
+            "the server to answer /healthz",
+            || {
+                http(&addr, "GET", "/healthz", &[], "")
+                    .ok()
+                    .filter(|(status, _)| *status == 200)
+            },
+        );
     }
 
     pub fn addr(&self) -> String {
@@ -240,14 +239,12 @@ impl Server {
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code().unwrap_or(-1);
-            }
-            assert!(Instant::now() < deadline, "server did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let status = wait_for(
+            Duration::from_secs(15),
+            "the server to exit on SIGTERM",
+            || self.child.try_wait().unwrap(),
+        );
+        status.code().unwrap_or(-1)
     }
 }
 
@@ -386,6 +383,19 @@ impl Env {
         RunnerProc { child, log }
     }
 
+    /// Starts `yy ARGS` against `server` as the logged-in user, in the background.
+    pub fn background(&self, server: &Server, args: &[&str]) -> Bg {
+        let child = self
+            .command(args)
+            .env("YY_SERVER", &server.url)
+            .env("YY_TOKEN", self.stored_token())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn yy in the background");
+        Bg(Some(child))
+    }
+
     /// `yy ARGS --json` parsed, asserting success.
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
         let mut a = args.to_vec();
@@ -396,19 +406,31 @@ impl Env {
     }
 
     /// Waits until the Runner shows online with a generation above `after`; returns it.
+    #[track_caller]
     pub fn wait_online(&self, id: &str, after: i64) -> i64 {
-        wait_for(Duration::from_secs(15), "runner online", || {
+        let what = format!("Runner {id} online in a generation above {after}");
+        wait_for(Duration::from_secs(15), &what, || {
             let r = self.json(&["runner", "show", id]);
             let g = r["generation"].as_i64().unwrap();
             (r["online"] == true && g > after).then_some(g)
         })
     }
 
+    /// Starts the registered Runner `reg` (data directory `name`) and waits until it is
+    /// online in a generation above `after`; returns the process and that generation.
+    #[track_caller]
+    pub fn start_online(&self, reg: &Registered, name: &str, after: i64) -> (RunnerProc, i64) {
+        let runner = self.start_runner(reg, name);
+        let generation = self.wait_online(&reg.id, after);
+        (runner, generation)
+    }
+
     /// Waits until command `cmd` of `runner` is in `state`.
+    #[track_caller]
     pub fn wait_state(&self, runner: &str, cmd: &str, state: &str) -> serde_json::Value {
         wait_for(
             Duration::from_secs(20),
-            &format!("command {cmd} {state}"),
+            &format!("command {cmd} in state {state}"),
             || {
                 let list = self.json(&["runner", "commands", runner]);
                 list.as_array()
@@ -421,16 +443,53 @@ impl Env {
     }
 }
 
-/// Polls `f` until it returns Some, or panics after `limit`.
-pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+/// Polls `f` every 50 ms until it returns Some; None once `limit` passed first.
+pub fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(v) = f() {
-            return v;
+            return Some(v);
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        if Instant::now() >= deadline {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Polls `f` until it returns Some; panics with "timed out after Ns waiting for WHAT" once
+/// `limit` passed. `what` names the condition, so a failure says what never happened.
+#[track_caller]
+pub fn wait_for<T>(limit: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    match poll(limit, f) {
+        Some(v) => v,
+        None => timed_out(limit, what),
+    }
+}
+
+/// `wait_for` for conditions that are themselves async (a guest request, a Hermes call).
+pub async fn wait_for_async<T, F>(limit: Duration, what: &str, mut f: impl FnMut() -> F) -> T
+where
+    F: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            timed_out(limit, what);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[track_caller]
+fn timed_out(limit: Duration, what: &str) -> ! {
+    panic!(
+        "timed out after {}s waiting for {what}",
+        limit.as_secs_f64()
+    )
 }
 
 /// A running `yy runner run`; killed when dropped.
@@ -453,8 +512,11 @@ impl RunnerProc {
         }
     }
     /// Waits for the process to exit; returns its exit code.
+    #[track_caller]
     pub fn wait_exit(&mut self, limit: Duration) -> i32 {
-        let status = wait_for(limit, "runner exit", || self.child.try_wait().unwrap());
+        let status = wait_for(limit, "the Runner process to exit", || {
+            self.child.try_wait().unwrap()
+        });
         status.code().unwrap_or(-1)
     }
 }
@@ -496,24 +558,38 @@ pub fn machine(
 pub const STATUS: &str =
     r#"{"version":"test","capabilities":[],"computers_capacity":0,"hostname":"t"}"#;
 
-/// True when a test needing `what` must run (CI), false when it may be skipped (a developer
-/// machine without it). Under CI a missing dependency fails the test.
-fn dependency_missing(what: &str, how: &str) -> bool {
+/// Says on the terminal that the calling test did not run, and why. Written to the stderr
+/// file itself, not through `eprintln!`: the test harness captures that (and shows it only
+/// for failures), and a skip must not pass for a pass.
+pub fn skipped(why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().filter(|n| *n != "main").unwrap_or("a test");
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {test}: {why}");
+}
+
+/// A dependency of the calling test is missing: outside CI the test is skipped (and says
+/// so); under CI (`CI` set) the test fails instead.
+#[track_caller]
+fn missing(what: &str, how: &str) {
     if std::env::var_os("CI").is_some() {
         panic!("{what} is required under CI but missing: {how}");
     }
-    eprintln!("SKIPPED: {what} is missing ({how})");
-    true
+    skipped(&format!("{what} is missing ({how})"));
 }
 
 /// The Docker engine answers on its socket; else skip (or fail under CI).
+#[track_caller]
 pub fn require_docker() -> bool {
-    let ok = std::os::unix::net::UnixStream::connect("/var/run/docker.sock").is_ok();
-    ok || !dependency_missing("the Docker engine", "run scripts/install-docker.sh")
+    if std::os::unix::net::UnixStream::connect("/var/run/docker.sock").is_ok() {
+        return true;
+    }
+    missing("the Docker engine", "run scripts/install-docker.sh");
+    false
 }
 
 /// The pinned `hermes` executable (YY_TEST_HERMES or the default venv); else skip (or fail
 /// under CI).
+#[track_caller]
 pub fn require_hermes() -> Option<PathBuf> {
     let path = std::env::var_os("YY_TEST_HERMES")
         .map(PathBuf::from)
@@ -521,7 +597,7 @@ pub fn require_hermes() -> Option<PathBuf> {
     if path.is_file() {
         return Some(path);
     }
-    dependency_missing("hermes-agent 0.19.0", "run scripts/install-hermes.sh");
+    missing("hermes-agent 0.19.0", "run scripts/install-hermes.sh");
     None
 }
 
