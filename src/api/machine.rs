@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::computers::{ComputerRef, ExecPayload, StartPayload};
-use super::sessions::{SessionRef, TurnPayload};
+use super::sessions::{SessionRef, TurnPayload, WorkerTurnPayload};
+
 pub use super::states::CommandState;
 
 /// The protocol version this yy speaks.
@@ -167,6 +168,8 @@ super::states::word_enum! {
         ComputerRemove = "computer.remove",
         /// An admin diagnostic command in a running computer.
         ComputerExec = "computer.exec",
+        /// A computer agent's turn through the Worker.
+        WorkerTurn = "worker.turn",
     }
 }
 
@@ -175,6 +178,8 @@ super::states::word_enum! {
 pub enum Settles {
     Session,
     Computer,
+    /// A computer agent's turn: its session and its computer.
+    Both,
     Nothing,
 }
 
@@ -202,6 +207,7 @@ impl CommandKind {
             | CommandKind::ComputerStop
             | CommandKind::ComputerRemove
             | CommandKind::ComputerExec => Settles::Computer,
+            CommandKind::WorkerTurn => Settles::Both,
             CommandKind::Ping | CommandKind::Fetch | CommandKind::Cancel => Settles::Nothing,
         }
     }
@@ -236,6 +242,8 @@ pub enum RunnerCommand {
     ComputerRemove(ComputerRef),
     #[serde(rename = "computer.exec")]
     ComputerExec(ExecPayload),
+    #[serde(rename = "worker.turn")]
+    WorkerTurn(WorkerTurnPayload),
 }
 
 /// The payload of a command that needs none: `{}`.
@@ -258,6 +266,7 @@ impl RunnerCommand {
             RunnerCommand::ComputerStop(_) => CommandKind::ComputerStop,
             RunnerCommand::ComputerRemove(_) => CommandKind::ComputerRemove,
             RunnerCommand::ComputerExec(_) => CommandKind::ComputerExec,
+            RunnerCommand::WorkerTurn(_) => CommandKind::WorkerTurn,
         }
     }
 

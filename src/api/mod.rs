@@ -25,6 +25,8 @@ pub mod capabilities {
     pub const SESSION_STOP: &str = "session-stop-v1";
     /// Computers (a Docker engine answered when the Runner started).
     pub const COMPUTER: &str = "computer-v1";
+    /// Turns of computer agents: the Worker on the Runner, every tool in the computer.
+    pub const COMPUTER_WORKER: &str = "computer-worker-v1";
 }
 
 /// Largest request body the admin API accepts.

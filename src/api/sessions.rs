@@ -126,6 +126,22 @@ pub struct TurnPayload {
     pub history: Vec<HistoryMessage>,
 }
 
+/// A computer agent's turn: the model loop runs in the Worker on the Runner's host, and
+/// every tool in the agent's computer, under the lease this turn holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerTurnPayload {
+    pub session_id: String,
+    pub turn_id: String,
+    /// The allowlisted Hermes profile whose model settings the Worker uses.
+    pub profile: String,
+    pub message: String,
+    #[serde(default)]
+    pub history: Vec<HistoryMessage>,
+    /// The computer lease of this turn: started or recreated when it is not running.
+    pub computer: crate::api::computers::StartPayload,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TurnResult {
     pub hermes_session_id: String,
@@ -133,6 +149,9 @@ pub struct TurnResult {
     pub status: String,
     pub text: String,
     pub usage: Option<serde_json::Value>,
+    /// What Hermes said when the turn ended with an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -171,12 +190,27 @@ pub mod event_types {
     pub const TOOL_COMPLETE: &str = "tool.complete";
     pub const APPROVAL_REQUEST: &str = "approval.request";
     pub const ERROR: &str = "error";
-    pub const ALL: [&str; 6] = [
+    /// A computer agent's computer runs under the turn's lease (`ComputerReady`).
+    pub const COMPUTER_READY: &str = "computer.ready";
+    /// The turn waits for something (a free computer slot): `{message}`.
+    pub const WAITING: &str = "waiting";
+    pub const ALL: [&str; 8] = [
         SESSION_CREATED,
         TEXT_DELTA,
         TOOL_START,
         TOOL_COMPLETE,
         APPROVAL_REQUEST,
         ERROR,
+        COMPUTER_READY,
+        WAITING,
     ];
+}
+
+/// The payload of a `computer.ready` event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComputerReady {
+    pub computer_id: String,
+    pub fence: i64,
+    pub container_id: String,
+    pub resources: serde_json::Value,
 }

@@ -122,6 +122,10 @@ pub struct RunnerConfig {
     /// Hermes's own login, for a Hermes bound to a non-loopback address; stays on this host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hermes_credentials: Option<crate::hermes::HermesCredentials>,
+    /// The Python the isolated Worker runs with: the Hermes venv's [default: the `python`
+    /// beside `hermesCommand`'s program].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_python: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for RunnerConfig {

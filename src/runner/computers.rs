@@ -32,6 +32,8 @@ pub struct Computers {
     db: Mutex<Connection>,
     /// Computers holding a pool slot (running, starting, or with an unconfirmed stop).
     reserved: Mutex<HashSet<String>>,
+    /// A pool slot was given back: whoever waits for one looks again.
+    slot_freed: tokio::sync::Notify,
     guests: tokio::sync::Mutex<HashMap<String, Arc<GuestSession>>>,
     /// The connection generation, recorded in container labels.
     pub generation: Mutex<i64>,
@@ -82,6 +84,13 @@ impl Computers {
                 computer_id  TEXT PRIMARY KEY,
                 fence        INTEGER NOT NULL,
                 container_id TEXT
+            );
+            -- What the current container was made from: a lease on the same image and
+            -- path may keep it (background programs keep running).
+            CREATE TABLE IF NOT EXISTS container_specs (
+                computer_id TEXT PRIMARY KEY,
+                image_id    TEXT NOT NULL,
+                guest_cwd   TEXT NOT NULL
             );",
         )?;
         Ok(Computers {
@@ -92,6 +101,7 @@ impl Computers {
             limits: Limits::default(),
             db: Mutex::new(db),
             reserved: Mutex::default(),
+            slot_freed: tokio::sync::Notify::new(),
             guests: tokio::sync::Mutex::default(),
             generation: Mutex::new(0),
         })
@@ -184,36 +194,75 @@ impl Computers {
     }
 
     /// Creates and starts the computer under `fence`; an earlier container is removed first
-    /// and never reused. The pool slot is reserved before anything starts.
+    /// and never reused. A full pool is waited for (the command's deadline bounds it).
     pub async fn start(&self, p: StartPayload) -> Outcome {
+        let (started, _) = self.ensure(&p, false, &|_| {}).await?;
+        Ok(serde_json::to_value(started)?)
+    }
+
+    /// The computer under the lease `p` (a strictly greater fence), with its guest agent.
+    /// With `reuse`, a running container made from the same image and path is kept, so that
+    /// background programs live on between turns; otherwise, or when it is gone, it is
+    /// recreated (workspace kept). A full pool is waited for; `waiting` hears why, once.
+    pub async fn ensure(
+        &self,
+        p: &StartPayload,
+        reuse: bool,
+        waiting: &(dyn Fn(String) + Sync),
+    ) -> Result<(StartResult, Arc<GuestSession>), PoolError> {
         validate_image_id(&p.image_id)?;
         let old = self.take_fence(&p.computer_id, p.fence)?;
+        let spec = self.spec(p);
+        if reuse
+            && let Some(container) = &old
+            && self.same_spec(p)
+            && let Ok(guest) = self.guest(&p.computer_id, container).await
+            && guest.version().await.is_ok()
         {
-            let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
-            if !reserved.contains(&p.computer_id) {
-                if reserved.len() as u32 >= self.max_running {
-                    return Err(PoolError::PoolFull {
-                        running: reserved.len(),
-                        max: self.max_running,
-                    });
-                }
-                reserved.insert(p.computer_id.clone());
-            }
+            let started = StartResult {
+                container_id: container.clone(),
+                name: spec.name(),
+                resources: serde_json::to_value(&self.limits).unwrap_or_default(),
+            };
+            return Ok((started, guest));
         }
-        let result = self.recreate(&p, old).await;
+        self.reserve(&p.computer_id, waiting).await;
+        let result = self.recreate(spec, old).await;
         if result.is_err() {
             self.release(&p.computer_id);
         }
         result
     }
 
-    async fn recreate(&self, p: &StartPayload, old: Option<String>) -> Outcome {
-        self.guests.lock().await.remove(&p.computer_id);
-        if let Some(old) = old {
-            self.provider.remove(&old).await?;
-            self.set_container(&p.computer_id, None);
+    /// Takes a pool slot for `computer`, waiting while every slot is taken.
+    async fn reserve(&self, computer: &str, waiting: &(dyn Fn(String) + Sync)) {
+        let mut told = false;
+        loop {
+            let freed = self.slot_freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+                if reserved.contains(computer) || (reserved.len() as u32) < self.max_running {
+                    reserved.insert(computer.to_string());
+                    return;
+                }
+                if !told {
+                    told = true;
+                    let full = PoolError::PoolFull {
+                        running: reserved.len(),
+                        max: self.max_running,
+                    };
+                    tracing::info!(%computer, "{full}; waiting for a free slot");
+                    waiting(format!("waiting for a free computer slot: {full}"));
+                }
+            }
+            freed.await;
         }
-        let spec = ComputerSpec {
+    }
+
+    fn spec(&self, p: &StartPayload) -> ComputerSpec {
+        ComputerSpec {
             owner_key: p.owner_key.clone(),
             runner_id: self.runner_id.clone(),
             computer_id: p.computer_id.clone(),
@@ -224,20 +273,59 @@ impl Computers {
             workspace_host_dir: self.workspace(&p.computer_id),
             guest_cwd: p.guest_cwd.clone(),
             limits: self.limits.clone(),
-        };
+        }
+    }
+
+    fn same_spec(&self, p: &StartPayload) -> bool {
+        self.db()
+            .query_row(
+                "SELECT 1 FROM container_specs WHERE computer_id = ?1 AND image_id = ?2 AND guest_cwd = ?3",
+                params![p.computer_id, p.image_id, p.guest_cwd],
+                |_| Ok(()),
+            )
+            .is_ok()
+    }
+
+    async fn recreate(
+        &self,
+        spec: ComputerSpec,
+        old: Option<String>,
+    ) -> Result<(StartResult, Arc<GuestSession>), PoolError> {
+        self.guests.lock().await.remove(&spec.computer_id);
+        if let Some(old) = old {
+            self.provider.remove(&old).await?;
+            self.set_container(&spec.computer_id, None);
+        }
         // A container under the owner's name from an earlier lease goes first.
         let _ = self.provider.remove(&spec.name()).await;
         let (created, guest) = self.provider.launch(&spec).await?;
-        self.set_container(&p.computer_id, Some(&created.id));
+        self.set_container(&spec.computer_id, Some(&created.id));
+        let _ = self.db().execute(
+            "INSERT INTO container_specs (computer_id, image_id, guest_cwd) VALUES (?1, ?2, ?3)
+             ON CONFLICT(computer_id) DO UPDATE SET image_id = ?2, guest_cwd = ?3",
+            params![spec.computer_id, spec.image_id, spec.guest_cwd],
+        );
+        let guest = Arc::new(guest);
         self.guests
             .lock()
             .await
-            .insert(p.computer_id.clone(), Arc::new(guest));
-        Ok(serde_json::to_value(StartResult {
+            .insert(spec.computer_id.clone(), guest.clone());
+        let started = StartResult {
             container_id: created.id,
             name: created.name,
             resources: serde_json::to_value(&self.limits).unwrap_or_default(),
-        })?)
+        };
+        Ok((started, guest))
+    }
+
+    /// The guest agent of a computer under its current fence (a turn's tools).
+    pub async fn guest_under(
+        &self,
+        computer: &str,
+        fence: i64,
+    ) -> Result<Arc<GuestSession>, PoolError> {
+        let container = self.check_current(computer, fence)?;
+        self.guest(computer, &container).await
     }
 
     fn release(&self, computer: &str) {
@@ -245,6 +333,7 @@ impl Computers {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(computer);
+        self.slot_freed.notify_waiters();
     }
 
     /// Stops the computer and removes its container; the workspace stays unless
@@ -300,8 +389,7 @@ impl Computers {
 
     /// An admin diagnostic through the guest agent, under the computer's current fence.
     pub async fn exec(&self, p: ExecPayload) -> Outcome {
-        let container = self.check_current(&p.computer_id, p.fence)?;
-        let guest = self.guest(&p.computer_id, &container).await?;
+        let guest = self.guest_under(&p.computer_id, p.fence).await?;
         let result = guest
             .exec(
                 ExecParams {

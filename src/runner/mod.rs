@@ -7,8 +7,11 @@ pub mod computers;
 pub mod config;
 pub mod exec;
 pub mod hermes_link;
+pub mod model;
 pub mod receipts;
 pub mod turns;
+pub mod worker;
+pub mod worker_turn;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -55,6 +58,10 @@ struct Shared {
     hermes: HermesLink,
     /// The computer pool, when a Docker engine answered at start.
     computers: Option<Arc<computers::Computers>>,
+    /// Workers for computer agents' turns, when a Worker Python is there.
+    workers: Option<Arc<worker::Workers>>,
+    /// The Hermes home whose profiles hold the models' settings.
+    hermes_home: PathBuf,
     /// Commands running now, with the token that cancels each.
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Fires when the grace period after SIGTERM is over.
@@ -82,17 +89,31 @@ pub async fn run(
     check_hermes(&hermes).await?;
     let computers =
         start_computers(&opts.config.runner_id, &opts.data_dir, opts.max_computers).await;
+    let hermes_home = opts
+        .config
+        .hermes_home
+        .clone()
+        .unwrap_or_else(|| opts.data_dir.join("hermes-home"));
+    let workers = start_workers(&opts.config, &opts.data_dir, &hermes_home);
     let shared = Arc::new(Shared {
         client,
         config: opts.config,
         receipts,
         hermes,
         computers,
+        workers,
+        hermes_home,
         inflight: Mutex::default(),
         hard_stop: CancellationToken::new(),
     });
     let tasks = TaskTracker::new();
     tasks.spawn(compact_forever(shared.clone()));
+    if let Some(workers) = &shared.workers {
+        tasks.spawn(worker_turn::reap_forever(
+            workers.clone(),
+            shared.hard_stop.clone(),
+        ));
+    }
     let slots = Arc::new(Semaphore::new(opts.max_concurrent));
     tokio::pin!(shutdown);
     let outcome = lease_loop(&shared, &tasks, &slots, &mut shutdown).await;
@@ -128,6 +149,29 @@ pub async fn run(
         tracing::debug!(error = %e, "disconnect not acknowledged");
     }
     outcome.map(|_| ())
+}
+
+/// The Workers of computer agents' turns: there when a Worker Python is configured (or
+/// found beside a supervised Hermes) and exists.
+fn start_workers(
+    config: &RunnerConfig,
+    data_dir: &std::path::Path,
+    hermes_home: &std::path::Path,
+) -> Option<Arc<worker::Workers>> {
+    let python = config
+        .worker_python
+        .clone()
+        .or_else(|| worker::default_python(config.hermes_command.as_deref()))?;
+    match worker::Workers::new(&python, data_dir) {
+        Ok(w) => {
+            tracing::info!(python = %python.display(), hermes_home = %hermes_home.display(), "computer agents' Worker enabled");
+            Some(Arc::new(w))
+        }
+        Err(e) => {
+            tracing::warn!(reason = %e, "computer agents' Worker disabled");
+            None
+        }
+    }
 }
 
 /// At start: a Hermes of the wrong version, or one that refuses our credentials, stops the
@@ -194,6 +238,9 @@ fn status(shared: &Shared) -> RunnerStatus {
     }
     if shared.computers.is_some() {
         capabilities.push(crate::api::capabilities::COMPUTER.to_string());
+        if shared.workers.is_some() {
+            capabilities.push(crate::api::capabilities::COMPUTER_WORKER.to_string());
+        }
     }
     RunnerStatus {
         version: crate::VERSION.into(),
@@ -419,9 +466,12 @@ async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) {
     let remaining =
         Duration::from_millis((granted.deadline_ms - crate::timefmt::now_ms()).max(0) as u64);
     tracing::debug!(command = %id, kind = %cmd.kind, "running");
+    // A Worker turn ends itself when stopped (the model loop interrupted, the guest
+    // commands killed); other commands are dropped where they are.
+    let cooperative = cmd.kind == crate::api::machine::CommandKind::WorkerTurn.as_sql();
     let finished = tokio::select! {
-        f = execute(shared, generation, cmd) => f,
-        _ = token.cancelled() => Finished {
+        f = execute(shared, generation, cmd, token.clone()) => f,
+        _ = token.cancelled(), if !cooperative => Finished {
             outcome: Outcome::Cancelled,
             result: None,
             error: Some("cancelled while running".into()),
@@ -491,7 +541,12 @@ impl From<computers::PoolError> for CommandFailure {
 }
 
 /// Runs one command: its kind and payload are read once, here.
-async fn execute(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) -> Finished {
+async fn execute(
+    shared: &Arc<Shared>,
+    generation: i64,
+    cmd: LeasedCommand,
+    stop: CancellationToken,
+) -> Finished {
     let command = match RunnerCommand::parse(&cmd.kind, &cmd.payload) {
         Ok(command) => command,
         Err(e) => return Finished::failed(e),
@@ -519,6 +574,7 @@ async fn execute(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) -> F
             async { Ok(pool()?.stop(p).await?) }.await
         }
         RunnerCommand::ComputerExec(p) => async { Ok(pool()?.exec(p).await?) }.await,
+        RunnerCommand::WorkerTurn(p) => worker_turn(shared, generation, &cmd.id, p, stop).await,
     };
     match answer {
         Ok(v) => Finished {
@@ -550,6 +606,37 @@ async fn turn(
         rx,
     ));
     let r = turns::turn(&shared.hermes, &shared.config.allowed_profiles, p, tx).await;
+    let _ = forwarder.await;
+    r
+}
+
+/// A computer agent's turn, its events streamed like a host turn's.
+async fn worker_turn(
+    shared: &Arc<Shared>,
+    generation: i64,
+    command_id: &str,
+    p: crate::api::sessions::WorkerTurnPayload,
+    stop: CancellationToken,
+) -> Result<serde_json::Value, CommandFailure> {
+    let (Some(pool), Some(workers)) = (&shared.computers, &shared.workers) else {
+        return Err(CommandFailure::failed(
+            "this Runner cannot run computer agents' turns: it needs a Docker engine and a Worker Python",
+        ));
+    };
+    let host = worker_turn::WorkerHost {
+        pool,
+        workers,
+        hermes_home: &shared.hermes_home,
+        allowed_profiles: &shared.config.allowed_profiles,
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let forwarder = tokio::spawn(forward_events(
+        shared.client.clone(),
+        generation,
+        command_id.to_string(),
+        rx,
+    ));
+    let r = worker_turn::turn(host, p, tx, stop).await;
     let _ = forwarder.await;
     r
 }

@@ -122,6 +122,7 @@ async fn run_turn(
             status: "interrupted".into(),
             text: String::new(),
             usage: None,
+            error: None,
         })
         .map_err(|e| failed(e.to_string()));
     }
@@ -134,6 +135,7 @@ async fn run_turn(
         let _ = client.interrupt(&hermes_session_id).await;
     }
     // From here on Hermes is working: a lost connection leaves the outcome unknown.
+    let mut last_error = None;
     while let Some(event) = stream.next().await {
         match event {
             TurnEvent::Started => {}
@@ -155,7 +157,10 @@ async fn run_turn(
                 event_types::APPROVAL_REQUEST,
                 json!({ "command": req.command, "description": req.description, "choices": req.choices }),
             ),
-            TurnEvent::Error(message) => send(event_types::ERROR, json!({ "message": message })),
+            TurnEvent::Error(message) => {
+                send(event_types::ERROR, json!({ "message": message }));
+                last_error = Some(message);
+            }
             TurnEvent::Complete {
                 text,
                 status,
@@ -172,7 +177,9 @@ async fn run_turn(
                         "total": usage.total,
                         "calls": usage.calls,
                     })),
+                    error: last_error,
                 };
+
                 return serde_json::to_value(result).map_err(|e| failed(e.to_string()));
             }
         }

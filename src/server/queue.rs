@@ -90,8 +90,9 @@ impl Queue {
         &self.store
     }
 
-    /// Runs a state change that may queue commands on `runner` or end some of its
-    /// commands, then wakes the Runner's long-poll (`enqueued`) and every waiter on it.
+    /// Runs a state change that may queue commands on a Runner or end some of its
+    /// commands, then wakes the Runner's long-poll and every waiter on it. (A change may
+    /// queue more than it returns: a stop of a turn in flight queues a `cancel`.)
     async fn change<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Touches + Send + 'static,
@@ -99,8 +100,8 @@ impl Queue {
     {
         let limits = self.limits;
         let done = self.store.call(move |c| f(c, limits)).await?;
-        if let Some((runner, enqueued)) = done.touches() {
-            self.wake(&runner, enqueued);
+        if let Some(runner) = done.touches() {
+            self.wake(&runner, true);
         }
         Ok(done)
     }
@@ -138,10 +139,9 @@ impl Queue {
     /// Cancels a command: at once when it was not delivered, else through a `cancel`
     /// command to its Runner.
     pub async fn cancel(&self, id: String) -> Result<CommandRow, StoreError> {
-        let outcome = self
-            .change(move |c, _| commands::cancel(c, &id).map(Enqueued::from))
-            .await?;
-        Ok(outcome.row)
+        let (Cancelled::Dequeued(row) | Cancelled::Requested(row)) =
+            self.change(move |c, _| commands::cancel(c, &id)).await?;
+        Ok(row)
     }
 
     pub async fn computer_create(
@@ -507,62 +507,39 @@ fn generation_error(e: GenerationError, generation: i64) -> QueueError {
     }
 }
 
-/// What a state change did to a Runner's queue: `(runner, enqueued)`, or nothing.
+/// The Runner whose queue a state change touched, if any.
 trait Touches {
-    fn touches(&self) -> Option<(String, bool)>;
+    fn touches(&self) -> Option<String>;
 }
 
 impl Touches for CommandRow {
-    fn touches(&self) -> Option<(String, bool)> {
-        Some((
-            self.runner_id.clone(),
-            self.state == crate::api::states::CommandState::Pending,
-        ))
+    fn touches(&self) -> Option<String> {
+        Some(self.runner_id.clone())
     }
 }
 
-/// A stop or close of a computer or session may also have ended a command in the queue
-/// (a turn that never reached the Runner), so waiters are woken even when nothing was sent.
 impl Touches for (ComputerRow, Option<CommandRow>) {
-    fn touches(&self) -> Option<(String, bool)> {
-        Some((self.0.runner_id.clone(), self.1.is_some()))
+    fn touches(&self) -> Option<String> {
+        Some(self.0.runner_id.clone())
     }
 }
 
 impl Touches for (SessionRow, Option<CommandRow>) {
-    fn touches(&self) -> Option<(String, bool)> {
-        let runner = self
-            .1
-            .as_ref()
-            .map(|c| &c.runner_id)
-            .or(self.0.runner_id.as_ref());
-        runner.map(|r| (r.clone(), self.1.is_some()))
+    fn touches(&self) -> Option<String> {
+        let queued = self.1.as_ref().map(|c| &c.runner_id);
+        queued.or(self.0.runner_id.as_ref()).cloned()
     }
 }
 
 impl Touches for (SessionRow, TurnRow) {
-    fn touches(&self) -> Option<(String, bool)> {
-        Some((self.1.runner_id.clone(), true))
+    fn touches(&self) -> Option<String> {
+        Some(self.1.runner_id.clone())
     }
 }
 
-/// A cancel: the row, and whether a `cancel` command went to the Runner.
-struct Enqueued {
-    row: CommandRow,
-    sent: bool,
-}
-
-impl From<Cancelled> for Enqueued {
-    fn from(c: Cancelled) -> Self {
-        match c {
-            Cancelled::Dequeued(row) => Enqueued { row, sent: false },
-            Cancelled::Requested(row) => Enqueued { row, sent: true },
-        }
-    }
-}
-
-impl Touches for Enqueued {
-    fn touches(&self) -> Option<(String, bool)> {
-        Some((self.row.runner_id.clone(), self.sent))
+impl Touches for Cancelled {
+    fn touches(&self) -> Option<String> {
+        let (Cancelled::Dequeued(row) | Cancelled::Requested(row)) = self;
+        Some(row.runner_id.clone())
     }
 }

@@ -77,6 +77,7 @@ pub async fn runner_register(
         hermes_command: None,
         hermes_home: None,
         hermes_credentials: None,
+        worker_python: None,
     };
     Ok(Json(views::RunnerRegistration {
         runner: row.into(),

@@ -515,10 +515,10 @@ pub fn sweep(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
 /// after a sweep or a new generation, which may have ended commands of any kind.
 pub fn settle(conn: &mut Connection, ended: Option<CommandKind>) -> Result<(), StoreError> {
     let scope = ended.map(CommandKind::settles);
-    if matches!(scope, None | Some(Settles::Session)) {
+    if matches!(scope, None | Some(Settles::Session | Settles::Both)) {
         super::sessions::settle(conn)?;
     }
-    if matches!(scope, None | Some(Settles::Computer)) {
+    if matches!(scope, None | Some(Settles::Computer | Settles::Both)) {
         super::computers::settle(conn)?;
     }
     Ok(())

@@ -3,13 +3,14 @@
 //! smaller one. Starting takes a new fence and a new scheduling round; stop, removal and a
 //! new Runner connection end the lease by raising the fence.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
 use super::{StoreError, agents, catalog, new_id, runners};
 use crate::api::computers::{self as wire, ComputerRef, ExecPayload, StartPayload, StartResult};
 use crate::api::machine::{CommandKind, CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
+use crate::api::sessions::ComputerReady;
 use crate::api::states::ComputerState;
 use crate::timefmt::{now_ms, rfc3339};
 
@@ -196,84 +197,133 @@ pub fn create(
             runner.id
         )));
     }
-    let existing: Option<ComputerRow> = tx
+    let computer = record(&tx, &agent, &runner.id, &image, &guest_cwd)?;
+    if computer.state.is_busy() || computer.state == ComputerState::Running {
+        return Ok((computer, None));
+    }
+    let lease = next_lease(&computer, &agent, &image, &guest_cwd);
+    let start = RunnerCommand::ComputerStart(lease.clone());
+    let cmd = commands::enqueue_in(&tx, &runner.id, &start, START_TIMEOUT_MS, limits)?;
+    hold(&tx, &lease, &runner.id, &cmd.id)?;
+    let computer = get(&tx, &computer.id)?;
+    tx.commit()?;
+    Ok((computer, Some(cmd)))
+}
+
+/// The computer record of an agent: the one it has (not removed), or a new, stopped one
+/// within the Runner's record limit.
+pub fn record(
+    conn: &Connection,
+    agent: &agents::AgentRow,
+    runner_id: &str,
+    image: &str,
+    guest_cwd: &str,
+) -> Result<ComputerRow, StoreError> {
+    let existing: Option<ComputerRow> = conn
         .query_row(
             &format!("{SELECT} WHERE c.agent_id = ?1 AND c.state != ?2"),
             params![agent.id, ComputerState::Removed],
             row,
         )
-        .ok();
-    let computer = match existing {
-        Some(c) if c.state.is_busy() || c.state == ComputerState::Running => {
-            return Ok((c, None));
-        }
-        Some(c) => c,
-        None => {
-            let records: i64 = tx.query_row(
-                "SELECT count(*) FROM computers WHERE runner_id = ?1 AND state != ?2",
-                params![runner.id, ComputerState::Removed],
-                |r| r.get(0),
-            )?;
-            if records >= MAX_RECORDS_PER_RUNNER {
-                return Err(StoreError::Limit(format!(
-                    "runner {} already holds {records} computer records, the limit: remove one with `yy computer rm`",
-                    runner.id
-                )));
-            }
-            let id = new_id();
-            let now = now_ms();
-            tx.execute(
-                "INSERT INTO computers (id, account_id, agent_id, runner_id, image_id, guest_cwd, state,
-                     fence, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8)",
-                params![
-                    id,
-                    agent.account_id,
-                    agent.id,
-                    runner.id,
-                    image,
-                    guest_cwd,
-                    ComputerState::Stopped,
-                    now
-                ],
-            )?;
-            get(&tx, &id)?
-        }
-    };
-    // A new lease: a greater fence and a fresh scheduling round, on the current image.
-    let fence = computer.fence + 1;
-    let round = new_id();
-    let start = RunnerCommand::ComputerStart(StartPayload {
+        .optional()?;
+    if let Some(c) = existing {
+        return Ok(c);
+    }
+    let records: i64 = conn.query_row(
+        "SELECT count(*) FROM computers WHERE runner_id = ?1 AND state != ?2",
+        params![runner_id, ComputerState::Removed],
+        |r| r.get(0),
+    )?;
+    if records >= MAX_RECORDS_PER_RUNNER {
+        return Err(StoreError::Limit(format!(
+            "runner {runner_id} already holds {records} computer records, the limit: remove one with `yy computer rm`"
+        )));
+    }
+    let id = new_id();
+    let now = now_ms();
+    conn.execute(
+        "INSERT INTO computers (id, account_id, agent_id, runner_id, image_id, guest_cwd, state,
+             fence, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8)",
+        params![
+            id,
+            agent.account_id,
+            agent.id,
+            runner_id,
+            image,
+            guest_cwd,
+            ComputerState::Stopped,
+            now
+        ],
+    )?;
+    get(conn, &id)
+}
+
+/// A new lease: a greater fence and a fresh scheduling round, on the Runner's current image
+/// and the profile's current cwd.
+pub fn next_lease(
+    computer: &ComputerRow,
+    agent: &agents::AgentRow,
+    image: &str,
+    guest_cwd: &str,
+) -> StartPayload {
+    StartPayload {
         computer_id: computer.id.clone(),
         agent_id: agent.id.clone(),
         account_id: agent.account_id.clone(),
         owner_key: format!("{}/{}", agent.account_id, agent.id),
-        image_id: image.clone(),
-        guest_cwd: guest_cwd.clone(),
-        fence,
-        round: round.clone(),
-    });
-    let cmd = commands::enqueue_in(&tx, &runner.id, &start, START_TIMEOUT_MS, limits)?;
-    tx.execute(
+        image_id: image.into(),
+        guest_cwd: guest_cwd.into(),
+        fence: computer.fence + 1,
+        round: new_id(),
+    }
+}
+
+/// Records that `command` holds `lease`: the computer is starting under it until the
+/// Runner says it runs.
+pub fn hold(
+    conn: &Connection,
+    lease: &StartPayload,
+    runner_id: &str,
+    command: &str,
+) -> Result<(), StoreError> {
+    conn.execute(
         "UPDATE computers SET fence = ?2, lease_round = ?3, state = ?4, runner_id = ?5,
              image_id = ?6, guest_cwd = ?7, container_id = NULL, last_command = ?8, last_error = NULL,
              updated_at = ?9
          WHERE id = ?1",
         params![
-            computer.id,
-            fence,
-            round,
+            lease.computer_id,
+            lease.fence,
+            lease.round,
             ComputerState::Starting,
-            runner.id,
-            image,
-            guest_cwd,
-            cmd.id,
+            runner_id,
+            lease.image_id,
+            lease.guest_cwd,
+            command,
             now_ms()
         ],
     )?;
-    let computer = get(&tx, &computer.id)?;
-    tx.commit()?;
-    Ok((computer, Some(cmd)))
+    Ok(())
+}
+
+/// The computer named by a `computer.ready` event runs: under the turn's fence only.
+pub fn mark_ready(conn: &Connection, ready: &ComputerReady) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE computers SET state = ?4, container_id = ?3, resources = ?5, last_error = NULL,
+             updated_at = ?6
+         WHERE id = ?1 AND fence = ?2 AND state = ?7",
+        params![
+            ready.computer_id,
+            ready.fence,
+            ready.container_id,
+            ComputerState::Running,
+            ready.resources.to_string(),
+            now_ms(),
+            ComputerState::Starting
+        ],
+    )?;
+    Ok(())
 }
 
 /// Ends the lease (a greater fence) and asks the Runner to stop, or also to delete the
@@ -433,6 +483,18 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
             (CommandKind::ComputerStart, _) => {
                 set_state(&tx, &id, ComputerState::Failed, None, error.as_deref())?
             }
+            // A turn that ended before its computer was ready.
+            (CommandKind::WorkerTurn, _) => set_state(
+                &tx,
+                &id,
+                ComputerState::Failed,
+                None,
+                Some(
+                    error
+                        .as_deref()
+                        .unwrap_or("the turn ended before its computer was ready"),
+                ),
+            )?,
             (CommandKind::ComputerStop | CommandKind::ComputerRemove, CommandState::Done) => {
                 let state = if cmd.kind == CommandKind::ComputerRemove {
                     ComputerState::Removed

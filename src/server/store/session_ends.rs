@@ -130,8 +130,12 @@ fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
                         "interrupted" => TurnState::Interrupted,
                         _ => TurnState::Error,
                     };
-                    let error = (state == TurnState::Error)
-                        .then(|| "Hermes ended the turn with an error".to_string());
+                    let error = (state == TurnState::Error).then(|| {
+                        r.error
+                            .clone()
+                            .unwrap_or_else(|| "Hermes ended the turn with an error".into())
+                    });
+
                     (state, Some(r.text), r.usage.map(|u| u.to_string()), error)
                 }
                 None => (

@@ -4,10 +4,15 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::commands::{self, QueueLimits};
-use super::{StoreError, agents, catalog, new_id, not_found, runners};
+use super::{StoreError, agents, catalog, computers, new_id, not_found, runners};
+use crate::api::capabilities;
 use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
-use crate::api::sessions::{self as wire, HistoryMessage, TurnEventIn, TurnPayload, event_types};
+use crate::api::sessions::{
+    self as wire, ComputerReady, HistoryMessage, TurnEventIn, TurnPayload, WorkerTurnPayload,
+    event_types,
+};
+
 use crate::api::states::{SessionState, TurnState};
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
@@ -240,12 +245,7 @@ pub fn admit_turn(
             agent.name
         )));
     }
-    if agent.env == AgentEnv::Computer {
-        return Err(StoreError::Invalid(format!(
-            "agent {:?} runs its tools in an isolated computer; `yy chat` carries host agents only",
-            agent.name
-        )));
-    }
+    let isolated = agent.env == AgentEnv::Computer;
     let source = catalog::get_source(&tx, &agent.source)?;
     let runner = runners::enabled_for_source(&tx, &source)?;
     if !runner.allowed_profiles.contains(&agent.profile) {
@@ -258,11 +258,18 @@ pub fn admit_turn(
             agent.profile
         )));
     }
-    if !runner
-        .capabilities
-        .iter()
-        .any(|c| c == crate::api::capabilities::SESSION_TURN)
-    {
+    let declared = |c: &str| runner.capabilities.iter().any(|d| d == c);
+    // A computer agent's turn never runs on the host Hermes: only a Runner with the Worker
+    // takes it.
+    if isolated && !declared(capabilities::COMPUTER_WORKER) {
+        return Err(StoreError::Invalid(format!(
+            "runner {} cannot run computer agents' turns: it has not declared {} (it is offline, older than this control plane, or has no Docker engine or Hermes Python); agent {:?} never runs on the host",
+            runner.id,
+            capabilities::COMPUTER_WORKER,
+            agent.name
+        )));
+    }
+    if !isolated && !declared(capabilities::SESSION_TURN) {
         return Err(StoreError::Invalid(format!(
             "runner {} has not declared session turns: start it with Hermes access configured (see docs/hermes.md)",
             runner.id
@@ -340,19 +347,57 @@ pub fn admit_turn(
     // (a Runner restart), and the Runner then starts a new one seeded with this history.
     let history = history(&tx, &session.id)?;
     let turn_id = new_id();
-    let turn = RunnerCommand::SessionTurn(TurnPayload {
-        session_id: session.id.clone(),
-        turn_id: turn_id.clone(),
-        hermes_session_id: hermes_session_id.clone(),
-        profile: profile.name.clone(),
-        cwd: profile
-            .computer_ready()
-            .then(|| profile.cwd.clone())
-            .flatten(),
-        message: a.message.to_string(),
-        history,
-    });
-    let command = commands::enqueue_in(&tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?;
+    let command = if isolated {
+        let image = runners::computer_image(&tx, &runner.id)?.ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
+                runner.id, runner.id
+            ))
+        })?;
+        let cwd = profile
+            .cwd
+            .clone()
+            .filter(|_| profile.computer_ready())
+            .ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "profile {:?} has no absolute terminal.cwd for the guest",
+                    profile.name
+                ))
+            })?;
+        let computer = computers::record(&tx, &agent, &runner.id, &image, &cwd)?;
+        if computer.state.is_busy() {
+            return Err(StoreError::Conflict(format!(
+                "computer {} of agent {:?} is {}; try again when it has settled (`yy computer show {}`)",
+                computer.id, agent.name, computer.state, computer.id
+            )));
+        }
+        let lease = computers::next_lease(&computer, &agent, &image, &cwd);
+        let turn = RunnerCommand::WorkerTurn(WorkerTurnPayload {
+            session_id: session.id.clone(),
+            turn_id: turn_id.clone(),
+            profile: profile.name.clone(),
+            message: a.message.clone(),
+            history,
+            computer: lease.clone(),
+        });
+        let command = commands::enqueue_in(&tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?;
+        computers::hold(&tx, &lease, &runner.id, &command.id)?;
+        command
+    } else {
+        let turn = RunnerCommand::SessionTurn(TurnPayload {
+            session_id: session.id.clone(),
+            turn_id: turn_id.clone(),
+            hermes_session_id: hermes_session_id.clone(),
+            profile: profile.name.clone(),
+            cwd: profile
+                .computer_ready()
+                .then(|| profile.cwd.clone())
+                .flatten(),
+            message: a.message.clone(),
+            history,
+        });
+        commands::enqueue_in(&tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?
+    };
     let seq: i64 = tx.query_row(
         "SELECT coalesce(max(seq), 0) + 1 FROM session_turns WHERE session_id = ?1",
         [&session.id],
@@ -445,6 +490,11 @@ pub fn append_events(
                 "unknown event type {:?}",
                 e.kind
             )));
+        }
+        if e.kind == event_types::COMPUTER_READY {
+            let ready: ComputerReady = serde_json::from_value(e.payload.clone())
+                .map_err(|err| StoreError::Invalid(format!("malformed computer.ready: {err}")))?;
+            computers::mark_ready(&tx, &ready)?;
         }
         if e.kind == event_types::SESSION_CREATED {
             let hermes = e.payload["hermes_session_id"].as_str().unwrap_or_default();

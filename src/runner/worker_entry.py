@@ -1,0 +1,182 @@
+# The isolated Worker: Hermes's own model loop (AIAgent) with its tool dispatch replaced.
+#
+# Written by the Runner into its data directory (mode 0700) and run with the Hermes
+# Python. It speaks JSON lines with the Runner over its stdin and stdout, and nothing
+# else: the model's settings and key arrive in the first message on stdin, every tool call
+# goes back to the Runner (which runs it in the agent's computer), and no Hermes host tool
+# ever runs here. Hermes's own output goes to stderr.
+#
+#   Runner -> Worker  {"type": "turn", "model": {...}, "tools": [...], "message": ...,
+#                      "history": [...], "system": ...}
+#                     {"type": "tool_result", "call_id": ..., "content": ...}
+#                     {"type": "interrupt"}
+#   Worker -> Runner  {"type": "ready", "hermes_version": ...}
+#                     {"type": "delta", "text": ...}
+#                     {"type": "tool_call", "call_id": ..., "name": ..., "args": {...}}
+#                     {"type": "refused", "name": ..., "reason": ...}
+#                     {"type": "done", "status": "complete|interrupted|error",
+#                      "text": ..., "error": ...}
+
+import json
+import os
+import queue
+import sys
+import threading
+
+# The protocol owns the original stdin and stdout; anything Hermes prints goes to stderr.
+_proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
+_proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+_write_lock = threading.Lock()
+
+
+def send(message):
+    line = json.dumps(message, ensure_ascii=False)
+    with _write_lock:
+        _proto_out.write(line + "\n")
+        _proto_out.flush()
+
+
+from run_agent import AIAgent  # noqa: E402
+from agent.tool_dispatch_helpers import make_tool_result_message  # noqa: E402
+
+try:
+    from importlib.metadata import version as _dist_version
+
+    HERMES_VERSION = _dist_version("hermes-agent")
+except Exception:  # pragma: no cover - a broken install still reports something
+    HERMES_VERSION = "unknown"
+
+_results = queue.Queue()
+_current = {"agent": None}
+_INTERRUPTED = object()
+
+
+def _read_forever():
+    """Tool results go to the waiting tool call; an interrupt stops the model loop."""
+    for line in _proto_in:
+        line = line.strip()
+        if not line:
+            continue
+        message = json.loads(line)
+        kind = message.get("type")
+        if kind == "interrupt":
+            agent = _current["agent"]
+            if agent is not None:
+                agent.interrupt("stopped by the operator")
+            _results.put(_INTERRUPTED)
+        elif kind == "tool_result":
+            _results.put(message)
+        elif kind == "turn":
+            _turns.put(message)
+    _turns.put(None)
+    _results.put(_INTERRUPTED)
+
+
+_turns = queue.Queue()
+
+
+class WorkerAgent(AIAgent):
+    """AIAgent whose every tool call, serial, concurrent, segmented or inline, goes to
+    the Runner: this is the one entry all of them pass through."""
+
+    allowed = frozenset()
+
+    def _execute_tool_calls(self, assistant_message, messages, effective_task_id, api_call_count=0):
+        for call in assistant_message.tool_calls:
+            name = call.function.name
+            raw = call.function.arguments
+            try:
+                args = raw if isinstance(raw, dict) else json.loads(raw or "{}")
+            except ValueError:
+                args = {}
+            if name not in self.allowed:
+                content = refusal(name)
+            elif self._interrupt_requested_flag():
+                content = "not run: the turn was stopped"
+            else:
+                send({"type": "tool_call", "call_id": call.id, "name": name, "args": args})
+                reply = _results.get()
+                if reply is _INTERRUPTED:
+                    content = "not run: the turn was stopped"
+                else:
+                    content = reply.get("content", "")
+            messages.append(make_tool_result_message(name, content, call.id))
+
+    def _repair_tool_call(self, tool_name):
+        # Never map an unknown name onto an offered tool: refuse it, and say so.
+        refusal(tool_name)
+        return None
+
+    def _interrupt_requested_flag(self):
+        return bool(getattr(self, "_interrupt_requested", False))
+
+
+def refusal(name):
+    reason = f"tool {name!r} is not available: only this computer's tools may be used"
+    send({"type": "refused", "name": name, "reason": reason})
+    return json.dumps({"error": reason})
+
+
+def run_turn(turn):
+    model = turn["model"]
+    tools = turn.get("tools") or []
+    agent = WorkerAgent(
+        base_url=model.get("base_url"),
+        api_key=model.get("api_key"),
+        provider=model.get("provider"),
+        api_mode=model.get("api_mode"),
+        model=model.get("model") or "",
+        max_iterations=int(turn.get("max_iterations") or 30),
+        quiet_mode=True,
+        skip_context_files=True,
+        skip_memory=True,
+        enabled_toolsets=[],
+        save_trajectories=False,
+        checkpoints_enabled=False,
+        stream_delta_callback=lambda text: text and send({"type": "delta", "text": text}),
+    )
+    # This turn's tools, and nothing else.
+    agent.tools = tools
+    agent.valid_tool_names = {t["function"]["name"] for t in tools}
+    WorkerAgent.allowed = frozenset(agent.valid_tool_names)
+    _current["agent"] = agent
+    try:
+        result = agent.run_conversation(
+            turn["message"],
+            system_message=turn.get("system"),
+            conversation_history=turn.get("history") or [],
+        )
+    except Exception as e:  # a broken provider or configuration ends the turn, not the Worker
+        send({"type": "done", "status": "error", "text": "", "error": f"{type(e).__name__}: {e}"})
+        return
+    finally:
+        _current["agent"] = None
+    text = result.get("final_response") or ""
+    if result.get("interrupted"):
+        status = "interrupted"
+    elif result.get("failed") or result.get("error"):
+        status = "error"
+    else:
+        status = "complete"
+    send({"type": "done", "status": status, "text": text, "error": result.get("error")})
+
+
+def main():
+    threading.Thread(target=_read_forever, daemon=True).start()
+    send({"type": "ready", "hermes_version": HERMES_VERSION})
+    while True:
+        turn = _turns.get()
+        if turn is None:
+            return
+        # Results of an earlier turn that arrived late are not this turn's.
+        while not _results.empty():
+            _results.get_nowait()
+        run_turn(turn)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,352 @@
+//! A computer agent's turn: the model loop runs in a Worker on this host, every tool it
+//! calls runs in the agent's computer under the turn's lease, and every step is streamed
+//! to the control plane as the same events a host turn has.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use super::CommandFailure;
+use super::computers::Computers;
+use super::model;
+use super::worker::{WorkerError, Workers};
+use crate::api::sessions::{
+    ComputerReady, TurnEventIn, TurnResult, WorkerTurnPayload, event_types,
+};
+use crate::computer::protocol::ExecParams;
+use crate::computer::session::GuestSession;
+
+/// How long a stopped turn's Worker gets to end its model loop before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// Output kept of each stream of a `terminal` call: what a model can use.
+const TERMINAL_OUTPUT_CAP: u64 = 64 * 1024;
+/// Largest file `read_file` returns.
+const READ_CAP: u64 = 256 * 1024;
+
+/// What a Worker turn needs from the Runner.
+pub struct WorkerHost<'a> {
+    pub pool: &'a Arc<Computers>,
+    pub workers: &'a Workers,
+    pub hermes_home: &'a Path,
+    pub allowed_profiles: &'a [String],
+}
+
+/// The tools of a computer agent's turn, and nothing else.
+pub fn tool_schemas() -> Value {
+    let tool = |name: &str, description: &str, properties: Value, required: &[&str]| {
+        json!({
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": description,
+                "parameters": { "type": "object", "properties": properties, "required": required },
+            }
+        })
+    };
+    json!([
+        tool(
+            "terminal",
+            "Run a shell command in your computer (Linux), in your working directory. Returns the exit code, stdout and stderr.",
+            json!({
+                "command": { "type": "string", "description": "The command line for /bin/sh -c" },
+                "timeout": { "type": "integer", "description": "Seconds before it is killed (default 60)" }
+            }),
+            &["command"],
+        ),
+        tool(
+            "read_file",
+            "Read a text file of your computer's workspace.",
+            json!({ "path": { "type": "string", "description": "Path relative to the workspace" } }),
+            &["path"],
+        ),
+        tool(
+            "write_file",
+            "Write (create or replace) a file in your computer's workspace.",
+            json!({
+                "path": { "type": "string", "description": "Path relative to the workspace" },
+                "content": { "type": "string" }
+            }),
+            &["path", "content"],
+        ),
+        tool(
+            "list_files",
+            "List a directory of your computer's workspace.",
+            json!({ "path": { "type": "string", "description": "Directory relative to the workspace (default: the workspace)" } }),
+            &[],
+        ),
+    ])
+}
+
+/// Runs one turn; every event goes to `events` as it happens. `stop` interrupts the model
+/// loop and kills the guest command tree that runs.
+pub async fn turn(
+    host: WorkerHost<'_>,
+    p: WorkerTurnPayload,
+    events: UnboundedSender<TurnEventIn>,
+    stop: CancellationToken,
+) -> Result<Value, CommandFailure> {
+    let send = |kind: &str, payload: Value| {
+        let _ = events.send(TurnEventIn {
+            kind: kind.into(),
+            payload,
+        });
+    };
+    if !host.allowed_profiles.contains(&p.profile) {
+        return Err(CommandFailure::failed(format!(
+            "profile {:?} is not in this Runner's allowedProfiles",
+            p.profile
+        )));
+    }
+    let settings = model::resolve(host.hermes_home, &p.profile).map_err(CommandFailure::failed)?;
+    let waiting = |message: String| send(event_types::WAITING, json!({ "message": message }));
+    let (started, guest) = tokio::select! {
+        r = host.pool.ensure(&p.computer, true, &waiting) => r?,
+        _ = stop.cancelled() => return interrupted(&p, "stopped before the computer was ready"),
+    };
+    let ready = ComputerReady {
+        computer_id: p.computer.computer_id.clone(),
+        fence: p.computer.fence,
+        container_id: started.container_id.clone(),
+        resources: started.resources.clone(),
+    };
+    send(
+        event_types::COMPUTER_READY,
+        serde_json::to_value(ready).expect("serializes"),
+    );
+    let agent = p.computer.agent_id.clone();
+    let mut worker = host
+        .workers
+        .take(&agent)
+        .await
+        .map_err(|e| CommandFailure::failed(e.to_string()))?;
+    let history: Vec<Value> = p
+        .history
+        .iter()
+        .map(|m| json!({ "role": m.role, "content": m.text }))
+        .collect();
+    worker
+        .send(&json!({
+            "type": "turn",
+            "model": settings.to_wire(),
+            "tools": tool_schemas(),
+            "message": p.message,
+            "history": history,
+            "system": system_prompt(&p.computer.guest_cwd),
+        }))
+        .await
+        .map_err(|e| CommandFailure::failed(e.to_string()))?;
+    // From here on the model may be working: losing the Worker leaves the outcome unknown.
+    let mut stopping: Option<tokio::time::Instant> = None;
+    loop {
+        let next = tokio::select! {
+            m = worker.recv() => m,
+            _ = stop.cancelled(), if stopping.is_none() => {
+                stopping = Some(tokio::time::Instant::now() + STOP_GRACE);
+                let _ = worker.send(&json!({ "type": "interrupt" })).await;
+                continue;
+            }
+            _ = tokio::time::sleep_until(stopping.unwrap_or_else(far_future)), if stopping.is_some() => {
+                // The model loop did not end in time: the Worker goes, and nothing it
+                // could still do reaches the computer.
+                drop(worker);
+                return interrupted(&p, "the Worker did not stop in time and was killed");
+            }
+        };
+        let message = match next {
+            Ok(m) => m,
+            Err(WorkerError::Gone) if stopping.is_some() => {
+                return interrupted(&p, "stopped");
+            }
+            Err(e) => {
+                return Err(CommandFailure::uncertain(format!(
+                    "{e} during the turn; its outcome is unknown and it is not replayed"
+                )));
+            }
+        };
+        match message["type"].as_str().unwrap_or_default() {
+            "delta" => send(
+                event_types::TEXT_DELTA,
+                json!({ "text": message["text"].as_str().unwrap_or_default() }),
+            ),
+            "tool_call" => {
+                let call_id = message["call_id"].as_str().unwrap_or_default().to_string();
+                let name = message["name"].as_str().unwrap_or_default().to_string();
+                let args = message["args"].clone();
+                send(
+                    event_types::TOOL_START,
+                    json!({ "tool_id": call_id, "name": name }),
+                );
+                let result = if stop.is_cancelled() {
+                    json!({ "error": "not run: the turn was stopped" })
+                } else {
+                    run_tool(&guest, &name, &args, &stop).await
+                };
+                send(
+                    event_types::TOOL_COMPLETE,
+                    json!({ "tool_id": call_id, "name": name, "args": args, "result": result }),
+                );
+                let content = serde_json::to_string(&result).expect("serializes");
+                if let Err(e) = worker
+                    .send(&json!({ "type": "tool_result", "call_id": call_id, "content": content }))
+                    .await
+                {
+                    return Err(CommandFailure::uncertain(format!(
+                        "{e} during the turn; its outcome is unknown and it is not replayed"
+                    )));
+                }
+            }
+            "refused" => {
+                let name = message["name"].as_str().unwrap_or_default();
+                let id = format!("refused-{}", uuid::Uuid::new_v4());
+                send(
+                    event_types::TOOL_START,
+                    json!({ "tool_id": id, "name": name }),
+                );
+                send(
+                    event_types::TOOL_COMPLETE,
+                    json!({ "tool_id": id, "name": name, "args": null,
+                            "result": { "refused": message["reason"] } }),
+                );
+            }
+            "done" => {
+                let status = match message["status"].as_str() {
+                    Some(s @ ("complete" | "interrupted" | "error")) => s,
+                    _ => "error",
+                };
+                let status = if stopping.is_some() {
+                    "interrupted"
+                } else {
+                    status
+                };
+                let error = message["error"].as_str().map(str::to_string);
+                if let Some(e) = &error {
+                    send(event_types::ERROR, json!({ "message": e }));
+                }
+                if stopping.is_none() {
+                    host.workers.put_back(&agent, worker);
+                }
+                return Ok(result(
+                    status,
+                    message["text"].as_str().unwrap_or_default(),
+                    error,
+                ));
+            }
+            other => {
+                tracing::warn!(kind = %other, "unknown message from the Worker; ignored");
+            }
+        }
+    }
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86_400)
+}
+
+fn result(status: &str, text: &str, error: Option<String>) -> Value {
+    serde_json::to_value(TurnResult {
+        hermes_session_id: String::new(),
+        status: status.into(),
+        text: text.into(),
+        usage: None,
+        error,
+    })
+    .expect("serializes")
+}
+
+fn interrupted(p: &WorkerTurnPayload, why: &str) -> Result<Value, CommandFailure> {
+    tracing::info!(session = %p.session_id, turn = %p.turn_id, "{why}");
+    Ok(result("interrupted", "", None))
+}
+
+fn system_prompt(cwd: &str) -> String {
+    format!(
+        "You work in your own isolated Linux computer. Your tools run there, in your working directory {cwd}; nothing on any other machine is reachable through them. Files you write stay in that directory."
+    )
+}
+
+/// Runs one tool call in the guest. Every failure is an answer to the model, not an error
+/// of the turn.
+async fn run_tool(
+    guest: &GuestSession,
+    name: &str,
+    args: &Value,
+    stop: &CancellationToken,
+) -> Value {
+    let text = |key: &str| args[key].as_str().map(str::to_string);
+    let outcome: Result<Value, String> = match name {
+        "terminal" => match text("command") {
+            None => Err("terminal needs a command".into()),
+            Some(command) => {
+                let seconds = args["timeout"].as_u64().unwrap_or(60).clamp(1, 3600);
+                let params = ExecParams {
+                    shell: Some(command),
+                    timeout_ms: Some(seconds * 1000),
+                    output_cap_bytes: Some(TERMINAL_OUTPUT_CAP),
+                    ..ExecParams::default()
+                };
+                guest
+                    .exec(params, Some(stop))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .map(|r| {
+                        json!({
+                            "exit_code": r.exit_code,
+                            "stdout": r.stdout,
+                            "stderr": r.stderr,
+                            "timed_out": r.timed_out,
+                            "truncated": r.truncated,
+                        })
+                    })
+            }
+        },
+        "read_file" => match text("path") {
+            None => Err("read_file needs a path".into()),
+            Some(path) => guest
+                .read(&path, Some(READ_CAP))
+                .await
+                .map_err(|e| e.to_string())
+                .map(|(r, data)| {
+                    json!({
+                        "path": r.path,
+                        "size": r.size,
+                        "truncated": r.truncated,
+                        "content": String::from_utf8_lossy(&data),
+                    })
+                }),
+        },
+        "write_file" => match (text("path"), text("content")) {
+            (Some(path), Some(content)) => guest
+                .write(&path, content.as_bytes(), None)
+                .await
+                .map_err(|e| e.to_string())
+                .map(|r| json!({ "path": r.path, "size": r.size, "sha256": r.sha256 })),
+            _ => Err("write_file needs a path and content".into()),
+        },
+        "list_files" => guest
+            .list(&text("path").unwrap_or_else(|| ".".into()))
+            .await
+            .map_err(|e| e.to_string())
+            .map(|r| serde_json::to_value(r).unwrap_or_default()),
+        other => Err(format!("tool {other:?} is not available in this computer")),
+    };
+    outcome.unwrap_or_else(|e| json!({ "error": e }))
+}
+
+/// Stops Workers that were idle too long, until the Runner stops.
+pub async fn reap_forever(workers: Arc<Workers>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.cancelled() => return,
+        }
+        let n = workers.reap(super::worker::IDLE_TIMEOUT);
+        if n > 0 {
+            tracing::info!(workers = n, "stopped idle Workers");
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! Computer agents end to end: `yy chat` → control plane → Runner → the isolated Worker
+//! (hermes-agent 0.19.0's own model loop, driven by the scripted fake model) → every tool
+//! in the agent's computer on a real Docker engine, and back.
+
+mod common;
+mod computer_support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::hermes::FakeModel;
+use common::{Env, Out, Registered, RunnerProc, Server, wait_for};
+use computer_support::{docker, test_image};
+use serde_json::{Value, json};
+
+struct Setup {
+    env: Env,
+    server: Server,
+    reg: Registered,
+    runner: RunnerProc,
+    model: FakeModel,
+    /// The model key in the profile's config: it must reach nothing but the model.
+    key: String,
+}
+
+/// Control plane, a computer agent `box`, and a Runner with computers and the Worker whose
+/// profile talks to a fake model playing `script`.
+fn setup(script: Value) -> Option<Setup> {
+    let hermes = common::require_hermes()?;
+    if !common::require_docker() {
+        return None;
+    }
+    let image = test_image().id.clone();
+    let env = Env::new();
+    let server = env.bootstrap();
+    let model = FakeModel::start(&env.path("model"), script);
+    let key = format!("sk-canary-{}", uuid::Uuid::new_v4().simple());
+    let home = env.path("hermes-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.yaml"),
+        format!(
+            "model:\n  default: fake-model\n  provider: custom\n  base_url: http://127.0.0.1:{}/v1\n  api_key: {key}\n  api_mode: chat_completions\n",
+            model.port
+        ),
+    )
+    .unwrap();
+    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
+    let python = hermes.parent().unwrap().join("python");
+    configure(&reg, json!({ "hermesHome": home, "workerPython": python }));
+    env.run(&[
+        "agent",
+        "create",
+        "box",
+        "--profile",
+        "default",
+        "--env",
+        "computer",
+    ])
+    .ok();
+    let (runner, _) = env.start_online(&reg, "a", 0);
+    Some(Setup {
+        env,
+        server,
+        reg,
+        runner,
+        model,
+        key,
+    })
+}
+
+/// Adds keys to a registered runner.json (keeping it 0600).
+fn configure(reg: &Registered, extra: Value) {
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(&reg.config).unwrap()).unwrap();
+    for (k, v) in extra.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
+    std::fs::write(&reg.config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    std::fs::set_permissions(&reg.config, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+fn session_of(chat: &Out) -> String {
+    let first = chat.stderr.lines().next().unwrap_or_default();
+    first.trim_start_matches("session ").to_string()
+}
+
+fn workspace(s: &Setup, computer: &str) -> PathBuf {
+    s.env
+        .path("runner-data-a")
+        .join("workspaces")
+        .join(computer)
+}
+
+fn computer_of(s: &Setup) -> Value {
+    let list = s.env.json(&["computer", "list"]);
+    list.as_array().unwrap()[0].clone()
+}
+
+#[test]
+fn a_computer_agent_turn_runs_its_tools_in_the_guest_and_nowhere_else() {
+    let canary = format!("/tmp/yy-host-canary-{}", uuid::Uuid::new_v4().simple());
+    let Some(s) = setup(json!([
+        {"tool_call": {"name": "terminal", "arguments": {"command": "id -u > uid.txt; id -u; pwd"}}},
+        {"tool_call": {"name": "write_file", "arguments": {"path": canary, "content": "escaped"}}},
+        {"tool_call": {"name": "delegate_task", "arguments": {"goal": "run on the host"}}},
+        {"tool_call": {"name": "write_file", "arguments": {"path": "notes.txt", "content": "from the model"}}},
+        {"text": "Done in the computer"}
+    ])) else {
+        return;
+    };
+    let out = s.env.run(&["chat", "box", "work in your computer"]);
+    out.ok();
+    assert!(out.stdout.contains("Done in the computer"), "{out:?}");
+    let session = session_of(&out);
+    let shown = s.env.json(&["session", "show", &session]);
+    let turn = &shown["turns"][0];
+    assert_eq!(turn["state"], "complete", "{shown}");
+    let tools = turn["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["terminal", "write_file", "delegate_task", "write_file"],
+        "{shown}"
+    );
+    assert_eq!(
+        tools[0]["result"]["stdout"], "1000\n/workspace\n",
+        "uid 1000 in the guest"
+    );
+    assert!(
+        tools[1]["result"]["error"].is_string(),
+        "a path outside the workspace is refused: {}",
+        tools[1]
+    );
+    assert!(
+        tools[2]["result"]["refused"]
+            .as_str()
+            .unwrap()
+            .contains("not available"),
+        "a host tool is refused and recorded: {}",
+        tools[2]
+    );
+    assert!(
+        !std::path::Path::new(&canary).exists(),
+        "nothing on the host"
+    );
+
+    let computer = computer_of(&s);
+    assert_eq!(computer["state"], "running", "{computer}");
+    let id = computer["id"].as_str().unwrap();
+    let ws = workspace(&s, id);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("uid.txt")).unwrap(),
+        "1000\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "from the model"
+    );
+    // The model saw only the computer's tools.
+    let steps = s.model.steps();
+    assert_eq!(steps.len(), 5, "one model call per step");
+    let offered: Vec<&str> = steps[0]["body"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        offered,
+        ["terminal", "read_file", "write_file", "list_files"]
+    );
+
+    // The key reached the model's base URL only: not the container, no process's argv or
+    // environment, no log, not the control plane's database.
+    let container = computer["container_id"].as_str().unwrap();
+    let inspect = docker(&["inspect", container]);
+    assert!(!String::from_utf8_lossy(&inspect.stdout).contains(&s.key));
+    let in_guest = s.env.run(&[
+        "computer",
+        "exec",
+        id,
+        "--",
+        "sh",
+        "-c",
+        "cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n'",
+    ]);
+    in_guest.ok();
+    assert!(!in_guest.stdout.contains(&s.key));
+    for proc in std::fs::read_dir("/proc").unwrap().flatten() {
+        for file in ["cmdline", "environ"] {
+            if let Ok(bytes) = std::fs::read(proc.path().join(file)) {
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(&s.key),
+                    "{} of {:?}",
+                    file,
+                    proc.path()
+                );
+            }
+        }
+    }
+    assert!(!s.runner.log().contains(&s.key), "Runner log");
+    assert!(!s.server.log().contains(&s.key), "server log");
+    let mut db = Vec::new();
+    for f in ["yy.db", "yy.db-wal"] {
+        db.extend(std::fs::read(s.env.data_dir().join(f)).unwrap_or_default());
+    }
+    assert!(!String::from_utf8_lossy(&db).contains(&s.key), "database");
+    let worker_logs = s.env.path("runner-data-a").join("worker");
+    let mut stack = vec![worker_logs];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(text) = std::fs::read(&p) {
+                assert!(!String::from_utf8_lossy(&text).contains(&s.key), "{p:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stop_during_a_guest_command_kills_it_before_it_writes() {
+    let Some(s) = setup(json!([
+        {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 5; touch late"}}},
+        {"text": "should not get here"}
+    ])) else {
+        return;
+    };
+    let chat = s
+        .env
+        .background(&s.server, &["chat", "box", "sleep then write"]);
+    let session = wait_for(
+        Duration::from_secs(90),
+        "the guest command to start",
+        || {
+            let list = s.env.json(&["session", "list"]);
+            let id = list.as_array()?.first()?["id"].as_str()?.to_string();
+            let shown = s.env.json(&["session", "show", &id]);
+            (shown["turns"][0]["tools"][0]["name"] == "terminal").then_some(id)
+        },
+    );
+    s.env.run(&["session", "stop", &session]).ok();
+    let shown = wait_for(Duration::from_secs(30), "the stopped turn to end", || {
+        let v = s.env.json(&["session", "show", &session]);
+        let state = v["turns"][0]["state"].clone();
+        (state != "running" && state != "queued").then_some(v)
+    });
+    assert_eq!(shown["turns"][0]["state"], "interrupted", "{shown}");
+    let _ = chat.output();
+    let computer = computer_of(&s);
+    let ws = workspace(&s, computer["id"].as_str().unwrap());
+    std::thread::sleep(Duration::from_secs(6)); // longer than the killed `sleep 5`
+    assert!(!ws.join("late").exists(), "no write after the stop");
+    assert_eq!(s.model.steps().len(), 1, "the model was not asked again");
+}
+
+#[test]
+fn a_profile_cwd_change_moves_the_next_turn_and_keeps_the_files() {
+    let Some(s) = setup(json!([
+        {"tool_call": {"name": "write_file", "arguments": {"path": "keep.txt", "content": "kept"}}},
+        {"text": "written"},
+        {"tool_call": {"name": "terminal", "arguments": {"command": "pwd; cat keep.txt"}}},
+        {"text": "read"}
+    ])) else {
+        return;
+    };
+    s.env.run(&["chat", "box", "write"]).ok();
+    s.env
+        .run(&["profile", "update", "default", "--cwd", "/work2"])
+        .ok();
+    let out = s.env.run(&["chat", "box", "read"]);
+    out.ok();
+    let shown = s.env.json(&["session", "show", &session_of(&out)]);
+    assert_eq!(
+        shown["turns"][0]["tools"][0]["result"]["stdout"],
+        "/work2\nkept"
+    );
+    assert_eq!(computer_of(&s)["guest_cwd"], "/work2");
+}
+
+#[test]
+fn a_runner_killed_mid_turn_leaves_it_uncertain_and_the_model_is_not_asked_again() {
+    let Some(mut s) = setup(json!([
+        {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 4; echo slept"}}},
+        {"text": "never"}
+    ])) else {
+        return;
+    };
+    let _chat = s
+        .env
+        .background(&s.server, &["chat", "box", "sleep a while"]);
+    wait_for(Duration::from_secs(90), "the model's first request", || {
+        (!s.model.steps().is_empty()).then_some(())
+    });
+    s.runner.kill9();
+    let generation = s.env.json(&["runner", "show", &s.reg.id])["generation"]
+        .as_i64()
+        .unwrap();
+    let (_runner, _) = s.env.start_online(&s.reg, "a", generation);
+    let session = s.env.json(&["session", "list"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown = wait_for(Duration::from_secs(30), "the turn to be uncertain", || {
+        let v = s.env.json(&["session", "show", &session]);
+        (v["turns"][0]["state"] == "uncertain").then_some(v)
+    });
+    assert!(
+        shown["turns"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("never replayed")
+    );
+    std::thread::sleep(Duration::from_secs(6)); // past the guest sleep and a model call
+    assert_eq!(s.model.steps().len(), 1, "the model was asked once");
+}
+
+#[test]
+fn a_runner_without_the_worker_is_refused_at_admission() {
+    if !common::require_docker() {
+        return;
+    }
+    let image = test_image().id.clone();
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
+    env.run(&[
+        "agent",
+        "create",
+        "box",
+        "--profile",
+        "default",
+        "--env",
+        "computer",
+    ])
+    .ok();
+    let (_runner, _) = env.start_online(&reg, "a", 0);
+    let out = env.run(&["chat", "box", "hello"]);
+    out.fails(2, "computer-worker-v1");
+    assert!(out.stderr.contains("never runs on the host"), "{out:?}");
+    drop(server);
+}
