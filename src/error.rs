@@ -68,10 +68,25 @@ pub fn exit_code(err: &anyhow::Error) -> Option<Exit> {
             return Some(cli.exit);
         }
         if let Some(client) = cause.downcast_ref::<ClientError>() {
-            return Some(client.exit());
+            return Some(client_exit(client));
         }
     }
     Some(Exit::Failure)
+}
+
+/// The exit code an answer of the admin API deserves: by HTTP status, except that a
+/// reached limit is a conflict whatever its status.
+pub fn client_exit(e: &ClientError) -> Exit {
+    match e {
+        ClientError::Api { status, code, .. } => match (*status, code.as_str()) {
+            (_, "limit_reached") | (409 | 429, _) => Exit::Conflict,
+            (401 | 403, _) => Exit::Auth,
+            (404, _) => Exit::NotFound,
+            (400 | 413 | 415 | 422, _) => Exit::Usage,
+            _ => Exit::Failure,
+        },
+        ClientError::Connect { .. } | ClientError::Protocol { .. } => Exit::Failure,
+    }
 }
 
 /// The one-line message printed after `error: `.

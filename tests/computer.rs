@@ -562,7 +562,7 @@ async fn bench_computer_against_the_docker_cli() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
-    let v = yy::computer::bench::bench_computer(&test_image().id, samples)
+    let v = yy::bench::computer::bench_computer(&test_image().id, samples)
         .await
         .unwrap();
     println!("{}", serde_json::to_string_pretty(&v).unwrap());

@@ -2,8 +2,7 @@
 
 use serde::Serialize;
 
-use super::{RUNNER_MAX_CONCURRENT, WARMUP_PINGS};
-use crate::commands::bench::{DispatchArgs, targets};
+use super::{DispatchArgs, RUNNER_MAX_CONCURRENT, WARMUP_PINGS, targets};
 use crate::output;
 
 // ---- the report ----

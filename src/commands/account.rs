@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context, seg};
+use super::{JsonFlag, context};
 use crate::api::{names, params, views};
 use crate::error::CliError;
 use crate::output;
@@ -49,24 +49,19 @@ fn row(a: &views::Account) -> Vec<String> {
 }
 
 fn show(a: &views::Account, json: bool) -> anyhow::Result<()> {
-    let fields = HEADERS.iter().copied().zip(row(a)).collect();
-    output::show(a, json, fields)
+    output::record(a, json, &HEADERS, row)
 }
 
 pub async fn run(args: AccountArgs) -> anyhow::Result<()> {
     match args.command {
         AccountCommand::List(f) => {
-            let client = context::client()?;
-            let list: Vec<views::Account> = client.get("api/v1/accounts").await?;
+            let list = context::client()?.account_list().await?;
             output::list(&list, f.json, &HEADERS, row)
         }
-        AccountCommand::Show { username, json } => {
-            let client = context::client()?;
-            let a: views::Account = client
-                .get(&format!("api/v1/accounts/{}", seg(&username)))
-                .await?;
-            show(&a, json.json)
-        }
+        AccountCommand::Show { username, json } => show(
+            &context::client()?.account_show(&username).await?,
+            json.json,
+        ),
         AccountCommand::Create {
             username,
             admin,
@@ -76,15 +71,12 @@ pub async fn run(args: AccountArgs) -> anyhow::Result<()> {
             names::check_name("account", &username).map_err(CliError::usage)?;
             let client = context::client()?;
             let password = super::prompt::password(password_stdin, true)?;
-            let a: views::Account = client
-                .post(
-                    "api/v1/accounts",
-                    &params::AccountCreate {
-                        username,
-                        password,
-                        admin,
-                    },
-                )
+            let a = client
+                .account_create(&params::AccountCreate {
+                    username,
+                    password,
+                    admin,
+                })
                 .await?;
             show(&a, json.json)
         }

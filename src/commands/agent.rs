@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::{JsonFlag, ListArgs, context, seg};
+use super::{JsonFlag, ListArgs, context};
 use crate::api::params::AgentEnv;
 use crate::api::{names, params, views};
 use crate::error::CliError;
@@ -107,21 +107,17 @@ fn row(a: &views::Agent) -> Vec<String> {
 }
 
 fn show(a: &views::Agent, json: bool) -> anyhow::Result<()> {
-    output::show(a, json, HEADERS.iter().copied().zip(row(a)).collect())
+    output::record(a, json, &HEADERS, row)
 }
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let client = context::client()?;
     match args.command {
         AgentCommand::List(l) => {
-            let list: Vec<views::Agent> =
-                client.get(&format!("api/v1/agents{}", l.query())).await?;
+            let list = client.agent_list(l.archived).await?;
             output::list(&list, l.json, &HEADERS, row)
         }
-        AgentCommand::Show { name, json } => {
-            let a = client.get(&format!("api/v1/agents/{}", seg(&name))).await?;
-            show(&a, json.json)
-        }
+        AgentCommand::Show { name, json } => show(&client.agent_show(&name).await?, json.json),
         AgentCommand::Create {
             name,
             profile,
@@ -132,16 +128,13 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         } => {
             names::check_name("agent", &name).map_err(CliError::usage)?;
             let a = client
-                .post(
-                    "api/v1/agents",
-                    &params::AgentCreate {
-                        name,
-                        profile,
-                        env: env.into(),
-                        source,
-                        manage_team,
-                    },
-                )
+                .agent_create(&params::AgentCreate {
+                    name,
+                    profile,
+                    env: env.into(),
+                    source,
+                    manage_team,
+                })
                 .await?;
             show(&a, json.json)
         }
@@ -158,26 +151,15 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
                 )
                 .into());
             }
-            let a = client
-                .patch(
-                    &format!("api/v1/agents/{}", seg(&name)),
-                    &params::AgentUpdate {
-                        profile,
-                        env: env.map(Into::into),
-                        manage_team,
-                    },
-                )
-                .await?;
-            show(&a, json.json)
+            let update = params::AgentUpdate {
+                profile,
+                env: env.map(Into::into),
+                manage_team,
+            };
+            show(&client.agent_update(&name, &update).await?, json.json)
         }
         AgentCommand::Archive { name, json } => {
-            let a = client
-                .post(
-                    &format!("api/v1/agents/{}/archive", seg(&name)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            show(&a, json.json)
+            show(&client.agent_archive(&name).await?, json.json)
         }
     }
 }

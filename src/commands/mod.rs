@@ -117,25 +117,6 @@ pub struct ListArgs {
     pub archived: bool,
 }
 
-impl ListArgs {
-    pub fn query(&self) -> &'static str {
-        if self.archived { "?archived=true" } else { "" }
-    }
-}
-
-/// Percent-encodes one URL path segment (names are validated, but ids typed by hand are not).
-pub fn seg(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// A store error met by a local command, with the exit code its kind deserves.
 pub fn store_error(e: crate::server::store::StoreError) -> CliError {
     use crate::server::store::StoreError as E;

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, ListArgs, context, seg};
+use super::{JsonFlag, ListArgs, context};
 use crate::api::{names, params, views};
 use crate::error::CliError;
 use crate::output::{self, opt};
@@ -63,47 +63,30 @@ fn row(p: &views::Profile) -> Vec<String> {
 }
 
 fn show(p: &views::Profile, json: bool) -> anyhow::Result<()> {
-    output::show(p, json, HEADERS.iter().copied().zip(row(p)).collect())
+    output::record(p, json, &HEADERS, row)
 }
 
 pub async fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let client = context::client()?;
     match args.command {
         ProfileCommand::List(l) => {
-            let list: Vec<views::Profile> =
-                client.get(&format!("api/v1/profiles{}", l.query())).await?;
+            let list = client.profile_list(l.archived).await?;
             output::list(&list, l.json, &HEADERS, row)
         }
-        ProfileCommand::Show { name, json } => {
-            let p = client
-                .get(&format!("api/v1/profiles/{}", seg(&name)))
-                .await?;
-            show(&p, json.json)
-        }
+        ProfileCommand::Show { name, json } => show(&client.profile_show(&name).await?, json.json),
         ProfileCommand::Create { name, cwd, json } => {
             names::check_name("profile", &name).map_err(CliError::usage)?;
             let p = client
-                .post("api/v1/profiles", &params::ProfileCreate { name, cwd })
+                .profile_create(&params::ProfileCreate { name, cwd })
                 .await?;
             show(&p, json.json)
         }
         ProfileCommand::Update { name, cwd, json } => {
-            let p = client
-                .patch(
-                    &format!("api/v1/profiles/{}", seg(&name)),
-                    &params::ProfileUpdate { cwd: Some(cwd) },
-                )
-                .await?;
-            show(&p, json.json)
+            let update = params::ProfileUpdate { cwd: Some(cwd) };
+            show(&client.profile_update(&name, &update).await?, json.json)
         }
         ProfileCommand::Archive { name, json } => {
-            let p = client
-                .post(
-                    &format!("api/v1/profiles/{}/archive", seg(&name)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            show(&p, json.json)
+            show(&client.profile_archive(&name).await?, json.json)
         }
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context, seg};
+use super::{JsonFlag, context};
 use crate::api::{names, params, views};
 use crate::error::CliError;
 use crate::output::{self, opt};
@@ -218,29 +218,24 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
             computer_image,
             json,
         } => {
-            let r = context::client()?
-                .patch(
-                    &format!("api/v1/runners/{}", seg(&id)),
-                    &params::RunnerUpdate {
-                        computer_image: Some(computer_image),
-                    },
-                )
-                .await?;
-            show(&r, json.json)
+            let update = params::RunnerUpdate {
+                computer_image: Some(computer_image),
+            };
+            show(
+                &context::client()?.runner_update(&id, &update).await?,
+                json.json,
+            )
         }
         RunnerCommand::List(f) => {
-            let list: Vec<views::Runner> = context::client()?.get("api/v1/runners").await?;
+            let list = context::client()?.runner_list().await?;
             output::list(&list, f.json, &HEADERS, row)
         }
         RunnerCommand::Show { id, json } => {
-            let r = context::client()?
-                .get(&format!("api/v1/runners/{}", seg(&id)))
-                .await?;
-            show(&r, json.json)
+            show(&context::client()?.runner_show(&id).await?, json.json)
         }
         RunnerCommand::Disable { id, yes, json } => {
             let client = context::client()?;
-            let r: views::Runner = client.get(&format!("api/v1/runners/{}", seg(&id))).await?;
+            let r = client.runner_show(&id).await?;
             super::prompt::confirm(
                 &format!(
                     "disable runner {} of source {}? Its token will never work again",
@@ -248,13 +243,7 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
                 ),
                 yes,
             )?;
-            let r = client
-                .post(
-                    &format!("api/v1/runners/{}/disable", seg(&r.id)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            show(&r, json.json)
+            show(&client.runner_disable(&r.id).await?, json.json)
         }
     }
 }
@@ -289,18 +278,15 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
     for root in &a.artifact_roots {
         names::check_absolute_path("--artifact-root", root).map_err(CliError::usage)?;
     }
-    let reg: views::RunnerRegistration = client
-        .post(
-            "api/v1/runners",
-            &params::RunnerRegister {
-                source: a.source,
-                profiles: a.profiles,
-                server_url,
-                hermes_url: a.hermes_url,
-                artifact_roots: a.artifact_roots,
-                computer_image: a.computer_image,
-            },
-        )
+    let reg = client
+        .runner_register(&params::RunnerRegister {
+            source: a.source,
+            profiles: a.profiles,
+            server_url,
+            hermes_url: a.hermes_url,
+            artifact_roots: a.artifact_roots,
+            computer_image: a.computer_image,
+        })
         .await?;
     let mut data = serde_json::to_vec_pretty(&reg.config)?;
     data.push(b'\n');

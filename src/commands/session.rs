@@ -2,9 +2,9 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context, seg};
+use super::{JsonFlag, context};
 use crate::api::client::Client;
-use crate::api::sessions::{EventsPage, Session, StopStarted};
+use crate::api::sessions::Session;
 use crate::error::CliError;
 use crate::output::{self, opt};
 
@@ -68,15 +68,11 @@ pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
     let client = context::client()?;
     match args.command {
         SessionCommand::List { agent, json } => {
-            let path = match agent {
-                Some(a) => format!("api/v1/sessions?agent={}", seg(&a)),
-                None => "api/v1/sessions".into(),
-            };
-            let list: Vec<Session> = client.get(&path).await?;
+            let list = client.session_list(agent.as_deref()).await?;
             output::list(&list, json.json, &HEADERS, row)
         }
         SessionCommand::Show { id, json } => {
-            let s: Session = client.get(&format!("api/v1/sessions/{}", seg(&id))).await?;
+            let s = client.session_show(&id).await?;
             if json.json {
                 return output::json(&s);
             }
@@ -85,17 +81,8 @@ pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
         }
         SessionCommand::Stop { id, json } => stop(&client, &id, json.json).await,
         SessionCommand::Close { id, json } => {
-            let s: StopStarted = client
-                .post(
-                    &format!("api/v1/sessions/{}/close", seg(&id)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            output::show(
-                &s,
-                json.json,
-                HEADERS.iter().copied().zip(row(&s.session)).collect(),
-            )
+            let s = client.session_close(&id).await?;
+            output::record(&s, json.json, &HEADERS, |s| row(&s.session))
         }
     }
 }
@@ -147,30 +134,19 @@ fn transcript(s: &Session) -> String {
 }
 
 async fn stop(client: &Client, id: &str, json: bool) -> anyhow::Result<()> {
-    let started: StopStarted = client
-        .post(
-            &format!("api/v1/sessions/{}/stop", seg(id)),
-            &serde_json::json!({}),
-        )
-        .await?;
+    let started = client.session_stop(id).await?;
     // Follow the session itself (the command queue is for admins) until the stop is
     // confirmed and the turn ended, or it is pending cleanup. The control plane ends the
     // stop command by its deadline, so this ends too.
     let mut s: Session = started.session;
     while s.state == "running" || s.stopping {
         if s.state == "running" {
-            // Wakes when the turn ends.
-            let _: EventsPage = client
-                .get(&format!(
-                    "api/v1/sessions/{}/events?after={}&wait_ms=5000",
-                    seg(id),
-                    i64::MAX
-                ))
-                .await?;
+            // Wakes when the turn ends (no event comes after the last possible one).
+            client.session_events(id, i64::MAX, 5_000, None).await?;
         } else {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
-        s = client.get(&format!("api/v1/sessions/{}", seg(id))).await?;
+        s = client.session_show(id).await?;
     }
     if json {
         output::json(&s)?;

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, ListArgs, context, seg};
+use super::{JsonFlag, ListArgs, context};
 use crate::api::{names, params, views};
 use crate::error::CliError;
 use crate::output::{self, opt};
@@ -61,23 +61,17 @@ fn row(s: &views::Source) -> Vec<String> {
 }
 
 fn show(s: &views::Source, json: bool) -> anyhow::Result<()> {
-    output::show(s, json, HEADERS.iter().copied().zip(row(s)).collect())
+    output::record(s, json, &HEADERS, row)
 }
 
 pub async fn run(args: SourceArgs) -> anyhow::Result<()> {
     let client = context::client()?;
     match args.command {
         SourceCommand::List(l) => {
-            let list: Vec<views::Source> =
-                client.get(&format!("api/v1/sources{}", l.query())).await?;
+            let list = client.source_list(l.archived).await?;
             output::list(&list, l.json, &HEADERS, row)
         }
-        SourceCommand::Show { name, json } => {
-            let s = client
-                .get(&format!("api/v1/sources/{}", seg(&name)))
-                .await?;
-            show(&s, json.json)
-        }
+        SourceCommand::Show { name, json } => show(&client.source_show(&name).await?, json.json),
         SourceCommand::Create {
             name,
             description,
@@ -85,10 +79,7 @@ pub async fn run(args: SourceArgs) -> anyhow::Result<()> {
         } => {
             names::check_name("source", &name).map_err(CliError::usage)?;
             let s = client
-                .post(
-                    "api/v1/sources",
-                    &params::SourceCreate { name, description },
-                )
+                .source_create(&params::SourceCreate { name, description })
                 .await?;
             show(&s, json.json)
         }
@@ -97,24 +88,13 @@ pub async fn run(args: SourceArgs) -> anyhow::Result<()> {
             description,
             json,
         } => {
-            let s = client
-                .patch(
-                    &format!("api/v1/sources/{}", seg(&name)),
-                    &params::SourceUpdate {
-                        description: Some(description),
-                    },
-                )
-                .await?;
-            show(&s, json.json)
+            let update = params::SourceUpdate {
+                description: Some(description),
+            };
+            show(&client.source_update(&name, &update).await?, json.json)
         }
         SourceCommand::Archive { name, json } => {
-            let s = client
-                .post(
-                    &format!("api/v1/sources/{}/archive", seg(&name)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            show(&s, json.json)
+            show(&client.source_archive(&name).await?, json.json)
         }
     }
 }

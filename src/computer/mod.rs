@@ -8,9 +8,7 @@
 //! * [`verify`]: the drift check of a container against its [`ComputerSpec`].
 //! * [`rootfs`], [`image`], [`tarball`], [`image_verify`]: building, listing and verifying
 //!   the image.
-//! * [`bench`]: cold start and tool round trip against the docker CLI.
 
-pub mod bench;
 pub mod confine;
 pub mod docker;
 pub mod guest;
