@@ -2,10 +2,9 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context};
+use super::{Columns, JsonFlag, context, print_list, print_one};
 use crate::api::{names, params, views};
 use crate::error::CliError;
-use crate::output;
 
 #[derive(Debug, Args)]
 pub struct AccountArgs {
@@ -37,28 +36,26 @@ pub enum AccountCommand {
     },
 }
 
-const HEADERS: [&str; 4] = ["username", "admin", "created", "id"];
+impl Columns for views::Account {
+    const HEADERS: &'static [&'static str] = &["username", "admin", "created", "id"];
 
-fn row(a: &views::Account) -> Vec<String> {
-    vec![
-        a.username.clone(),
-        a.admin.to_string(),
-        a.created_at.clone(),
-        a.id.clone(),
-    ]
-}
-
-fn show(a: &views::Account, json: bool) -> anyhow::Result<()> {
-    output::record(a, json, &HEADERS, row)
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.username.clone(),
+            self.admin.to_string(),
+            self.created_at.clone(),
+            self.id.clone(),
+        ]
+    }
 }
 
 pub async fn run(args: AccountArgs) -> anyhow::Result<()> {
     match args.command {
         AccountCommand::List(f) => {
             let list = context::client()?.account_list().await?;
-            output::list(&list, f.json, &HEADERS, row)
+            print_list(&list, f.json)
         }
-        AccountCommand::Show { username, json } => show(
+        AccountCommand::Show { username, json } => print_one(
             &context::client()?.account_show(&username).await?,
             json.json,
         ),
@@ -78,7 +75,7 @@ pub async fn run(args: AccountArgs) -> anyhow::Result<()> {
                     admin,
                 })
                 .await?;
-            show(&a, json.json)
+            print_one(&a, json.json)
         }
     }
 }

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::{JsonFlag, context};
+use super::{ById, Columns, JsonFlag, context, print_list};
 use crate::api::client::Client;
 use crate::api::computers::{
     Computer, ComputerCreate, ComputerExec, EXEC_DEFAULT_TIMEOUT_MS, ExecResult,
@@ -42,18 +42,10 @@ pub enum ComputerCommand {
         json: JsonFlag,
     },
     /// Show one computer (id or unique id prefix)
-    Show {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ById),
     /// Stop a computer: its container is removed, its workspace kept; the next create
     /// recreates it
-    Stop {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Stop(ById),
     /// Remove a computer and delete its workspace
     Rm {
         id: String,
@@ -85,29 +77,31 @@ pub enum ComputerCommand {
     },
 }
 
-const HEADERS: [&str; 7] = [
-    "id",
-    "agent",
-    "state",
-    "fence",
-    "runner",
-    "container",
-    "updated",
-];
+impl Columns for Computer {
+    const HEADERS: &'static [&'static str] = &[
+        "id",
+        "agent",
+        "state",
+        "fence",
+        "runner",
+        "container",
+        "updated",
+    ];
 
-fn row(c: &Computer) -> Vec<String> {
-    vec![
-        c.id.clone(),
-        c.agent.clone(),
-        c.state.clone(),
-        c.fence.to_string(),
-        c.runner_id.clone(),
-        c.container_id
-            .as_deref()
-            .map(|s| s.chars().take(12).collect())
-            .unwrap_or_else(|| "-".into()),
-        c.updated_at.clone(),
-    ]
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.agent.clone(),
+            self.state.clone(),
+            self.fence.to_string(),
+            self.runner_id.clone(),
+            self.container_id
+                .as_deref()
+                .map(|s| s.chars().take(12).collect())
+                .unwrap_or_else(|| "-".into()),
+            self.updated_at.clone(),
+        ]
+    }
 }
 
 fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
@@ -160,10 +154,12 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
         }
         ComputerCommand::List { removed, json } => {
             let list = client.computer_list(removed).await?;
-            output::list(&list, json.json, &HEADERS, row)
+            print_list(&list, json.json)
         }
-        ComputerCommand::Show { id, json } => show(&client.computer_show(&id).await?, json.json),
-        ComputerCommand::Stop { id, json } => {
+        ComputerCommand::Show(ById { id, json }) => {
+            show(&client.computer_show(&id).await?, json.json)
+        }
+        ComputerCommand::Stop(ById { id, json }) => {
             let c = client.computer_stop(&id).await?;
             settle(&client, c, "stopped", json).await
         }

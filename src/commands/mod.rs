@@ -24,6 +24,7 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 use crate::error::{self, CliError, Exit};
+use crate::output;
 
 /// Runs the process and returns its exit code.
 pub fn main() -> i32 {
@@ -104,6 +105,39 @@ pub struct JsonFlag {
     /// Print JSON instead of a table
     #[arg(long)]
     pub json: bool,
+}
+
+/// A thing shown by its positional NAME, with `--json`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ByName {
+    pub name: String,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+/// A thing shown by its positional ID (or unique id prefix), with `--json`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ById {
+    pub id: String,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+/// How a listed thing prints: the columns of its table, which also label its fields when
+/// one is shown.
+pub trait Columns: serde::Serialize {
+    const HEADERS: &'static [&'static str];
+    fn row(&self) -> Vec<String>;
+}
+
+/// Prints a list as a table of its [`Columns`], or as JSON.
+pub fn print_list<T: Columns>(items: &[T], json: bool) -> anyhow::Result<()> {
+    output::list(items, json, T::HEADERS, T::row)
+}
+
+/// Prints one thing as `column: value` lines, or as JSON.
+pub fn print_one<T: Columns>(item: &T, json: bool) -> anyhow::Result<()> {
+    output::record(item, json, T::HEADERS, T::row)
 }
 
 /// `--archived` on lists of archivable things.

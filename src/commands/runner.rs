@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context};
+use super::{ById, Columns, JsonFlag, context, print_list};
 use crate::api::{names, params, views};
 use crate::error::CliError;
 use crate::output::{self, opt};
@@ -25,11 +25,7 @@ pub enum RunnerCommand {
     /// List Runners (tokens are never shown)
     List(JsonFlag),
     /// Show one Runner by id or unique id prefix
-    Show {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ById),
     /// Send pings through the Runner's command queue and show each round trip
     Ping {
         /// Runner id or unique id prefix
@@ -133,28 +129,30 @@ pub struct RegisterArgs {
     pub computer_image: Option<String>,
 }
 
-const HEADERS: [&str; 8] = [
-    "id",
-    "source",
-    "state",
-    "online",
-    "last seen",
-    "generation",
-    "version",
-    "profiles",
-];
+impl Columns for views::Runner {
+    const HEADERS: &'static [&'static str] = &[
+        "id",
+        "source",
+        "state",
+        "online",
+        "last seen",
+        "generation",
+        "version",
+        "profiles",
+    ];
 
-fn row(r: &views::Runner) -> Vec<String> {
-    vec![
-        r.id.clone(),
-        r.source.clone(),
-        r.state.clone(),
-        r.online.to_string(),
-        opt(&r.last_seen_at),
-        r.generation.to_string(),
-        opt(&r.version),
-        r.allowed_profiles.join(","),
-    ]
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.source.clone(),
+            self.state.clone(),
+            self.online.to_string(),
+            opt(&self.last_seen_at),
+            self.generation.to_string(),
+            opt(&self.version),
+            self.allowed_profiles.join(","),
+        ]
+    }
 }
 
 fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
@@ -228,9 +226,9 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
         }
         RunnerCommand::List(f) => {
             let list = context::client()?.runner_list().await?;
-            output::list(&list, f.json, &HEADERS, row)
+            print_list(&list, f.json)
         }
-        RunnerCommand::Show { id, json } => {
+        RunnerCommand::Show(ById { id, json }) => {
             show(&context::client()?.runner_show(&id).await?, json.json)
         }
         RunnerCommand::Disable { id, yes, json } => {

@@ -8,7 +8,7 @@ use base64::Engine;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use super::context;
+use super::{Columns, context, print_list, print_one};
 use crate::api::machine::{self, FetchParams, FetchResult, PingParams};
 use crate::api::sessions::SessionListResult;
 use crate::error::CliError;
@@ -159,43 +159,45 @@ pub async fn fetch(
     Ok(())
 }
 
-const HEADERS: [&str; 8] = [
-    "id",
-    "kind",
-    "state",
-    "created",
-    "started",
-    "finished",
-    "generation",
-    "error",
-];
+impl Columns for machine::Command {
+    const HEADERS: &'static [&'static str] = &[
+        "id",
+        "kind",
+        "state",
+        "created",
+        "started",
+        "finished",
+        "generation",
+        "error",
+    ];
 
-fn row(c: &machine::Command) -> Vec<String> {
-    vec![
-        c.id.clone(),
-        c.kind.clone(),
-        c.state.clone(),
-        c.created_at.clone(),
-        opt(&c.started_at),
-        opt(&c.finished_at),
-        c.generation
-            .map(|g| g.to_string())
-            .unwrap_or_else(|| "-".into()),
-        c.error
-            .clone()
-            .map(|e| e.chars().take(60).collect())
-            .unwrap_or_else(|| "-".into()),
-    ]
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.kind.clone(),
+            self.state.clone(),
+            self.created_at.clone(),
+            opt(&self.started_at),
+            opt(&self.finished_at),
+            self.generation
+                .map(|g| g.to_string())
+                .unwrap_or_else(|| "-".into()),
+            self.error
+                .clone()
+                .map(|e| e.chars().take(60).collect())
+                .unwrap_or_else(|| "-".into()),
+        ]
+    }
 }
 
 pub async fn commands(runner: &str, limit: u32, json: bool) -> anyhow::Result<()> {
     let list = context::client()?.runner_commands(runner, limit).await?;
-    output::list(&list, json, &HEADERS, row)
+    print_list(&list, json)
 }
 
 pub async fn cancel(command: &str, json: bool) -> anyhow::Result<()> {
     let c = context::client()?.command_cancel(command).await?;
-    output::record(&c, json, &HEADERS, row)
+    print_one(&c, json)
 }
 
 pub async fn sessions(runner: &str, json: bool) -> anyhow::Result<()> {

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context};
+use super::{ById, Columns, JsonFlag, context, print_list};
 use crate::api::client::Client;
 use crate::api::sessions::Session;
 use crate::error::CliError;
@@ -25,43 +25,33 @@ pub enum SessionCommand {
         json: JsonFlag,
     },
     /// Show a session and its transcript
-    Show {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ById),
     /// Interrupt a session's turn and confirm on the Runner that it is idle or gone
-    Stop {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Stop(ById),
     /// Close a session for good (its Hermes session is closed; nothing else is touched)
-    Close {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Close(ById),
 }
 
-const HEADERS: [&str; 6] = [
-    "id",
-    "agent",
-    "state",
-    "runner",
-    "updated",
-    "hermes session",
-];
+impl Columns for Session {
+    const HEADERS: &'static [&'static str] = &[
+        "id",
+        "agent",
+        "state",
+        "runner",
+        "updated",
+        "hermes session",
+    ];
 
-fn row(s: &Session) -> Vec<String> {
-    vec![
-        s.id.clone(),
-        s.agent.clone(),
-        s.state.clone(),
-        opt(&s.runner_id),
-        s.updated_at.clone(),
-        opt(&s.hermes_session_id),
-    ]
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.agent.clone(),
+            self.state.clone(),
+            opt(&self.runner_id),
+            self.updated_at.clone(),
+            opt(&self.hermes_session_id),
+        ]
+    }
 }
 
 pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
@@ -69,9 +59,9 @@ pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
     match args.command {
         SessionCommand::List { agent, json } => {
             let list = client.session_list(agent.as_deref()).await?;
-            output::list(&list, json.json, &HEADERS, row)
+            print_list(&list, json.json)
         }
-        SessionCommand::Show { id, json } => {
+        SessionCommand::Show(ById { id, json }) => {
             let s = client.session_show(&id).await?;
             if json.json {
                 return output::json(&s);
@@ -79,10 +69,10 @@ pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
             output::print(&transcript(&s))?;
             Ok(())
         }
-        SessionCommand::Stop { id, json } => stop(&client, &id, json.json).await,
-        SessionCommand::Close { id, json } => {
+        SessionCommand::Stop(ById { id, json }) => stop(&client, &id, json.json).await,
+        SessionCommand::Close(ById { id, json }) => {
             let s = client.session_close(&id).await?;
-            output::record(&s, json.json, &HEADERS, |s| row(&s.session))
+            output::record(&s, json.json, Session::HEADERS, |s| s.session.row())
         }
     }
 }

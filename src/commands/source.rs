@@ -2,10 +2,10 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, ListArgs, context};
+use super::{ByName, Columns, JsonFlag, ListArgs, context, print_list, print_one};
 use crate::api::{names, params, views};
 use crate::error::CliError;
-use crate::output::{self, opt};
+use crate::output::opt;
 
 #[derive(Debug, Args)]
 pub struct SourceArgs {
@@ -18,11 +18,7 @@ pub enum SourceCommand {
     /// List sources
     List(ListArgs),
     /// Show one source
-    Show {
-        name: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ByName),
     /// Create a source
     Create {
         name: String,
@@ -41,27 +37,21 @@ pub enum SourceCommand {
         json: JsonFlag,
     },
     /// Archive a source that no active agent or enabled Runner uses
-    Archive {
-        name: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Archive(ByName),
 }
 
-const HEADERS: [&str; 5] = ["name", "description", "created", "archived", "id"];
+impl Columns for views::Source {
+    const HEADERS: &'static [&'static str] = &["name", "description", "created", "archived", "id"];
 
-fn row(s: &views::Source) -> Vec<String> {
-    vec![
-        s.name.clone(),
-        s.description.clone(),
-        s.created_at.clone(),
-        opt(&s.archived_at),
-        s.id.clone(),
-    ]
-}
-
-fn show(s: &views::Source, json: bool) -> anyhow::Result<()> {
-    output::record(s, json, &HEADERS, row)
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            self.description.clone(),
+            self.created_at.clone(),
+            opt(&self.archived_at),
+            self.id.clone(),
+        ]
+    }
 }
 
 pub async fn run(args: SourceArgs) -> anyhow::Result<()> {
@@ -69,9 +59,11 @@ pub async fn run(args: SourceArgs) -> anyhow::Result<()> {
     match args.command {
         SourceCommand::List(l) => {
             let list = client.source_list(l.archived).await?;
-            output::list(&list, l.json, &HEADERS, row)
+            print_list(&list, l.json)
         }
-        SourceCommand::Show { name, json } => show(&client.source_show(&name).await?, json.json),
+        SourceCommand::Show(ByName { name, json }) => {
+            print_one(&client.source_show(&name).await?, json.json)
+        }
         SourceCommand::Create {
             name,
             description,
@@ -81,7 +73,7 @@ pub async fn run(args: SourceArgs) -> anyhow::Result<()> {
             let s = client
                 .source_create(&params::SourceCreate { name, description })
                 .await?;
-            show(&s, json.json)
+            print_one(&s, json.json)
         }
         SourceCommand::Update {
             name,
@@ -91,10 +83,10 @@ pub async fn run(args: SourceArgs) -> anyhow::Result<()> {
             let update = params::SourceUpdate {
                 description: Some(description),
             };
-            show(&client.source_update(&name, &update).await?, json.json)
+            print_one(&client.source_update(&name, &update).await?, json.json)
         }
-        SourceCommand::Archive { name, json } => {
-            show(&client.source_archive(&name).await?, json.json)
+        SourceCommand::Archive(ByName { name, json }) => {
+            print_one(&client.source_archive(&name).await?, json.json)
         }
     }
 }
