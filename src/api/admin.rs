@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use serde::de::IgnoredAny;
+use serde::Serialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
 
 use super::client::{Client, ClientError};
 use super::computers::{AuditEntry, Computer, ComputerCreate, ComputerExec};
@@ -42,8 +43,42 @@ pub fn seg(s: &str) -> String {
     out
 }
 
-fn archived(archived: bool) -> &'static str {
-    if archived { "?archived=true" } else { "" }
+/// Most endpoints are `api/v1/{things}`, `api/v1/{things}/{id}` and actions on one thing
+/// (`POST api/v1/{things}/{id}/{action}`, most with an empty body).
+impl Client {
+    async fn list_of<T: DeserializeOwned>(&self, things: &str, archived: bool) -> Result<Vec<T>> {
+        let query = if archived { "?archived=true" } else { "" };
+        self.get(&format!("api/v1/{things}{query}")).await
+    }
+
+    async fn one<T: DeserializeOwned>(&self, things: &str, id: &str) -> Result<T> {
+        self.get(&format!("api/v1/{things}/{}", seg(id))).await
+    }
+
+    async fn change<B: Serialize, T: DeserializeOwned>(
+        &self,
+        things: &str,
+        id: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.patch(&format!("api/v1/{things}/{}", seg(id)), body)
+            .await
+    }
+
+    async fn act<T: DeserializeOwned>(&self, things: &str, id: &str, action: &str) -> Result<T> {
+        self.act_with(things, id, action, &empty()).await
+    }
+
+    async fn act_with<B: Serialize, T: DeserializeOwned>(
+        &self,
+        things: &str,
+        id: &str,
+        action: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.post(&format!("api/v1/{things}/{}/{action}", seg(id)), body)
+            .await
+    }
 }
 
 impl Client {
@@ -70,8 +105,7 @@ impl Client {
     }
 
     pub async fn account_show(&self, username: &str) -> Result<Account> {
-        self.get(&format!("api/v1/accounts/{}", seg(username)))
-            .await
+        self.one("accounts", username).await
     }
 
     pub async fn account_create(&self, p: &AccountCreate) -> Result<Account> {
@@ -81,12 +115,11 @@ impl Client {
     // ---- sources ----
 
     pub async fn source_list(&self, archived_too: bool) -> Result<Vec<Source>> {
-        self.get(&format!("api/v1/sources{}", archived(archived_too)))
-            .await
+        self.list_of("sources", archived_too).await
     }
 
     pub async fn source_show(&self, name: &str) -> Result<Source> {
-        self.get(&format!("api/v1/sources/{}", seg(name))).await
+        self.one("sources", name).await
     }
 
     pub async fn source_create(&self, p: &SourceCreate) -> Result<Source> {
@@ -94,24 +127,21 @@ impl Client {
     }
 
     pub async fn source_update(&self, name: &str, p: &SourceUpdate) -> Result<Source> {
-        self.patch(&format!("api/v1/sources/{}", seg(name)), p)
-            .await
+        self.change("sources", name, p).await
     }
 
     pub async fn source_archive(&self, name: &str) -> Result<Source> {
-        self.post(&format!("api/v1/sources/{}/archive", seg(name)), &empty())
-            .await
+        self.act("sources", name, "archive").await
     }
 
     // ---- profiles ----
 
     pub async fn profile_list(&self, archived_too: bool) -> Result<Vec<Profile>> {
-        self.get(&format!("api/v1/profiles{}", archived(archived_too)))
-            .await
+        self.list_of("profiles", archived_too).await
     }
 
     pub async fn profile_show(&self, name: &str) -> Result<Profile> {
-        self.get(&format!("api/v1/profiles/{}", seg(name))).await
+        self.one("profiles", name).await
     }
 
     pub async fn profile_create(&self, p: &ProfileCreate) -> Result<Profile> {
@@ -119,24 +149,21 @@ impl Client {
     }
 
     pub async fn profile_update(&self, name: &str, p: &ProfileUpdate) -> Result<Profile> {
-        self.patch(&format!("api/v1/profiles/{}", seg(name)), p)
-            .await
+        self.change("profiles", name, p).await
     }
 
     pub async fn profile_archive(&self, name: &str) -> Result<Profile> {
-        self.post(&format!("api/v1/profiles/{}/archive", seg(name)), &empty())
-            .await
+        self.act("profiles", name, "archive").await
     }
 
     // ---- agents ----
 
     pub async fn agent_list(&self, archived_too: bool) -> Result<Vec<Agent>> {
-        self.get(&format!("api/v1/agents{}", archived(archived_too)))
-            .await
+        self.list_of("agents", archived_too).await
     }
 
     pub async fn agent_show(&self, name: &str) -> Result<Agent> {
-        self.get(&format!("api/v1/agents/{}", seg(name))).await
+        self.one("agents", name).await
     }
 
     pub async fn agent_create(&self, p: &AgentCreate) -> Result<Agent> {
@@ -144,12 +171,11 @@ impl Client {
     }
 
     pub async fn agent_update(&self, name: &str, p: &AgentUpdate) -> Result<Agent> {
-        self.patch(&format!("api/v1/agents/{}", seg(name)), p).await
+        self.change("agents", name, p).await
     }
 
     pub async fn agent_archive(&self, name: &str) -> Result<Agent> {
-        self.post(&format!("api/v1/agents/{}/archive", seg(name)), &empty())
-            .await
+        self.act("agents", name, "archive").await
     }
 
     // ---- Runners ----
@@ -160,7 +186,7 @@ impl Client {
 
     /// `id` is a Runner id or a unique prefix of one.
     pub async fn runner_show(&self, id: &str) -> Result<Runner> {
-        self.get(&format!("api/v1/runners/{}", seg(id))).await
+        self.one("runners", id).await
     }
 
     /// The answer carries the Runner's token, once.
@@ -169,36 +195,29 @@ impl Client {
     }
 
     pub async fn runner_update(&self, id: &str, p: &RunnerUpdate) -> Result<Runner> {
-        self.patch(&format!("api/v1/runners/{}", seg(id)), p).await
+        self.change("runners", id, p).await
     }
 
     pub async fn runner_disable(&self, id: &str) -> Result<Runner> {
-        self.post(&format!("api/v1/runners/{}/disable", seg(id)), &empty())
-            .await
+        self.act("runners", id, "disable").await
     }
 
     // ---- the command queue ----
 
     /// Enqueues a ping; its result is a [`super::machine::PingResult`].
     pub async fn runner_ping(&self, runner: &str, p: &PingParams) -> Result<Command> {
-        self.post(&format!("api/v1/runners/{}/ping", seg(runner)), p)
-            .await
+        self.act_with("runners", runner, "ping", p).await
     }
 
     /// Enqueues a file export; its result is a [`super::machine::FetchResult`].
     pub async fn runner_fetch(&self, runner: &str, p: &FetchParams) -> Result<Command> {
-        self.post(&format!("api/v1/runners/{}/fetch", seg(runner)), p)
-            .await
+        self.act_with("runners", runner, "fetch", p).await
     }
 
     /// Enqueues a listing of the Runner's live sessions; its result is a
     /// [`super::sessions::SessionListResult`].
     pub async fn runner_sessions(&self, runner: &str) -> Result<Command> {
-        self.post(
-            &format!("api/v1/runners/{}/sessions", seg(runner)),
-            &empty(),
-        )
-        .await
+        self.act("runners", runner, "sessions").await
     }
 
     /// A Runner's newest commands, without their results.
@@ -217,8 +236,7 @@ impl Client {
     }
 
     pub async fn command_cancel(&self, id: &str) -> Result<Command> {
-        self.post(&format!("api/v1/commands/{}/cancel", seg(id)), &empty())
-            .await
+        self.act("commands", id, "cancel").await
     }
 
     /// Waits until the command is final, or `timeout` passed (then it is returned as last
@@ -256,7 +274,7 @@ impl Client {
 
     /// A session with its transcript.
     pub async fn session_show(&self, id: &str) -> Result<Session> {
-        self.get(&format!("api/v1/sessions/{}", seg(id))).await
+        self.one("sessions", id).await
     }
 
     /// Long-poll: the events after `after`, as soon as there are any, the turn (`turn`, or
@@ -280,13 +298,11 @@ impl Client {
 
     /// Asks for the session's turn to be interrupted; the stop is confirmed later.
     pub async fn session_stop(&self, id: &str) -> Result<StopStarted> {
-        self.post(&format!("api/v1/sessions/{}/stop", seg(id)), &empty())
-            .await
+        self.act("sessions", id, "stop").await
     }
 
     pub async fn session_close(&self, id: &str) -> Result<StopStarted> {
-        self.post(&format!("api/v1/sessions/{}/close", seg(id)), &empty())
-            .await
+        self.act("sessions", id, "close").await
     }
 
     // ---- computers ----
@@ -300,7 +316,7 @@ impl Client {
 
     /// `id` is a computer id or a unique prefix of one.
     pub async fn computer_show(&self, id: &str) -> Result<Computer> {
-        self.get(&format!("api/v1/computers/{}", seg(id))).await
+        self.one("computers", id).await
     }
 
     /// Provisions (or returns) the agent's computer; it may still be starting.
@@ -309,20 +325,17 @@ impl Client {
     }
 
     pub async fn computer_stop(&self, id: &str) -> Result<Computer> {
-        self.post(&format!("api/v1/computers/{}/stop", seg(id)), &empty())
-            .await
+        self.act("computers", id, "stop").await
     }
 
     /// Removes the computer and deletes its workspace.
     pub async fn computer_remove(&self, id: &str) -> Result<Computer> {
-        self.post(&format!("api/v1/computers/{}/remove", seg(id)), &empty())
-            .await
+        self.act("computers", id, "remove").await
     }
 
     /// Enqueues a diagnostic command; its result is a [`super::computers::ExecResult`].
     pub async fn computer_exec(&self, id: &str, p: &ComputerExec) -> Result<Command> {
-        self.post(&format!("api/v1/computers/{}/exec", seg(id)), p)
-            .await
+        self.act_with("computers", id, "exec", p).await
     }
 
     /// Waits until no Runner command is in flight for the computer.
