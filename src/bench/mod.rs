@@ -24,7 +24,7 @@ use crate::output;
 
 use harness::{rss_mb, setup};
 use measure::{Run, latency, long_poll_rss, raise_fd_limit, throughput};
-use report::{print_human, report};
+use report::{Figures, print_human, report};
 
 /// Untimed pings before the latency samples (connections, caches, first allocations).
 const WARMUP_PINGS: u32 = 20;
@@ -161,12 +161,14 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
 
     let report = report(
         &args,
-        pickup_latency,
-        throughput,
-        runner_idle_rss_mb,
-        runner_rss_mb_after_throughput,
-        control_plane_rss_mb_idle,
-        long_polls,
+        Figures {
+            pickup_latency,
+            throughput,
+            runner_idle_rss_mb,
+            runner_rss_mb_after_throughput,
+            control_plane_rss_mb_idle,
+            long_polls,
+        },
     );
     if !report.missed.is_empty() {
         progress(&format!(
