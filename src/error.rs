@@ -118,3 +118,37 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     parts.dedup();
     parts.join(": ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, code: &str) -> ClientError {
+        ClientError::Api {
+            status,
+            code: code.into(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn api_errors_map_to_documented_exit_codes() {
+        assert_eq!(client_exit(&api(409, "conflict")), Exit::Conflict);
+        assert_eq!(client_exit(&api(429, "busy")), Exit::Conflict);
+        assert_eq!(client_exit(&api(400, "limit_reached")), Exit::Conflict);
+        assert_eq!(client_exit(&api(401, "unauthorized")), Exit::Auth);
+        assert_eq!(client_exit(&api(403, "forbidden")), Exit::Auth);
+        assert_eq!(client_exit(&api(404, "not_found")), Exit::NotFound);
+        for status in [400, 413, 415, 422] {
+            assert_eq!(client_exit(&api(status, "bad_request")), Exit::Usage);
+        }
+        assert_eq!(client_exit(&api(500, "internal")), Exit::Failure);
+        let down = ClientError::Connect {
+            url: "http://127.0.0.1:1".into(),
+            reason: "refused".into(),
+        };
+        assert_eq!(client_exit(&down), Exit::Failure);
+        let wrapped = anyhow::Error::new(api(404, "not_found")).context("showing agent x");
+        assert_eq!(exit_code(&wrapped), Some(Exit::NotFound));
+    }
+}
