@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::api::client::ClientError;
+use crate::computer::ComputerError;
 
 /// Documented exit codes (docs/cli.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,10 +69,38 @@ pub fn exit_code(err: &anyhow::Error) -> Option<Exit> {
             return Some(cli.exit);
         }
         if let Some(client) = cause.downcast_ref::<ClientError>() {
-            return Some(client.exit());
+            return Some(client_exit(client));
+        }
+        if let Some(computer) = cause.downcast_ref::<ComputerError>() {
+            return Some(computer_exit(computer));
         }
     }
     Some(Exit::Failure)
+}
+
+/// The exit code of a computer operation's failure (`yy image ...`, `yy bench computer`).
+pub fn computer_exit(e: &ComputerError) -> Exit {
+    match e {
+        ComputerError::Invalid(_) => Exit::Usage,
+        ComputerError::NotFound(_) => Exit::NotFound,
+        ComputerError::NameInUse { .. } => Exit::Conflict,
+        _ => Exit::Failure,
+    }
+}
+
+/// The exit code an answer of the admin API deserves: by HTTP status, except that a
+/// reached limit is a conflict whatever its status.
+pub fn client_exit(e: &ClientError) -> Exit {
+    match e {
+        ClientError::Api { status, code, .. } => match (*status, code.as_str()) {
+            (_, "limit_reached") | (409 | 429, _) => Exit::Conflict,
+            (401 | 403, _) => Exit::Auth,
+            (404, _) => Exit::NotFound,
+            (400 | 413 | 415 | 422, _) => Exit::Usage,
+            _ => Exit::Failure,
+        },
+        ClientError::Connect { .. } | ClientError::Protocol { .. } => Exit::Failure,
+    }
 }
 
 /// The one-line message printed after `error: `.
@@ -102,4 +131,38 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
     parts.dedup();
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, code: &str) -> ClientError {
+        ClientError::Api {
+            status,
+            code: code.into(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn api_errors_map_to_documented_exit_codes() {
+        assert_eq!(client_exit(&api(409, "conflict")), Exit::Conflict);
+        assert_eq!(client_exit(&api(429, "busy")), Exit::Conflict);
+        assert_eq!(client_exit(&api(400, "limit_reached")), Exit::Conflict);
+        assert_eq!(client_exit(&api(401, "unauthorized")), Exit::Auth);
+        assert_eq!(client_exit(&api(403, "forbidden")), Exit::Auth);
+        assert_eq!(client_exit(&api(404, "not_found")), Exit::NotFound);
+        for status in [400, 413, 415, 422] {
+            assert_eq!(client_exit(&api(status, "bad_request")), Exit::Usage);
+        }
+        assert_eq!(client_exit(&api(500, "internal")), Exit::Failure);
+        let down = ClientError::Connect {
+            url: "http://127.0.0.1:1".into(),
+            reason: "refused".into(),
+        };
+        assert_eq!(client_exit(&down), Exit::Failure);
+        let wrapped = anyhow::Error::new(api(404, "not_found")).context("showing agent x");
+        assert_eq!(exit_code(&wrapped), Some(Exit::NotFound));
+    }
 }

@@ -71,6 +71,21 @@ pub fn show<T: Serialize>(
     Ok(print(&text)?)
 }
 
+/// Prints one object as `key: value` lines labelled like the columns of its list (the
+/// same `headers` and `row` as [`list`]), or as JSON with `--json`.
+pub fn record<T: Serialize>(
+    item: &T,
+    as_json: bool,
+    headers: &[&str],
+    row: impl Fn(&T) -> Vec<String>,
+) -> anyhow::Result<()> {
+    show(
+        item,
+        as_json,
+        headers.iter().copied().zip(row(item)).collect(),
+    )
+}
+
 /// `-` for a missing value in a table.
 pub fn opt(v: &Option<String>) -> String {
     v.clone().unwrap_or_else(|| "-".into())

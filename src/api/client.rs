@@ -1,4 +1,5 @@
-//! The HTTP client every CLI command (and later the Runner) uses to talk to `yy serve`.
+//! The HTTP client every CLI command uses to talk to `yy serve`; its typed methods, one per
+//! endpoint, are in [`super::admin`].
 
 use std::time::Duration;
 
@@ -6,7 +7,6 @@ use reqwest::{Method, StatusCode, Url};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::ErrorBody;
-use crate::error::Exit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -24,19 +24,6 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    pub fn exit(&self) -> Exit {
-        match self {
-            ClientError::Api { status, code, .. } => match (*status, code.as_str()) {
-                (_, "limit_reached") | (409 | 429, _) => Exit::Conflict,
-                (401 | 403, _) => Exit::Auth,
-                (404, _) => Exit::NotFound,
-                (400 | 413 | 415 | 422, _) => Exit::Usage,
-                _ => Exit::Failure,
-            },
-            _ => Exit::Failure,
-        }
-    }
-
     pub fn status(&self) -> Option<u16> {
         match self {
             ClientError::Api { status, .. } => Some(*status),

@@ -2,13 +2,17 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How long a command in a computer may run when its caller does not say.
+// ---- exec limits (`yy computer exec`, the exec route, the store's deadline, the guest) ----
+
+/// How long an exec runs before its process tree is killed, unless the caller says.
 pub const EXEC_DEFAULT_TIMEOUT_MS: u64 = 60_000;
-/// The longest a command in a computer may be given.
+/// The longest timeout an exec may ask for (one hour).
 pub const EXEC_MAX_TIMEOUT_MS: u64 = 3_600_000;
-/// Output kept of each stream (stdout, stderr) when the caller does not say; also the most
-/// an admin exec may ask for, so both streams fit one 8 MiB result.
+/// Bytes kept of stdout and of stderr each; both at the cap fit in one command result
+/// ([`super::machine::MAX_RESULT_BYTES`]).
 pub const EXEC_MAX_OUTPUT_CAP: u64 = 1024 * 1024;
+/// The cap unless the caller asks for less.
+pub const EXEC_DEFAULT_OUTPUT_CAP: u64 = EXEC_MAX_OUTPUT_CAP;
 
 // ---- admin API ----
 
@@ -99,6 +103,23 @@ pub struct ComputerRef {
     /// With `computer.remove`: delete the workspace too.
     #[serde(default)]
     pub delete_workspace: bool,
+}
+
+/// The result of a `computer.exec` command, as the guest agent reports it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecResult {
+    /// The exit status when the process exited; `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// Either stream was cut at the cap.
+    pub truncated: bool,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub duration_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

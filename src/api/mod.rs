@@ -1,7 +1,8 @@
 //! What crosses the wire: request bodies (`params`), responses (`views`) and the HTTP client
-//! used by every CLI command. Kept apart from database rows on purpose: a column can change
+//! used by every CLI command (`client`, typed per endpoint in `admin`). Kept apart from database rows on purpose: a column can change
 //! without changing the API, and the reverse.
 
+pub mod admin;
 pub mod client;
 pub mod computers;
 pub mod machine;

@@ -167,6 +167,23 @@ pub struct StopResult {
     pub confirmed: String,
 }
 
+/// The result of a `session.list` command: the live sessions of the Runner's own channel.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionListResult {
+    pub sessions: Vec<LiveSession>,
+}
+
+/// A live Hermes session of a Runner's channel. Fields in this order so `--json` prints
+/// them as before they were typed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LiveSession {
+    pub hermes_session_id: String,
+    /// The yy session it belongs to.
+    pub session_id: String,
+    /// Hermes's own word for it (`idle`, `running`, ...).
+    pub status: String,
+}
+
 /// One event a Runner streams while a turn runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TurnEventIn {

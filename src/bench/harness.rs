@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::{RUNNER_MAX_CONCURRENT, progress};
+use super::{DispatchArgs, RUNNER_MAX_CONCURRENT, progress};
 use crate::api::client::Client;
 use crate::api::{params, views};
-use crate::commands::bench::DispatchArgs;
 use crate::error::CliError;
 
 // ---- processes and the temporary directory ----
@@ -294,34 +293,25 @@ pub(super) async fn setup(bin: PathBuf, args: &DispatchArgs) -> anyhow::Result<S
         .into());
     };
 
-    let login: views::LoginResult = Client::new(&url, None)?
-        .post(
-            "api/v1/auth/login",
-            &params::LoginParams {
-                username: "bench".into(),
-                password,
-            },
-        )
+    let login = Client::new(&url, None)?
+        .login(&params::LoginParams {
+            username: "bench".into(),
+            password,
+        })
         .await
         .context("logging in to the benchmark's control plane")?;
     let admin = Client::new(&url, Some(login.token))?;
-    let _: views::Source = admin
-        .post(
-            "api/v1/sources",
-            &params::SourceCreate {
-                name: "bench".into(),
-                description: "yy bench dispatch".into(),
-            },
-        )
+    admin
+        .source_create(&params::SourceCreate {
+            name: "bench".into(),
+            description: "yy bench dispatch".into(),
+        })
         .await?;
-    let _: views::Profile = admin
-        .post(
-            "api/v1/profiles",
-            &params::ProfileCreate {
-                name: "bench".into(),
-                cwd: None,
-            },
-        )
+    admin
+        .profile_create(&params::ProfileCreate {
+            name: "bench".into(),
+            cwd: None,
+        })
         .await?;
     let reg = register(&admin, &url, "bench").await?;
     let runner_id = reg.runner.id.clone();
@@ -366,25 +356,21 @@ pub(super) async fn register(
     source: &str,
 ) -> anyhow::Result<views::RunnerRegistration> {
     Ok(admin
-        .post(
-            "api/v1/runners",
-            &params::RunnerRegister {
-                source: source.into(),
-                profiles: vec!["bench".into()],
-                server_url: url.into(),
-                hermes_url: "http://127.0.0.1:9119".into(),
-                artifact_roots: vec![],
-                computer_image: None,
-            },
-        )
+        .runner_register(&params::RunnerRegister {
+            source: source.into(),
+            profiles: vec!["bench".into()],
+            server_url: url.into(),
+            hermes_url: "http://127.0.0.1:9119".into(),
+            artifact_roots: vec![],
+            computer_image: None,
+        })
         .await?)
 }
 
 async fn wait_online(admin: &Client, runner_id: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let r: views::Runner = admin.get(&format!("api/v1/runners/{runner_id}")).await?;
-        if r.online {
+        if admin.runner_show(runner_id).await?.online {
             return Ok(());
         }
         if Instant::now() > deadline {

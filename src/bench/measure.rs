@@ -16,36 +16,20 @@ use crate::api::machine::{
     self, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL, LeaseParams,
     PROTOCOL_VERSION, PingParams, PingResult, RunnerStatus,
 };
-use crate::api::{params, views};
+use crate::api::params;
 use crate::error::CliError;
 use crate::timefmt::now_us;
-
-/// Waits until a command is final.
-async fn wait_final(admin: &Client, id: &str) -> anyhow::Result<machine::Command> {
-    loop {
-        let cmd: machine::Command = admin
-            .get(&format!("api/v1/commands/{id}?wait_ms=25000"))
-            .await?;
-        if cmd.is_final() {
-            return Ok(cmd);
-        }
-    }
-}
 
 async fn enqueue_ping(
     admin: &Client,
     runner_id: &str,
     timeout_ms: u64,
 ) -> anyhow::Result<machine::Command> {
-    Ok(admin
-        .post(
-            &format!("api/v1/runners/{runner_id}/ping"),
-            &PingParams {
-                hold_ms: 0,
-                timeout_ms: Some(timeout_ms),
-            },
-        )
-        .await?)
+    let ping = PingParams {
+        hold_ms: 0,
+        timeout_ms: Some(timeout_ms),
+    };
+    Ok(admin.runner_ping(runner_id, &ping).await?)
 }
 
 /// Pings one at a time: execution start (stamped by the Runner) minus the instant just
@@ -60,7 +44,7 @@ pub(super) async fn latency(
     for i in 0..WARMUP_PINGS + samples {
         let sent_us = now_us();
         let cmd = enqueue_ping(admin, runner_id, PING_TIMEOUT_MS).await?;
-        let cmd = wait_final(admin, &cmd.id).await?;
+        let cmd = admin.wait_command(&cmd.id, None).await?;
         let seen_us = now_us();
         if cmd.state != "done" {
             return Err(CliError::failure(format!(
@@ -170,7 +154,7 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
     let enqueued_us = now_us();
     let last = last_id.lock().unwrap_or_else(|p| p.into_inner()).1.clone();
     // The queue is leased oldest first: when the last one is final, the rest nearly are.
-    wait_final(admin, &last).await?;
+    admin.wait_command(&last, None).await?;
     let cpu_after = pids.map(process_cpu_s);
     let machine_after = machine_cpu_s();
 
@@ -259,14 +243,11 @@ pub(super) async fn long_poll_rss(
     let tokens: Vec<String> = futures_util::stream::iter(0..count)
         .map(|i| async move {
             let name = format!("bench-lp-{i:05}");
-            let _: views::Source = admin
-                .post(
-                    "api/v1/sources",
-                    &params::SourceCreate {
-                        name: name.clone(),
-                        description: String::new(),
-                    },
-                )
+            admin
+                .source_create(&params::SourceCreate {
+                    name: name.clone(),
+                    description: String::new(),
+                })
                 .await?;
             Ok::<_, anyhow::Error>(register(admin, url, &name).await?.config.token)
         })

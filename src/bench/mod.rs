@@ -1,4 +1,6 @@
-//! `yy bench dispatch`: measures the command path with real processes on loopback.
+//! The benchmarks anyone can run (`yy bench ...`): [`computer`] measures computers against
+//! the docker CLI; the rest of this module is `yy bench dispatch`, which measures the command
+//! path with real processes on loopback.
 //!
 //! It starts a private control plane (`yy serve`) and a Runner (`yy runner run`) from this
 //! executable in a temporary directory, drives them through the admin API and the machine
@@ -6,22 +8,23 @@
 //! memory and the control plane's memory while it holds many idle long-polls. Every child is
 //! stopped and the directory removed on every path out, errors and Ctrl-C included.
 
+pub mod computer;
 mod harness;
 mod measure;
 mod report;
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::commands::bench::DispatchArgs;
 use crate::error::CliError;
 use crate::output;
 
 use harness::{rss_mb, setup};
 use measure::{Run, latency, long_poll_rss, raise_fd_limit, throughput};
-use report::{print_human, report};
+use report::{Figures, print_human, report};
 
 /// Untimed pings before the latency samples (connections, caches, first allocations).
 const WARMUP_PINGS: u32 = 20;
@@ -32,6 +35,44 @@ const RUNNER_MAX_CONCURRENT: u32 = 64;
 /// How long each benchmark long-poll asks to wait (the server caps it at 25 s).
 const LONG_POLL_WAIT_MS: u64 = 20_000;
 
+#[derive(Debug, clap::Args)]
+pub struct DispatchArgs {
+    /// Print the figures and targets as one JSON object
+    #[arg(long)]
+    pub json: bool,
+    /// Pings in the throughput run (0 skips it)
+    #[arg(long, value_name = "N", default_value_t = 5000,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub commands: u32,
+    /// Pings timed one at a time for the pickup latency (0 skips it)
+    #[arg(long, value_name = "N", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub latency_samples: u32,
+    /// Idle long-polls held against the control plane, one registered Runner each (0 skips
+    /// it)
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(0..=20_000))]
+    pub long_polls: u32,
+    /// Concurrent enqueuers in the throughput run
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub enqueuers: u32,
+    /// The yy executable to run as control plane and Runner [default: this one]
+    #[arg(long, value_name = "PATH")]
+    pub bin: Option<PathBuf>,
+}
+
+/// The dispatch targets (docs/benchmarks.md).
+pub mod targets {
+    pub const PICKUP_P50_MS: f64 = 5.0;
+    pub const PICKUP_P99_MS: f64 = 25.0;
+    pub const THROUGHPUT_PER_S: f64 = 2000.0;
+    pub const RUNNER_IDLE_RSS_MB: f64 = 20.0;
+    pub const LONG_POLLS_RSS_MB: f64 = 150.0;
+    /// The long-poll target is stated for this many long-polls.
+    pub const LONG_POLLS: u32 = 1000;
+}
+
 /// stdout is the report; progress goes to stderr in both modes.
 fn progress(text: &str) {
     let mut err = std::io::stderr().lock();
@@ -40,7 +81,7 @@ fn progress(text: &str) {
 
 // ---- the benchmark ----
 
-pub(crate) async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
+pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
     let bin = match &args.bin {
         Some(b) => b.clone(),
         None => std::env::current_exe().context("finding this executable")?,
@@ -120,12 +161,14 @@ pub(crate) async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
 
     let report = report(
         &args,
-        pickup_latency,
-        throughput,
-        runner_idle_rss_mb,
-        runner_rss_mb_after_throughput,
-        control_plane_rss_mb_idle,
-        long_polls,
+        Figures {
+            pickup_latency,
+            throughput,
+            runner_idle_rss_mb,
+            runner_rss_mb_after_throughput,
+            control_plane_rss_mb_idle,
+            long_polls,
+        },
     );
     if !report.missed.is_empty() {
         progress(&format!(

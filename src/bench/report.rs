@@ -2,8 +2,7 @@
 
 use serde::Serialize;
 
-use super::{RUNNER_MAX_CONCURRENT, WARMUP_PINGS};
-use crate::commands::bench::{DispatchArgs, targets};
+use super::{DispatchArgs, RUNNER_MAX_CONCURRENT, WARMUP_PINGS, targets};
 use crate::output;
 
 // ---- the report ----
@@ -28,13 +27,13 @@ struct Parameters {
 
 #[derive(Debug, Serialize)]
 pub(super) struct Latency {
-    pub(super) samples: usize,
-    pub(super) min_ms: f64,
-    pub(super) mean_ms: f64,
+    pub samples: usize,
+    pub min_ms: f64,
+    pub mean_ms: f64,
     pub(super) p50_ms: f64,
     pub(super) p90_ms: f64,
     pub(super) p99_ms: f64,
-    pub(super) max_ms: f64,
+    pub max_ms: f64,
     /// Enqueue to outcome seen by the client (includes reporting and the client's wait).
     pub(super) round_trip_p50_ms: f64,
     pub(super) round_trip_p99_ms: f64,
@@ -42,37 +41,37 @@ pub(super) struct Latency {
 
 #[derive(Debug, Serialize)]
 pub(super) struct Throughput {
-    pub(super) commands: u32,
+    pub commands: u32,
     /// From the first enqueue request to the last outcome stored by the control plane.
-    pub(super) seconds: f64,
-    pub(super) commands_per_s: f64,
+    pub seconds: f64,
+    pub commands_per_s: f64,
     /// Enqueue requests answered per second (all enqueuers together).
-    pub(super) enqueue_per_s: f64,
+    pub enqueue_per_s: f64,
     /// Final states of the run's commands; all must be `done`.
-    pub(super) states: std::collections::BTreeMap<String, u64>,
+    pub states: std::collections::BTreeMap<String, u64>,
     /// CPU time per command during the run, by process, in milliseconds.
-    pub(super) cpu_ms_per_command: CpuPerCommand,
+    pub cpu_ms_per_command: CpuPerCommand,
     /// How busy the whole machine was during the run (100 = every CPU), and how much of
     /// that was not the benchmark's three processes (other load skews every figure).
-    pub(super) machine_busy_percent: f64,
-    pub(super) other_processes_percent: f64,
+    pub machine_busy_percent: f64,
+    pub other_processes_percent: f64,
 }
 
 #[derive(Debug, Serialize)]
 pub(super) struct CpuPerCommand {
-    pub(super) control_plane: f64,
-    pub(super) runner: f64,
+    pub control_plane: f64,
+    pub runner: f64,
     /// The benchmark's own enqueuers (an admin API client).
-    pub(super) client: f64,
+    pub client: f64,
 }
 
 #[derive(Debug, Serialize)]
 pub(super) struct LongPolls {
-    pub(super) long_polls: u32,
-    pub(super) control_plane_rss_mb_before: f64,
-    pub(super) control_plane_rss_mb: f64,
+    pub long_polls: u32,
+    pub control_plane_rss_mb_before: f64,
+    pub control_plane_rss_mb: f64,
     /// Open sockets of the control plane while they were held.
-    pub(super) control_plane_sockets: usize,
+    pub control_plane_sockets: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -96,36 +95,37 @@ struct Check {
     pass: bool,
 }
 
+/// What a run measured (each part `None` when skipped); MB are 10^6 bytes of VmRSS.
+#[derive(Debug, Serialize)]
+pub(super) struct Figures {
+    pub pickup_latency: Option<Latency>,
+    pub throughput: Option<Throughput>,
+    pub runner_idle_rss_mb: f64,
+    pub runner_rss_mb_after_throughput: Option<f64>,
+    pub control_plane_rss_mb_idle: f64,
+    pub long_polls: Option<LongPolls>,
+}
+
 #[derive(Debug, Serialize)]
 pub(super) struct Report {
     benchmark: &'static str,
     version: &'static str,
     machine: Machine,
     parameters: Parameters,
-    pickup_latency: Option<Latency>,
-    throughput: Option<Throughput>,
-    /// MB are 10^6 bytes of VmRSS.
-    runner_idle_rss_mb: f64,
-    runner_rss_mb_after_throughput: Option<f64>,
-    control_plane_rss_mb_idle: f64,
-    long_polls: Option<LongPolls>,
+    #[serde(flatten)]
+    figures: Figures,
     targets: Targets,
     checks: Vec<Check>,
     all_targets_met: bool,
-    pub(super) missed: Vec<String>,
+    pub missed: Vec<String>,
 }
 
-pub(super) fn report(
-    args: &DispatchArgs,
-    pickup_latency: Option<Latency>,
-    throughput: Option<Throughput>,
-    runner_idle_rss_mb: f64,
-    runner_rss_mb_after_throughput: Option<f64>,
-    control_plane_rss_mb_idle: f64,
-    long_polls: Option<LongPolls>,
-) -> Report {
+pub(super) fn report(args: &DispatchArgs, mut figures: Figures) -> Report {
+    figures.runner_idle_rss_mb = round2(figures.runner_idle_rss_mb);
+    figures.runner_rss_mb_after_throughput = figures.runner_rss_mb_after_throughput.map(round2);
+    figures.control_plane_rss_mb_idle = round2(figures.control_plane_rss_mb_idle);
     let mut checks = Vec::new();
-    if let Some(l) = &pickup_latency {
+    if let Some(l) = &figures.pickup_latency {
         checks.push(at_most(
             "pickup latency p50",
             l.p50_ms,
@@ -139,7 +139,7 @@ pub(super) fn report(
             targets::PICKUP_P99_MS,
         ));
     }
-    if let Some(t) = &throughput {
+    if let Some(t) = &figures.throughput {
         checks.push(Check {
             figure: "throughput",
             value: t.commands_per_s,
@@ -151,11 +151,11 @@ pub(super) fn report(
     }
     checks.push(at_most(
         "Runner RSS, idle",
-        runner_idle_rss_mb,
+        figures.runner_idle_rss_mb,
         "MB",
         targets::RUNNER_IDLE_RSS_MB,
     ));
-    if let Some(lp) = &long_polls {
+    if let Some(lp) = &figures.long_polls {
         // The target is for 1,000 long-polls; other counts are reported, not judged.
         if lp.long_polls == targets::LONG_POLLS {
             checks.push(at_most(
@@ -197,12 +197,7 @@ pub(super) fn report(
             enqueuers: args.enqueuers,
             runner_max_concurrent: RUNNER_MAX_CONCURRENT,
         },
-        pickup_latency,
-        throughput,
-        runner_idle_rss_mb: round2(runner_idle_rss_mb),
-        runner_rss_mb_after_throughput: runner_rss_mb_after_throughput.map(round2),
-        control_plane_rss_mb_idle: round2(control_plane_rss_mb_idle),
-        long_polls,
+        figures,
         targets: Targets {
             pickup_p50_ms_max: targets::PICKUP_P50_MS,
             pickup_p99_ms_max: targets::PICKUP_P99_MS,
@@ -284,7 +279,7 @@ pub(super) fn print_human(r: &Report) -> anyhow::Result<()> {
         };
         rows.push(vec![figure.to_string(), value, target, result]);
     };
-    if let Some(l) = &r.pickup_latency {
+    if let Some(l) = &r.figures.pickup_latency {
         let p50 = "pickup latency p50";
         let p99 = "pickup latency p99";
         row(p50, format!("{:.2} ms", l.p50_ms), judged(p50));
@@ -296,7 +291,7 @@ pub(super) fn print_human(r: &Report) -> anyhow::Result<()> {
             None,
         );
     }
-    if let Some(t) = &r.throughput {
+    if let Some(t) = &r.figures.throughput {
         row(
             "throughput",
             format!("{:.0} commands/s", t.commands_per_s),
@@ -328,18 +323,18 @@ pub(super) fn print_human(r: &Report) -> anyhow::Result<()> {
     let idle = "Runner RSS, idle";
     row(
         idle,
-        format!("{:.1} MB", r.runner_idle_rss_mb),
+        format!("{:.1} MB", r.figures.runner_idle_rss_mb),
         judged(idle),
     );
-    if let Some(v) = r.runner_rss_mb_after_throughput {
+    if let Some(v) = r.figures.runner_rss_mb_after_throughput {
         row("Runner RSS, after throughput", format!("{v:.1} MB"), None);
     }
     row(
         "control plane RSS, idle",
-        format!("{:.1} MB", r.control_plane_rss_mb_idle),
+        format!("{:.1} MB", r.figures.control_plane_rss_mb_idle),
         None,
     );
-    if let Some(lp) = &r.long_polls {
+    if let Some(lp) = &r.figures.long_polls {
         let figure = format!("control plane RSS, {} long-polls", lp.long_polls);
         row(
             &figure,
@@ -370,4 +365,35 @@ pub(super) fn print_human(r: &Report) -> anyhow::Result<()> {
     }
     output::print(&text)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_stand_at_the_top_of_the_json_report() {
+        let args = DispatchArgs {
+            json: true,
+            commands: 0,
+            latency_samples: 0,
+            long_polls: 0,
+            enqueuers: 1,
+            bin: None,
+        };
+        let figures = Figures {
+            pickup_latency: None,
+            throughput: None,
+            runner_idle_rss_mb: 12.345,
+            runner_rss_mb_after_throughput: None,
+            control_plane_rss_mb_idle: 30.0,
+            long_polls: None,
+        };
+        let r = serde_json::to_value(report(&args, figures)).unwrap();
+        assert!(r.get("figures").is_none());
+        assert_eq!(r["runner_idle_rss_mb"], 12.35);
+        assert_eq!(r["control_plane_rss_mb_idle"], 30.0);
+        assert!(r["pickup_latency"].is_null());
+        assert_eq!(r["all_targets_met"], true);
+    }
 }

@@ -2,10 +2,9 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context, seg};
+use super::{Columns, JsonFlag, context, print_list, print_one};
 use crate::api::{names, params, views};
 use crate::error::CliError;
-use crate::output;
 
 #[derive(Debug, Args)]
 pub struct AccountArgs {
@@ -37,36 +36,29 @@ pub enum AccountCommand {
     },
 }
 
-const HEADERS: [&str; 4] = ["username", "admin", "created", "id"];
+impl Columns for views::Account {
+    const HEADERS: &'static [&'static str] = &["username", "admin", "created", "id"];
 
-fn row(a: &views::Account) -> Vec<String> {
-    vec![
-        a.username.clone(),
-        a.admin.to_string(),
-        a.created_at.clone(),
-        a.id.clone(),
-    ]
-}
-
-fn show(a: &views::Account, json: bool) -> anyhow::Result<()> {
-    let fields = HEADERS.iter().copied().zip(row(a)).collect();
-    output::show(a, json, fields)
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.username.clone(),
+            self.admin.to_string(),
+            self.created_at.clone(),
+            self.id.clone(),
+        ]
+    }
 }
 
 pub async fn run(args: AccountArgs) -> anyhow::Result<()> {
     match args.command {
         AccountCommand::List(f) => {
-            let client = context::client()?;
-            let list: Vec<views::Account> = client.get("api/v1/accounts").await?;
-            output::list(&list, f.json, &HEADERS, row)
+            let list = context::client()?.account_list().await?;
+            print_list(&list, f.json)
         }
-        AccountCommand::Show { username, json } => {
-            let client = context::client()?;
-            let a: views::Account = client
-                .get(&format!("api/v1/accounts/{}", seg(&username)))
-                .await?;
-            show(&a, json.json)
-        }
+        AccountCommand::Show { username, json } => print_one(
+            &context::client()?.account_show(&username).await?,
+            json.json,
+        ),
         AccountCommand::Create {
             username,
             admin,
@@ -76,17 +68,14 @@ pub async fn run(args: AccountArgs) -> anyhow::Result<()> {
             names::check_name("account", &username).map_err(CliError::usage)?;
             let client = context::client()?;
             let password = super::prompt::password(password_stdin, true)?;
-            let a: views::Account = client
-                .post(
-                    "api/v1/accounts",
-                    &params::AccountCreate {
-                        username,
-                        password,
-                        admin,
-                    },
-                )
+            let a = client
+                .account_create(&params::AccountCreate {
+                    username,
+                    password,
+                    admin,
+                })
                 .await?;
-            show(&a, json.json)
+            print_one(&a, json.json)
         }
     }
 }

@@ -2,11 +2,11 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::{JsonFlag, ListArgs, context, seg};
+use super::{ByName, Columns, JsonFlag, ListArgs, context, print_list, print_one};
 use crate::api::params::AgentEnv;
 use crate::api::{names, params, views};
 use crate::error::CliError;
-use crate::output::{self, opt};
+use crate::output::opt;
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
@@ -36,11 +36,7 @@ pub enum AgentCommand {
     /// List agents
     List(ListArgs),
     /// Show one agent
-    Show {
-        name: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ByName),
     /// Create an agent (at most 100 active agents per account)
     Create {
         name: String,
@@ -73,54 +69,46 @@ pub enum AgentCommand {
         json: JsonFlag,
     },
     /// Archive an agent (frees its slot; its records stay)
-    Archive {
-        name: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Archive(ByName),
 }
 
-const HEADERS: [&str; 9] = [
-    "name",
-    "owner",
-    "source",
-    "profile",
-    "env",
-    "manage team",
-    "created",
-    "archived",
-    "id",
-];
+impl Columns for views::Agent {
+    const HEADERS: &'static [&'static str] = &[
+        "name",
+        "owner",
+        "source",
+        "profile",
+        "env",
+        "manage team",
+        "created",
+        "archived",
+        "id",
+    ];
 
-fn row(a: &views::Agent) -> Vec<String> {
-    vec![
-        a.name.clone(),
-        a.owner.clone(),
-        a.source.clone(),
-        a.profile.clone(),
-        a.env.as_str().into(),
-        a.manage_team.to_string(),
-        a.created_at.clone(),
-        opt(&a.archived_at),
-        a.id.clone(),
-    ]
-}
-
-fn show(a: &views::Agent, json: bool) -> anyhow::Result<()> {
-    output::show(a, json, HEADERS.iter().copied().zip(row(a)).collect())
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            self.owner.clone(),
+            self.source.clone(),
+            self.profile.clone(),
+            self.env.as_str().into(),
+            self.manage_team.to_string(),
+            self.created_at.clone(),
+            opt(&self.archived_at),
+            self.id.clone(),
+        ]
+    }
 }
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let client = context::client()?;
     match args.command {
         AgentCommand::List(l) => {
-            let list: Vec<views::Agent> =
-                client.get(&format!("api/v1/agents{}", l.query())).await?;
-            output::list(&list, l.json, &HEADERS, row)
+            let list = client.agent_list(l.archived).await?;
+            print_list(&list, l.json)
         }
-        AgentCommand::Show { name, json } => {
-            let a = client.get(&format!("api/v1/agents/{}", seg(&name))).await?;
-            show(&a, json.json)
+        AgentCommand::Show(ByName { name, json }) => {
+            print_one(&client.agent_show(&name).await?, json.json)
         }
         AgentCommand::Create {
             name,
@@ -132,18 +120,15 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         } => {
             names::check_name("agent", &name).map_err(CliError::usage)?;
             let a = client
-                .post(
-                    "api/v1/agents",
-                    &params::AgentCreate {
-                        name,
-                        profile,
-                        env: env.into(),
-                        source,
-                        manage_team,
-                    },
-                )
+                .agent_create(&params::AgentCreate {
+                    name,
+                    profile,
+                    env: env.into(),
+                    source,
+                    manage_team,
+                })
                 .await?;
-            show(&a, json.json)
+            print_one(&a, json.json)
         }
         AgentCommand::Update {
             name,
@@ -158,26 +143,15 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
                 )
                 .into());
             }
-            let a = client
-                .patch(
-                    &format!("api/v1/agents/{}", seg(&name)),
-                    &params::AgentUpdate {
-                        profile,
-                        env: env.map(Into::into),
-                        manage_team,
-                    },
-                )
-                .await?;
-            show(&a, json.json)
+            let update = params::AgentUpdate {
+                profile,
+                env: env.map(Into::into),
+                manage_team,
+            };
+            print_one(&client.agent_update(&name, &update).await?, json.json)
         }
-        AgentCommand::Archive { name, json } => {
-            let a = client
-                .post(
-                    &format!("api/v1/agents/{}/archive", seg(&name)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            show(&a, json.json)
+        AgentCommand::Archive(ByName { name, json }) => {
+            print_one(&client.agent_archive(&name).await?, json.json)
         }
     }
 }

@@ -4,9 +4,10 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::{context, seg};
+use super::context;
+use crate::api::admin::LONG_POLL_MS;
 use crate::api::client::Client;
-use crate::api::sessions::{ChatParams, ChatStarted, EventsPage, SessionEvent, event_types};
+use crate::api::sessions::{ChatParams, SessionEvent, event_types};
 use crate::error::{CliError, Exit};
 use crate::output;
 
@@ -26,15 +27,12 @@ pub struct ChatArgs {
 
 pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     let client = context::client()?;
-    let started: ChatStarted = client
-        .post(
-            "api/v1/chat",
-            &ChatParams {
-                agent: args.agent,
-                message: args.message,
-                session: args.session,
-            },
-        )
+    let started = client
+        .chat(&ChatParams {
+            agent: args.agent,
+            message: args.message,
+            session: args.session,
+        })
         .await?;
     let session_id = started.session.id.clone();
     if args.json {
@@ -48,9 +46,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     tokio::select! {
         r = stream(&client, &session_id, &started.turn.id, args.json) => r,
         _ = tokio::signal::ctrl_c() => {
-            let _ = client
-                .post::<_, serde_json::Value>(&format!("api/v1/sessions/{}/stop", seg(&session_id)), &serde_json::json!({}))
-                .await;
+            let _ = client.session_stop(&session_id).await;
             Err(CliError::new(Exit::Cancelled, format!("interrupted; stopping session {session_id} (see `yy session show {session_id}`)")).into())
         }
     }
@@ -65,12 +61,8 @@ async fn stream(
     let mut after = 0;
     let mut printed_text = false;
     loop {
-        let page: EventsPage = client
-            .get(&format!(
-                "api/v1/sessions/{}/events?after={after}&wait_ms=25000&turn={}",
-                seg(session_id),
-                seg(turn_id)
-            ))
+        let page = client
+            .session_events(session_id, after, LONG_POLL_MS, Some(turn_id))
             .await?;
         for event in page.events.iter().filter(|e| e.turn_id == turn_id) {
             if json {

@@ -2,12 +2,20 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context, seg};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use super::{ById, Columns, JsonFlag, context, print_list};
 use crate::api::client::Client;
-use crate::api::computers::{AuditEntry, Computer, ComputerCreate, ComputerExec};
-use crate::api::machine;
+use crate::api::computers::{
+    Computer, ComputerCreate, ComputerExec, EXEC_DEFAULT_TIMEOUT_MS, ExecResult,
+};
 use crate::error::CliError;
 use crate::output::{self, opt};
+
+/// `--timeout`'s default in whole seconds, as `--help` shows it ("60s").
+static EXEC_TIMEOUT: LazyLock<String> =
+    LazyLock::new(|| format!("{}s", EXEC_DEFAULT_TIMEOUT_MS / 1000));
 
 #[derive(Debug, Args)]
 pub struct ComputerArgs {
@@ -34,18 +42,10 @@ pub enum ComputerCommand {
         json: JsonFlag,
     },
     /// Show one computer (id or unique id prefix)
-    Show {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ById),
     /// Stop a computer: its container is removed, its workspace kept; the next create
     /// recreates it
-    Stop {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Stop(ById),
     /// Remove a computer and delete its workspace
     Rm {
         id: String,
@@ -59,8 +59,8 @@ pub enum ComputerCommand {
     Exec {
         id: String,
         /// Kill the command's process tree after this long
-        #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
-        timeout: std::time::Duration,
+        #[arg(long, value_parser = humantime::parse_duration, default_value = EXEC_TIMEOUT.as_str())]
+        timeout: Duration,
         /// Print the result as JSON
         #[arg(long)]
         json: bool,
@@ -77,29 +77,31 @@ pub enum ComputerCommand {
     },
 }
 
-const HEADERS: [&str; 7] = [
-    "id",
-    "agent",
-    "state",
-    "fence",
-    "runner",
-    "container",
-    "updated",
-];
+impl Columns for Computer {
+    const HEADERS: &'static [&'static str] = &[
+        "id",
+        "agent",
+        "state",
+        "fence",
+        "runner",
+        "container",
+        "updated",
+    ];
 
-fn row(c: &Computer) -> Vec<String> {
-    vec![
-        c.id.clone(),
-        c.agent.clone(),
-        c.state.clone(),
-        c.fence.to_string(),
-        c.runner_id.clone(),
-        c.container_id
-            .as_deref()
-            .map(|s| s.chars().take(12).collect())
-            .unwrap_or_else(|| "-".into()),
-        c.updated_at.clone(),
-    ]
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.agent.clone(),
+            self.state.clone(),
+            self.fence.to_string(),
+            self.runner_id.clone(),
+            self.container_id
+                .as_deref()
+                .map(|s| s.chars().take(12).collect())
+                .unwrap_or_else(|| "-".into()),
+            self.updated_at.clone(),
+        ]
+    }
 }
 
 fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
@@ -126,22 +128,11 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
     output::show(c, json, fields)
 }
 
-/// Waits until no Runner command is in flight for the computer.
-async fn settled(client: &Client, mut c: Computer) -> anyhow::Result<Computer> {
-    while !c.is_settled() {
-        if let Some(cmd) = &c.last_command {
-            let _: machine::Command = client
-                .get(&format!("api/v1/commands/{}?wait_ms=25000", seg(cmd)))
-                .await?;
-        }
-        c = client
-            .get(&format!("api/v1/computers/{}", seg(&c.id)))
-            .await?;
-    }
-    Ok(c)
-}
-
-fn failed_unless(c: &Computer, state: &str) -> anyhow::Result<()> {
+/// Waits until no Runner command is in flight for the computer, prints it, and fails
+/// unless it ended in `state`.
+async fn settle(client: &Client, c: Computer, state: &str, json: JsonFlag) -> anyhow::Result<()> {
+    let c = client.computer_settled(c).await?;
+    show(&c, json.json)?;
     if c.state == state {
         return Ok(());
     }
@@ -158,53 +149,27 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
     let client = context::client()?;
     match args.command {
         ComputerCommand::Create { agent, json } => {
-            let c: Computer = client
-                .post("api/v1/computers", &ComputerCreate { agent })
-                .await?;
-            let c = settled(&client, c).await?;
-            show(&c, json.json)?;
-            failed_unless(&c, "running")
+            let c = client.computer_create(&ComputerCreate { agent }).await?;
+            settle(&client, c, "running", json).await
         }
         ComputerCommand::List { removed, json } => {
-            let path = if removed {
-                "api/v1/computers?removed=true"
-            } else {
-                "api/v1/computers"
-            };
-            let list: Vec<Computer> = client.get(path).await?;
-            output::list(&list, json.json, &HEADERS, row)
+            let list = client.computer_list(removed).await?;
+            print_list(&list, json.json)
         }
-        ComputerCommand::Show { id, json } => {
-            let c: Computer = client
-                .get(&format!("api/v1/computers/{}", seg(&id)))
-                .await?;
-            show(&c, json.json)
+        ComputerCommand::Show(ById { id, json }) => {
+            show(&client.computer_show(&id).await?, json.json)
         }
-        ComputerCommand::Stop { id, json } => {
-            let c: Computer = client
-                .post(
-                    &format!("api/v1/computers/{}/stop", seg(&id)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            let c = settled(&client, c).await?;
-            show(&c, json.json)?;
-            failed_unless(&c, "stopped")
+        ComputerCommand::Stop(ById { id, json }) => {
+            let c = client.computer_stop(&id).await?;
+            settle(&client, c, "stopped", json).await
         }
         ComputerCommand::Rm { id, yes, json } => {
             super::prompt::confirm(
                 &format!("remove computer {id} and delete its workspace?"),
                 yes,
             )?;
-            let c: Computer = client
-                .post(
-                    &format!("api/v1/computers/{}/remove", seg(&id)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            let c = settled(&client, c).await?;
-            show(&c, json.json)?;
-            failed_unless(&c, "removed")
+            let c = client.computer_remove(&id).await?;
+            settle(&client, c, "removed", json).await
         }
         ComputerCommand::Exec {
             id,
@@ -213,7 +178,7 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
             argv,
         } => exec(&client, &id, timeout, json, argv).await,
         ComputerCommand::Audit { limit, json } => {
-            let list: Vec<AuditEntry> = client.get(&format!("api/v1/audit?limit={limit}")).await?;
+            let list = client.audit_list(limit).await?;
             output::list(
                 &list,
                 json.json,
@@ -236,54 +201,53 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
 async fn exec(
     client: &Client,
     id: &str,
-    timeout: std::time::Duration,
+    timeout: Duration,
     json: bool,
     argv: Vec<String>,
 ) -> anyhow::Result<()> {
-    let cmd: machine::Command = client
-        .post(
-            &format!("api/v1/computers/{}/exec", seg(id)),
-            &ComputerExec {
-                argv,
-                timeout_ms: Some(timeout.as_millis() as u64),
-                output_cap_bytes: None,
-            },
-        )
-        .await?;
-    let cmd = super::runner_ops::wait(client, &cmd.id).await?;
-    if cmd.state != "done" {
-        return Err(CliError::failure(format!(
-            "exec {}: {}",
-            cmd.state,
-            cmd.error.as_deref().unwrap_or("no reason given")
-        ))
-        .into());
-    }
-    let result = cmd.result.unwrap_or_default();
+    let params = ComputerExec {
+        argv,
+        timeout_ms: Some(timeout.as_millis() as u64),
+        output_cap_bytes: None,
+    };
+    let cmd = client.computer_exec(id, &params).await?;
+    let cmd = client.wait_command(&cmd.id, None).await?;
+    let result: ExecResult = super::runner_ops::result_of(cmd, "exec")?;
     if json {
         output::json(&result)?;
     } else {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        out.write_all(result["stdout"].as_str().unwrap_or_default().as_bytes())?;
+        out.write_all(result.stdout.as_bytes())?;
         out.flush()?;
-        eprint!("{}", result["stderr"].as_str().unwrap_or_default());
+        eprint!("{}", result.stderr);
     }
-    if result["timed_out"] == true {
+    if result.timed_out {
         return Err(CliError::failure(format!(
             "the command timed out after {timeout:?}; its process tree was killed"
         ))
         .into());
     }
-    match result["exit_code"].as_i64() {
+    match result.exit_code {
         Some(0) => Ok(()),
         Some(code) => {
             Err(CliError::failure(format!("the command exited with status {code}")).into())
         }
         None => Err(CliError::failure(format!(
             "the command was killed by signal {}",
-            result["signal"].as_i64().unwrap_or(0)
+            result.signal.unwrap_or(0)
         ))
         .into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_default_is_the_exec_default() {
+        let parsed = humantime::parse_duration(&EXEC_TIMEOUT).unwrap();
+        assert_eq!(parsed, Duration::from_millis(EXEC_DEFAULT_TIMEOUT_MS));
     }
 }

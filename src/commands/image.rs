@@ -72,7 +72,7 @@ pub struct BuildArgs {
 }
 
 fn cli(e: ComputerError) -> anyhow::Error {
-    CliError::new(e.exit(), e.to_string()).into()
+    CliError::new(crate::error::computer_exit(&e), e.to_string()).into()
 }
 
 pub async fn run(args: ImageArgs) -> anyhow::Result<()> {

@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::context::{self, StoredLogin};
 use crate::api::client::Client;
-use crate::api::{params, views};
+use crate::api::params;
 use crate::error::CliError;
 use crate::output;
 
@@ -31,22 +31,17 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     crate::api::names::check_http_url("server URL", &args.url).map_err(CliError::usage)?;
     let password = super::prompt::password(args.password_stdin, false)?;
     let client = Client::new(&args.url, None)?;
-    let result: views::LoginResult = client
-        .post(
-            "api/v1/auth/login",
-            &params::LoginParams {
-                username: args.username.clone(),
-                password,
-            },
-        )
+    let result = client
+        .login(&params::LoginParams {
+            username: args.username.clone(),
+            password,
+        })
         .await?;
     // Replacing an older login: revoke its token so it does not linger on the server.
     if let Ok(Some(old)) = context::load_login()
         && let Ok(old_client) = Client::new(&old.server, Some(old.token))
     {
-        let _ = old_client
-            .post::<_, serde_json::Value>("api/v1/auth/logout", &serde_json::json!({}))
-            .await;
+        let _ = old_client.logout().await;
     }
     let path = context::save_login(&StoredLogin {
         server: client.base_url().to_string(),
@@ -67,10 +62,7 @@ pub async fn logout() -> anyhow::Result<()> {
         return Err(CliError::new(crate::error::Exit::Auth, "not logged in; nothing to do").into());
     };
     let client = Client::new(&stored.server, Some(stored.token.clone()))?;
-    let revoked = client
-        .post::<_, serde_json::Value>("api/v1/auth/logout", &serde_json::json!({}))
-        .await;
-    match revoked {
+    match client.logout().await {
         Ok(_) => {}
         // Already revoked on the server: forgetting it locally is all that is left.
         Err(e) if e.status() == Some(401) => {}
@@ -87,7 +79,7 @@ pub async fn logout() -> anyhow::Result<()> {
 
 pub async fn whoami(args: WhoamiArgs) -> anyhow::Result<()> {
     let client = context::client()?;
-    let me: views::Whoami = client.get("api/v1/whoami").await?;
+    let me = client.whoami().await?;
     if args.json {
         return output::json(&me);
     }

@@ -24,6 +24,7 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 use crate::error::{self, CliError, Exit};
+use crate::output;
 
 /// Runs the process and returns its exit code.
 pub fn main() -> i32 {
@@ -106,6 +107,39 @@ pub struct JsonFlag {
     pub json: bool,
 }
 
+/// A thing shown by its positional NAME, with `--json`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ByName {
+    pub name: String,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+/// A thing shown by its positional ID (or unique id prefix), with `--json`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ById {
+    pub id: String,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+/// How a listed thing prints: the columns of its table, which also label its fields when
+/// one is shown.
+pub trait Columns: serde::Serialize {
+    const HEADERS: &'static [&'static str];
+    fn row(&self) -> Vec<String>;
+}
+
+/// Prints a list as a table of its [`Columns`], or as JSON.
+pub fn print_list<T: Columns>(items: &[T], json: bool) -> anyhow::Result<()> {
+    output::list(items, json, T::HEADERS, T::row)
+}
+
+/// Prints one thing as `column: value` lines, or as JSON.
+pub fn print_one<T: Columns>(item: &T, json: bool) -> anyhow::Result<()> {
+    output::record(item, json, T::HEADERS, T::row)
+}
+
 /// `--archived` on lists of archivable things.
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct ListArgs {
@@ -115,25 +149,6 @@ pub struct ListArgs {
     /// Include archived entries
     #[arg(long)]
     pub archived: bool,
-}
-
-impl ListArgs {
-    pub fn query(&self) -> &'static str {
-        if self.archived { "?archived=true" } else { "" }
-    }
-}
-
-/// Percent-encodes one URL path segment (names are validated, but ids typed by hand are not).
-pub fn seg(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// A store error met by a local command, with the exit code its kind deserves.

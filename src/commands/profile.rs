@@ -2,10 +2,10 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, ListArgs, context, seg};
+use super::{ByName, Columns, JsonFlag, ListArgs, context, print_list, print_one};
 use crate::api::{names, params, views};
 use crate::error::CliError;
-use crate::output::{self, opt};
+use crate::output::opt;
 
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
@@ -18,11 +18,7 @@ pub enum ProfileCommand {
     /// List profiles
     List(ListArgs),
     /// Show one profile
-    Show {
-        name: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ByName),
     /// Create a profile (NAME is the Hermes profile name)
     Create {
         name: String,
@@ -42,68 +38,48 @@ pub enum ProfileCommand {
         json: JsonFlag,
     },
     /// Archive a profile that no active agent uses
-    Archive {
-        name: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Archive(ByName),
 }
 
-const HEADERS: [&str; 6] = ["name", "cwd", "computer ready", "created", "archived", "id"];
+impl Columns for views::Profile {
+    const HEADERS: &'static [&'static str] =
+        &["name", "cwd", "computer ready", "created", "archived", "id"];
 
-fn row(p: &views::Profile) -> Vec<String> {
-    vec![
-        p.name.clone(),
-        opt(&p.cwd),
-        p.computer_ready.to_string(),
-        p.created_at.clone(),
-        opt(&p.archived_at),
-        p.id.clone(),
-    ]
-}
-
-fn show(p: &views::Profile, json: bool) -> anyhow::Result<()> {
-    output::show(p, json, HEADERS.iter().copied().zip(row(p)).collect())
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            opt(&self.cwd),
+            self.computer_ready.to_string(),
+            self.created_at.clone(),
+            opt(&self.archived_at),
+            self.id.clone(),
+        ]
+    }
 }
 
 pub async fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let client = context::client()?;
     match args.command {
         ProfileCommand::List(l) => {
-            let list: Vec<views::Profile> =
-                client.get(&format!("api/v1/profiles{}", l.query())).await?;
-            output::list(&list, l.json, &HEADERS, row)
+            let list = client.profile_list(l.archived).await?;
+            print_list(&list, l.json)
         }
-        ProfileCommand::Show { name, json } => {
-            let p = client
-                .get(&format!("api/v1/profiles/{}", seg(&name)))
-                .await?;
-            show(&p, json.json)
+        ProfileCommand::Show(ByName { name, json }) => {
+            print_one(&client.profile_show(&name).await?, json.json)
         }
         ProfileCommand::Create { name, cwd, json } => {
             names::check_name("profile", &name).map_err(CliError::usage)?;
             let p = client
-                .post("api/v1/profiles", &params::ProfileCreate { name, cwd })
+                .profile_create(&params::ProfileCreate { name, cwd })
                 .await?;
-            show(&p, json.json)
+            print_one(&p, json.json)
         }
         ProfileCommand::Update { name, cwd, json } => {
-            let p = client
-                .patch(
-                    &format!("api/v1/profiles/{}", seg(&name)),
-                    &params::ProfileUpdate { cwd: Some(cwd) },
-                )
-                .await?;
-            show(&p, json.json)
+            let update = params::ProfileUpdate { cwd: Some(cwd) };
+            print_one(&client.profile_update(&name, &update).await?, json.json)
         }
-        ProfileCommand::Archive { name, json } => {
-            let p = client
-                .post(
-                    &format!("api/v1/profiles/{}/archive", seg(&name)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            show(&p, json.json)
+        ProfileCommand::Archive(ByName { name, json }) => {
+            print_one(&client.profile_archive(&name).await?, json.json)
         }
     }
 }

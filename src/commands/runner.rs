@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context, seg};
+use super::{ById, Columns, JsonFlag, context, print_list};
 use crate::api::{names, params, views};
 use crate::error::CliError;
 use crate::output::{self, opt};
@@ -25,11 +25,7 @@ pub enum RunnerCommand {
     /// List Runners (tokens are never shown)
     List(JsonFlag),
     /// Show one Runner by id or unique id prefix
-    Show {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ById),
     /// Send pings through the Runner's command queue and show each round trip
     Ping {
         /// Runner id or unique id prefix
@@ -133,28 +129,30 @@ pub struct RegisterArgs {
     pub computer_image: Option<String>,
 }
 
-const HEADERS: [&str; 8] = [
-    "id",
-    "source",
-    "state",
-    "online",
-    "last seen",
-    "generation",
-    "version",
-    "profiles",
-];
+impl Columns for views::Runner {
+    const HEADERS: &'static [&'static str] = &[
+        "id",
+        "source",
+        "state",
+        "online",
+        "last seen",
+        "generation",
+        "version",
+        "profiles",
+    ];
 
-fn row(r: &views::Runner) -> Vec<String> {
-    vec![
-        r.id.clone(),
-        r.source.clone(),
-        r.state.clone(),
-        r.online.to_string(),
-        opt(&r.last_seen_at),
-        r.generation.to_string(),
-        opt(&r.version),
-        r.allowed_profiles.join(","),
-    ]
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.source.clone(),
+            self.state.clone(),
+            self.online.to_string(),
+            opt(&self.last_seen_at),
+            self.generation.to_string(),
+            opt(&self.version),
+            self.allowed_profiles.join(","),
+        ]
+    }
 }
 
 fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
@@ -218,29 +216,24 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
             computer_image,
             json,
         } => {
-            let r = context::client()?
-                .patch(
-                    &format!("api/v1/runners/{}", seg(&id)),
-                    &params::RunnerUpdate {
-                        computer_image: Some(computer_image),
-                    },
-                )
-                .await?;
-            show(&r, json.json)
+            let update = params::RunnerUpdate {
+                computer_image: Some(computer_image),
+            };
+            show(
+                &context::client()?.runner_update(&id, &update).await?,
+                json.json,
+            )
         }
         RunnerCommand::List(f) => {
-            let list: Vec<views::Runner> = context::client()?.get("api/v1/runners").await?;
-            output::list(&list, f.json, &HEADERS, row)
+            let list = context::client()?.runner_list().await?;
+            print_list(&list, f.json)
         }
-        RunnerCommand::Show { id, json } => {
-            let r = context::client()?
-                .get(&format!("api/v1/runners/{}", seg(&id)))
-                .await?;
-            show(&r, json.json)
+        RunnerCommand::Show(ById { id, json }) => {
+            show(&context::client()?.runner_show(&id).await?, json.json)
         }
         RunnerCommand::Disable { id, yes, json } => {
             let client = context::client()?;
-            let r: views::Runner = client.get(&format!("api/v1/runners/{}", seg(&id))).await?;
+            let r = client.runner_show(&id).await?;
             super::prompt::confirm(
                 &format!(
                     "disable runner {} of source {}? Its token will never work again",
@@ -248,13 +241,7 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
                 ),
                 yes,
             )?;
-            let r = client
-                .post(
-                    &format!("api/v1/runners/{}/disable", seg(&r.id)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            show(&r, json.json)
+            show(&client.runner_disable(&r.id).await?, json.json)
         }
     }
 }
@@ -289,18 +276,15 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
     for root in &a.artifact_roots {
         names::check_absolute_path("--artifact-root", root).map_err(CliError::usage)?;
     }
-    let reg: views::RunnerRegistration = client
-        .post(
-            "api/v1/runners",
-            &params::RunnerRegister {
-                source: a.source,
-                profiles: a.profiles,
-                server_url,
-                hermes_url: a.hermes_url,
-                artifact_roots: a.artifact_roots,
-                computer_image: a.computer_image,
-            },
-        )
+    let reg = client
+        .runner_register(&params::RunnerRegister {
+            source: a.source,
+            profiles: a.profiles,
+            server_url,
+            hermes_url: a.hermes_url,
+            artifact_roots: a.artifact_roots,
+            computer_image: a.computer_image,
+        })
         .await?;
     let mut data = serde_json::to_vec_pretty(&reg.config)?;
     data.push(b'\n');

@@ -5,24 +5,32 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use base64::Engine;
+use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use super::{context, seg};
-use crate::api::client::Client;
+use super::{Columns, context, print_list, print_one};
 use crate::api::machine::{self, FetchParams, FetchResult, PingParams};
+use crate::api::sessions::SessionListResult;
 use crate::error::CliError;
 use crate::output::{self, opt};
 
-/// Waits until a command ends (the server ends every command by its deadline).
-pub async fn wait(client: &Client, id: &str) -> anyhow::Result<machine::Command> {
-    loop {
-        let cmd: machine::Command = client
-            .get(&format!("api/v1/commands/{}?wait_ms=25000", seg(id)))
-            .await?;
-        if cmd.is_final() {
-            return Ok(cmd);
-        }
+/// The typed result of a command that must have ended `done`; otherwise an error that
+/// says `{what} {state}: {reason}`.
+pub fn result_of<T: DeserializeOwned>(cmd: machine::Command, what: &str) -> anyhow::Result<T> {
+    if cmd.state != "done" {
+        return Err(CliError::failure(format!(
+            "{what} {}: {}",
+            cmd.state,
+            cmd.error.as_deref().unwrap_or("no reason given")
+        ))
+        .into());
     }
+    serde_json::from_value(cmd.result.unwrap_or_default()).with_context(|| {
+        format!(
+            "the Runner's answer to {} ({what}) is not what this yy expects",
+            cmd.kind
+        )
+    })
 }
 
 #[derive(serde::Serialize)]
@@ -39,16 +47,12 @@ pub async fn ping(runner: &str, count: u32, hold: Duration, json: bool) -> anyho
     let mut reports = Vec::new();
     for seq in 1..=count {
         let started = Instant::now();
-        let cmd: machine::Command = client
-            .post(
-                &format!("api/v1/runners/{}/ping", seg(runner)),
-                &PingParams {
-                    hold_ms: hold.as_millis() as u64,
-                    timeout_ms: None,
-                },
-            )
-            .await?;
-        let cmd = wait(&client, &cmd.id).await?;
+        let ping = PingParams {
+            hold_ms: hold.as_millis() as u64,
+            timeout_ms: None,
+        };
+        let cmd = client.runner_ping(runner, &ping).await?;
+        let cmd = client.wait_command(&cmd.id, None).await?;
         let report = PingReport {
             seq,
             command_id: cmd.id,
@@ -117,26 +121,13 @@ pub async fn fetch(
         .into());
     }
     let client = context::client()?;
-    let cmd: machine::Command = client
-        .post(
-            &format!("api/v1/runners/{}/fetch", seg(runner)),
-            &FetchParams {
-                path: path.to_string(),
-                timeout_ms: None,
-            },
-        )
-        .await?;
-    let cmd = wait(&client, &cmd.id).await?;
-    if cmd.state != "done" {
-        return Err(CliError::failure(format!(
-            "fetch {path} {}: {}",
-            cmd.state,
-            cmd.error.as_deref().unwrap_or("no reason given")
-        ))
-        .into());
-    }
-    let result: FetchResult = serde_json::from_value(cmd.result.unwrap_or_default())
-        .context("the Runner's answer is not a file export")?;
+    let fetch = FetchParams {
+        path: path.to_string(),
+        timeout_ms: None,
+    };
+    let cmd = client.runner_fetch(runner, &fetch).await?;
+    let cmd = client.wait_command(&cmd.id, None).await?;
+    let result: FetchResult = result_of(cmd, &format!("fetch {path}"))?;
     let data = base64::engine::general_purpose::STANDARD
         .decode(&result.content)
         .context("the exported content is not valid base64")?;
@@ -168,83 +159,62 @@ pub async fn fetch(
     Ok(())
 }
 
-const HEADERS: [&str; 8] = [
-    "id",
-    "kind",
-    "state",
-    "created",
-    "started",
-    "finished",
-    "generation",
-    "error",
-];
+impl Columns for machine::Command {
+    const HEADERS: &'static [&'static str] = &[
+        "id",
+        "kind",
+        "state",
+        "created",
+        "started",
+        "finished",
+        "generation",
+        "error",
+    ];
 
-fn row(c: &machine::Command) -> Vec<String> {
-    vec![
-        c.id.clone(),
-        c.kind.clone(),
-        c.state.clone(),
-        c.created_at.clone(),
-        opt(&c.started_at),
-        opt(&c.finished_at),
-        c.generation
-            .map(|g| g.to_string())
-            .unwrap_or_else(|| "-".into()),
-        c.error
-            .clone()
-            .map(|e| e.chars().take(60).collect())
-            .unwrap_or_else(|| "-".into()),
-    ]
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.kind.clone(),
+            self.state.clone(),
+            self.created_at.clone(),
+            opt(&self.started_at),
+            opt(&self.finished_at),
+            self.generation
+                .map(|g| g.to_string())
+                .unwrap_or_else(|| "-".into()),
+            self.error
+                .clone()
+                .map(|e| e.chars().take(60).collect())
+                .unwrap_or_else(|| "-".into()),
+        ]
+    }
 }
 
 pub async fn commands(runner: &str, limit: u32, json: bool) -> anyhow::Result<()> {
-    let list: Vec<machine::Command> = context::client()?
-        .get(&format!(
-            "api/v1/runners/{}/commands?limit={limit}",
-            seg(runner)
-        ))
-        .await?;
-    output::list(&list, json, &HEADERS, row)
+    let list = context::client()?.runner_commands(runner, limit).await?;
+    print_list(&list, json)
 }
 
 pub async fn cancel(command: &str, json: bool) -> anyhow::Result<()> {
-    let c: machine::Command = context::client()?
-        .post(
-            &format!("api/v1/commands/{}/cancel", seg(command)),
-            &serde_json::json!({}),
-        )
-        .await?;
-    output::show(&c, json, HEADERS.iter().copied().zip(row(&c)).collect())
+    let c = context::client()?.command_cancel(command).await?;
+    print_one(&c, json)
 }
 
 pub async fn sessions(runner: &str, json: bool) -> anyhow::Result<()> {
     let client = context::client()?;
-    let cmd: machine::Command = client
-        .post(
-            &format!("api/v1/runners/{}/sessions", seg(runner)),
-            &serde_json::json!({}),
-        )
-        .await?;
-    let cmd = wait(&client, &cmd.id).await?;
-    if cmd.state != "done" {
-        return Err(CliError::failure(format!(
-            "listing sessions {}: {}",
-            cmd.state,
-            cmd.error.as_deref().unwrap_or("no reason given")
-        ))
-        .into());
-    }
-    let list = cmd.result.unwrap_or_default()["sessions"].clone();
-    let items: Vec<serde_json::Value> = serde_json::from_value(list).unwrap_or_default();
+    let cmd = client.runner_sessions(runner).await?;
+    let cmd = client.wait_command(&cmd.id, None).await?;
+    let list: SessionListResult = result_of(cmd, "listing sessions")?;
     output::list(
-        &items,
+        &list.sessions,
         json,
         &["session", "hermes session", "status"],
         |s| {
-            ["session_id", "hermes_session_id", "status"]
-                .iter()
-                .map(|k| s[*k].as_str().unwrap_or("-").to_string())
-                .collect()
+            vec![
+                s.session_id.clone(),
+                s.hermes_session_id.clone(),
+                s.status.clone(),
+            ]
         },
     )
 }

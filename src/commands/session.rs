@@ -2,9 +2,9 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, context, seg};
+use super::{ById, Columns, JsonFlag, context, print_list};
 use crate::api::client::Client;
-use crate::api::sessions::{EventsPage, Session, StopStarted};
+use crate::api::sessions::Session;
 use crate::error::CliError;
 use crate::output::{self, opt};
 
@@ -25,77 +25,54 @@ pub enum SessionCommand {
         json: JsonFlag,
     },
     /// Show a session and its transcript
-    Show {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ById),
     /// Interrupt a session's turn and confirm on the Runner that it is idle or gone
-    Stop {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Stop(ById),
     /// Close a session for good (its Hermes session is closed; nothing else is touched)
-    Close {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Close(ById),
 }
 
-const HEADERS: [&str; 6] = [
-    "id",
-    "agent",
-    "state",
-    "runner",
-    "updated",
-    "hermes session",
-];
+impl Columns for Session {
+    const HEADERS: &'static [&'static str] = &[
+        "id",
+        "agent",
+        "state",
+        "runner",
+        "updated",
+        "hermes session",
+    ];
 
-fn row(s: &Session) -> Vec<String> {
-    vec![
-        s.id.clone(),
-        s.agent.clone(),
-        s.state.clone(),
-        opt(&s.runner_id),
-        s.updated_at.clone(),
-        opt(&s.hermes_session_id),
-    ]
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.agent.clone(),
+            self.state.clone(),
+            opt(&self.runner_id),
+            self.updated_at.clone(),
+            opt(&self.hermes_session_id),
+        ]
+    }
 }
 
 pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
     let client = context::client()?;
     match args.command {
         SessionCommand::List { agent, json } => {
-            let path = match agent {
-                Some(a) => format!("api/v1/sessions?agent={}", seg(&a)),
-                None => "api/v1/sessions".into(),
-            };
-            let list: Vec<Session> = client.get(&path).await?;
-            output::list(&list, json.json, &HEADERS, row)
+            let list = client.session_list(agent.as_deref()).await?;
+            print_list(&list, json.json)
         }
-        SessionCommand::Show { id, json } => {
-            let s: Session = client.get(&format!("api/v1/sessions/{}", seg(&id))).await?;
+        SessionCommand::Show(ById { id, json }) => {
+            let s = client.session_show(&id).await?;
             if json.json {
                 return output::json(&s);
             }
             output::print(&transcript(&s))?;
             Ok(())
         }
-        SessionCommand::Stop { id, json } => stop(&client, &id, json.json).await,
-        SessionCommand::Close { id, json } => {
-            let s: StopStarted = client
-                .post(
-                    &format!("api/v1/sessions/{}/close", seg(&id)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            output::show(
-                &s,
-                json.json,
-                HEADERS.iter().copied().zip(row(&s.session)).collect(),
-            )
+        SessionCommand::Stop(ById { id, json }) => stop(&client, &id, json.json).await,
+        SessionCommand::Close(ById { id, json }) => {
+            let s = client.session_close(&id).await?;
+            output::record(&s, json.json, Session::HEADERS, |s| s.session.row())
         }
     }
 }
@@ -147,30 +124,19 @@ fn transcript(s: &Session) -> String {
 }
 
 async fn stop(client: &Client, id: &str, json: bool) -> anyhow::Result<()> {
-    let started: StopStarted = client
-        .post(
-            &format!("api/v1/sessions/{}/stop", seg(id)),
-            &serde_json::json!({}),
-        )
-        .await?;
+    let started = client.session_stop(id).await?;
     // Follow the session itself (the command queue is for admins) until the stop is
     // confirmed and the turn ended, or it is pending cleanup. The control plane ends the
     // stop command by its deadline, so this ends too.
     let mut s: Session = started.session;
     while s.state == "running" || s.stopping {
         if s.state == "running" {
-            // Wakes when the turn ends.
-            let _: EventsPage = client
-                .get(&format!(
-                    "api/v1/sessions/{}/events?after={}&wait_ms=5000",
-                    seg(id),
-                    i64::MAX
-                ))
-                .await?;
+            // Wakes when the turn ends (no event comes after the last possible one).
+            client.session_events(id, i64::MAX, 5_000, None).await?;
         } else {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
-        s = client.get(&format!("api/v1/sessions/{}", seg(id))).await?;
+        s = client.session_show(id).await?;
     }
     if json {
         output::json(&s)?;

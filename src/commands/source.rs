@@ -2,10 +2,10 @@
 
 use clap::{Args, Subcommand};
 
-use super::{JsonFlag, ListArgs, context, seg};
+use super::{ByName, Columns, JsonFlag, ListArgs, context, print_list, print_one};
 use crate::api::{names, params, views};
 use crate::error::CliError;
-use crate::output::{self, opt};
+use crate::output::opt;
 
 #[derive(Debug, Args)]
 pub struct SourceArgs {
@@ -18,11 +18,7 @@ pub enum SourceCommand {
     /// List sources
     List(ListArgs),
     /// Show one source
-    Show {
-        name: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Show(ByName),
     /// Create a source
     Create {
         name: String,
@@ -41,42 +37,32 @@ pub enum SourceCommand {
         json: JsonFlag,
     },
     /// Archive a source that no active agent or enabled Runner uses
-    Archive {
-        name: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Archive(ByName),
 }
 
-const HEADERS: [&str; 5] = ["name", "description", "created", "archived", "id"];
+impl Columns for views::Source {
+    const HEADERS: &'static [&'static str] = &["name", "description", "created", "archived", "id"];
 
-fn row(s: &views::Source) -> Vec<String> {
-    vec![
-        s.name.clone(),
-        s.description.clone(),
-        s.created_at.clone(),
-        opt(&s.archived_at),
-        s.id.clone(),
-    ]
-}
-
-fn show(s: &views::Source, json: bool) -> anyhow::Result<()> {
-    output::show(s, json, HEADERS.iter().copied().zip(row(s)).collect())
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            self.description.clone(),
+            self.created_at.clone(),
+            opt(&self.archived_at),
+            self.id.clone(),
+        ]
+    }
 }
 
 pub async fn run(args: SourceArgs) -> anyhow::Result<()> {
     let client = context::client()?;
     match args.command {
         SourceCommand::List(l) => {
-            let list: Vec<views::Source> =
-                client.get(&format!("api/v1/sources{}", l.query())).await?;
-            output::list(&list, l.json, &HEADERS, row)
+            let list = client.source_list(l.archived).await?;
+            print_list(&list, l.json)
         }
-        SourceCommand::Show { name, json } => {
-            let s = client
-                .get(&format!("api/v1/sources/{}", seg(&name)))
-                .await?;
-            show(&s, json.json)
+        SourceCommand::Show(ByName { name, json }) => {
+            print_one(&client.source_show(&name).await?, json.json)
         }
         SourceCommand::Create {
             name,
@@ -85,36 +71,22 @@ pub async fn run(args: SourceArgs) -> anyhow::Result<()> {
         } => {
             names::check_name("source", &name).map_err(CliError::usage)?;
             let s = client
-                .post(
-                    "api/v1/sources",
-                    &params::SourceCreate { name, description },
-                )
+                .source_create(&params::SourceCreate { name, description })
                 .await?;
-            show(&s, json.json)
+            print_one(&s, json.json)
         }
         SourceCommand::Update {
             name,
             description,
             json,
         } => {
-            let s = client
-                .patch(
-                    &format!("api/v1/sources/{}", seg(&name)),
-                    &params::SourceUpdate {
-                        description: Some(description),
-                    },
-                )
-                .await?;
-            show(&s, json.json)
+            let update = params::SourceUpdate {
+                description: Some(description),
+            };
+            print_one(&client.source_update(&name, &update).await?, json.json)
         }
-        SourceCommand::Archive { name, json } => {
-            let s = client
-                .post(
-                    &format!("api/v1/sources/{}/archive", seg(&name)),
-                    &serde_json::json!({}),
-                )
-                .await?;
-            show(&s, json.json)
+        SourceCommand::Archive(ByName { name, json }) => {
+            print_one(&client.source_archive(&name).await?, json.json)
         }
     }
 }

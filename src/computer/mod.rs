@@ -8,9 +8,7 @@
 //! * [`verify`]: the drift check of a container against its [`ComputerSpec`].
 //! * [`rootfs`], [`image`], [`tarball`], [`image_verify`]: building, listing and verifying
 //!   the image.
-//! * [`bench`]: cold start and tool round trip against the docker CLI.
 
-pub mod bench;
 pub mod confine;
 pub mod docker;
 pub mod guest;
@@ -26,8 +24,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
-
-use crate::error::Exit;
 
 /// The guest's user and group, in the container and as owner of the workspace.
 pub const GUEST_UID: u32 = 1000;
@@ -87,18 +83,6 @@ fn drift_list(drifts: &[verify::Drift]) -> String {
         .map(|d| d.to_string())
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-impl ComputerError {
-    /// The documented exit code for a CLI that meets this error.
-    pub fn exit(&self) -> Exit {
-        match self {
-            ComputerError::Invalid(_) => Exit::Usage,
-            ComputerError::NotFound(_) => Exit::NotFound,
-            ComputerError::NameInUse { .. } => Exit::Conflict,
-            _ => Exit::Failure,
-        }
-    }
 }
 
 impl From<bollard::errors::Error> for ComputerError {
@@ -365,7 +349,7 @@ pub(crate) mod tests {
         ] {
             let e = validate_image_id(bad).unwrap_err();
             assert!(e.to_string().contains("not a full image ID"), "{e}");
-            assert_eq!(e.exit(), Exit::Usage);
+            assert_eq!(crate::error::computer_exit(&e), crate::error::Exit::Usage);
         }
     }
 

@@ -18,7 +18,7 @@ pub const PROTOCOL: u32 = 1;
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
 /// Output kept per stream of an exec when the request names no cap.
-pub const DEFAULT_OUTPUT_CAP: u64 = crate::api::computers::EXEC_MAX_OUTPUT_CAP;
+pub const DEFAULT_OUTPUT_CAP: u64 = crate::api::computers::EXEC_DEFAULT_OUTPUT_CAP;
 /// The largest output cap a request may ask for.
 pub const MAX_OUTPUT_CAP: u64 = 16 * 1024 * 1024;
 /// Exec timeout when the request names none.
@@ -157,21 +157,8 @@ pub mod codes {
     pub const IO: &str = "io";
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ExecResult {
-    /// The exit status when the process exited; `None` when a signal ended it.
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-    pub stdout_truncated: bool,
-    pub stderr_truncated: bool,
-    /// Either stream was cut at the cap.
-    pub truncated: bool,
-    pub timed_out: bool,
-    pub cancelled: bool,
-    pub duration_ms: u64,
-}
+/// What an exec answers; the same shape travels on to the admin API.
+pub use crate::api::computers::ExecResult;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ReadResult {

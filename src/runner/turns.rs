@@ -10,7 +10,8 @@ use tokio::sync::mpsc;
 use super::CommandFailure;
 use super::hermes_link::HermesLink;
 use crate::api::sessions::{
-    SessionRef, StopResult, TurnEventIn, TurnPayload, TurnResult, event_types,
+    LiveSession, SessionListResult, SessionRef, StopResult, TurnEventIn, TurnPayload, TurnResult,
+    event_types,
 };
 use crate::hermes::{StopConfirmation, TurnEvent};
 
@@ -231,15 +232,17 @@ pub async fn list(link: &HermesLink) -> SessionOutcome {
         .active_list()
         .await
         .map_err(|e| failed(e.to_string()))?;
-    let sessions: Vec<serde_json::Value> = active
+    let sessions = active
         .into_iter()
         .filter_map(|s| {
-            link.channel.owner(&s.id).map(|owner| {
-                json!({ "hermes_session_id": s.id, "session_id": owner, "status": s.status })
+            link.channel.owner(&s.id).map(|owner| LiveSession {
+                hermes_session_id: s.id,
+                session_id: owner,
+                status: s.status,
             })
         })
         .collect();
-    Ok(json!({ "sessions": sessions }))
+    serde_json::to_value(SessionListResult { sessions }).map_err(|e| failed(e.to_string()))
 }
 
 /// A read-only look at a session whose turn is uncertain: is it still working, and what

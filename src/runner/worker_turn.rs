@@ -213,8 +213,8 @@ pub async fn turn(
                 );
             }
             "done" => {
-                let status = match message["status"].as_str() {
-                    Some(s @ ("complete" | "interrupted" | "error")) => s,
+                let status = match message["status"].as_str().unwrap_or_default() {
+                    s @ ("complete" | "interrupted") => s,
                     _ => "error",
                 };
                 let status = if stopping.is_some() {

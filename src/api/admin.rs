@@ -1,0 +1,369 @@
+//! The admin API, one typed method per endpoint. Every path is built here, and every path
+//! segment taken from a caller is percent-encoded here ([`seg`]), so commands never spell
+//! a URL.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
+
+use super::client::{Client, ClientError};
+use super::computers::{AuditEntry, Computer, ComputerCreate, ComputerExec};
+use super::machine::{Command, FetchParams, PingParams};
+use super::params::{
+    AccountCreate, AgentCreate, AgentUpdate, LoginParams, ProfileCreate, ProfileUpdate,
+    RunnerRegister, RunnerUpdate, SourceCreate, SourceUpdate,
+};
+use super::sessions::{ChatParams, ChatStarted, EventsPage, Session, StopStarted};
+use super::views::{
+    Account, Agent, LoginResult, Profile, Runner, RunnerRegistration, Source, Whoami,
+};
+
+/// How long one long-poll request asks the server to wait: well inside the client's
+/// request timeout, so a quiet wait is never mistaken for a dead server.
+pub const LONG_POLL_MS: u64 = 25_000;
+
+type Result<T> = std::result::Result<T, ClientError>;
+
+/// The empty body of the endpoints that act on a resource named by the path alone.
+fn empty() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+/// Percent-encodes one URL path segment (names are validated, but ids typed by hand are not).
+pub fn seg(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Most endpoints are `api/v1/{things}`, `api/v1/{things}/{id}` and actions on one thing
+/// (`POST api/v1/{things}/{id}/{action}`, most with an empty body).
+impl Client {
+    async fn list_of<T: DeserializeOwned>(&self, things: &str, archived: bool) -> Result<Vec<T>> {
+        let query = if archived { "?archived=true" } else { "" };
+        self.get(&format!("api/v1/{things}{query}")).await
+    }
+
+    async fn one<T: DeserializeOwned>(&self, things: &str, id: &str) -> Result<T> {
+        self.get(&format!("api/v1/{things}/{}", seg(id))).await
+    }
+
+    async fn change<B: Serialize, T: DeserializeOwned>(
+        &self,
+        things: &str,
+        id: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.patch(&format!("api/v1/{things}/{}", seg(id)), body)
+            .await
+    }
+
+    async fn act<T: DeserializeOwned>(&self, things: &str, id: &str, action: &str) -> Result<T> {
+        self.act_with(things, id, action, &empty()).await
+    }
+
+    async fn act_with<B: Serialize, T: DeserializeOwned>(
+        &self,
+        things: &str,
+        id: &str,
+        action: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.post(&format!("api/v1/{things}/{}/{action}", seg(id)), body)
+            .await
+    }
+}
+
+impl Client {
+    // ---- login ----
+
+    pub async fn login(&self, p: &LoginParams) -> Result<LoginResult> {
+        self.post("api/v1/auth/login", p).await
+    }
+
+    /// Revokes this client's token on the server.
+    pub async fn logout(&self) -> Result<()> {
+        let _: IgnoredAny = self.post("api/v1/auth/logout", &empty()).await?;
+        Ok(())
+    }
+
+    pub async fn whoami(&self) -> Result<Whoami> {
+        self.get("api/v1/whoami").await
+    }
+
+    // ---- accounts ----
+
+    pub async fn account_list(&self) -> Result<Vec<Account>> {
+        self.get("api/v1/accounts").await
+    }
+
+    pub async fn account_show(&self, username: &str) -> Result<Account> {
+        self.one("accounts", username).await
+    }
+
+    pub async fn account_create(&self, p: &AccountCreate) -> Result<Account> {
+        self.post("api/v1/accounts", p).await
+    }
+
+    // ---- sources ----
+
+    pub async fn source_list(&self, archived_too: bool) -> Result<Vec<Source>> {
+        self.list_of("sources", archived_too).await
+    }
+
+    pub async fn source_show(&self, name: &str) -> Result<Source> {
+        self.one("sources", name).await
+    }
+
+    pub async fn source_create(&self, p: &SourceCreate) -> Result<Source> {
+        self.post("api/v1/sources", p).await
+    }
+
+    pub async fn source_update(&self, name: &str, p: &SourceUpdate) -> Result<Source> {
+        self.change("sources", name, p).await
+    }
+
+    pub async fn source_archive(&self, name: &str) -> Result<Source> {
+        self.act("sources", name, "archive").await
+    }
+
+    // ---- profiles ----
+
+    pub async fn profile_list(&self, archived_too: bool) -> Result<Vec<Profile>> {
+        self.list_of("profiles", archived_too).await
+    }
+
+    pub async fn profile_show(&self, name: &str) -> Result<Profile> {
+        self.one("profiles", name).await
+    }
+
+    pub async fn profile_create(&self, p: &ProfileCreate) -> Result<Profile> {
+        self.post("api/v1/profiles", p).await
+    }
+
+    pub async fn profile_update(&self, name: &str, p: &ProfileUpdate) -> Result<Profile> {
+        self.change("profiles", name, p).await
+    }
+
+    pub async fn profile_archive(&self, name: &str) -> Result<Profile> {
+        self.act("profiles", name, "archive").await
+    }
+
+    // ---- agents ----
+
+    pub async fn agent_list(&self, archived_too: bool) -> Result<Vec<Agent>> {
+        self.list_of("agents", archived_too).await
+    }
+
+    pub async fn agent_show(&self, name: &str) -> Result<Agent> {
+        self.one("agents", name).await
+    }
+
+    pub async fn agent_create(&self, p: &AgentCreate) -> Result<Agent> {
+        self.post("api/v1/agents", p).await
+    }
+
+    pub async fn agent_update(&self, name: &str, p: &AgentUpdate) -> Result<Agent> {
+        self.change("agents", name, p).await
+    }
+
+    pub async fn agent_archive(&self, name: &str) -> Result<Agent> {
+        self.act("agents", name, "archive").await
+    }
+
+    // ---- Runners ----
+
+    pub async fn runner_list(&self) -> Result<Vec<Runner>> {
+        self.get("api/v1/runners").await
+    }
+
+    /// `id` is a Runner id or a unique prefix of one.
+    pub async fn runner_show(&self, id: &str) -> Result<Runner> {
+        self.one("runners", id).await
+    }
+
+    /// The answer carries the Runner's token, once.
+    pub async fn runner_register(&self, p: &RunnerRegister) -> Result<RunnerRegistration> {
+        self.post("api/v1/runners", p).await
+    }
+
+    pub async fn runner_update(&self, id: &str, p: &RunnerUpdate) -> Result<Runner> {
+        self.change("runners", id, p).await
+    }
+
+    pub async fn runner_disable(&self, id: &str) -> Result<Runner> {
+        self.act("runners", id, "disable").await
+    }
+
+    // ---- the command queue ----
+
+    /// Enqueues a ping; its result is a [`super::machine::PingResult`].
+    pub async fn runner_ping(&self, runner: &str, p: &PingParams) -> Result<Command> {
+        self.act_with("runners", runner, "ping", p).await
+    }
+
+    /// Enqueues a file export; its result is a [`super::machine::FetchResult`].
+    pub async fn runner_fetch(&self, runner: &str, p: &FetchParams) -> Result<Command> {
+        self.act_with("runners", runner, "fetch", p).await
+    }
+
+    /// Enqueues a listing of the Runner's live sessions; its result is a
+    /// [`super::sessions::SessionListResult`].
+    pub async fn runner_sessions(&self, runner: &str) -> Result<Command> {
+        self.act("runners", runner, "sessions").await
+    }
+
+    /// A Runner's newest commands, without their results.
+    pub async fn runner_commands(&self, runner: &str, limit: u32) -> Result<Vec<Command>> {
+        self.get(&format!(
+            "api/v1/runners/{}/commands?limit={limit}",
+            seg(runner)
+        ))
+        .await
+    }
+
+    /// One command with its result, after waiting up to `wait_ms` for it to end.
+    pub async fn command_show(&self, id: &str, wait_ms: u64) -> Result<Command> {
+        self.get(&format!("api/v1/commands/{}?wait_ms={wait_ms}", seg(id)))
+            .await
+    }
+
+    pub async fn command_cancel(&self, id: &str) -> Result<Command> {
+        self.act("commands", id, "cancel").await
+    }
+
+    /// Waits until the command is final, or `timeout` passed (then it is returned as last
+    /// seen). Without a timeout it waits for good: the server ends every command by its
+    /// deadline.
+    pub async fn wait_command(&self, id: &str, timeout: Option<Duration>) -> Result<Command> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let wait_ms = match deadline {
+                Some(d) => (d.saturating_duration_since(Instant::now()).as_millis() as u64)
+                    .min(LONG_POLL_MS),
+                None => LONG_POLL_MS,
+            };
+            let cmd = self.command_show(id, wait_ms).await?;
+            if cmd.is_final() || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(cmd);
+            }
+        }
+    }
+
+    // ---- sessions ----
+
+    /// Starts a turn (and a session, unless one is given).
+    pub async fn chat(&self, p: &ChatParams) -> Result<ChatStarted> {
+        self.post("api/v1/chat", p).await
+    }
+
+    /// Sessions, newest first; only `agent`'s when given.
+    pub async fn session_list(&self, agent: Option<&str>) -> Result<Vec<Session>> {
+        match agent {
+            Some(a) => self.get(&format!("api/v1/sessions?agent={}", seg(a))).await,
+            None => self.get("api/v1/sessions").await,
+        }
+    }
+
+    /// A session with its transcript.
+    pub async fn session_show(&self, id: &str) -> Result<Session> {
+        self.one("sessions", id).await
+    }
+
+    /// Long-poll: the events after `after`, as soon as there are any, the turn (`turn`, or
+    /// the newest) ended, or `wait_ms` passed.
+    pub async fn session_events(
+        &self,
+        id: &str,
+        after: i64,
+        wait_ms: u64,
+        turn: Option<&str>,
+    ) -> Result<EventsPage> {
+        let turn = turn
+            .map(|t| format!("&turn={}", seg(t)))
+            .unwrap_or_default();
+        self.get(&format!(
+            "api/v1/sessions/{}/events?after={after}&wait_ms={wait_ms}{turn}",
+            seg(id)
+        ))
+        .await
+    }
+
+    /// Asks for the session's turn to be interrupted; the stop is confirmed later.
+    pub async fn session_stop(&self, id: &str) -> Result<StopStarted> {
+        self.act("sessions", id, "stop").await
+    }
+
+    pub async fn session_close(&self, id: &str) -> Result<StopStarted> {
+        self.act("sessions", id, "close").await
+    }
+
+    // ---- computers ----
+
+    pub async fn computer_list(&self, removed_too: bool) -> Result<Vec<Computer>> {
+        match removed_too {
+            true => self.get("api/v1/computers?removed=true").await,
+            false => self.get("api/v1/computers").await,
+        }
+    }
+
+    /// `id` is a computer id or a unique prefix of one.
+    pub async fn computer_show(&self, id: &str) -> Result<Computer> {
+        self.one("computers", id).await
+    }
+
+    /// Provisions (or returns) the agent's computer; it may still be starting.
+    pub async fn computer_create(&self, p: &ComputerCreate) -> Result<Computer> {
+        self.post("api/v1/computers", p).await
+    }
+
+    pub async fn computer_stop(&self, id: &str) -> Result<Computer> {
+        self.act("computers", id, "stop").await
+    }
+
+    /// Removes the computer and deletes its workspace.
+    pub async fn computer_remove(&self, id: &str) -> Result<Computer> {
+        self.act("computers", id, "remove").await
+    }
+
+    /// Enqueues a diagnostic command; its result is a [`super::computers::ExecResult`].
+    pub async fn computer_exec(&self, id: &str, p: &ComputerExec) -> Result<Command> {
+        self.act_with("computers", id, "exec", p).await
+    }
+
+    /// Waits until no Runner command is in flight for the computer.
+    pub async fn computer_settled(&self, mut c: Computer) -> Result<Computer> {
+        while !c.is_settled() {
+            if let Some(cmd) = &c.last_command {
+                self.wait_command(cmd, None).await?;
+            }
+            c = self.computer_show(&c.id).await?;
+        }
+        Ok(c)
+    }
+
+    /// Operator actions on computers, newest first.
+    pub async fn audit_list(&self, limit: u32) -> Result<Vec<AuditEntry>> {
+        self.get(&format!("api/v1/audit?limit={limit}")).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seg;
+
+    #[test]
+    fn seg_encodes_everything_but_unreserved_bytes() {
+        assert_eq!(seg("abc-_.~09"), "abc-_.~09");
+        assert_eq!(seg("a/b c"), "a%2Fb%20c");
+        assert_eq!(seg("../x?y#z"), "..%2Fx%3Fy%23z");
+        assert_eq!(seg("é"), "%C3%A9");
+    }
+}
