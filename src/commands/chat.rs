@@ -13,7 +13,8 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
-    /// The agent (a host agent whose source has an enabled Runner)
+    /// The agent (its source needs an enabled Runner; a computer agent's Runner needs
+    /// computers and the Worker)
     pub agent: String,
     /// The message
     pub message: String,
@@ -115,6 +116,14 @@ fn show_event(e: &SessionEvent) -> anyhow::Result<bool> {
         event_types::ERROR => {
             eprintln!("[error: {}]", e.payload["message"].as_str().unwrap_or("?"))
         }
+        event_types::WAITING => eprintln!(
+            "[{}; Ctrl-C stops the turn]",
+            e.payload["message"].as_str().unwrap_or("waiting")
+        ),
+        event_types::COMPUTER_READY => eprintln!(
+            "[computer {} ready]",
+            e.payload["computer_id"].as_str().unwrap_or("?")
+        ),
         _ => {}
     }
     Ok(false)
