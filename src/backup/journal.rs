@@ -90,24 +90,16 @@ fn parent_of(p: &Path) -> &Path {
 /// Undoes an interrupted restore. The caller holds the exclusive lock.
 fn rollback(s: &Siblings, j: &Journal) -> Result<usize> {
     let mut undone = 0;
+    // In reverse order, when move k is looked at every later one is undone: it happened
+    // exactly when its source is gone and its destination is there. A source still there
+    // means it did not happen, even if the destination's name is taken (by what an earlier
+    // move that did not happen either would have moved away).
     for m in j.moves.iter().rev() {
-        match (exists(&m.from), exists(&m.to)) {
-            (false, true) => {
-                std::fs::rename(&m.to, &m.from).map_err(|e| io_error("moving back", &m.to, e))?;
-                sync_dir(parent_of(&m.from))?;
-                sync_dir(parent_of(&m.to))?;
-                undone += 1;
-            }
-            (true, true) => {
-                return Err(BackupError::Io(format!(
-                    "cannot roll back the interrupted restore of {}: both {} and {} exist; the journal {} says which way they were going, settle it by hand",
-                    s.dir.display(),
-                    m.from.display(),
-                    m.to.display(),
-                    s.journal().display()
-                )));
-            }
-            _ => {}
+        if !exists(&m.from) && exists(&m.to) {
+            std::fs::rename(&m.to, &m.from).map_err(|e| io_error("moving back", &m.to, e))?;
+            sync_dir(parent_of(&m.from))?;
+            sync_dir(parent_of(&m.to))?;
+            undone += 1;
         }
     }
     if exists(&j.staging) {
