@@ -328,10 +328,30 @@ fn a_flipped_byte_fails_verify_and_restore_and_the_data_stays() {
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
     }
-    // The good archive still restores.
+    // The good archive still restores. A Runner data directory nested in the control
+    // plane's (the default layout) is not part of its backups and stays through restores.
+    let nested = target.join("runner-1234/workspaces/c");
+    std::fs::create_dir_all(&nested).unwrap();
+    std::fs::write(nested.join("f"), "runner data").unwrap();
     env.run(&["restore", s(&archive), "--data-dir", s(&target)])
         .ok();
     assert_eq!(accounts(&target), vec!["new"]);
+    assert_eq!(
+        std::fs::read_to_string(nested.join("f")).unwrap(),
+        "runner data"
+    );
+    std::fs::create_dir_all(src.join("runner-5678")).unwrap();
+    let again = env.path("again.yyb");
+    backup(&env, &src, &again);
+    let listed = env.json(&["backup", "verify", s(&again)]);
+    assert!(
+        !listed["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["path"].as_str().unwrap().starts_with("runner-")),
+        "{listed}"
+    );
 
     // Wrong files are named as such.
     env.run(&["backup", "verify", "/etc/hostname"])

@@ -5,6 +5,10 @@
 //!   backup API (a consistent snapshot even while `yy serve` writes to it); its `-wal`,
 //!   `-shm` and `-journal` files are not taken (the snapshot contains what they hold);
 //! * a Runner's `runner.lock` is not taken (a lock, not data);
+//! * in the control plane's directory, top-level names starting with `runner-` or
+//!   `.runner-` are not taken: Runner data directories nested there (the default layout,
+//!   `$XDG_DATA_HOME/yy/runner-ID`) and their locks and restore files belong to the
+//!   Runner, which has its own backup (`yy runner backup`);
 //! * regular files, directories and symlinks are taken as they are (symlinks are never
 //!   followed); sockets, FIFOs and devices are skipped with a warning.
 //!
@@ -29,12 +33,22 @@ pub fn is_database(path: &str) -> bool {
     !path.contains('/') && path.ends_with(".db")
 }
 
+/// True for a top-level name of the control plane's directory that belongs to a Runner
+/// data directory nested in it (the directory itself, its lock and restore files).
+pub fn is_nested_runner(name: &str) -> bool {
+    name.starts_with("runner-") || name.starts_with(".runner-")
+}
+
 /// True for a top-level name the backup leaves out.
 fn left_out(kind: Kind, name: &str) -> bool {
     let sidecar = ["-wal", "-shm", "-journal"]
         .iter()
         .any(|s| name.strip_suffix(s).is_some_and(|db| db.ends_with(".db")));
-    sidecar || (kind == Kind::Runner && name == "runner.lock")
+    sidecar
+        || match kind {
+            Kind::Runner => name == "runner.lock",
+            Kind::ControlPlane => is_nested_runner(name),
+        }
 }
 
 enum Item {
@@ -423,6 +437,9 @@ mod tests {
         assert!(left_out(Kind::Runner, "receipts.db-journal"));
         assert!(left_out(Kind::Runner, "runner.lock"));
         assert!(!left_out(Kind::ControlPlane, "runner.lock"));
+        assert!(left_out(Kind::ControlPlane, "runner-abc"));
+        assert!(left_out(Kind::ControlPlane, ".runner-abc.lock"));
+        assert!(!left_out(Kind::Runner, "runner-abc"));
         assert!(!left_out(Kind::ControlPlane, "notes-wal"));
         assert!(is_database("yy.db") && !is_database("artifacts/x.db"));
     }

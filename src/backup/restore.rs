@@ -299,6 +299,32 @@ fn parent_of(p: &Path) -> &Path {
     p.parent().unwrap_or(Path::new("/"))
 }
 
+/// Locks the Runner data directories nested in a control plane's directory, which a
+/// restore moves away and back: none of those Runners may run meanwhile.
+pub fn lock_nested_runners(s: &Siblings) -> Result<Vec<super::lock::DirLock>> {
+    let mut locks = Vec::new();
+    if !is_dir(&s.dir) {
+        return Ok(locks);
+    }
+    for name in names(&s.dir)? {
+        let Some(name) = name.to_str() else { continue };
+        let dir = s.dir.join(name);
+        if name.starts_with("runner-") && is_dir(&dir) {
+            let nested = Siblings::of(&dir)?;
+            let lock = super::lock::DirLock::try_take(&nested, super::lock::Mode::Exclusive)?
+                .ok_or_else(|| {
+                    BackupError::Busy(format!(
+                        "the Runner data directory {} inside {} is in use by yy runner run: stop that Runner first",
+                        dir.display(),
+                        s.dir.display()
+                    ))
+                })?;
+            locks.push(lock);
+        }
+    }
+    Ok(locks)
+}
+
 /// Restores `archive` into the data directory of `s`. The caller holds the lock
 /// exclusively and has run the rollback of an earlier interrupted restore.
 pub fn restore(kind: Kind, archive: &Path, s: &Siblings, show_progress: bool) -> Result<Restored> {
@@ -385,16 +411,29 @@ pub fn restore(kind: Kind, archive: &Path, s: &Siblings, show_progress: bool) ->
             from: staging.clone(),
             to: s.dir.clone(),
         }],
-        (Kind::ControlPlane, true) => vec![
-            Move {
-                from: s.dir.clone(),
-                to: old.clone(),
-            },
-            Move {
-                from: staging.clone(),
-                to: s.dir.clone(),
-            },
-        ],
+        (Kind::ControlPlane, true) => {
+            let mut moves = vec![
+                Move {
+                    from: s.dir.clone(),
+                    to: old.clone(),
+                },
+                Move {
+                    from: staging.clone(),
+                    to: s.dir.clone(),
+                },
+            ];
+            // Runner data directories nested in the control plane's are not part of its
+            // backup: they come back from the dated copy into the restored directory.
+            for name in names(&s.dir)? {
+                if name.to_str().is_some_and(super::collect::is_nested_runner) {
+                    moves.push(Move {
+                        from: old.join(&name),
+                        to: s.dir.join(&name),
+                    });
+                }
+            }
+            moves
+        }
         (Kind::Runner, true) => plan_runner(&s.dir, &staging, &old)?,
     };
     journal.phase = Phase::Swapping;

@@ -358,11 +358,12 @@ pub async fn restore(a: RestoreArgs) -> anyhow::Result<()> {
         let (_lock, said) = journal::maintain(
             &s,
             &format!(
-                "{} is in use (a yy serve or yy admin holds it): stop it first, a restore replaces the data under it",
+                "{} is in use (a yy serve, yy admin or yy backup create holds it): stop it first, a restore replaces the data under it",
                 s.dir.display()
             ),
         )?;
         note(said);
+        let _runners = backup::restore::lock_nested_runners(&s)?;
         backup::restore::restore(Kind::ControlPlane, &file, &s, true)
     })
     .await?;
