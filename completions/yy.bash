@@ -25,6 +25,9 @@ _yy() {
             yy,agent)
                 cmd="yy__subcmd__agent"
                 ;;
+            yy,backup)
+                cmd="yy__subcmd__backup"
+                ;;
             yy,bench)
                 cmd="yy__subcmd__bench"
                 ;;
@@ -57,6 +60,9 @@ _yy() {
                 ;;
             yy,profile)
                 cmd="yy__subcmd__profile"
+                ;;
+            yy,restore)
+                cmd="yy__subcmd__restore"
                 ;;
             yy,runner)
                 cmd="yy__subcmd__runner"
@@ -145,6 +151,27 @@ _yy() {
             yy__subcmd__agent__subcmd__help,update)
                 cmd="yy__subcmd__agent__subcmd__help__subcmd__update"
                 ;;
+            yy__subcmd__backup,create)
+                cmd="yy__subcmd__backup__subcmd__create"
+                ;;
+            yy__subcmd__backup,help)
+                cmd="yy__subcmd__backup__subcmd__help"
+                ;;
+            yy__subcmd__backup,verify)
+                cmd="yy__subcmd__backup__subcmd__verify"
+                ;;
+            yy__subcmd__backup__subcmd__help,create)
+                cmd="yy__subcmd__backup__subcmd__help__subcmd__create"
+                ;;
+            yy__subcmd__backup__subcmd__help,help)
+                cmd="yy__subcmd__backup__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__backup__subcmd__help,verify)
+                cmd="yy__subcmd__backup__subcmd__help__subcmd__verify"
+                ;;
+            yy__subcmd__bench,backup)
+                cmd="yy__subcmd__bench__subcmd__backup"
+                ;;
             yy__subcmd__bench,computer)
                 cmd="yy__subcmd__bench__subcmd__computer"
                 ;;
@@ -153,6 +180,9 @@ _yy() {
                 ;;
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
+                ;;
+            yy__subcmd__bench__subcmd__help,backup)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__backup"
                 ;;
             yy__subcmd__bench__subcmd__help,computer)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__computer"
@@ -232,6 +262,9 @@ _yy() {
             yy__subcmd__help,agent)
                 cmd="yy__subcmd__help__subcmd__agent"
                 ;;
+            yy__subcmd__help,backup)
+                cmd="yy__subcmd__help__subcmd__backup"
+                ;;
             yy__subcmd__help,bench)
                 cmd="yy__subcmd__help__subcmd__bench"
                 ;;
@@ -264,6 +297,9 @@ _yy() {
                 ;;
             yy__subcmd__help,profile)
                 cmd="yy__subcmd__help__subcmd__profile"
+                ;;
+            yy__subcmd__help,restore)
+                cmd="yy__subcmd__help__subcmd__restore"
                 ;;
             yy__subcmd__help,runner)
                 cmd="yy__subcmd__help__subcmd__runner"
@@ -306,6 +342,15 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__agent,update)
                 cmd="yy__subcmd__help__subcmd__agent__subcmd__update"
+                ;;
+            yy__subcmd__help__subcmd__backup,create)
+                cmd="yy__subcmd__help__subcmd__backup__subcmd__create"
+                ;;
+            yy__subcmd__help__subcmd__backup,verify)
+                cmd="yy__subcmd__help__subcmd__backup__subcmd__verify"
+                ;;
+            yy__subcmd__help__subcmd__bench,backup)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__backup"
                 ;;
             yy__subcmd__help__subcmd__bench,computer)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__computer"
@@ -361,6 +406,9 @@ _yy() {
             yy__subcmd__help__subcmd__profile,update)
                 cmd="yy__subcmd__help__subcmd__profile__subcmd__update"
                 ;;
+            yy__subcmd__help__subcmd__runner,backup)
+                cmd="yy__subcmd__help__subcmd__runner__subcmd__backup"
+                ;;
             yy__subcmd__help__subcmd__runner,cancel)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__cancel"
                 ;;
@@ -381,6 +429,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__runner,register)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__register"
+                ;;
+            yy__subcmd__help__subcmd__runner,restore)
+                cmd="yy__subcmd__help__subcmd__runner__subcmd__restore"
                 ;;
             yy__subcmd__help__subcmd__runner,run)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__run"
@@ -481,6 +532,9 @@ _yy() {
             yy__subcmd__profile__subcmd__help,update)
                 cmd="yy__subcmd__profile__subcmd__help__subcmd__update"
                 ;;
+            yy__subcmd__runner,backup)
+                cmd="yy__subcmd__runner__subcmd__backup"
+                ;;
             yy__subcmd__runner,cancel)
                 cmd="yy__subcmd__runner__subcmd__cancel"
                 ;;
@@ -505,6 +559,9 @@ _yy() {
             yy__subcmd__runner,register)
                 cmd="yy__subcmd__runner__subcmd__register"
                 ;;
+            yy__subcmd__runner,restore)
+                cmd="yy__subcmd__runner__subcmd__restore"
+                ;;
             yy__subcmd__runner,run)
                 cmd="yy__subcmd__runner__subcmd__run"
                 ;;
@@ -516,6 +573,9 @@ _yy() {
                 ;;
             yy__subcmd__runner,update)
                 cmd="yy__subcmd__runner__subcmd__update"
+                ;;
+            yy__subcmd__runner__subcmd__help,backup)
+                cmd="yy__subcmd__runner__subcmd__help__subcmd__backup"
                 ;;
             yy__subcmd__runner__subcmd__help,cancel)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__cancel"
@@ -540,6 +600,9 @@ _yy() {
                 ;;
             yy__subcmd__runner__subcmd__help,register)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__register"
+                ;;
+            yy__subcmd__runner__subcmd__help,restore)
+                cmd="yy__subcmd__runner__subcmd__help__subcmd__restore"
                 ;;
             yy__subcmd__runner__subcmd__help,run)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__run"
@@ -626,7 +689,7 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session bench image guest completions man help"
+            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session backup restore bench image guest completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1101,13 +1164,169 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer help"
+        yy__subcmd__backup)
+            opts="-h -V --server --help --version create verify help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__create)
+            opts="-o -h -V --data-dir --output --force --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__help)
+            opts="create verify help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__help__subcmd__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__verify)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench)
+            opts="-h -V --server --help --version dispatch computer backup help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__backup)
+            opts="-h -V --size-mib --files --rounds --dir --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --size-mib)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --files)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1180,8 +1399,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer help"
+            opts="dispatch computer backup help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__help__subcmd__backup)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1640,7 +1873,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account source profile agent runner chat computer session bench image guest completions man help"
+            opts="serve admin login logout whoami account source profile agent runner chat computer session backup restore bench image guest completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1821,9 +2054,65 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer"
+        yy__subcmd__help__subcmd__backup)
+            opts="create verify"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__backup__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__backup__subcmd__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench)
+            opts="dispatch computer backup"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__backup)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2227,9 +2516,37 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        yy__subcmd__help__subcmd__runner)
-            opts="run register list show ping fetch sessions commands cancel update disable"
+        yy__subcmd__help__subcmd__restore)
+            opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__runner)
+            opts="run backup restore register list show ping fetch sessions commands cancel update disable"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__runner__subcmd__backup)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2326,6 +2643,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__runner__subcmd__register)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__runner__subcmd__restore)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3027,13 +3358,65 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        yy__subcmd__runner)
-            opts="-h -V --server --help --version run register list show ping fetch sessions commands cancel update disable help"
+        yy__subcmd__restore)
+            opts="-h -V --data-dir --json --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner)
+            opts="-h -V --server --help --version run backup restore register list show ping fetch sessions commands cancel update disable help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__backup)
+            opts="-o -h -V --data-dir --output --force --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -3130,8 +3513,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__help)
-            opts="run register list show ping fetch sessions commands cancel update disable help"
+            opts="run backup restore register list show ping fetch sessions commands cancel update disable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__help__subcmd__backup)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -3242,6 +3639,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__help__subcmd__register)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__help__subcmd__restore)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3395,6 +3806,28 @@ _yy() {
                     return 0
                     ;;
                 --computer-image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__restore)
+            opts="-h -V --data-dir --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

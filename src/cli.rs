@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    account, admin, agent, bench, chat, computer, generate, guest, image, login, profile, runner,
-    serve, session, source,
+    account, admin, agent, backup, bench, chat, computer, generate, guest, image, login, profile,
+    runner, serve, session, source,
 };
 
 #[derive(Debug, Parser)]
@@ -58,7 +58,11 @@ pub enum Command {
     Computer(computer::ComputerArgs),
     /// Bot sessions: list, show the transcript, stop, close
     Session(session::SessionArgs),
-    /// Benchmarks on this machine: command dispatch, and computers against the docker CLI
+    /// Back up the control plane's data directory, and verify backups
+    Backup(backup::BackupArgs),
+    /// Restore the control plane's data directory from a backup (`yy serve` must be stopped)
+    Restore(backup::RestoreArgs),
+    /// Benchmarks on this machine: command dispatch, computers, backup
     Bench(bench::BenchArgs),
     /// Build, verify and list the computer image (on the local Docker engine)
     Image(image::ImageArgs),
