@@ -181,6 +181,9 @@ _yy() {
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
                 ;;
+            yy__subcmd__bench,turn)
+                cmd="yy__subcmd__bench__subcmd__turn"
+                ;;
             yy__subcmd__bench__subcmd__help,backup)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__backup"
                 ;;
@@ -192,6 +195,9 @@ _yy() {
                 ;;
             yy__subcmd__bench__subcmd__help,help)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__bench__subcmd__help,turn)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__turn"
                 ;;
             yy__subcmd__computer,audit)
                 cmd="yy__subcmd__computer__subcmd__audit"
@@ -357,6 +363,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__bench,dispatch)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__dispatch"
+                ;;
+            yy__subcmd__help__subcmd__bench,turn)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__turn"
                 ;;
             yy__subcmd__help__subcmd__computer,audit)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__audit"
@@ -1287,7 +1296,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer backup help"
+            opts="-h -V --server --help --version dispatch computer backup turn help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1399,7 +1408,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer backup help"
+            opts="dispatch computer backup turn help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1461,6 +1470,46 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__help__subcmd__turn)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__turn)
+            opts="-h -V --hermes --samples --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --hermes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2097,7 +2146,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer backup"
+            opts="dispatch computer backup turn"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2139,6 +2188,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench__subcmd__dispatch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__turn)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

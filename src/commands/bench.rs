@@ -33,6 +33,14 @@ pub enum BenchCommand {
     /// (a database and many artifact files) against `tar -cf` plus `sha256sum` of every
     /// file of the same tree, alternating rounds in the same run
     Backup(BackupBenchArgs),
+    /// Measure a computer agent's turn (the isolated Worker, its tool in the agent's
+    /// computer) against a host agent's turn with the same scripted model: one tool call,
+    /// then the answer
+    ///
+    /// Starts its own control plane, Runner, Hermes and scripted model server in a
+    /// temporary directory and stops them when done; needs the Docker engine and the Hermes
+    /// venv (scripts/install-hermes.sh).
+    Turn(crate::bench::turn::TurnBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +70,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Computer(a) => crate::bench::computer::run(a).await,
         BenchCommand::Backup(a) => backup(a).await,
+        BenchCommand::Turn(a) => crate::bench::turn::run(a).await,
         BenchCommand::Dispatch(a) => {
             // Ctrl-C or SIGTERM drops the benchmark, whose guards stop the children and
             // clean up.
