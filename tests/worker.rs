@@ -343,3 +343,37 @@ fn a_runner_without_the_worker_is_refused_at_admission() {
     assert!(out.stderr.contains("never runs on the host"), "{out:?}");
     drop(server);
 }
+
+#[test]
+fn the_worker_entry_speaks_every_api_mode_it_is_configured_with() {
+    let Some(s) = setup(json!([])) else {
+        return;
+    };
+    let home = s.env.path("hermes-home");
+    for (mode, path) in [
+        ("anthropic_messages", "/messages"),
+        ("codex_responses", "/responses"),
+    ] {
+        std::fs::write(
+            home.join("config.yaml"),
+            format!(
+                "model:\n  default: fake-model\n  provider: custom\n  base_url: http://127.0.0.1:{}/v1\n  api_key: {}\n  api_mode: {mode}\n",
+                s.model.port, s.key
+            ),
+        )
+        .unwrap();
+        // The fake model speaks only chat completions: the turn fails at the model, after
+        // the Worker built Hermes's loop in this mode and called the mode's endpoint.
+        let out = s.env.run(&["chat", "box", "hello"]);
+        let shown = s.env.json(&["session", "show", &session_of(&out)]);
+        assert_eq!(shown["turns"][0]["state"], "error", "{mode}: {shown}");
+        let log = std::fs::read_to_string(&s.model.log).unwrap_or_default();
+        assert!(
+            log.lines().any(|l| {
+                let r: Value = serde_json::from_str(l).unwrap();
+                r["method"] == "POST" && r["path"].as_str().unwrap_or("").ends_with(path)
+            }),
+            "{mode}: no request to *{path}: {log}"
+        );
+    }
+}
