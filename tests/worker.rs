@@ -377,3 +377,51 @@ fn the_worker_entry_speaks_every_api_mode_it_is_configured_with() {
         );
     }
 }
+
+#[test]
+fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
+    let Some(mut s) = setup(json!([{"text": "late but fine"}])) else {
+        return;
+    };
+    s.runner.kill9();
+    let started = std::time::Instant::now();
+    let mut chat = s
+        .env
+        .command(&["chat", "box", "are you there?"])
+        .env("YY_SERVER", &s.server.url)
+        .env("YY_TOKEN", s.env.stored_token())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(chat.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    let said = wait_for(
+        Duration::from_secs(10),
+        "chat to say the Runner is offline",
+        || {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut err, &mut line).ok()?;
+            lines.push(line.clone());
+            line.contains("offline").then_some(line)
+        },
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "said within a second of the turn being queued: {lines:?}"
+    );
+    assert!(said.contains("Ctrl-C stops the turn"), "{said}");
+    let _ = chat.kill();
+    let _ = chat.wait();
+    // The client went away; the queued turn is visible and stops.
+    let session = session_of(&Out {
+        code: 0,
+        stdout: String::new(),
+        stderr: lines.concat(),
+    });
+    let listed = s.env.json(&["session", "list"]);
+    assert_eq!(listed[0]["state"], "running", "{listed}");
+    s.env.run(&["session", "stop", &session]).ok();
+    let shown = s.env.json(&["session", "show", &session]);
+    assert_eq!(shown["turns"][0]["state"], "interrupted", "{shown}");
+}

@@ -61,10 +61,18 @@ async fn stream(
 ) -> anyhow::Result<()> {
     let mut after = 0;
     let mut printed_text = false;
+    // The first look comes back within a second, so that waiting is never silent.
+    let mut wait_ms = 1000;
+    let mut told_waiting = false;
     loop {
         let page = client
-            .session_events(session_id, after, LONG_POLL_MS, Some(turn_id))
+            .session_events(session_id, after, wait_ms, Some(turn_id))
             .await?;
+        wait_ms = LONG_POLL_MS;
+        if let Some(why) = page.waiting.as_deref().filter(|_| !told_waiting && !json) {
+            eprintln!("[{why}; Ctrl-C stops the turn]");
+            told_waiting = true;
+        }
         for event in page.events.iter().filter(|e| e.turn_id == turn_id) {
             if json {
                 output::print(&serde_json::to_string(event)?)?;

@@ -517,6 +517,11 @@ impl Queue {
         }
     }
 
+    /// Whether the Runner holds a live connection now.
+    pub fn is_live(&self, runner_id: &str) -> bool {
+        self.hub.is_live(runner_id)
+    }
+
     /// Runners connected right now.
     pub fn live_count(&self) -> usize {
         self.hub.live_count()
