@@ -37,6 +37,9 @@ _yy() {
             yy,computer)
                 cmd="yy__subcmd__computer"
                 ;;
+            yy,egress)
+                cmd="yy__subcmd__egress"
+                ;;
             yy,guest)
                 cmd="yy__subcmd__guest"
                 ;;
@@ -211,6 +214,18 @@ _yy() {
             yy__subcmd__computer__subcmd__help,stop)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__stop"
                 ;;
+            yy__subcmd__egress,help)
+                cmd="yy__subcmd__egress__subcmd__help"
+                ;;
+            yy__subcmd__egress,serve)
+                cmd="yy__subcmd__egress__subcmd__serve"
+                ;;
+            yy__subcmd__egress__subcmd__help,help)
+                cmd="yy__subcmd__egress__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__egress__subcmd__help,serve)
+                cmd="yy__subcmd__egress__subcmd__help__subcmd__serve"
+                ;;
             yy__subcmd__guest,help)
                 cmd="yy__subcmd__guest__subcmd__help"
                 ;;
@@ -243,6 +258,9 @@ _yy() {
                 ;;
             yy__subcmd__help,computer)
                 cmd="yy__subcmd__help__subcmd__computer"
+                ;;
+            yy__subcmd__help,egress)
+                cmd="yy__subcmd__help__subcmd__egress"
                 ;;
             yy__subcmd__help,guest)
                 cmd="yy__subcmd__help__subcmd__guest"
@@ -333,6 +351,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__computer,stop)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__stop"
+                ;;
+            yy__subcmd__help__subcmd__egress,serve)
+                cmd="yy__subcmd__help__subcmd__egress__subcmd__serve"
                 ;;
             yy__subcmd__help__subcmd__guest,serve)
                 cmd="yy__subcmd__help__subcmd__guest__subcmd__serve"
@@ -626,7 +647,7 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session bench image guest completions man help"
+            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1557,6 +1578,104 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__egress)
+            opts="-h -V --server --help --version serve help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__egress__subcmd__help)
+            opts="serve help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__egress__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__egress__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__egress__subcmd__serve)
+            opts="-h -V --listen --deny-host --max-connections --idle-timeout --connect-timeout --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deny-host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-connections)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --idle-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__guest)
             opts="-h -V --server --help --version serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1640,7 +1759,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account source profile agent runner chat computer session bench image guest completions man help"
+            opts="serve admin login logout whoami account source profile agent runner chat computer session bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1990,6 +2109,34 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__computer__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__egress)
+            opts="serve"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__egress__subcmd__serve)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    account, admin, agent, bench, chat, computer, generate, guest, image, login, profile, runner,
-    serve, session, source,
+    account, admin, agent, bench, chat, computer, egress, generate, guest, image, login, profile,
+    runner, serve, session, source,
 };
 
 #[derive(Debug, Parser)]
@@ -64,6 +64,8 @@ pub enum Command {
     Image(image::ImageArgs),
     /// The guest agent inside a computer (run by the Runner, not by hand)
     Guest(guest::GuestArgs),
+    /// The egress proxy of public-web computers (run by the Runner, not by hand)
+    Egress(egress::EgressArgs),
     /// Print a shell completion script
     Completions(generate::CompletionsArgs),
     /// Write man pages
