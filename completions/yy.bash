@@ -391,6 +391,9 @@ _yy() {
             yy__subcmd__help__subcmd__runner,disable)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__disable"
                 ;;
+            yy__subcmd__help__subcmd__runner,egress-log)
+                cmd="yy__subcmd__help__subcmd__runner__subcmd__egress__subcmd__log"
+                ;;
             yy__subcmd__help__subcmd__runner,fetch)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__fetch"
                 ;;
@@ -511,6 +514,9 @@ _yy() {
             yy__subcmd__runner,disable)
                 cmd="yy__subcmd__runner__subcmd__disable"
                 ;;
+            yy__subcmd__runner,egress-log)
+                cmd="yy__subcmd__runner__subcmd__egress__subcmd__log"
+                ;;
             yy__subcmd__runner,fetch)
                 cmd="yy__subcmd__runner__subcmd__fetch"
                 ;;
@@ -546,6 +552,9 @@ _yy() {
                 ;;
             yy__subcmd__runner__subcmd__help,disable)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__disable"
+                ;;
+            yy__subcmd__runner__subcmd__help,egress-log)
+                cmd="yy__subcmd__runner__subcmd__help__subcmd__egress__subcmd__log"
                 ;;
             yy__subcmd__runner__subcmd__help,fetch)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__fetch"
@@ -2375,7 +2384,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__runner)
-            opts="run register list show ping fetch sessions commands cancel update disable"
+            opts="run register list show ping fetch sessions commands cancel update egress-log disable"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2417,6 +2426,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__runner__subcmd__disable)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__runner__subcmd__egress__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3175,7 +3198,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner)
-            opts="-h -V --server --help --version run register list show ping fetch sessions commands cancel update disable help"
+            opts="-h -V --server --help --version run register list show ping fetch sessions commands cancel update egress-log disable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3250,6 +3273,32 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__runner__subcmd__egress__subcmd__log)
+            opts="-h -V --computer --limit --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --computer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__runner__subcmd__fetch)
             opts="-o -h -V --output --force --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -3277,7 +3326,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__help)
-            opts="run register list show ping fetch sessions commands cancel update disable help"
+            opts="run register list show ping fetch sessions commands cancel update egress-log disable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3319,6 +3368,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__help__subcmd__disable)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__help__subcmd__egress__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3507,7 +3570,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__register)
-            opts="-o -h -V --source --profile --server-url --hermes-url --artifact-root --output --force --computer-image --server --help --version"
+            opts="-o -h -V --source --profile --server-url --hermes-url --artifact-root --output --force --computer-image --network --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3545,6 +3608,10 @@ _yy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --network)
+                    COMPREPLY=($(compgen -W "none public-web" -- "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -3557,7 +3624,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__run)
-            opts="-h -V --config --data-dir --max-concurrent --shutdown-grace --max-computers --server --help --version"
+            opts="-h -V --config --data-dir --max-concurrent --shutdown-grace --max-computers --egress-network --egress-dns --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3580,6 +3647,14 @@ _yy() {
                     return 0
                     ;;
                 --max-computers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --egress-network)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --egress-dns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3631,7 +3706,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__update)
-            opts="-h -V --computer-image --json --server --help --version"
+            opts="-h -V --computer-image --network --json --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3639,6 +3714,10 @@ _yy() {
             case "${prev}" in
                 --computer-image)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --network)
+                    COMPREPLY=($(compgen -W "none public-web" -- "${cur}"))
                     return 0
                     ;;
                 --server)

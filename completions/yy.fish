@@ -227,26 +227,29 @@ complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from help" -f -a "update" -d 'Change an agent\'s profile, environment or team management (applies from its next turn)'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from help" -f -a "archive" -d 'Archive an agent (frees its slot; its records stay)'
 complete -c yy -n "__fish_yy_using_subcommand agent; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -s h -l help -d 'Print help'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -s V -l version -d 'Print version'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "run" -d 'Run this machine\'s Runner: connect out to the control plane and execute its commands'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "register" -d 'Register a Runner for a source and write its private runner.json (mode 0600)'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "list" -d 'List Runners (tokens are never shown)'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "show" -d 'Show one Runner by id or unique id prefix'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "ping" -d 'Send pings through the Runner\'s command queue and show each round trip'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "fetch" -d 'Export a file from the Runner\'s machine (it must lie inside the Runner\'s artifactRoots)'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "sessions" -d 'List the live Hermes sessions of a Runner\'s own channel'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "commands" -d 'List a Runner\'s recent commands and their states'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "cancel" -d 'Cancel a command: a queued one never runs; a running one is stopped on the Runner'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "update" -d 'Change a Runner\'s registration: enable computers with a full image id'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "disable" -d 'Disable a Runner: its token stops working at once and for good'
-complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update disable help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "run" -d 'Run this machine\'s Runner: connect out to the control plane and execute its commands'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "register" -d 'Register a Runner for a source and write its private runner.json (mode 0600)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "list" -d 'List Runners (tokens are never shown)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "show" -d 'Show one Runner by id or unique id prefix'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "ping" -d 'Send pings through the Runner\'s command queue and show each round trip'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "fetch" -d 'Export a file from the Runner\'s machine (it must lie inside the Runner\'s artifactRoots)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "sessions" -d 'List the live Hermes sessions of a Runner\'s own channel'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "commands" -d 'List a Runner\'s recent commands and their states'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "cancel" -d 'Cancel a command: a queued one never runs; a running one is stopped on the Runner'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "update" -d 'Change how a Runner\'s next computers start: the image and/or the network mode'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "egress-log" -d 'Show the egress proxy\'s recent decisions on a Runner (newest first)'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "disable" -d 'Disable a Runner: its token stops working at once and for good'
+complete -c yy -n "__fish_yy_using_subcommand runner; and not __fish_seen_subcommand_from run register list show ping fetch sessions commands cancel update egress-log disable help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l config -d 'runner.json written by `yy runner register` (must be mode 0600)' -r -F
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l data-dir -d 'Directory for the Runner\'s receipts [default: $XDG_DATA_HOME/yy/runner-RUNNER_ID]' -r -F
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l max-concurrent -d 'Commands that may run at once' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l shutdown-grace -d 'After SIGTERM, how long commands in flight may finish before they are recorded as uncertain' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l max-computers -d 'Computers that may run at once on this host (one more is refused, not queued)' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l egress-network -d 'The Docker network the egress proxy of public-web computers reaches out through (it must exist) [default: a bridge network the Runner creates, yy-egress-out-RUNNER_ID]' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l egress-dns -d 'A DNS server for the egress proxy; repeat for several [default: the Docker engine\'s]' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
@@ -257,9 +260,11 @@ complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l artifact-root -d 'A host directory files may be exported from; repeat for several (none: no exports)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -s o -l output -d 'Where to write runner.json (\'-\' for stdout)' -r -F
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l computer-image -d 'Enable computers, created from this full image id (the sha256:... `yy image build` printed)' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l network -d 'How computers reach the network' -r -f -a "none\t'no network interface but loopback (the default)'
+public-web\t'public addresses on ports 80/443 through the Runner\'s egress proxy only'"
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -l force -d 'Overwrite FILE if it exists'
-complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from register" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from list" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from list" -l json -d 'Print JSON instead of a table'
@@ -294,10 +299,18 @@ complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from cancel" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from cancel" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from update" -l computer-image -d 'The full image id (sha256:...) computers are created from' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from update" -l network -d 'How computers reach the network' -r -f -a "none\t'no network interface but loopback (the default)'
+public-web\t'public addresses on ports 80/443 through the Runner\'s egress proxy only'"
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from update" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from update" -l json -d 'Print JSON instead of a table'
-complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from update" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from update" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from update" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from egress-log" -l computer -d 'Only this computer\'s decisions (id or unique id prefix)' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from egress-log" -l limit -d 'How many, newest first' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from egress-log" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from egress-log" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from egress-log" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from egress-log" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from disable" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from disable" -s y -l yes -d 'Do not ask for confirmation'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from disable" -l json -d 'Print JSON instead of a table'
@@ -312,7 +325,8 @@ complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "sessions" -d 'List the live Hermes sessions of a Runner\'s own channel'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "commands" -d 'List a Runner\'s recent commands and their states'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "cancel" -d 'Cancel a command: a queued one never runs; a running one is stopped on the Runner'
-complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "update" -d 'Change a Runner\'s registration: enable computers with a full image id'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "update" -d 'Change how a Runner\'s next computers start: the image and/or the network mode'
+complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "egress-log" -d 'Show the egress proxy\'s recent decisions on a Runner (newest first)'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "disable" -d 'Disable a Runner: its token stops working at once and for good'
 complete -c yy -n "__fish_yy_using_subcommand runner; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand chat" -l session -d 'Continue this session instead of starting a new one' -r
@@ -538,7 +552,8 @@ complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_f
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "sessions" -d 'List the live Hermes sessions of a Runner\'s own channel'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "commands" -d 'List a Runner\'s recent commands and their states'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "cancel" -d 'Cancel a command: a queued one never runs; a running one is stopped on the Runner'
-complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "update" -d 'Change a Runner\'s registration: enable computers with a full image id'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "update" -d 'Change how a Runner\'s next computers start: the image and/or the network mode'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "egress-log" -d 'Show the egress proxy\'s recent decisions on a Runner (newest first)'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from runner" -f -a "disable" -d 'Disable a Runner: its token stops working at once and for good'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from computer" -f -a "create" -d 'Provision (or return) the private computer of a computer agent, and wait until it runs'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from computer" -f -a "list" -d 'List computers'

@@ -39,6 +39,9 @@ pub struct Computer {
     pub last_command: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// The network mode it was last started with: `none` or `public-web`.
+    #[serde(default)]
+    pub network: crate::egress::NetworkMode,
 }
 
 impl Computer {
@@ -74,6 +77,10 @@ pub struct StartPayload {
     pub fence: i64,
     /// The server-generated scheduling round that holds the lease.
     pub round: String,
+    /// `public-web`: only through the Runner's egress proxy. Left out for `none`, so a
+    /// Runner from before network modes still accepts the payload.
+    #[serde(default, skip_serializing_if = "crate::egress::NetworkMode::is_none")]
+    pub network: crate::egress::NetworkMode,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,3 +114,5 @@ pub struct ExecPayload {
 
 /// The capability of a Runner that can run computers (a Docker engine answered).
 pub const COMPUTER_CAPABILITY: &str = "computer-v1";
+/// The capability of a Runner that can run the egress proxy for `public-web` computers.
+pub const EGRESS_CAPABILITY: &str = "egress-v1";

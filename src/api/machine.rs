@@ -153,6 +153,9 @@ pub mod kinds {
     /// An admin diagnostic command in a running computer.
     pub const COMPUTER_EXEC: &str = "computer.exec";
 
+    /// The egress proxy's recent decisions (read-only).
+    pub const EGRESS_LOG: &str = "egress.log";
+
     /// Kinds that stop work: never refused because a queue is full.
     pub fn is_stop(kind: &str) -> bool {
         matches!(

@@ -95,3 +95,71 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("egress proxy stopped");
     Ok(())
 }
+
+/// `yy runner egress-log RUNNER [--computer C]`: the Runner's recent proxy decisions.
+pub async fn log(
+    runner: &str,
+    computer: Option<String>,
+    limit: u32,
+    json: bool,
+) -> anyhow::Result<()> {
+    use crate::egress::{Decision, LogParams, LogResult, printable};
+    use crate::output;
+
+    let client = super::context::client()?;
+    let cmd: crate::api::machine::Command = client
+        .post(
+            &format!("api/v1/runners/{}/egress-log", super::seg(runner)),
+            &LogParams {
+                computer,
+                limit: Some(limit),
+            },
+        )
+        .await?;
+    let cmd = super::runner_ops::wait(&client, &cmd.id).await?;
+    if cmd.state != "done" {
+        return Err(CliError::failure(format!(
+            "reading the egress log {}: {}",
+            cmd.state,
+            cmd.error.as_deref().unwrap_or("no reason given")
+        ))
+        .into());
+    }
+    let result: LogResult = serde_json::from_value(cmd.result.unwrap_or_default())
+        .map_err(|e| CliError::failure(format!("the Runner's answer is not an egress log: {e}")))?;
+    if json {
+        return output::json(&result);
+    }
+    if !result.proxy_running && result.decisions.is_empty() {
+        eprintln!(
+            "no decisions: runner {runner} has no egress proxy running (it starts with the first public-web computer)"
+        );
+    }
+    // Everything here came from a computer's requests: printable text only.
+    let row = |d: &Decision| {
+        vec![
+            crate::timefmt::rfc3339(d.at_ms),
+            d.computer
+                .as_deref()
+                .map(|c| printable(c, 36))
+                .unwrap_or_else(|| "-".into()),
+            printable(&d.method, 16),
+            printable(&d.host, 80),
+            d.port.to_string(),
+            d.address
+                .as_deref()
+                .map(|a| printable(a, 45))
+                .unwrap_or_else(|| "-".into()),
+            printable(&d.verdict, 32),
+            printable(&d.reason, 160),
+        ]
+    };
+    output::list(
+        &result.decisions,
+        false,
+        &[
+            "time", "computer", "method", "host", "port", "address", "verdict", "reason",
+        ],
+        row,
+    )
+}

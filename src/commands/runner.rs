@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 
 use super::{JsonFlag, context, seg};
 use crate::api::{names, params, views};
+use crate::egress::NetworkMode;
 use crate::error::CliError;
 use crate::output::{self, opt};
 
@@ -80,13 +81,35 @@ pub enum RunnerCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Change a Runner's registration: enable computers with a full image id
+    /// Change how a Runner's next computers start: the image and/or the network mode
+    ///
+    /// Computers already running keep their image and network until they start again.
+    #[command(group = clap::ArgGroup::new("change").required(true).multiple(true).args(["computer_image", "network"]))]
     Update {
         /// Runner id or unique id prefix
         id: String,
         /// The full image id (sha256:...) computers are created from
         #[arg(long, value_name = "IMAGE_ID")]
-        computer_image: String,
+        computer_image: Option<String>,
+        /// How computers reach the network
+        #[arg(long, value_name = "MODE")]
+        network: Option<NetworkMode>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Show the egress proxy's recent decisions on a Runner (newest first)
+    ///
+    /// Each line is one request of a public-web computer: host, port, the address checked,
+    /// the verdict and its reason. The Runner keeps the last 1000 decisions in memory.
+    EgressLog {
+        /// Runner id or unique id prefix
+        runner: String,
+        /// Only this computer's decisions (id or unique id prefix)
+        #[arg(long, value_name = "COMPUTER")]
+        computer: Option<String>,
+        /// How many, newest first
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -131,6 +154,9 @@ pub struct RegisterArgs {
     /// printed)
     #[arg(long, value_name = "IMAGE_ID")]
     pub computer_image: Option<String>,
+    /// How computers reach the network
+    #[arg(long, value_name = "MODE", default_value = "none")]
+    pub network: NetworkMode,
 }
 
 const HEADERS: [&str; 8] = [
@@ -176,6 +202,7 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
         ),
         ("hostname", opt(&r.hostname)),
         ("computer image", opt(&r.computer_image)),
+        ("network", r.network.to_string()),
         ("profiles", r.allowed_profiles.join(",")),
         ("artifact roots", r.artifact_roots.join(",")),
         ("server url", r.server_url.clone()),
@@ -216,18 +243,26 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
         RunnerCommand::Update {
             id,
             computer_image,
+            network,
             json,
         } => {
             let r = context::client()?
                 .patch(
                     &format!("api/v1/runners/{}", seg(&id)),
                     &params::RunnerUpdate {
-                        computer_image: Some(computer_image),
+                        computer_image,
+                        network,
                     },
                 )
                 .await?;
             show(&r, json.json)
         }
+        RunnerCommand::EgressLog {
+            runner,
+            computer,
+            limit,
+            json,
+        } => super::egress::log(&runner, computer, limit, json.json).await,
         RunnerCommand::List(f) => {
             let list: Vec<views::Runner> = context::client()?.get("api/v1/runners").await?;
             output::list(&list, f.json, &HEADERS, row)
@@ -299,6 +334,7 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
                 hermes_url: a.hermes_url,
                 artifact_roots: a.artifact_roots,
                 computer_image: a.computer_image,
+                network: Some(a.network),
             },
         )
         .await?;

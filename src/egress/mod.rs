@@ -9,7 +9,7 @@
 //! docs/egress.md explains the design and what each piece defends against.
 
 pub mod classify;
-// pub mod docker;
+pub mod docker;
 pub mod proxy;
 
 use std::collections::VecDeque;
@@ -95,6 +95,21 @@ pub struct Decision {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub computer: Option<String>,
 }
+
+/// Body of `POST /api/v1/runners/{id}/egress-log`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogParams {
+    /// Only this computer's decisions (id or unique id prefix).
+    #[serde(default)]
+    pub computer: Option<String>,
+    /// Newest first, at most this many (1-1000) [default: 100].
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// Decisions a Runner keeps (and `egress.log` returns) at most.
+pub const LOG_CAPACITY: usize = 1000;
 
 /// Payload of the `egress.log` Runner command.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -14,7 +14,9 @@ use crate::api::computers::{ComputerRef, ExecPayload, StartPayload, StartResult}
 use crate::computer::docker::Provider;
 use crate::computer::protocol::ExecParams;
 use crate::computer::session::GuestSession;
-use crate::computer::{ComputerSpec, Limits, labels, validate_image_id};
+use crate::computer::{ComputerSpec, GuestNetwork, Limits, labels, validate_image_id};
+use crate::egress::NetworkMode;
+use crate::egress::docker::{Egress, EgressOptions};
 
 /// How many computers may run at once by default (the setting takes 1-8).
 pub const DEFAULT_MAX_RUNNING: u32 = 2;
@@ -33,6 +35,8 @@ pub struct Computers {
     /// Computers holding a pool slot (running, starting, or with an unconfirmed stop).
     reserved: Mutex<HashSet<String>>,
     guests: tokio::sync::Mutex<HashMap<String, Arc<GuestSession>>>,
+    /// The egress proxy and the networks of `public-web` computers.
+    egress: Egress,
     /// The connection generation, recorded in container labels.
     pub generation: Mutex<i64>,
 }
@@ -45,8 +49,10 @@ impl Computers {
         runner_id: &str,
         data_dir: &Path,
         max_running: u32,
+        egress: EgressOptions,
     ) -> Result<Computers, String> {
         let provider = Provider::connect().await.map_err(|e| e.to_string())?;
+        let egress = Egress::new(provider.docker().clone(), runner_id, egress);
         let db = Connection::open(data_dir.join("computers.db")).map_err(|e| e.to_string())?;
         db.busy_timeout(Duration::from_secs(5))
             .map_err(|e| e.to_string())?;
@@ -69,12 +75,17 @@ impl Computers {
             db: Mutex::new(db),
             reserved: Mutex::default(),
             guests: tokio::sync::Mutex::default(),
+            egress,
             generation: Mutex::new(0),
         })
     }
 
     pub fn capacity(&self) -> u32 {
         self.max_running
+    }
+
+    pub fn egress(&self) -> &Egress {
+        &self.egress
     }
 
     fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -154,6 +165,8 @@ impl Computers {
                 .await
                 .map_err(|e| e.to_string())?;
         }
+        // Their networks and the proxy go too; the next public-web start makes new ones.
+        self.egress.reconcile().await.map_err(|e| e.to_string())?;
         let _ = self
             .db()
             .execute("UPDATE computers SET container_id = NULL", []);
@@ -201,6 +214,21 @@ impl Computers {
                 .map_err(|e| e.to_string())?;
             self.set_container(&p.computer_id, None);
         }
+        // A network of an earlier public-web lease is never reused.
+        let network = match p.network {
+            NetworkMode::None => {
+                self.egress
+                    .detach(&p.computer_id)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                GuestNetwork::None
+            }
+            NetworkMode::PublicWeb => self
+                .egress
+                .attach(&p.computer_id, &p.image_id)
+                .await
+                .map_err(|e| format!("cannot set up the egress network: {e}"))?,
+        };
         let spec = ComputerSpec {
             owner_key: p.owner_key.clone(),
             runner_id: self.runner_id.clone(),
@@ -212,14 +240,29 @@ impl Computers {
             workspace_host_dir: self.workspace(&p.computer_id),
             guest_cwd: p.guest_cwd.clone(),
             limits: self.limits.clone(),
+            network,
         };
         // A container under the owner's name from an earlier lease goes first.
         let _ = self.provider.remove(&spec.name()).await;
-        let (created, guest) = self
-            .provider
-            .launch(&spec)
-            .await
-            .map_err(|e| e.to_string())?;
+        let launched = self.provider.launch(&spec).await;
+        if let GuestNetwork::Egress { network, .. } = &spec.network {
+            let bound = match &launched {
+                Ok((created, _)) => self
+                    .egress
+                    .bind_client(&p.computer_id, &created.id, network)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = bound {
+                if let Ok((created, _)) = &launched {
+                    let _ = self.provider.remove(&created.id).await;
+                }
+                let _ = self.egress.detach(&p.computer_id).await;
+                return Err(e);
+            }
+        }
+        let (created, guest) = launched.map_err(|e| e.to_string())?;
         self.set_container(&p.computer_id, Some(&created.id));
         self.guests
             .lock()
@@ -259,6 +302,9 @@ impl Computers {
             }
             self.set_container(&p.computer_id, None);
         }
+        if let Err(e) = self.egress.detach(&p.computer_id).await {
+            tracing::warn!(computer = %p.computer_id, error = %e, "could not remove the computer's egress network");
+        }
         self.release(&p.computer_id);
         if p.delete_workspace {
             let ws = self.workspace(&p.computer_id);
@@ -292,6 +338,7 @@ impl Computers {
                 Ok(()) => {
                     tracing::info!(%computer, attempt, "an earlier unconfirmed stop is now done");
                     self.set_container(&computer, None);
+                    let _ = self.egress.detach(&computer).await;
                     self.release(&computer);
                     return;
                 }

@@ -35,6 +35,8 @@ pub struct RunnerOptions {
     pub shutdown_grace: Duration,
     /// Computers that may run at once (1-8).
     pub max_computers: u32,
+    /// Where the egress proxy of public-web computers reaches out.
+    pub egress: crate::egress::docker::EgressOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,8 +80,13 @@ pub async fn run(
         .await
         .map_err(RunnerError::Local)?;
     check_hermes(&hermes).await?;
-    let computers =
-        start_computers(&opts.config.runner_id, &opts.data_dir, opts.max_computers).await;
+    let computers = start_computers(
+        &opts.config.runner_id,
+        &opts.data_dir,
+        opts.max_computers,
+        opts.egress,
+    )
+    .await;
     let shared = Arc::new(Shared {
         client,
         config: opts.config,
@@ -161,8 +168,9 @@ async fn start_computers(
     runner_id: &str,
     data_dir: &std::path::Path,
     max: u32,
+    egress: crate::egress::docker::EgressOptions,
 ) -> Option<Arc<computers::Computers>> {
-    let pool = match computers::Computers::new(runner_id, data_dir, max).await {
+    let pool = match computers::Computers::new(runner_id, data_dir, max, egress).await {
         Ok(p) => p,
         Err(e) => {
             tracing::info!(reason = %e, "computers disabled on this Runner");
@@ -192,6 +200,7 @@ fn status(shared: &Shared) -> RunnerStatus {
     }
     if shared.computers.is_some() {
         capabilities.push(crate::api::computers::COMPUTER_CAPABILITY.to_string());
+        capabilities.push(crate::api::computers::EGRESS_CAPABILITY.to_string());
     }
     RunnerStatus {
         version: crate::VERSION.into(),
@@ -476,7 +485,8 @@ async fn execute(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) -> F
             kinds::COMPUTER_START
             | kinds::COMPUTER_STOP
             | kinds::COMPUTER_REMOVE
-            | kinds::COMPUTER_EXEC,
+            | kinds::COMPUTER_EXEC
+            | kinds::EGRESS_LOG,
             None,
         ) => Some(Err(
             "this Runner cannot run computers: no Docker engine answered when it started"
@@ -487,6 +497,7 @@ async fn execute(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) -> F
             Some(c.stop(cmd.payload.clone()).await)
         }
         (kinds::COMPUTER_EXEC, Some(c)) => Some(c.exec(cmd.payload.clone()).await),
+        (kinds::EGRESS_LOG, Some(c)) => Some(c.egress().log(cmd.payload.clone()).await),
         _ => None,
     };
     if let Some(r) = computer {

@@ -140,6 +140,7 @@ impl Fixture {
                     tmp_bytes: 64 << 20,
                     home_bytes: 32 << 20,
                 },
+                network: Default::default(),
             },
         }
     }

@@ -16,7 +16,7 @@ use crate::server::store::runners;
 /// Longest a command may be given, from enqueue to outcome.
 const MAX_TIMEOUT_MS: u64 = 3_600_000;
 
-async fn enqueue(
+pub(super) async fn enqueue(
     state: &AppState,
     runner_key: String,
     kind: &'static str,

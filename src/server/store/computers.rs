@@ -8,10 +8,12 @@ use rusqlite::{Connection, TransactionBehavior, params};
 use super::commands::{self, CommandRow, QueueLimits};
 use super::{StoreError, agents, catalog, new_id, runners};
 use crate::api::computers::{
-    self as wire, COMPUTER_CAPABILITY, ComputerRef, ExecPayload, StartPayload, StartResult,
+    self as wire, COMPUTER_CAPABILITY, ComputerRef, EGRESS_CAPABILITY, ExecPayload, StartPayload,
+    StartResult,
 };
 use crate::api::machine::kinds;
 use crate::api::params::AgentEnv;
+use crate::egress::NetworkMode;
 use crate::timefmt::{now_ms, rfc3339};
 
 /// Environment records (computers not removed) one Runner may hold (DESIGN.md, limits).
@@ -37,6 +39,7 @@ pub struct ComputerRow {
     pub resources: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    pub network: NetworkMode,
 }
 
 impl From<ComputerRow> for wire::Computer {
@@ -56,13 +59,14 @@ impl From<ComputerRow> for wire::Computer {
             last_command: r.last_command,
             created_at: rfc3339(r.created_at),
             updated_at: rfc3339(r.updated_at),
+            network: r.network,
         }
     }
 }
 
 const SELECT: &str = "SELECT c.id, c.account_id, c.agent_id, g.name, a.username, c.runner_id,
         c.image_id, c.guest_cwd, c.state, c.fence, c.container_id, c.last_command, c.last_error,
-        c.resources, c.created_at, c.updated_at
+        c.resources, c.created_at, c.updated_at, c.network
     FROM computers c JOIN agents g ON g.id = c.agent_id JOIN accounts a ON a.id = c.account_id";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
@@ -83,6 +87,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
         resources: r.get(13)?,
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
+        network: NetworkMode::parse(&r.get::<_, String>(16)?).unwrap_or_default(),
     })
 }
 
@@ -187,7 +192,8 @@ pub fn create(
                 source.name, source.name
             ))
         })?;
-    let image = runners::computer_image(&tx, &runner.id)?.ok_or_else(|| {
+    let (image, network) = runners::computer_settings(&tx, &runner.id)?;
+    let image = image.ok_or_else(|| {
         StoreError::Invalid(format!(
             "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
             runner.id, runner.id
@@ -197,6 +203,14 @@ pub fn create(
         return Err(StoreError::Invalid(format!(
             "runner {} cannot run computers now (it is offline, or reported no Docker engine)",
             runner.id
+        )));
+    }
+    if network == NetworkMode::PublicWeb
+        && !runner.capabilities.iter().any(|c| c == EGRESS_CAPABILITY)
+    {
+        return Err(StoreError::Invalid(format!(
+            "runner {} has network public-web, but its yy cannot run the egress proxy: upgrade yy on the Runner, or `yy runner update {} --network none`",
+            runner.id, runner.id
         )));
     }
     let existing: Option<ComputerRow> = tx
@@ -246,6 +260,7 @@ pub fn create(
         guest_cwd: guest_cwd.clone(),
         fence,
         round: round.clone(),
+        network,
     })
     .expect("payload serializes");
     let cmd = commands::enqueue_in(
@@ -259,9 +274,9 @@ pub fn create(
     tx.execute(
         "UPDATE computers SET fence = ?2, lease_round = ?3, state = 'starting', runner_id = ?4,
              image_id = ?5, guest_cwd = ?6, container_id = NULL, last_command = ?7, last_error = NULL,
-             updated_at = ?8
+             updated_at = ?8, network = ?9
          WHERE id = ?1",
-        params![computer.id, fence, round, runner.id, image, guest_cwd, cmd.id, now_ms()],
+        params![computer.id, fence, round, runner.id, image, guest_cwd, cmd.id, now_ms(), network.as_str()],
     )?;
     let computer = get(&tx, &computer.id)?;
     tx.commit()?;
