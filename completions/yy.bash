@@ -154,6 +154,9 @@ _yy() {
             yy__subcmd__bench,dispatch)
                 cmd="yy__subcmd__bench__subcmd__dispatch"
                 ;;
+            yy__subcmd__bench,egress)
+                cmd="yy__subcmd__bench__subcmd__egress"
+                ;;
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
                 ;;
@@ -162,6 +165,9 @@ _yy() {
                 ;;
             yy__subcmd__bench__subcmd__help,dispatch)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__dispatch"
+                ;;
+            yy__subcmd__bench__subcmd__help,egress)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__egress"
                 ;;
             yy__subcmd__bench__subcmd__help,help)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__help"
@@ -330,6 +336,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__bench,dispatch)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__dispatch"
+                ;;
+            yy__subcmd__help__subcmd__bench,egress)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__egress"
                 ;;
             yy__subcmd__help__subcmd__computer,audit)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__audit"
@@ -1132,7 +1141,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer help"
+            opts="-h -V --server --help --version dispatch computer egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1209,8 +1218,38 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__bench__subcmd__egress)
+            opts="-h -V --samples --rounds --mib --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mib)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer help"
+            opts="dispatch computer egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1238,6 +1277,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help__subcmd__dispatch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__help__subcmd__egress)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1950,7 +2003,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer"
+            opts="dispatch computer egress"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1978,6 +2031,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench__subcmd__dispatch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__egress)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

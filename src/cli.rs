@@ -58,7 +58,8 @@ pub enum Command {
     Computer(computer::ComputerArgs),
     /// Bot sessions: list, show the transcript, stop, close
     Session(session::SessionArgs),
-    /// Benchmarks on this machine: command dispatch, and computers against the docker CLI
+    /// Benchmarks on this machine: command dispatch, computers against the docker CLI, and
+    /// the egress proxy against direct connections
     Bench(bench::BenchArgs),
     /// Build, verify and list the computer image (on the local Docker engine)
     Image(image::ImageArgs),

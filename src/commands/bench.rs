@@ -27,6 +27,31 @@ pub enum BenchCommand {
     /// ready) against `docker run --rm IMAGE true`, and a tool round trip (`exec true` through
     /// the guest agent) against `docker exec CONTAINER true`
     Computer(ComputerBenchArgs),
+    /// Measure the egress proxy on loopback: added connect latency (CONNECT and its answer
+    /// against a direct connect) and bulk throughput through the tunnel against direct
+    ///
+    /// The proxy, a target server (on 127.0.0.2) and the clients run in this process; no
+    /// Docker engine or network beyond loopback is used.
+    Egress(EgressBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EgressBenchArgs {
+    /// Connections timed each way for the latency
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub samples: u32,
+    /// Bulk transfers each way
+    #[arg(long, value_name = "N", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// MiB per bulk transfer
+    #[arg(long, value_name = "MIB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub mib: u64,
+    /// Print the figures and targets as one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -83,6 +108,7 @@ pub mod targets {
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Computer(a) => computer(a).await,
+        BenchCommand::Egress(a) => egress(a).await,
         BenchCommand::Dispatch(a) => {
             // Ctrl-C or SIGTERM drops the benchmark, whose guards stop the children and
             // clean up.
@@ -146,6 +172,61 @@ async fn computer(args: ComputerBenchArgs) -> anyhow::Result<()> {
             ms(&r["docker_exec_true"], "p50_ms"),
             "slower than yy".into(),
             pass(&r["target_faster_than_cli"]),
+        ],
+    ];
+    output::print(&output::table(
+        &["figure", "value", "target", "result"],
+        rows,
+    ))?;
+    Ok(())
+}
+
+async fn egress(args: EgressBenchArgs) -> anyhow::Result<()> {
+    use crate::bench::egress::{TARGET_ADDED_P50_MS, TARGET_THROUGHPUT_RATIO, bench_egress};
+    let f = bench_egress(args.samples as usize, args.rounds as usize, args.mib)
+        .await
+        .map_err(|e| CliError::failure(format!("the egress benchmark failed: {e:#}")))?;
+    if args.json {
+        return output::json(&f);
+    }
+    let pass = |ok: bool| if ok { "pass" } else { "MISSED" }.to_string();
+    let (l, t) = (&f.latency, &f.throughput);
+    let rows = vec![
+        vec![
+            "connect p50, direct".into(),
+            format!("{:.3} ms", l.direct_p50_ms),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "connect p50, through the proxy".into(),
+            format!("{:.3} ms", l.proxy_p50_ms),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "added connect latency p50".into(),
+            format!("{:.3} ms", l.added_p50_ms),
+            format!("<= {TARGET_ADDED_P50_MS} ms"),
+            pass(l.target_added_p50_le_2ms),
+        ],
+        vec![
+            "bulk throughput, direct".into(),
+            format!("{} MiB/s", t.direct_mib_s),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "bulk throughput, through the proxy".into(),
+            format!("{} MiB/s", t.proxy_mib_s),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "throughput ratio proxy/direct".into(),
+            format!("{:.3}", t.ratio),
+            format!(">= {TARGET_THROUGHPUT_RATIO}"),
+            pass(t.target_ratio_ge_0_8),
         ],
     ];
     output::print(&output::table(

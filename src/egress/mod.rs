@@ -11,6 +11,7 @@
 pub mod classify;
 pub mod docker;
 pub mod proxy;
+mod relay;
 
 use std::collections::VecDeque;
 use std::net::IpAddr;

@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,8 +32,6 @@ use crate::timefmt::now_ms;
 /// Largest request head (request line and headers).
 const MAX_HEAD: usize = 16 * 1024;
 const MAX_HEADERS: usize = 100;
-/// Relay buffer per direction.
-const RELAY_BUF: usize = 128 * 1024;
 /// How long the proxy's own addresses are trusted before they are read again (the Runner
 /// connects the proxy to a new network for every computer).
 const OWN_ADDRS_TTL: Duration = Duration::from_secs(1);
@@ -320,7 +317,7 @@ impl Proxy {
         if ready.await.is_err() {
             return;
         }
-        relay(client, upstream, self.cfg.idle_timeout).await;
+        super::relay::relay(client, upstream, self.cfg.idle_timeout).await;
     }
 
     async fn refuse_early(&self, client: &mut TcpStream, peer: SocketAddr, status: u16, why: &str) {
@@ -655,52 +652,6 @@ async fn respond(
     s.write_all(head.as_bytes()).await?;
     s.write_all(body.as_bytes()).await?;
     s.shutdown().await
-}
-
-/// Copies both ways until both sides have finished, either fails, or no byte moved for
-/// `idle`. A side that finishes half-closes the other.
-async fn relay(a: TcpStream, b: TcpStream, idle: Duration) {
-    let start = tokio::time::Instant::now();
-    let last = Arc::new(AtomicU64::new(0));
-    let (ar, aw) = a.into_split();
-    let (br, bw) = b.into_split();
-    let copy = async {
-        tokio::try_join!(pump(ar, bw, start, &last), pump(br, aw, start, &last)).map(|_| ())
-    };
-    let watchdog = async {
-        let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(5));
-        loop {
-            tokio::time::sleep(tick).await;
-            let quiet = start
-                .elapsed()
-                .saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
-            if quiet >= idle {
-                return;
-            }
-        }
-    };
-    tokio::select! {
-        _ = copy => {}
-        _ = watchdog => {}
-    }
-}
-
-async fn pump(
-    mut r: tokio::net::tcp::OwnedReadHalf,
-    mut w: tokio::net::tcp::OwnedWriteHalf,
-    start: tokio::time::Instant,
-    last: &AtomicU64,
-) -> std::io::Result<()> {
-    let mut buf = vec![0u8; RELAY_BUF];
-    loop {
-        let n = r.read(&mut buf).await?;
-        if n == 0 {
-            let _ = w.shutdown().await;
-            return Ok(());
-        }
-        w.write_all(&buf[..n]).await?;
-        last.store(start.elapsed().as_millis() as u64, Ordering::Relaxed);
-    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! only servers are on 127.0.0.2 (treated as public by code, as only tests and the
 //! benchmark may), and refused destinations are never dialled.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
 
