@@ -507,3 +507,72 @@ fn a_public_web_computer_reaches_the_public_web_through_the_proxy_and_nothing_el
     );
     env.json(&["computer", "stop", &off_id]);
 }
+
+/// The control plane's side, no Docker needed: the flags, the stored mode, and the refusal
+/// of a public-web start on a Runner whose yy cannot run the proxy.
+#[test]
+fn network_modes_are_stored_checked_and_gated_by_capability() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let image = format!("sha256:{}", "ab".repeat(32));
+    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
+    assert_eq!(env.json(&["runner", "show", &reg.id])["network"], "none");
+    let shown = env.run(&["runner", "show", &reg.id]);
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("network:") && l.ends_with("none")),
+        "{}",
+        shown.stdout
+    );
+    // Neither flag, or a mode that does not exist: usage errors, nothing changed.
+    let out = env.run(&["runner", "update", &reg.id]);
+    assert_eq!(out.code, 2, "{out:#?}");
+    let out = env.run(&["runner", "update", &reg.id, "--network", "internet"]);
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(out.stderr.contains("public-web"), "{out:#?}");
+    let out = env.run(&["runner", "update", &reg.id, "--computer-image", "yy:latest"]);
+    out.fails(2, "not a full image id");
+    let r = env.json(&["runner", "update", &reg.id, "--network", "public-web"]);
+    assert_eq!(r["network"], "public-web");
+    assert_eq!(r["computer_image"], image.as_str());
+
+    // A Runner that reports computers but not the egress capability (an older yy).
+    env.run(&[
+        "agent",
+        "create",
+        "web",
+        "--profile",
+        "default",
+        "--env",
+        "computer",
+    ])
+    .ok();
+    let status =
+        r#"{"version":"old","capabilities":["computer-v1"],"computers_capacity":2,"hostname":"t"}"#;
+    let (code, conn) = common::machine(
+        &server,
+        "/runner/v1/connect",
+        &reg.token,
+        &uuid::Uuid::new_v4().to_string(),
+        None,
+        &[],
+        status,
+    );
+    assert_eq!(code, 200, "{conn}");
+    env.run(&["computer", "create", "--agent", "web"])
+        .fails(2, "cannot run the egress proxy");
+    let listed = env.json(&["computer", "list"]);
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        0,
+        "nothing was half-created"
+    );
+    // Registering with a mode stores it.
+    let reg2 = env.register_runner(&server, "second", &["--network", "public-web"]);
+    assert_eq!(
+        env.json(&["runner", "show", &reg2.id])["network"],
+        "public-web"
+    );
+}
