@@ -57,6 +57,8 @@ pub struct Figures {
     pub throughput: Throughput,
     /// Decisions the proxy made (one per proxied connection; all `public`).
     pub decisions: u64,
+    /// The targets this run missed (empty: all met).
+    pub missed: Vec<String>,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -259,10 +261,24 @@ pub async fn bench_egress(samples: usize, rounds: usize, mib: u64) -> anyhow::Re
         ratio: round3(ratio),
         target_ratio_ge_0_8: ratio >= TARGET_THROUGHPUT_RATIO,
     };
+    let mut missed = Vec::new();
+    if !latency.target_added_p50_le_2ms {
+        missed.push(format!(
+            "added connect latency p50 {:.3} ms > {TARGET_ADDED_P50_MS} ms",
+            latency.added_p50_ms
+        ));
+    }
+    if !throughput.target_ratio_ge_0_8 {
+        missed.push(format!(
+            "throughput ratio {:.3} < {TARGET_THROUGHPUT_RATIO}",
+            throughput.ratio
+        ));
+    }
     Ok(Figures {
         latency,
         throughput,
         decisions: decisions.load(Ordering::Relaxed),
+        missed,
     })
 }
 

@@ -233,5 +233,14 @@ async fn egress(args: EgressBenchArgs) -> anyhow::Result<()> {
         &["figure", "value", "target", "result"],
         rows,
     ))?;
+    if f.missed.is_empty() {
+        eprintln!("all targets met");
+    } else {
+        eprintln!(
+            "MISSED {} target(s): {}",
+            f.missed.len(),
+            f.missed.join("; ")
+        );
+    }
     Ok(())
 }
