@@ -470,6 +470,48 @@ fn a_public_web_computer_reaches_the_public_web_through_the_proxy_and_nothing_el
     env.run(&["runner", "egress-log", &reg.id, "--computer", "ffffffff"])
         .fails(5, "no computer");
 
+    // The proxy crashes: Docker restarts it in place, and the computer's way out and the
+    // decision log come back without a new start.
+    let restarts = |name: &str| docker_ok(&["inspect", "--format", "{{.RestartCount}}", name]);
+    assert_eq!(restarts(&proxy_name), "0");
+    docker_ok(&["exec", &proxy_name, "pkill", "-KILL", "-f", "egress serve"]);
+    wait_for(Duration::from_secs(30), "the proxy restarted", || {
+        (restarts(&proxy_name) == "1"
+            && docker_ok(&["inspect", "--format", "{{.State.Running}}", &proxy_name]) == "true")
+            .then_some(())
+    });
+    let out = wait_for(Duration::from_secs(30), "the web again", || {
+        let (code, out, _) = exec(
+            &env,
+            &id,
+            &["curl", "-sS", "-m", "5", "http://site.test/again"],
+        );
+        (code == 0).then_some(out)
+    });
+    assert_eq!(out, "hello from the test world: /again on port 80\n");
+    wait_for(
+        Duration::from_secs(10),
+        "the decision after the restart",
+        || {
+            let log = env.json(&["runner", "egress-log", &reg.id, "--limit", "5"]);
+            log["decisions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| {
+                    d["host"] == "site.test"
+                        && d["computer"] == id.as_str()
+                        && d["verdict"] == "public"
+                })
+                .then_some(())
+        },
+    );
+    let before = env.json(&["runner", "egress-log", &reg.id])["decisions"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(before > 10, "decisions from before the restart were kept");
+
     // Back to none: the next computer has loopback only, and stopping the public-web one
     // removes its network.
     let updated = env.json(&["runner", "update", &reg.id, "--network", "none"]);

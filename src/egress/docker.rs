@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use bollard::Docker;
 use bollard::models::{
     ContainerCreateBody, HostConfig, HostConfigLogConfig, NetworkConnectRequest,
-    NetworkCreateRequest, NetworkDisconnectRequest,
+    NetworkCreateRequest, NetworkDisconnectRequest, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListNetworksOptionsBuilder, LogsOptionsBuilder,
@@ -277,10 +277,12 @@ impl Egress {
             })
     }
 
-    /// The running proxy's container id, created from `image` and started if needed.
+    /// The running proxy's container id, created from `image` and started if needed. A
+    /// proxy that Docker restarted in place (it keeps its networks, so running computers
+    /// keep their way out) is kept; only its log is followed again.
     async fn ensure_proxy(&self, image: &str) -> Result<String, ComputerError> {
         let mut proxy = self.proxy.lock().await;
-        if let Some(r) = proxy.as_ref() {
+        if let Some(r) = proxy.as_mut() {
             let running = self
                 .docker
                 .inspect_container(&r.container, None)
@@ -289,7 +291,17 @@ impl Egress {
                 .and_then(|c| c.state)
                 .and_then(|s| s.running)
                 .unwrap_or(false);
-            if running && !r.follower.is_finished() {
+            if running {
+                if r.follower.is_finished() {
+                    let now = crate::timefmt::now_ms() / 1000;
+                    r.follower = tokio::spawn(follow(
+                        self.docker.clone(),
+                        r.container.clone(),
+                        now as i32,
+                        self.log.clone(),
+                        self.clients.clone(),
+                    ));
+                }
                 return Ok(r.container.clone());
             }
             tracing::warn!(container = %r.container, "the egress proxy is not running; recreating it");
@@ -315,6 +327,7 @@ impl Egress {
         let follower = tokio::spawn(follow(
             self.docker.clone(),
             id.clone(),
+            0,
             self.log.clone(),
             self.clients.clone(),
         ));
@@ -362,6 +375,11 @@ impl Egress {
                 memory_swap: Some(PROXY_MEMORY),
                 nano_cpus: Some(PROXY_NANO_CPUS),
                 pids_limit: Some(PROXY_PIDS),
+                // Restarted in place after a crash: same container, same networks.
+                restart_policy: Some(RestartPolicy {
+                    name: Some(RestartPolicyNameEnum::ON_FAILURE),
+                    maximum_retry_count: Some(10),
+                }),
                 dns: Some(self.opts.dns.iter().map(|d| d.to_string()).collect())
                     .filter(|d: &Vec<String>| !d.is_empty()),
                 // The decision log on the engine is bounded too.
@@ -452,19 +470,54 @@ impl Egress {
     }
 }
 
-/// Follows the proxy's output: stdout lines are decisions, stderr its own log.
+/// Follows the proxy's output: stdout lines are decisions, stderr its own log. When Docker
+/// restarts the proxy in place, following resumes from then; it ends when the proxy is gone.
 async fn follow(
     docker: Docker,
     container: String,
+    mut since: i32,
     log: Arc<Mutex<Ring>>,
     clients: Arc<Mutex<HashMap<IpAddr, String>>>,
+) {
+    loop {
+        follow_once(&docker, &container, since, &log, &clients).await;
+        since = (crate::timefmt::now_ms() / 1000) as i32;
+        if !wait_restarted(&docker, &container).await {
+            tracing::info!(container = %container, "the egress proxy stopped; its log ended");
+            return;
+        }
+        tracing::warn!(container = %container, "the egress proxy was restarted");
+    }
+}
+
+/// True once the container runs again (Docker restarted it, with its growing back-off);
+/// false when it is gone or still down after 30 s.
+async fn wait_restarted(docker: &Docker, container: &str) -> bool {
+    for _ in 0..60 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        match docker.inspect_container(container, None).await {
+            Err(_) => return false,
+            Ok(c) if c.state.as_ref().and_then(|s| s.running) == Some(true) => return true,
+            Ok(_) => {}
+        }
+    }
+    false
+}
+
+async fn follow_once(
+    docker: &Docker,
+    container: &str,
+    since: i32,
+    log: &Mutex<Ring>,
+    clients: &Mutex<HashMap<IpAddr, String>>,
 ) {
     let opts = LogsOptionsBuilder::new()
         .follow(true)
         .stdout(true)
         .stderr(true)
+        .since(since)
         .build();
-    let mut stream = docker.logs(&container, Some(opts));
+    let mut stream = docker.logs(container, Some(opts));
     let mut pending: Vec<u8> = Vec::new();
     while let Some(item) = stream.next().await {
         use bollard::container::LogOutput as L;
@@ -473,7 +526,7 @@ async fn follow(
                 pending.extend_from_slice(&message);
                 while let Some(i) = pending.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = pending.drain(..=i).collect();
-                    record(&line, &log, &clients);
+                    record(&line, log, clients);
                 }
                 if pending.len() > MAX_LINE {
                     pending.clear();
@@ -486,12 +539,10 @@ async fn follow(
             Ok(L::StdIn { .. }) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "lost the egress proxy's log");
-                break;
+                return;
             }
         }
     }
-    // A finished follower tells the next start to recreate the proxy.
-    tracing::info!(container = %container, "the egress proxy's log ended");
 }
 
 fn record(line: &[u8], log: &Mutex<Ring>, clients: &Mutex<HashMap<IpAddr, String>>) {
