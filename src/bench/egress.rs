@@ -49,6 +49,10 @@ pub struct Throughput {
     pub proxy_mib_s: f64,
     pub ratio: f64,
     pub target_ratio_ge_0_8: bool,
+    /// CPU time of this whole process (target, proxy and client) per GiB moved: what the
+    /// proxy costs, independent of how busy the machine is.
+    pub direct_cpu_s_per_gib: f64,
+    pub proxy_cpu_s_per_gib: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -67,6 +71,15 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     let i = ((sorted.len() - 1) as f64 * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
+}
+
+/// CPU seconds (user + system) this process has used.
+fn cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
 }
 
 fn round3(v: f64) -> f64 {
@@ -245,10 +258,16 @@ pub async fn bench_egress(samples: usize, rounds: usize, mib: u64) -> anyhow::Re
     bulk_once(target_addr, None, bytes / 4).await?;
     bulk_once(target_addr, Some(proxy_addr), bytes / 4).await?;
     let (mut d_rates, mut p_rates) = (Vec::new(), Vec::new());
+    let (mut d_cpu, mut p_cpu) = (0.0, 0.0);
     for _ in 0..rounds {
+        let c0 = cpu_s();
         d_rates.push(bulk_once(target_addr, None, bytes).await?);
+        let c1 = cpu_s();
         p_rates.push(bulk_once(target_addr, Some(proxy_addr), bytes).await?);
+        d_cpu += c1 - c0;
+        p_cpu += cpu_s() - c1;
     }
+    let gib = (bytes * rounds as u64) as f64 / (1u64 << 30) as f64;
     d_rates.sort_by(f64::total_cmp);
     p_rates.sort_by(f64::total_cmp);
     let (dm, pm) = (percentile(&d_rates, 0.5), percentile(&p_rates, 0.5));
@@ -260,6 +279,8 @@ pub async fn bench_egress(samples: usize, rounds: usize, mib: u64) -> anyhow::Re
         proxy_mib_s: pm.round(),
         ratio: round3(ratio),
         target_ratio_ge_0_8: ratio >= TARGET_THROUGHPUT_RATIO,
+        direct_cpu_s_per_gib: round3(d_cpu / gib),
+        proxy_cpu_s_per_gib: round3(p_cpu / gib),
     };
     let mut missed = Vec::new();
     if !latency.target_added_p50_le_2ms {

@@ -223,6 +223,15 @@ async fn egress(args: EgressBenchArgs) -> anyhow::Result<()> {
             "-".into(),
         ],
         vec![
+            "CPU per GiB, direct / through the proxy".into(),
+            format!(
+                "{:.3} / {:.3} s",
+                t.direct_cpu_s_per_gib, t.proxy_cpu_s_per_gib
+            ),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
             "throughput ratio proxy/direct".into(),
             format!("{:.3}", t.ratio),
             format!(">= {TARGET_THROUGHPUT_RATIO}"),
