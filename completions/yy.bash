@@ -40,6 +40,9 @@ _yy() {
             yy,computer)
                 cmd="yy__subcmd__computer"
                 ;;
+            yy,egress)
+                cmd="yy__subcmd__egress"
+                ;;
             yy,guest)
                 cmd="yy__subcmd__guest"
                 ;;
@@ -178,6 +181,9 @@ _yy() {
             yy__subcmd__bench,dispatch)
                 cmd="yy__subcmd__bench__subcmd__dispatch"
                 ;;
+            yy__subcmd__bench,egress)
+                cmd="yy__subcmd__bench__subcmd__egress"
+                ;;
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
                 ;;
@@ -192,6 +198,9 @@ _yy() {
                 ;;
             yy__subcmd__bench__subcmd__help,dispatch)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__dispatch"
+                ;;
+            yy__subcmd__bench__subcmd__help,egress)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__egress"
                 ;;
             yy__subcmd__bench__subcmd__help,help)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__help"
@@ -247,6 +256,18 @@ _yy() {
             yy__subcmd__computer__subcmd__help,stop)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__stop"
                 ;;
+            yy__subcmd__egress,help)
+                cmd="yy__subcmd__egress__subcmd__help"
+                ;;
+            yy__subcmd__egress,serve)
+                cmd="yy__subcmd__egress__subcmd__serve"
+                ;;
+            yy__subcmd__egress__subcmd__help,help)
+                cmd="yy__subcmd__egress__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__egress__subcmd__help,serve)
+                cmd="yy__subcmd__egress__subcmd__help__subcmd__serve"
+                ;;
             yy__subcmd__guest,help)
                 cmd="yy__subcmd__guest__subcmd__help"
                 ;;
@@ -282,6 +303,9 @@ _yy() {
                 ;;
             yy__subcmd__help,computer)
                 cmd="yy__subcmd__help__subcmd__computer"
+                ;;
+            yy__subcmd__help,egress)
+                cmd="yy__subcmd__help__subcmd__egress"
                 ;;
             yy__subcmd__help,guest)
                 cmd="yy__subcmd__help__subcmd__guest"
@@ -364,6 +388,9 @@ _yy() {
             yy__subcmd__help__subcmd__bench,dispatch)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__dispatch"
                 ;;
+            yy__subcmd__help__subcmd__bench,egress)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__egress"
+                ;;
             yy__subcmd__help__subcmd__bench,turn)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__turn"
                 ;;
@@ -387,6 +414,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__computer,stop)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__stop"
+                ;;
+            yy__subcmd__help__subcmd__egress,serve)
+                cmd="yy__subcmd__help__subcmd__egress__subcmd__serve"
                 ;;
             yy__subcmd__help__subcmd__guest,serve)
                 cmd="yy__subcmd__help__subcmd__guest__subcmd__serve"
@@ -426,6 +456,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__runner,disable)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__disable"
+                ;;
+            yy__subcmd__help__subcmd__runner,egress-log)
+                cmd="yy__subcmd__help__subcmd__runner__subcmd__egress__subcmd__log"
                 ;;
             yy__subcmd__help__subcmd__runner,fetch)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__fetch"
@@ -553,6 +586,9 @@ _yy() {
             yy__subcmd__runner,disable)
                 cmd="yy__subcmd__runner__subcmd__disable"
                 ;;
+            yy__subcmd__runner,egress-log)
+                cmd="yy__subcmd__runner__subcmd__egress__subcmd__log"
+                ;;
             yy__subcmd__runner,fetch)
                 cmd="yy__subcmd__runner__subcmd__fetch"
                 ;;
@@ -594,6 +630,9 @@ _yy() {
                 ;;
             yy__subcmd__runner__subcmd__help,disable)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__disable"
+                ;;
+            yy__subcmd__runner__subcmd__help,egress-log)
+                cmd="yy__subcmd__runner__subcmd__help__subcmd__egress__subcmd__log"
                 ;;
             yy__subcmd__runner__subcmd__help,fetch)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__fetch"
@@ -698,7 +737,7 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session backup restore bench image guest completions man help"
+            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session backup restore bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1296,7 +1335,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer backup turn help"
+            opts="-h -V --server --help --version dispatch computer backup turn egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1407,8 +1446,38 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__bench__subcmd__egress)
+            opts="-h -V --samples --rounds --mib --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mib)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer backup turn help"
+            opts="dispatch computer backup turn egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1450,6 +1519,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help__subcmd__dispatch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__help__subcmd__egress)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1839,6 +1922,104 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__egress)
+            opts="-h -V --server --help --version serve help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__egress__subcmd__help)
+            opts="serve help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__egress__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__egress__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__egress__subcmd__serve)
+            opts="-h -V --listen --deny-host --max-connections --idle-timeout --connect-timeout --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deny-host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-connections)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --idle-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__guest)
             opts="-h -V --server --help --version serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1922,7 +2103,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account source profile agent runner chat computer session backup restore bench image guest completions man help"
+            opts="serve admin login logout whoami account source profile agent runner chat computer session backup restore bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2146,7 +2327,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer backup turn"
+            opts="dispatch computer backup turn egress"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2188,6 +2369,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench__subcmd__dispatch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__egress)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2342,6 +2537,34 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__computer__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__egress)
+            opts="serve"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__egress__subcmd__serve)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2594,7 +2817,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__runner)
-            opts="run backup restore register list show ping fetch sessions commands cancel update disable"
+            opts="run backup restore register list show ping fetch sessions commands cancel update egress-log disable"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2650,6 +2873,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__runner__subcmd__disable)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__runner__subcmd__egress__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3444,7 +3681,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner)
-            opts="-h -V --server --help --version run backup restore register list show ping fetch sessions commands cancel update disable help"
+            opts="-h -V --server --help --version run backup restore register list show ping fetch sessions commands cancel update egress-log disable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3549,6 +3786,32 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__runner__subcmd__egress__subcmd__log)
+            opts="-h -V --computer --limit --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --computer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__runner__subcmd__fetch)
             opts="-o -h -V --output --force --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -3576,7 +3839,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__help)
-            opts="run backup restore register list show ping fetch sessions commands cancel update disable help"
+            opts="run backup restore register list show ping fetch sessions commands cancel update egress-log disable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3632,6 +3895,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__help__subcmd__disable)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__help__subcmd__egress__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3834,7 +4111,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__register)
-            opts="-o -h -V --source --profile --server-url --hermes-url --artifact-root --output --force --computer-image --server --help --version"
+            opts="-o -h -V --source --profile --server-url --hermes-url --artifact-root --output --force --computer-image --network --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3872,6 +4149,10 @@ _yy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --network)
+                    COMPREPLY=($(compgen -W "none public-web" -- "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -3906,7 +4187,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__run)
-            opts="-h -V --config --data-dir --max-concurrent --shutdown-grace --max-computers --server --help --version"
+            opts="-h -V --config --data-dir --max-concurrent --shutdown-grace --max-computers --egress-network --egress-dns --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3929,6 +4210,14 @@ _yy() {
                     return 0
                     ;;
                 --max-computers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --egress-network)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --egress-dns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3980,7 +4269,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__update)
-            opts="-h -V --computer-image --json --server --help --version"
+            opts="-h -V --computer-image --network --json --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3988,6 +4277,10 @@ _yy() {
             case "${prev}" in
                 --computer-image)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --network)
+                    COMPREPLY=($(compgen -W "none public-web" -- "${cur}"))
                     return 0
                     ;;
                 --server)

@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    account, admin, agent, backup, bench, chat, computer, generate, guest, image, login, profile,
-    runner, serve, session, source,
+    account, admin, agent, backup, bench, chat, computer, egress, generate, guest, image, login,
+    profile, runner, serve, session, source,
 };
 
 #[derive(Debug, Parser)]
@@ -62,12 +62,15 @@ pub enum Command {
     Backup(backup::BackupArgs),
     /// Restore the control plane's data directory from a backup (`yy serve` must be stopped)
     Restore(backup::RestoreArgs),
-    /// Benchmarks on this machine: command dispatch, computers, backup
+    /// Benchmarks on this machine: command dispatch, computers, the egress proxy, backup
+    /// and computer agents' turns
     Bench(bench::BenchArgs),
     /// Build, verify and list the computer image (on the local Docker engine)
     Image(image::ImageArgs),
     /// The guest agent inside a computer (run by the Runner, not by hand)
     Guest(guest::GuestArgs),
+    /// The egress proxy of public-web computers (run by the Runner, not by hand)
+    Egress(egress::EgressArgs),
     /// Print a shell completion script
     Completions(generate::CompletionsArgs),
     /// Write man pages

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod computer;
+pub mod egress;
 pub mod error;
 pub mod fsutil;
 pub mod hermes;

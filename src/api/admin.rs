@@ -214,6 +214,16 @@ impl Client {
         self.act_with("runners", runner, "fetch", p).await
     }
 
+    /// Enqueues a read of the Runner's recent egress decisions; its result is the egress
+    /// log (`crate::egress::LogResult`).
+    pub async fn runner_egress_log(
+        &self,
+        runner: &str,
+        p: &super::computers::EgressLogParams,
+    ) -> Result<Command> {
+        self.act_with("runners", runner, "egress-log", p).await
+    }
+
     /// Enqueues a listing of the Runner's live sessions; its result is a
     /// [`super::sessions::SessionListResult`].
     pub async fn runner_sessions(&self, runner: &str) -> Result<Command> {

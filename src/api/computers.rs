@@ -51,6 +51,9 @@ pub struct Computer {
     pub last_command: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// The network mode it was last started with: `none` or `public-web`.
+    #[serde(default)]
+    pub network: NetworkMode,
 }
 
 impl Computer {
@@ -86,6 +89,10 @@ pub struct StartPayload {
     pub fence: i64,
     /// The server-generated scheduling round that holds the lease.
     pub round: String,
+    /// `public-web`: only through the Runner's egress proxy. Left out for `none`, so a
+    /// Runner from before network modes still accepts the payload.
+    #[serde(default, skip_serializing_if = "NetworkMode::is_none")]
+    pub network: NetworkMode,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -132,4 +139,65 @@ pub struct ExecPayload {
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub output_cap_bytes: Option<u64>,
+}
+
+/// Payload of the `egress.log` Runner command.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressLogQuery {
+    /// Only this computer's decisions.
+    #[serde(default)]
+    pub computer_id: Option<String>,
+    /// Newest first, at most this many.
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// A Runner's network mode: computers get no network (`none`), or reach the public web
+/// through the egress proxy only (`public-web`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    #[default]
+    None,
+    PublicWeb,
+}
+
+impl NetworkMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::None => "none",
+            NetworkMode::PublicWeb => "public-web",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(NetworkMode::None),
+            "public-web" => Some(NetworkMode::PublicWeb),
+            _ => None,
+        }
+    }
+
+    pub fn is_none(&self) -> bool {
+        *self == NetworkMode::None
+    }
+}
+
+impl std::fmt::Display for NetworkMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Body of `POST /api/v1/runners/{id}/egress-log`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressLogParams {
+    /// Only this computer's decisions (id or unique id prefix).
+    #[serde(default)]
+    pub computer: Option<String>,
+    /// Newest first, at most this many (1-1000) [default: 100].
+    #[serde(default)]
+    pub limit: Option<u32>,
 }

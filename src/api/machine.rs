@@ -170,6 +170,8 @@ super::states::word_enum! {
         ComputerExec = "computer.exec",
         /// A computer agent's turn through the Worker.
         WorkerTurn = "worker.turn",
+        /// The egress proxy's recent decisions (read-only).
+        EgressLog = "egress.log",
     }
 }
 
@@ -208,7 +210,10 @@ impl CommandKind {
             | CommandKind::ComputerRemove
             | CommandKind::ComputerExec => Settles::Computer,
             CommandKind::WorkerTurn => Settles::Both,
-            CommandKind::Ping | CommandKind::Fetch | CommandKind::Cancel => Settles::Nothing,
+            CommandKind::Ping
+            | CommandKind::Fetch
+            | CommandKind::Cancel
+            | CommandKind::EgressLog => Settles::Nothing,
         }
     }
 }
@@ -244,6 +249,8 @@ pub enum RunnerCommand {
     ComputerExec(ExecPayload),
     #[serde(rename = "worker.turn")]
     WorkerTurn(WorkerTurnPayload),
+    #[serde(rename = "egress.log")]
+    EgressLog(super::computers::EgressLogQuery),
 }
 
 /// The payload of a command that needs none: `{}`.
@@ -267,6 +274,7 @@ impl RunnerCommand {
             RunnerCommand::ComputerRemove(_) => CommandKind::ComputerRemove,
             RunnerCommand::ComputerExec(_) => CommandKind::ComputerExec,
             RunnerCommand::WorkerTurn(_) => CommandKind::WorkerTurn,
+            RunnerCommand::EgressLog(_) => CommandKind::EgressLog,
         }
     }
 

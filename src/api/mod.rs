@@ -28,6 +28,8 @@ pub mod capabilities {
     pub const COMPUTER: &str = "computer-v1";
     /// Turns of computer agents: the Worker on the Runner, every tool in the computer.
     pub const COMPUTER_WORKER: &str = "computer-worker-v1";
+    /// The egress proxy for `public-web` computers (with `COMPUTER`).
+    pub const EGRESS: &str = "egress-v1";
 }
 
 /// Largest request body the admin API accepts.

@@ -102,10 +102,16 @@ pub struct RunnerRegister {
     /// Enables computers with this full image id (`sha256:...`).
     #[serde(default)]
     pub computer_image: Option<String>,
+    /// The network mode of its computers [default: none].
+    #[serde(default)]
+    pub network: Option<crate::api::computers::NetworkMode>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunnerUpdate {
+    #[serde(default)]
     pub computer_image: Option<String>,
+    #[serde(default)]
+    pub network: Option<crate::api::computers::NetworkMode>,
 }

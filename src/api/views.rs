@@ -89,6 +89,9 @@ pub struct Runner {
     pub hostname: Option<String>,
     /// The image computers are created from (computers enabled), or none.
     pub computer_image: Option<String>,
+    /// How its computers reach the network: `none`, or `public-web` through its egress
+    /// proxy.
+    pub network: crate::api::computers::NetworkMode,
 }
 
 /// The private configuration a Runner runs with (`runner.json`): registration returns it

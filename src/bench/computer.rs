@@ -84,6 +84,7 @@ fn spec(image: &str, run: &str, i: usize) -> ComputerSpec {
         workspace_host_dir: PathBuf::from(BENCH_DIR).join(run).join(i.to_string()),
         guest_cwd: "/workspace".into(),
         limits: Limits::default(),
+        network: Default::default(),
     }
 }
 

@@ -421,6 +421,7 @@ pub(super) async fn register(
             hermes_url: "http://127.0.0.1:9119".into(),
             artifact_roots: vec![],
             computer_image,
+            network: None,
         })
         .await?)
 }

@@ -9,6 +9,7 @@
 //! stopped and the directory removed on every path out, errors and Ctrl-C included.
 
 pub mod computer;
+pub mod egress;
 mod harness;
 mod measure;
 mod report;

@@ -41,6 +41,31 @@ pub enum BenchCommand {
     /// temporary directory and stops them when done; needs the Docker engine and the Hermes
     /// venv (scripts/install-hermes.sh).
     Turn(crate::bench::turn::TurnBenchArgs),
+    /// Measure the egress proxy on loopback: added connect latency (CONNECT and its answer
+    /// against a direct connect) and bulk throughput through the tunnel against direct
+    ///
+    /// The proxy, a target server (on 127.0.0.2) and the clients run in this process; no
+    /// Docker engine or network beyond loopback is used.
+    Egress(EgressBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EgressBenchArgs {
+    /// Connections timed each way for the latency
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub samples: u32,
+    /// Bulk transfers each way
+    #[arg(long, value_name = "N", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// MiB per bulk transfer
+    #[arg(long, value_name = "MIB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub mib: u64,
+    /// Print the figures and targets as one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -71,6 +96,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Computer(a) => crate::bench::computer::run(a).await,
         BenchCommand::Backup(a) => backup(a).await,
         BenchCommand::Turn(a) => crate::bench::turn::run(a).await,
+        BenchCommand::Egress(a) => egress(a).await,
         BenchCommand::Dispatch(a) => {
             // Ctrl-C or SIGTERM drops the benchmark, whose guards stop the children and
             // clean up.
@@ -155,5 +181,78 @@ async fn backup(args: BackupBenchArgs) -> anyhow::Result<()> {
         &["figure", "value", "target", "result"],
         rows,
     ))?;
+    Ok(())
+}
+
+async fn egress(args: EgressBenchArgs) -> anyhow::Result<()> {
+    use crate::bench::egress::{TARGET_ADDED_P50_MS, TARGET_THROUGHPUT_RATIO, bench_egress};
+    let f = bench_egress(args.samples as usize, args.rounds as usize, args.mib)
+        .await
+        .map_err(|e| CliError::failure(format!("the egress benchmark failed: {e:#}")))?;
+    if args.json {
+        return output::json(&f);
+    }
+    let pass = |ok: bool| if ok { "pass" } else { "MISSED" }.to_string();
+    let (l, t) = (&f.latency, &f.throughput);
+    let rows = vec![
+        vec![
+            "connect p50, direct".into(),
+            format!("{:.3} ms", l.direct_p50_ms),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "connect p50, through the proxy".into(),
+            format!("{:.3} ms", l.proxy_p50_ms),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "added connect latency p50".into(),
+            format!("{:.3} ms", l.added_p50_ms),
+            format!("<= {TARGET_ADDED_P50_MS} ms"),
+            pass(l.target_added_p50_le_2ms),
+        ],
+        vec![
+            "bulk throughput, direct".into(),
+            format!("{} MiB/s", t.direct_mib_s),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "bulk throughput, through the proxy".into(),
+            format!("{} MiB/s", t.proxy_mib_s),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "CPU per GiB, direct / through the proxy".into(),
+            format!(
+                "{:.3} / {:.3} s",
+                t.direct_cpu_s_per_gib, t.proxy_cpu_s_per_gib
+            ),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "throughput ratio proxy/direct".into(),
+            format!("{:.3}", t.ratio),
+            format!(">= {TARGET_THROUGHPUT_RATIO}"),
+            pass(t.target_ratio_ge_0_8),
+        ],
+    ];
+    output::print(&output::table(
+        &["figure", "value", "target", "result"],
+        rows,
+    ))?;
+    if f.missed.is_empty() {
+        eprintln!("all targets met");
+    } else {
+        eprintln!(
+            "MISSED {} target(s): {}",
+            f.missed.len(),
+            f.missed.join("; ")
+        );
+    }
     Ok(())
 }

@@ -104,6 +104,17 @@ impl Columns for Computer {
     }
 }
 
+/// The network mode, and for `public-web` what it means.
+fn network_shown(c: &Computer) -> String {
+    match c.network {
+        crate::egress::NetworkMode::None => "none (loopback only)".into(),
+        crate::egress::NetworkMode::PublicWeb => {
+            "public-web (ports 80/443 of public addresses, through the Runner's egress proxy only)"
+                .into()
+        }
+    }
+}
+
 fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
     let fields = vec![
         ("id", c.id.clone()),
@@ -112,6 +123,7 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
         ("fence", c.fence.to_string()),
         ("runner", c.runner_id.clone()),
         ("image", c.image_id.clone()),
+        ("network", network_shown(c)),
         ("workspace", c.guest_cwd.clone()),
         ("container", opt(&c.container_id)),
         (

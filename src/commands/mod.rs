@@ -8,6 +8,7 @@ pub mod bench;
 pub mod chat;
 pub mod computer;
 pub mod context;
+pub mod egress;
 pub mod generate;
 pub mod guest;
 pub mod image;
@@ -65,6 +66,7 @@ fn init_logging(command: &Command) {
     let default = match command {
         Command::Serve(_) => "info",
         Command::Runner(r) if matches!(r.command, runner::RunnerCommand::Run(_)) => "info",
+        Command::Egress(_) => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("YY_LOG")
@@ -97,6 +99,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args).await,
         Command::Image(args) => image::run(args).await,
         Command::Guest(args) => guest::run(args).await,
+        Command::Egress(args) => egress::run(args).await,
         Command::Completions(args) => generate::completions(args),
         Command::Man(args) => generate::man(args),
     }

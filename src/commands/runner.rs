@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 
 use super::{ById, Columns, JsonFlag, context, print_list};
 use crate::api::{names, params, views};
+use crate::egress::NetworkMode;
 use crate::error::CliError;
 use crate::output::{self, opt};
 
@@ -83,13 +84,35 @@ pub enum RunnerCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Change a Runner's registration: enable computers with a full image id
+    /// Change how a Runner's next computers start: the image and/or the network mode
+    ///
+    /// Computers already running keep their image and network until they start again.
+    #[command(group = clap::ArgGroup::new("change").required(true).multiple(true).args(["computer_image", "network"]))]
     Update {
         /// Runner id or unique id prefix
         id: String,
         /// The full image id (sha256:...) computers are created from
         #[arg(long, value_name = "IMAGE_ID")]
-        computer_image: String,
+        computer_image: Option<String>,
+        /// How computers reach the network
+        #[arg(long, value_name = "MODE")]
+        network: Option<NetworkMode>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Show the egress proxy's recent decisions on a Runner (newest first)
+    ///
+    /// Each line is one request of a public-web computer: host, port, the address checked,
+    /// the verdict and its reason. The Runner keeps the last 1000 decisions in memory.
+    EgressLog {
+        /// Runner id or unique id prefix
+        runner: String,
+        /// Only this computer's decisions (id or unique id prefix)
+        #[arg(long, value_name = "COMPUTER")]
+        computer: Option<String>,
+        /// How many, newest first
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -134,6 +157,9 @@ pub struct RegisterArgs {
     /// printed)
     #[arg(long, value_name = "IMAGE_ID")]
     pub computer_image: Option<String>,
+    /// How computers reach the network
+    #[arg(long, value_name = "MODE", default_value = "none")]
+    pub network: NetworkMode,
 }
 
 impl Columns for views::Runner {
@@ -181,6 +207,7 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
         ),
         ("hostname", opt(&r.hostname)),
         ("computer image", opt(&r.computer_image)),
+        ("network", r.network.to_string()),
         ("profiles", r.allowed_profiles.join(",")),
         ("artifact roots", r.artifact_roots.join(",")),
         ("server url", r.server_url.clone()),
@@ -223,16 +250,24 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
         RunnerCommand::Update {
             id,
             computer_image,
+            network,
             json,
         } => {
             let update = params::RunnerUpdate {
-                computer_image: Some(computer_image),
+                computer_image,
+                network,
             };
             show(
                 &context::client()?.runner_update(&id, &update).await?,
                 json.json,
             )
         }
+        RunnerCommand::EgressLog {
+            runner,
+            computer,
+            limit,
+            json,
+        } => super::egress::log(&runner, computer, limit, json.json).await,
         RunnerCommand::List(f) => {
             let list = context::client()?.runner_list().await?;
             print_list(&list, f.json)
@@ -293,6 +328,7 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
             hermes_url: a.hermes_url,
             artifact_roots: a.artifact_roots,
             computer_image: a.computer_image,
+            network: Some(a.network),
         })
         .await?;
     let mut data = serde_json::to_vec_pretty(&reg.config)?;

@@ -29,6 +29,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = crate::runner::computers::DEFAULT_MAX_RUNNING,
           value_parser = clap::value_parser!(u32).range(1..=8))]
     pub max_computers: u32,
+    /// The Docker network the egress proxy of public-web computers reaches out through (it
+    /// must exist) [default: a bridge network the Runner creates, yy-egress-out-RUNNER_ID]
+    #[arg(long, value_name = "NETWORK")]
+    pub egress_network: Option<String>,
+    /// A DNS server for the egress proxy; repeat for several [default: the Docker engine's]
+    #[arg(long = "egress-dns", value_name = "IP")]
+    pub egress_dns: Vec<std::net::IpAddr>,
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -73,6 +80,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_concurrent: args.max_concurrent as usize,
         shutdown_grace: args.shutdown_grace,
         max_computers: args.max_computers,
+        egress: crate::egress::docker::EgressOptions {
+            network: args.egress_network,
+            dns: args.egress_dns,
+        },
     };
     let result = runner::run(opts, super::serve::shutdown_signal()).await;
     drop(lock);

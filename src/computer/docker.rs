@@ -341,7 +341,9 @@ impl Provider {
 pub fn create_body(spec: &ComputerSpec, workspace: &Path) -> ContainerCreateBody {
     let limits = &spec.limits;
     let host = HostConfig {
-        network_mode: Some("none".into()),
+        network_mode: Some(spec.network_mode().into()),
+        sysctls: Some(spec.sysctls().into_iter().collect())
+            .filter(|s: &HashMap<_, _>| !s.is_empty()),
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec!["no-new-privileges".into()]),
         readonly_rootfs: Some(true),
@@ -367,6 +369,7 @@ pub fn create_body(spec: &ComputerSpec, workspace: &Path) -> ContainerCreateBody
         working_dir: Some(spec.guest_cwd.clone()),
         cmd: Some(MAIN_CMD.iter().map(|s| s.to_string()).collect()),
         labels: Some(spec.labels().into_iter().collect()),
+        env: Some(spec.env()).filter(|e| !e.is_empty()),
         host_config: Some(host),
         ..Default::default()
     }

@@ -102,6 +102,7 @@ pub async fn verify_image(provider: &Provider, image: &str) -> Result<Report, Co
         workspace_host_dir: workspace.clone(),
         guest_cwd: GUEST_CWD.into(),
         limits: Limits::default(),
+        network: Default::default(),
     };
     let mut report = Report {
         image: image.into(),

@@ -141,6 +141,23 @@ pub struct ComputerSpec {
     /// Where the workspace appears in the guest (absolute; the Profile's `terminal.cwd`).
     pub guest_cwd: String,
     pub limits: Limits,
+    /// Loopback only, or the computer's own internal network with the egress proxy.
+    #[serde(default)]
+    pub network: GuestNetwork,
+}
+
+/// How a computer reaches the network.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum GuestNetwork {
+    /// No interface but loopback (`NetworkMode none`).
+    #[default]
+    None,
+    /// Only `network`: an internal Docker network of its own (no route out, no address on
+    /// the host) whose one other member is the egress proxy at `proxy`.
+    Egress {
+        network: String,
+        proxy: std::net::SocketAddr,
+    },
 }
 
 /// `yy-` and the first 32 hex digits (128 bits) of SHA-256 of the owner key: stable,
@@ -286,6 +303,53 @@ impl ComputerSpec {
         .collect()
     }
 
+    /// Docker's `NetworkMode`: `none`, or the computer's own internal network.
+    pub fn network_mode(&self) -> &str {
+        match &self.network {
+            GuestNetwork::None => "none",
+            GuestNetwork::Egress { network, .. } => network,
+        }
+    }
+
+    /// The container's environment: for `public-web`, the proxy for commands and browsers
+    /// (both spellings, since tools read one or the other).
+    pub fn env(&self) -> Vec<String> {
+        match &self.network {
+            GuestNetwork::None => Vec::new(),
+            GuestNetwork::Egress { proxy, .. } => {
+                let url = format!("http://{proxy}");
+                let no_proxy = "localhost,127.0.0.1,::1";
+                vec![
+                    format!("HTTPS_PROXY={url}"),
+                    format!("HTTP_PROXY={url}"),
+                    format!("NO_PROXY={no_proxy}"),
+                    format!("http_proxy={url}"),
+                    format!("https_proxy={url}"),
+                    format!("no_proxy={no_proxy}"),
+                ]
+            }
+        }
+    }
+
+    /// Kernel settings of the container's network namespace. With a network: no IPv6 at
+    /// all, so no link-local address can reach the host's bridge (whose IPv4 address the
+    /// internal network withholds).
+    pub fn sysctls(&self) -> BTreeMap<String, String> {
+        match &self.network {
+            GuestNetwork::None => BTreeMap::new(),
+            GuestNetwork::Egress { .. } => BTreeMap::from([
+                (
+                    "net.ipv6.conf.all.disable_ipv6".to_string(),
+                    "1".to_string(),
+                ),
+                (
+                    "net.ipv6.conf.default.disable_ipv6".to_string(),
+                    "1".to_string(),
+                ),
+            ]),
+        }
+    }
+
     /// The tmpfs mounts, exactly as given to (and echoed by) Docker.
     pub fn tmpfs(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
@@ -320,6 +384,7 @@ pub(crate) mod tests {
             workspace_host_dir: "/var/tmp/yy/ws/x".into(),
             guest_cwd: "/workspace".into(),
             limits: Limits::default(),
+            network: GuestNetwork::None,
         }
     }
 

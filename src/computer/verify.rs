@@ -8,7 +8,7 @@ use std::path::Path;
 use bollard::models::ContainerInspectResponse;
 
 use super::docker::MAIN_CMD;
-use super::{ComputerSpec, GUEST_USER};
+use super::{ComputerSpec, GUEST_USER, GuestNetwork};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Drift {
@@ -98,9 +98,16 @@ pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Pat
     let h = c.host_config.clone().unwrap_or_default();
     k.eq(
         "HostConfig.NetworkMode",
-        Some("none"),
+        Some(spec.network_mode()),
         h.network_mode.as_deref(),
     );
+    // The proxy settings must be there (the image may add variables of its own).
+    let env = config.env.clone().unwrap_or_default();
+    for want in spec.env() {
+        let key = want.split('=').next().unwrap_or_default();
+        let found = env.iter().find(|e| e.split('=').next() == Some(key));
+        k.eq(&format!("Config.Env[{key}]"), Some(&want), found);
+    }
     let caps = h.cap_drop.clone().unwrap_or_default();
     k.eq(
         "HostConfig.CapDrop",
@@ -147,9 +154,9 @@ pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Pat
     if !matches!(ipc, "" | "private") {
         k.eq("HostConfig.IpcMode", "private", ipc);
     }
-    if h.sysctls.as_ref().is_some_and(|s| !s.is_empty()) {
-        k.eq("HostConfig.Sysctls", "none".to_string(), show(&h.sysctls));
-    }
+    let sysctls: BTreeMap<String, String> =
+        h.sysctls.clone().unwrap_or_default().into_iter().collect();
+    k.eq("HostConfig.Sysctls", spec.sysctls(), sysctls);
     let host_mounts: Vec<(String, String, String, bool)> = h
         .mounts
         .unwrap_or_default()
@@ -202,7 +209,11 @@ pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Pat
         .and_then(|n| n.networks.as_ref())
         .map(|n| n.keys().filter(|k| *k != "none").cloned().collect())
         .unwrap_or_default();
-    k.eq("NetworkSettings.Networks", Vec::<String>::new(), networks);
+    let want: Vec<String> = match &spec.network {
+        GuestNetwork::None => Vec::new(),
+        GuestNetwork::Egress { network, .. } => vec![network.clone()],
+    };
+    k.eq("NetworkSettings.Networks", want, networks);
     k.0
 }
 
@@ -215,7 +226,10 @@ mod tests {
     use super::*;
 
     fn matching() -> (ComputerSpec, ContainerInspectResponse) {
-        let spec = super::super::tests::spec();
+        matching_spec(super::super::tests::spec())
+    }
+
+    fn matching_spec(spec: ComputerSpec) -> (ComputerSpec, ContainerInspectResponse) {
         let ws = Path::new("/var/tmp/yy/ws/x");
         let body = super::super::docker::create_body(&spec, ws);
         let mut labels: HashMap<String, String> = body.labels.clone().unwrap();
@@ -229,6 +243,13 @@ mod tests {
                 working_dir: body.working_dir.clone(),
                 cmd: body.cmd.clone(),
                 labels: Some(labels),
+                env: Some(
+                    [
+                        vec!["PATH=/usr/bin".to_string()],
+                        body.env.clone().unwrap_or_default(),
+                    ]
+                    .concat(),
+                ),
                 ..Default::default()
             }),
             host_config: body.host_config.clone(),
@@ -240,7 +261,10 @@ mod tests {
                 ..Default::default()
             }]),
             network_settings: Some(NetworkSettings {
-                networks: Some(HashMap::from([("none".to_string(), Default::default())])),
+                networks: Some(HashMap::from([(
+                    spec.network_mode().to_string(),
+                    Default::default(),
+                )])),
                 ..Default::default()
             }),
             ..Default::default()
@@ -346,5 +370,79 @@ mod tests {
         let d = drifts(&base, &spec, Path::new("/elsewhere"));
         assert!(d.iter().any(|d| d.field == "Mounts"), "{d:?}");
         assert!(d[0].to_string().contains("expected"), "{}", d[0]);
+    }
+
+    #[test]
+    fn a_public_web_computer_must_have_its_network_proxy_and_no_ipv6() {
+        let ws = Path::new("/var/tmp/yy/ws/x");
+        let mut spec = super::super::tests::spec();
+        spec.network = GuestNetwork::Egress {
+            network: "yy-egress-net-comp1".into(),
+            proxy: "172.19.0.3:3128".parse().unwrap(),
+        };
+        let (spec, base) = matching_spec(spec);
+        assert_eq!(drifts(&base, &spec, ws), vec![]);
+        let h = base.host_config.as_ref().unwrap();
+        assert_eq!(h.network_mode.as_deref(), Some("yy-egress-net-comp1"));
+        assert_eq!(h.sysctls.as_ref().unwrap().len(), 2);
+        type Mutation = Box<dyn Fn(&mut ContainerInspectResponse)>;
+        let cases: Vec<(&str, Mutation)> = vec![
+            (
+                "Config.Env[HTTPS_PROXY]",
+                Box::new(|c| {
+                    let env = c.config.as_mut().unwrap().env.as_mut().unwrap();
+                    env.retain(|e| !e.starts_with("HTTPS_PROXY="));
+                }),
+            ),
+            (
+                "Config.Env[HTTP_PROXY]",
+                Box::new(|c| {
+                    let env = c.config.as_mut().unwrap().env.as_mut().unwrap();
+                    for e in env.iter_mut().filter(|e| e.starts_with("HTTP_PROXY=")) {
+                        *e = "HTTP_PROXY=http://10.0.0.1:3128".into();
+                    }
+                }),
+            ),
+            (
+                "HostConfig.Sysctls",
+                Box::new(|c| c.host_config.as_mut().unwrap().sysctls = None),
+            ),
+            (
+                "NetworkSettings.Networks",
+                Box::new(|c| {
+                    c.network_settings
+                        .as_mut()
+                        .unwrap()
+                        .networks
+                        .as_mut()
+                        .unwrap()
+                        .insert("bridge".into(), Default::default());
+                }),
+            ),
+            (
+                "HostConfig.NetworkMode",
+                Box::new(|c| c.host_config.as_mut().unwrap().network_mode = Some("none".into())),
+            ),
+        ];
+        for (field, mutate) in cases {
+            let mut c = base.clone();
+            mutate(&mut c);
+            let d = drifts(&c, &spec, ws);
+            assert!(
+                d.iter().any(|d| d.field == field),
+                "{field} not detected: {d:?}"
+            );
+        }
+        // A none computer with sysctls drifted too.
+        let (spec, mut c) = matching();
+        c.host_config.as_mut().unwrap().sysctls = Some(HashMap::from([(
+            "net.ipv4.ip_forward".to_string(),
+            "1".to_string(),
+        )]));
+        assert!(
+            drifts(&c, &spec, ws)
+                .iter()
+                .any(|d| d.field == "HostConfig.Sysctls")
+        );
     }
 }

@@ -10,11 +10,15 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
 
+use crate::api::computers::NetworkMode;
 use crate::api::computers::{ComputerRef, ExecPayload, StartPayload, StartResult};
 use crate::computer::docker::Provider;
 use crate::computer::protocol::ExecParams;
 use crate::computer::session::GuestSession;
-use crate::computer::{ComputerError, ComputerSpec, Limits, labels, validate_image_id};
+use crate::computer::{
+    ComputerError, ComputerSpec, GuestNetwork, Limits, labels, validate_image_id,
+};
+use crate::egress::docker::{Egress, EgressOptions};
 
 /// How many computers may run at once by default (the setting takes 1-8).
 pub const DEFAULT_MAX_RUNNING: u32 = 2;
@@ -35,6 +39,8 @@ pub struct Computers {
     /// A pool slot was given back: whoever waits for one looks again.
     slot_freed: tokio::sync::Notify,
     guests: tokio::sync::Mutex<HashMap<String, Arc<GuestSession>>>,
+    /// The egress proxy and the networks of `public-web` computers.
+    egress: Egress,
     /// The connection generation, recorded in container labels.
     pub generation: Mutex<i64>,
 }
@@ -64,6 +70,8 @@ pub enum PoolError {
     Workspace(std::io::Error),
     #[error("cannot encode the result: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error("{0}")]
+    Egress(String),
 }
 
 type Outcome = Result<serde_json::Value, PoolError>;
@@ -74,8 +82,10 @@ impl Computers {
         runner_id: &str,
         data_dir: &Path,
         max_running: u32,
+        egress: EgressOptions,
     ) -> Result<Computers, PoolError> {
         let provider = Provider::connect().await?;
+        let egress = Egress::new(provider.docker().clone(), runner_id, egress);
         let db = Connection::open(data_dir.join("computers.db"))?;
         db.busy_timeout(Duration::from_secs(5))?;
         db.pragma_update(None, "synchronous", "FULL")?;
@@ -97,7 +107,8 @@ impl Computers {
             CREATE TABLE IF NOT EXISTS container_specs (
                 computer_id TEXT PRIMARY KEY,
                 image_id    TEXT NOT NULL,
-                guest_cwd   TEXT NOT NULL
+                guest_cwd   TEXT NOT NULL,
+                network     TEXT NOT NULL
             );",
         )?;
         Ok(Computers {
@@ -110,12 +121,17 @@ impl Computers {
             reserved: Mutex::default(),
             slot_freed: tokio::sync::Notify::new(),
             guests: tokio::sync::Mutex::default(),
+            egress,
             generation: Mutex::new(0),
         })
     }
 
     pub fn capacity(&self) -> u32 {
         self.max_running
+    }
+
+    pub fn egress(&self) -> &Egress {
+        &self.egress
     }
 
     fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -189,6 +205,8 @@ impl Computers {
             tracing::warn!(container = %c.id, name = %c.name, computer = ?c.labels.get(labels::COMPUTER), "removing an orphan computer container");
             self.provider.remove(&c.id).await?;
         }
+        // Their networks and the proxy go too; the next public-web start makes new ones.
+        self.egress.reconcile().await?;
         let _ = self
             .db()
             .execute("UPDATE computers SET container_id = NULL", []);
@@ -222,7 +240,6 @@ impl Computers {
     ) -> Result<(StartResult, Arc<GuestSession>), PoolError> {
         validate_image_id(&p.image_id)?;
         let old = self.take_fence(&p.computer_id, p.fence)?;
-        let spec = self.spec(p);
         if reuse
             && let Some(container) = &old
             && self.same_spec(p)
@@ -231,13 +248,13 @@ impl Computers {
         {
             let started = StartResult {
                 container_id: container.clone(),
-                name: spec.name(),
+                name: self.spec(p, GuestNetwork::None).name(),
                 resources: serde_json::to_value(&self.limits).unwrap_or_default(),
             };
             return Ok((started, guest));
         }
         self.reserve(&p.computer_id, waiting).await;
-        let result = self.recreate(spec, old).await;
+        let result = self.recreate(p, old).await;
         if result.is_err() {
             self.release(&p.computer_id);
         }
@@ -271,7 +288,7 @@ impl Computers {
         }
     }
 
-    fn spec(&self, p: &StartPayload) -> ComputerSpec {
+    fn spec(&self, p: &StartPayload, network: GuestNetwork) -> ComputerSpec {
         ComputerSpec {
             owner_key: p.owner_key.clone(),
             runner_id: self.runner_id.clone(),
@@ -283,14 +300,16 @@ impl Computers {
             workspace_host_dir: self.workspace(&p.computer_id),
             guest_cwd: p.guest_cwd.clone(),
             limits: self.limits.clone(),
+            network,
         }
     }
 
     fn same_spec(&self, p: &StartPayload) -> bool {
         self.db()
             .query_row(
-                "SELECT 1 FROM container_specs WHERE computer_id = ?1 AND image_id = ?2 AND guest_cwd = ?3",
-                params![p.computer_id, p.image_id, p.guest_cwd],
+                "SELECT 1 FROM container_specs
+                 WHERE computer_id = ?1 AND image_id = ?2 AND guest_cwd = ?3 AND network = ?4",
+                params![p.computer_id, p.image_id, p.guest_cwd, p.network.as_str()],
                 |_| Ok(()),
             )
             .is_ok()
@@ -298,28 +317,63 @@ impl Computers {
 
     async fn recreate(
         &self,
-        spec: ComputerSpec,
+        p: &StartPayload,
         old: Option<String>,
     ) -> Result<(StartResult, Arc<GuestSession>), PoolError> {
-        self.guests.lock().await.remove(&spec.computer_id);
+        self.guests.lock().await.remove(&p.computer_id);
         if let Some(old) = old {
             self.provider.remove(&old).await?;
-            self.set_container(&spec.computer_id, None);
+            self.set_container(&p.computer_id, None);
         }
+        // A network of an earlier public-web lease is never reused.
+        let network = match p.network {
+            NetworkMode::None => {
+                self.egress
+                    .detach(&p.computer_id)
+                    .await
+                    .map_err(|e| PoolError::Egress(e.to_string()))?;
+                GuestNetwork::None
+            }
+            NetworkMode::PublicWeb => self
+                .egress
+                .attach(&p.computer_id, &p.image_id)
+                .await
+                .map_err(|e| PoolError::Egress(format!("cannot set up the egress network: {e}")))?,
+        };
+        let spec = self.spec(p, network);
         // A container under the owner's name from an earlier lease goes first.
         let _ = self.provider.remove(&spec.name()).await;
-        let (created, guest) = self.provider.launch(&spec).await?;
-        self.set_container(&spec.computer_id, Some(&created.id));
+        let launched = self.provider.launch(&spec).await;
+        if let GuestNetwork::Egress { network, .. } = &spec.network {
+            let bound = match &launched {
+                Ok((created, _)) => self
+                    .egress
+                    .bind_client(&p.computer_id, &created.id, network)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = bound {
+                if let Ok((created, _)) = &launched {
+                    let _ = self.provider.remove(&created.id).await;
+                }
+                let _ = self.egress.detach(&p.computer_id).await;
+                return Err(PoolError::Egress(e));
+            }
+        }
+        let (created, guest) = launched?;
+        self.set_container(&p.computer_id, Some(&created.id));
         let _ = self.db().execute(
-            "INSERT INTO container_specs (computer_id, image_id, guest_cwd) VALUES (?1, ?2, ?3)
-             ON CONFLICT(computer_id) DO UPDATE SET image_id = ?2, guest_cwd = ?3",
-            params![spec.computer_id, spec.image_id, spec.guest_cwd],
+            "INSERT INTO container_specs (computer_id, image_id, guest_cwd, network)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(computer_id) DO UPDATE SET image_id = ?2, guest_cwd = ?3, network = ?4",
+            params![p.computer_id, p.image_id, p.guest_cwd, p.network.as_str()],
         );
         let guest = Arc::new(guest);
         self.guests
             .lock()
             .await
-            .insert(spec.computer_id.clone(), guest.clone());
+            .insert(p.computer_id.clone(), guest.clone());
         let started = StartResult {
             container_id: created.id,
             name: created.name,
@@ -366,6 +420,9 @@ impl Computers {
             }
             self.set_container(&p.computer_id, None);
         }
+        if let Err(e) = self.egress.detach(&p.computer_id).await {
+            tracing::warn!(computer = %p.computer_id, error = %e, "could not remove the computer's egress network");
+        }
         self.release(&p.computer_id);
         if p.delete_workspace {
             let ws = self.workspace(&p.computer_id);
@@ -405,6 +462,7 @@ impl Computers {
                         [&container],
                     );
                     self.set_container(&computer, None);
+                    let _ = self.egress.detach(&computer).await;
                     self.release(&computer);
                     return;
                 }

@@ -40,6 +40,8 @@ pub struct RunnerOptions {
     pub shutdown_grace: Duration,
     /// Computers that may run at once (1-8).
     pub max_computers: u32,
+    /// Where the egress proxy of public-web computers reaches out.
+    pub egress: crate::egress::docker::EgressOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,8 +89,13 @@ pub async fn run(
         .await
         .map_err(RunnerError::Local)?;
     check_hermes(&hermes).await?;
-    let computers =
-        start_computers(&opts.config.runner_id, &opts.data_dir, opts.max_computers).await;
+    let computers = start_computers(
+        &opts.config.runner_id,
+        &opts.data_dir,
+        opts.max_computers,
+        opts.egress,
+    )
+    .await;
     let hermes_home = opts
         .config
         .hermes_home
@@ -207,8 +214,9 @@ async fn start_computers(
     runner_id: &str,
     data_dir: &std::path::Path,
     max: u32,
+    egress: crate::egress::docker::EgressOptions,
 ) -> Option<Arc<computers::Computers>> {
-    let pool = match computers::Computers::new(runner_id, data_dir, max).await {
+    let pool = match computers::Computers::new(runner_id, data_dir, max, egress).await {
         Ok(p) => p,
         Err(e) => {
             tracing::info!(reason = %e, "computers disabled on this Runner");
@@ -249,6 +257,7 @@ fn status(shared: &Shared) -> RunnerStatus {
         if shared.workers.is_some() {
             capabilities.push(crate::api::capabilities::COMPUTER_WORKER.to_string());
         }
+        capabilities.push(crate::api::capabilities::EGRESS.to_string());
     }
     RunnerStatus {
         version: crate::VERSION.into(),
@@ -583,6 +592,7 @@ async fn execute(
         }
         RunnerCommand::ComputerExec(p) => async { Ok(pool()?.exec(p).await?) }.await,
         RunnerCommand::WorkerTurn(p) => worker_turn(shared, generation, &cmd.id, p, stop).await,
+        RunnerCommand::EgressLog(q) => async { Ok(pool()?.egress().log(q).await?) }.await,
     };
     match answer {
         Ok(v) => Finished {

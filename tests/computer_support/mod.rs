@@ -48,14 +48,20 @@ pub fn binary_digest() -> String {
 /// Builds the test image unless the tagged one already carries this binary.
 pub fn test_image() -> &'static TestImage {
     static IMAGE: OnceLock<TestImage> = OnceLock::new();
-    IMAGE.get_or_init(|| {
+    IMAGE.get_or_init(|| build_test_image(TAG))
+}
+
+/// The test image under `tag` (a test binary that runs while other worktrees' tests use
+/// [`TAG`] can keep its own), built unless the tagged one already carries this binary.
+pub fn build_test_image(tag: &str) -> TestImage {
+    {
         let want = binary_digest();
         let have = docker(&[
             "image",
             "inspect",
             "--format",
             "{{index .Config.Labels \"yy.binary\"}} {{.Id}}",
-            TAG,
+            tag,
         ]);
         let text = String::from_utf8_lossy(&have.stdout).trim().to_string();
         let id = match text.split_once(' ') {
@@ -70,7 +76,7 @@ pub fn test_image() -> &'static TestImage {
                     "--binary",
                     BIN,
                     "--tag",
-                    TAG,
+                    tag,
                     "--lock",
                     lock.to_str().unwrap(),
                 ]);
@@ -110,7 +116,7 @@ pub fn test_image() -> &'static TestImage {
             "the parent is not a bare base: {labels}"
         );
         TestImage { id, base }
-    })
+    }
 }
 
 /// A computer's spec with a fresh workspace under /var/tmp/yy/test-ws; removes what it
@@ -140,6 +146,7 @@ impl Fixture {
                     tmp_bytes: 64 << 20,
                     home_bytes: 32 << 20,
                 },
+                network: Default::default(),
             },
         }
     }

@@ -5,6 +5,7 @@ mod agents;
 mod catalog;
 mod commands;
 mod computers;
+mod egress;
 mod runners;
 mod sessions;
 
@@ -83,6 +84,10 @@ pub fn admin() -> Router<AppState> {
             post(runners::runner_disable),
         )
         .route("/api/v1/runners/{id}/ping", post(commands::runner_ping))
+        .route(
+            "/api/v1/runners/{id}/egress-log",
+            post(egress::runner_egress_log),
+        )
         .route("/api/v1/runners/{id}/fetch", post(commands::runner_fetch))
         .route(
             "/api/v1/runners/{id}/sessions",

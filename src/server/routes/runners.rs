@@ -59,6 +59,7 @@ pub async fn runner_register(
                     hermes_url: params.hermes_url.trim_end_matches('/'),
                     token_hash: &hash,
                     computer_image: params.computer_image.as_deref(),
+                    network: params.network.unwrap_or_default(),
                 },
             )
         })
@@ -96,18 +97,29 @@ pub async fn runner_disable(
     Ok(Json(row.into()))
 }
 
-/// Enables (or changes) computers on a Runner: a full image id only.
+/// Changes how a Runner's next computers start: the image (a full id only) and/or the
+/// network mode. Running computers keep theirs until they are started again.
 pub async fn runner_update(
     State(state): State<AppState>,
     _: Admin,
     Path(id): Path<String>,
     Body(p): Body<params::RunnerUpdate>,
 ) -> Result<Json<views::Runner>, ApiError> {
-    let Some(image) = p.computer_image else {
+    if p.computer_image.is_none() && p.network.is_none() {
         return Err(ApiError::bad_request(
-            "nothing to change: give computer_image",
+            "nothing to change: give computer_image and/or network",
         ));
-    };
-    computers::check_image_id(&image).map_err(ApiError::bad_request)?;
-    one(&state, move |c| runners::set_computer_image(c, &id, &image)).await
+    }
+    if let Some(image) = &p.computer_image {
+        computers::check_image_id(image).map_err(ApiError::bad_request)?;
+    }
+    let network = p.network;
+    let row = state
+        .store
+        .call(move |c| runners::update(c, &id, p.computer_image.as_deref(), p.network))
+        .await?;
+    if let Some(network) = network {
+        tracing::info!(runner = %row.id, %network, "runner network mode changed");
+    }
+    Ok(Json(row.into()))
 }

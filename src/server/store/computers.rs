@@ -7,7 +7,9 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
 use super::{StoreError, agents, catalog, new_id, runners};
-use crate::api::computers::{self as wire, ComputerRef, ExecPayload, StartPayload, StartResult};
+use crate::api::computers::{
+    self as wire, ComputerRef, ExecPayload, NetworkMode, StartPayload, StartResult,
+};
 use crate::api::machine::{CommandKind, CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
 use crate::api::sessions::ComputerReady;
@@ -37,6 +39,7 @@ pub struct ComputerRow {
     pub resources: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    pub network: NetworkMode,
 }
 
 impl From<ComputerRow> for wire::Computer {
@@ -56,13 +59,14 @@ impl From<ComputerRow> for wire::Computer {
             last_command: r.last_command,
             created_at: rfc3339(r.created_at),
             updated_at: rfc3339(r.updated_at),
+            network: r.network,
         }
     }
 }
 
 const SELECT: &str = "SELECT c.id, c.account_id, c.agent_id, g.name, a.username, c.runner_id,
         c.image_id, c.guest_cwd, c.state, c.fence, c.container_id, c.last_command, c.last_error,
-        c.resources, c.created_at, c.updated_at
+        c.resources, c.created_at, c.updated_at, c.network
     FROM computers c JOIN agents g ON g.id = c.agent_id JOIN accounts a ON a.id = c.account_id";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
@@ -83,6 +87,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
         resources: r.get(13)?,
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
+        network: NetworkMode::parse(&r.get::<_, String>(16)?).unwrap_or_default(),
     })
 }
 
@@ -181,7 +186,8 @@ pub fn create(
         })?;
     let source = catalog::get_source(&tx, &agent.source)?;
     let runner = runners::enabled_for_source(&tx, &source)?;
-    let image = runners::computer_image(&tx, &runner.id)?.ok_or_else(|| {
+    let (image, network) = runners::computer_settings(&tx, &runner.id)?;
+    let image = image.ok_or_else(|| {
         StoreError::Invalid(format!(
             "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
             runner.id, runner.id
@@ -197,11 +203,22 @@ pub fn create(
             runner.id
         )));
     }
+    if network == NetworkMode::PublicWeb
+        && !runner
+            .capabilities
+            .iter()
+            .any(|c| c == crate::api::capabilities::EGRESS)
+    {
+        return Err(StoreError::Invalid(format!(
+            "runner {} has network public-web, but its yy cannot run the egress proxy: upgrade yy on the Runner, or `yy runner update {} --network none`",
+            runner.id, runner.id
+        )));
+    }
     let computer = record(&tx, &agent, &runner.id, &image, &guest_cwd)?;
     if computer.state.is_busy() || computer.state == ComputerState::Running {
         return Ok((computer, None));
     }
-    let lease = next_lease(&computer, &agent, &image, &guest_cwd);
+    let lease = next_lease(&computer, &agent, &image, &guest_cwd, network);
     let start = RunnerCommand::ComputerStart(lease.clone());
     let cmd = commands::enqueue_in(&tx, &runner.id, &start, START_TIMEOUT_MS, limits)?;
     hold(&tx, &lease, &runner.id, &cmd.id)?;
@@ -266,6 +283,7 @@ pub fn next_lease(
     agent: &agents::AgentRow,
     image: &str,
     guest_cwd: &str,
+    network: NetworkMode,
 ) -> StartPayload {
     StartPayload {
         computer_id: computer.id.clone(),
@@ -276,6 +294,7 @@ pub fn next_lease(
         guest_cwd: guest_cwd.into(),
         fence: computer.fence + 1,
         round: new_id(),
+        network,
     }
 }
 
@@ -290,7 +309,7 @@ pub fn hold(
     conn.execute(
         "UPDATE computers SET fence = ?2, lease_round = ?3, state = ?4, runner_id = ?5,
              image_id = ?6, guest_cwd = ?7, container_id = NULL, last_command = ?8, last_error = NULL,
-             updated_at = ?9
+             updated_at = ?9, network = ?10
          WHERE id = ?1",
         params![
             lease.computer_id,
@@ -301,7 +320,8 @@ pub fn hold(
             lease.image_id,
             lease.guest_cwd,
             command,
-            now_ms()
+            now_ms(),
+            lease.network.as_str()
         ],
     )?;
     Ok(())

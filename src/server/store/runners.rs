@@ -4,6 +4,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{StoreError, catalog, is_unique_violation, new_id};
 use crate::api::views;
+use crate::egress::NetworkMode;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
 /// A Runner not heard from for this long is shown offline.
@@ -27,6 +28,7 @@ pub struct RunnerRow {
     pub capabilities: Vec<String>,
     pub status: Option<serde_json::Value>,
     pub computer_image: Option<String>,
+    pub network: NetworkMode,
 }
 
 impl RunnerRow {
@@ -71,6 +73,7 @@ impl From<RunnerRow> for views::Runner {
                 .as_ref()
                 .and_then(|s| s["hostname"].as_str().map(str::to_string)),
             computer_image: r.computer_image,
+            network: r.network,
         }
     }
 }
@@ -78,7 +81,7 @@ impl From<RunnerRow> for views::Runner {
 pub(crate) const SELECT: &str =
     "SELECT r.id, r.source_id, s.name, r.allowed_profiles, r.artifact_roots,
         r.server_url, r.hermes_url, r.created_at, r.disabled_at, r.generation, r.instance_id,
-        r.last_seen_at, r.version, r.capabilities, r.status, r.computer_image
+        r.last_seen_at, r.version, r.capabilities, r.status, r.computer_image, r.network
     FROM runners r JOIN sources s ON s.id = r.source_id";
 
 fn json_list(s: String) -> Vec<String> {
@@ -105,6 +108,7 @@ pub(crate) fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerRow> {
             .get::<_, Option<String>>(14)?
             .and_then(|s| serde_json::from_str(&s).ok()),
         computer_image: r.get(15)?,
+        network: NetworkMode::parse(&r.get::<_, String>(16)?).unwrap_or_default(),
     })
 }
 
@@ -116,6 +120,7 @@ pub struct NewRunner<'a> {
     pub hermes_url: &'a str,
     pub token_hash: &'a str,
     pub computer_image: Option<&'a str>,
+    pub network: NetworkMode,
 }
 
 pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, StoreError> {
@@ -143,8 +148,8 @@ pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, 
     let id = new_id();
     let inserted = tx.execute(
         "INSERT INTO runners (id, source_id, token_hash, allowed_profiles, artifact_roots,
-             server_url, hermes_url, created_at, computer_image)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             server_url, hermes_url, created_at, computer_image, network)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             id,
             source.id,
@@ -154,7 +159,8 @@ pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, 
             new.server_url,
             new.hermes_url,
             now_ms(),
-            new.computer_image
+            new.computer_image,
+            new.network.as_str()
         ],
     );
     if let Err(e) = inserted {
@@ -250,18 +256,37 @@ pub fn computer_image(conn: &Connection, id: &str) -> Result<Option<String>, Sto
     )?)
 }
 
-/// Enables computers on a Runner with a full image id (checked by the caller).
-pub fn set_computer_image(
+/// A Runner's computer image and network mode (how its next computers start).
+pub fn computer_settings(
     conn: &Connection,
-    key: &str,
-    image: &str,
-) -> Result<RunnerRow, StoreError> {
-    let runner = get(conn, key)?;
-    conn.execute(
-        "UPDATE runners SET computer_image = ?2 WHERE id = ?1",
-        params![runner.id, image],
+    id: &str,
+) -> Result<(Option<String>, NetworkMode), StoreError> {
+    let (image, network): (Option<String>, String) = conn.query_row(
+        "SELECT computer_image, network FROM runners WHERE id = ?1",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    get(conn, &runner.id)
+    Ok((image, NetworkMode::parse(&network).unwrap_or_default()))
+}
+
+/// Changes how a Runner's next computers start: the image (a full id, checked by the
+/// caller) and/or the network mode, in one transaction.
+pub fn update(
+    conn: &mut Connection,
+    key: &str,
+    image: Option<&str>,
+    network: Option<NetworkMode>,
+) -> Result<RunnerRow, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let runner = get(&tx, key)?;
+    tx.execute(
+        "UPDATE runners SET computer_image = coalesce(?2, computer_image),
+             network = coalesce(?3, network) WHERE id = ?1",
+        params![runner.id, image, network.map(|n| n.as_str())],
+    )?;
+    let runner = get(&tx, &runner.id)?;
+    tx.commit()?;
+    Ok(runner)
 }
 
 /// The enabled Runner of a source: where its agents' work goes.

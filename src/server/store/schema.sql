@@ -68,7 +68,8 @@ CREATE TABLE runners (
     version          TEXT,
     capabilities     TEXT NOT NULL DEFAULT '[]', -- JSON array
     status           TEXT,                       -- JSON object reported by the Runner
-    computer_image   TEXT                        -- full image id (sha256:...), or NULL
+    computer_image   TEXT,                       -- full image id (sha256:...), or NULL
+    network          TEXT NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'public-web'))
 );
 -- One enabled Runner per source, enforced by the database itself.
 CREATE UNIQUE INDEX runners_one_enabled_per_source ON runners(source_id) WHERE disabled_at IS NULL;
@@ -156,7 +157,9 @@ CREATE TABLE computers (
     last_error   TEXT,
     resources    TEXT,                               -- JSON: limits as the Runner applied them
     created_at   INTEGER NOT NULL,
-    updated_at   INTEGER NOT NULL
+    updated_at   INTEGER NOT NULL,
+    -- The network mode it was last started with (its Runner's mode at that start).
+    network      TEXT NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'public-web'))
 );
 CREATE UNIQUE INDEX computers_one_per_agent ON computers(agent_id) WHERE state != 'removed';
 

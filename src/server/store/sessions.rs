@@ -348,7 +348,8 @@ pub fn admit_turn(
     let history = history(&tx, &session.id)?;
     let turn_id = new_id();
     let command = if isolated {
-        let image = runners::computer_image(&tx, &runner.id)?.ok_or_else(|| {
+        let (image, network) = runners::computer_settings(&tx, &runner.id)?;
+        let image = image.ok_or_else(|| {
             StoreError::Invalid(format!(
                 "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
                 runner.id, runner.id
@@ -371,7 +372,7 @@ pub fn admit_turn(
                 computer.id, agent.name, computer.state, computer.id
             )));
         }
-        let lease = computers::next_lease(&computer, &agent, &image, &cwd);
+        let lease = computers::next_lease(&computer, &agent, &image, &cwd, network);
         let turn = RunnerCommand::WorkerTurn(WorkerTurnPayload {
             session_id: session.id.clone(),
             turn_id: turn_id.clone(),

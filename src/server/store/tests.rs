@@ -39,6 +39,7 @@ fn world() -> World {
             hermes_url: "http://127.0.0.1:2",
             token_hash: "token-hash",
             computer_image: Some(IMAGE),
+            network: crate::api::computers::NetworkMode::None,
         },
     )
     .unwrap()
