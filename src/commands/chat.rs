@@ -63,15 +63,20 @@ async fn stream(
     let mut printed_text = false;
     // The first look comes back within a second, so that waiting is never silent.
     let mut wait_ms = 1000;
-    let mut told_waiting = false;
+    let mut told_waiting: Option<String> = None;
     loop {
         let page = client
             .session_events(session_id, after, wait_ms, Some(turn_id))
             .await?;
         wait_ms = LONG_POLL_MS;
-        if let Some(why) = page.waiting.as_deref().filter(|_| !told_waiting && !json) {
+        if !json && page.waiting.is_some() && page.waiting != told_waiting {
+            let why = page.waiting.clone().unwrap_or_default();
             eprintln!("[{why}; Ctrl-C stops the turn]");
-            told_waiting = true;
+            told_waiting = page.waiting.clone();
+        }
+        // While queued, look again soon: whether its Runner is there can change.
+        if page.waiting.is_some() {
+            wait_ms = 2000;
         }
         for event in page.events.iter().filter(|e| e.turn_id == turn_id) {
             if json {

@@ -581,7 +581,12 @@ async fn execute(
             .await
             .map_err(Into::into),
         RunnerCommand::Cancel(p) => Ok(cancel_running(shared, p.command_id)),
-        RunnerCommand::SessionTurn(p) => turn(shared, generation, &cmd.id, p).await,
+        RunnerCommand::SessionTurn(p) => {
+            with_events(shared, generation, &cmd.id, |tx| {
+                turns::turn(&shared.hermes, &shared.config.allowed_profiles, p, tx)
+            })
+            .await
+        }
         RunnerCommand::SessionStop(r) => turns::stop(&shared.hermes, r).await,
         RunnerCommand::SessionClose(r) => turns::close(&shared.hermes, r).await,
         RunnerCommand::SessionList(_) => turns::list(&shared.hermes).await,
@@ -608,14 +613,17 @@ async fn execute(
     }
 }
 
-/// A turn through Hermes, its events streamed to the control plane as they come; every
-/// event is delivered before the outcome is.
-async fn turn(
+/// Runs a turn whose events stream to the control plane as they come; every event is
+/// delivered before the outcome is.
+async fn with_events<F>(
     shared: &Arc<Shared>,
     generation: i64,
     command_id: &str,
-    p: crate::api::sessions::TurnPayload,
-) -> Result<serde_json::Value, CommandFailure> {
+    turn: impl FnOnce(tokio::sync::mpsc::UnboundedSender<crate::api::sessions::TurnEventIn>) -> F,
+) -> Result<serde_json::Value, CommandFailure>
+where
+    F: std::future::Future<Output = Result<serde_json::Value, CommandFailure>>,
+{
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let forwarder = tokio::spawn(forward_events(
         shared.client.clone(),
@@ -623,12 +631,12 @@ async fn turn(
         command_id.to_string(),
         rx,
     ));
-    let r = turns::turn(&shared.hermes, &shared.config.allowed_profiles, p, tx).await;
+    let r = turn(tx).await;
     let _ = forwarder.await;
     r
 }
 
-/// A computer agent's turn, its events streamed like a host turn's.
+/// A computer agent's turn: the Worker's model loop, every tool in its computer.
 async fn worker_turn(
     shared: &Arc<Shared>,
     generation: i64,
@@ -647,16 +655,10 @@ async fn worker_turn(
         hermes_home: &shared.hermes_home,
         allowed_profiles: &shared.config.allowed_profiles,
     };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let forwarder = tokio::spawn(forward_events(
-        shared.client.clone(),
-        generation,
-        command_id.to_string(),
-        rx,
-    ));
-    let r = worker_turn::turn(host, p, tx, stop).await;
-    let _ = forwarder.await;
-    r
+    with_events(shared, generation, command_id, |tx| {
+        worker_turn::turn(host, p, tx, stop)
+    })
+    .await
 }
 
 /// Cancels a command running on this Runner, if it is.

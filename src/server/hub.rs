@@ -20,6 +20,23 @@ pub struct RunnerSignals {
     /// A command of this Runner changed state: waiters re-check.
     pub done: Notify,
     live: Mutex<Option<Live>>,
+    /// Long-polls of this Runner open now, and when the last one ended: a Runner with a
+    /// live generation but no long-poll for a while is gone (killed, or its network).
+    polls: Mutex<(usize, Option<Instant>)>,
+}
+
+/// How long a Runner may go without a long-poll open before it counts as away.
+const AWAY_AFTER: Duration = Duration::from_secs(2);
+
+/// Counts one open long-poll while it lives.
+pub struct PollGuard(Arc<RunnerSignals>);
+
+impl Drop for PollGuard {
+    fn drop(&mut self) {
+        let mut polls = self.0.polls.lock().unwrap_or_else(|p| p.into_inner());
+        polls.0 = polls.0.saturating_sub(1);
+        polls.1 = Some(Instant::now());
+    }
 }
 
 struct Live {
@@ -47,6 +64,12 @@ impl RunnerSignals {
             }),
             _ => Err(GenerationError::Stale),
         }
+    }
+
+    /// Marks a long-poll open until the guard drops.
+    pub fn polling(self: &Arc<Self>) -> PollGuard {
+        self.polls.lock().unwrap_or_else(|p| p.into_inner()).0 += 1;
+        PollGuard(self.clone())
     }
 
     /// True when `last_seen_at` should be written now.
@@ -97,11 +120,15 @@ impl Hub {
         signals.done.notify_waiters();
     }
 
-    /// Whether `runner_id` holds a live generation now.
+    /// Whether `runner_id` holds a live generation and is polling for work (or was a
+    /// moment ago).
     pub fn is_live(&self, runner_id: &str) -> bool {
         let map = self.runners.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(runner_id)
-            .is_some_and(|s| s.live.lock().map(|l| l.is_some()).unwrap_or(false))
+        map.get(runner_id).is_some_and(|s| {
+            let live = s.live.lock().map(|l| l.is_some()).unwrap_or(false);
+            let (open, ended) = *s.polls.lock().unwrap_or_else(|p| p.into_inner());
+            live && (open > 0 || ended.is_some_and(|t| t.elapsed() < AWAY_AFTER))
+        })
     }
 
     /// Live connections right now.

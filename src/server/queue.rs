@@ -382,6 +382,7 @@ impl Queue {
         max: u32,
         wait: Duration,
     ) -> Result<Vec<LeasedCommand>, QueueError> {
+        let _open = self.hub.signals(runner_id).polling();
         let (leased, end) = self
             .wait_for(Some(runner_id), Signal::Work, wait, || {
                 self.lease_now(runner_id, generation, instance, max)

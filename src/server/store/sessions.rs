@@ -276,14 +276,7 @@ pub fn admit_turn(
         )));
     }
     let profile = catalog::get_profile(&tx, &agent.profile)?;
-    let busy: Option<String> = tx
-        .query_row(
-            "SELECT id FROM sessions WHERE agent_id = ?1 AND state = ?2",
-            params![agent.id, SessionState::Running],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if let Some(busy) = busy {
+    if let Some(busy) = running_session(&tx, &agent.id)? {
         return Err(StoreError::Conflict(format!(
             "agent {:?} is already in a turn (session {busy}); wait for it or stop it with `yy session stop {busy}`",
             agent.name
@@ -433,6 +426,17 @@ pub fn admit_turn(
     let turn = get_turn(&tx, &turn_id)?;
     tx.commit()?;
     Ok((session, turn))
+}
+
+/// The session in which the agent is in a turn now, if any (one turn at a time per agent).
+pub fn running_session(conn: &Connection, agent_id: &str) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT id FROM sessions WHERE agent_id = ?1 AND state = ?2",
+            params![agent_id, SessionState::Running],
+            |r| r.get(0),
+        )
+        .optional()?)
 }
 
 fn history(conn: &Connection, session_id: &str) -> Result<Vec<HistoryMessage>, StoreError> {

@@ -120,6 +120,17 @@ impl World {
         commands::settle(&mut self.conn, Some(row.kind))
     }
 
+    /// Creates the computer of `box` and starts it with `outcome`; its id and the start.
+    fn start_box(&mut self, generation: i64, outcome: Outcome) -> (String, String) {
+        let (c, start) =
+            computers::create(&mut self.conn, &self.account, "box", QueueLimits::default())
+                .unwrap();
+        let start = start.expect("a start command");
+        self.run(generation, &start.id);
+        self.complete(generation, &start.id, outcome).unwrap();
+        (c.id, start.id)
+    }
+
     fn chat(
         &mut self,
         agent: &str,
@@ -384,13 +395,9 @@ fn a_computer_starts_stops_and_is_recreated_under_a_growing_fence() {
 fn a_failed_start_leaves_the_computer_failed_and_host_agents_get_none() {
     let mut w = world();
     let generation = w.connect();
-    let (c, start) =
-        computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
-    let start = start.unwrap();
-    w.run(generation, &start.id);
-    w.complete(generation, &start.id, Outcome::Failed).unwrap();
+    let (c, _) = w.start_box(generation, Outcome::Failed);
     assert_eq!(
-        computers::get(&w.conn, &c.id).unwrap().state,
+        computers::get(&w.conn, &c).unwrap().state,
         ComputerState::Failed
     );
     assert!(matches!(
@@ -469,11 +476,7 @@ fn a_turn_running_when_its_generation_ends_is_uncertain_and_its_session_idle() {
 fn queued_work_of_an_archived_agent_is_refused_at_start_and_its_computer_stops() {
     let mut w = world();
     let generation = w.connect();
-    let (c, start) =
-        computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
-    let start = start.unwrap();
-    w.run(generation, &start.id);
-    w.complete(generation, &start.id, Outcome::Done).unwrap();
+    let (c, _) = w.start_box(generation, Outcome::Done);
     let (_, turn) = w.chat("host-1").unwrap();
     commands::lease(&mut w.conn, &w.runner, generation, 10).unwrap();
 
@@ -494,7 +497,7 @@ fn queued_work_of_an_archived_agent_is_refused_at_start_and_its_computer_stops()
     let (stopping, stop) = computers::stop_for_agent(&mut w.conn, &boxed.id)
         .unwrap()
         .expect("its running computer stops");
-    assert_eq!(stopping.id, c.id);
+    assert_eq!(stopping.id, c);
     assert_eq!(stopping.state, ComputerState::Stopping);
     assert!(stop.is_some());
     assert!(
