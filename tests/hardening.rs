@@ -317,3 +317,118 @@ fn foreign_hosts_and_origins_are_refused() {
 fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
+
+#[test]
+fn ping_hold_at_the_maximum_is_refused_clearly() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "src", &[]);
+    let token = env.stored_token();
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let path = format!("/api/v1/runners/{}/ping", reg.id);
+    for body in [
+        format!(r#"{{"hold_ms":{}}}"#, u64::MAX),
+        format!(r#"{{"hold_ms":{},"timeout_ms":1000}}"#, u64::MAX),
+        r#"{"hold_ms":5000,"timeout_ms":1000}"#.to_string(),
+    ] {
+        let (status, text) = http(&server.addr(), "POST", &path, &headers, &body).unwrap();
+        assert_eq!(status, 400, "{body}: {text}");
+        assert!(text.contains("hold_ms"), "{body}: {text}");
+    }
+    let list = env.json(&["runner", "commands", &reg.id]);
+    assert_eq!(list.as_array().unwrap().len(), 0, "nothing was queued");
+}
+
+#[test]
+fn concurrent_connects_of_one_runner_never_refuse_the_newest() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "src", &[]);
+    let server = Arc::new(server);
+    for round in 0..25 {
+        let start = Arc::new(Barrier::new(4));
+        let connects: Vec<_> = (0..4)
+            .map(|_| {
+                let (server, token, start) = (server.clone(), reg.token.clone(), start.clone());
+                std::thread::spawn(move || {
+                    let instance = uuid();
+                    start.wait();
+                    let (status, v) = common::machine(
+                        &server,
+                        "/runner/v1/connect",
+                        &token,
+                        &instance,
+                        None,
+                        &[],
+                        common::STATUS,
+                    );
+                    assert_eq!(status, 200, "{v}");
+                    (v["generation"].as_i64().unwrap(), instance)
+                })
+            })
+            .collect();
+        let (generation, instance) = connects
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .max()
+            .unwrap();
+        let (status, v) = common::machine(
+            &server,
+            "/runner/v1/lease",
+            &reg.token,
+            &instance,
+            Some(generation),
+            &[],
+            r#"{"max":1,"wait_ms":0}"#,
+        );
+        assert_eq!(
+            status, 200,
+            "round {round}: the newest connect was refused: {v}"
+        );
+    }
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn database_files_are_private_and_a_shared_data_dir_is_refused() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "src", &[]);
+    let (_runner, _) = env.start_online(&reg, "a", 0);
+    let data = env.data_dir();
+    for f in ["yy.db", "yy.db-wal", "yy.db-shm"] {
+        assert_eq!(mode(&data.join(f)), 0o600, "{f}");
+    }
+    let receipts = env.path("runner-data-a/receipts.db");
+    assert_eq!(mode(&receipts), 0o600);
+
+    let shared = env.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(
+        &shared,
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    env.run(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        shared.to_str().unwrap(),
+    ])
+    .fails(1, "use a directory of its own");
+    assert_eq!(mode(&shared), 0o1777, "the shared directory was left alone");
+    assert!(!shared.join("yy.db").exists());
+}

@@ -73,6 +73,8 @@ impl Store {
             ))
         })?;
         let path = db_path(data_dir);
+        crate::fsutil::private_db_file(&path)
+            .map_err(|e| StoreError::Invalid(format!("cannot create {}: {e}", path.display())))?;
         let mut conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
