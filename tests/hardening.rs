@@ -432,3 +432,84 @@ fn database_files_are_private_and_a_shared_data_dir_is_refused() {
     assert_eq!(mode(&shared), 0o1777, "the shared directory was left alone");
     assert!(!shared.join("yy.db").exists());
 }
+
+#[test]
+fn a_disabled_accounts_token_is_refused_at_once_and_tokens_expire_unused() {
+    let env = Env::new();
+    env.create_admin("root");
+    let data = env.data_dir();
+    let server = Server::start_with(&env, &data, "127.0.0.1:0", &["--token-lifetime", "3s"]);
+    env.login(&server, "root");
+    env.run_with(
+        &["account", "create", "alice", "--password-stdin"],
+        PASSWORD,
+        &[],
+    )
+    .ok();
+    let alice = Env::new();
+    alice.login(&server, "alice");
+    let as_alice = |args: &[&str]| alice.run(args);
+    as_alice(&["whoami"]).ok();
+
+    // Admins see every token, an account only its own.
+    let tokens = env.json(&["token", "list", "--account", "alice"]);
+    assert_eq!(tokens.as_array().unwrap().len(), 1, "{tokens}");
+    assert_eq!(tokens[0]["account"], "alice");
+    as_alice(&["token", "list", "--account", "root"]).fails(4, "only admins");
+    assert_eq!(alice.json(&["token", "list"]).as_array().unwrap().len(), 1);
+
+    // Disabling revokes at once; the account cannot log in again until enabled.
+    let shown = env.json(&["account", "disable", "alice"]);
+    assert!(shown["disabled_at"].is_string(), "{shown}");
+    as_alice(&["whoami"]).fails(4, "invalid or was revoked");
+    alice
+        .run_with(
+            &["login", &server.url, "--username", "alice", "--password-stdin"],
+            PASSWORD,
+            &[],
+        )
+        .fails(4, "disabled");
+    env.run(&["account", "disable", "root"]).fails(6, "your own account");
+    let listed = env.run(&["account", "list"]);
+    assert!(listed.stdout.contains("disabled "), "{listed:?}");
+    env.run(&["account", "enable", "alice"]).ok();
+    alice.login(&server, "alice");
+
+    // An admin revokes one token by id.
+    let id = alice.json(&["token", "list"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.run(&["token", "revoke", &id]).ok();
+    as_alice(&["whoami"]).fails(4, "invalid or was revoked");
+
+    // Changing one's password keeps the current token and revokes the others.
+    alice.login(&server, "alice");
+    let other = Env::new();
+    other.login(&server, "alice");
+    let new_password = "a much better password";
+    alice
+        .run_with(
+            &["account", "passwd", "--password-stdin"],
+            &format!("{PASSWORD}\n{new_password}\n"),
+            &[],
+        )
+        .ok();
+    as_alice(&["whoami"]).ok();
+    other.run(&["whoami"]).fails(4, "invalid or was revoked");
+    alice
+        .run_with(
+            &["account", "passwd", "root", "--password-stdin"],
+            &format!("{new_password}\nwhatever password\n"),
+            &[],
+        )
+        .fails(4, "only your own password");
+
+    // Tokens used keep living (sliding); a token left unused past its lifetime is dead.
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_secs(1));
+        env.run(&["whoami"]).ok();
+    }
+    std::thread::sleep(Duration::from_millis(3500));
+    env.run(&["whoami"]).fails(4, "expired");
+}

@@ -19,6 +19,7 @@ pub mod runner_run;
 pub mod serve;
 pub mod session;
 pub mod source;
+pub mod token;
 
 use clap::Parser;
 
@@ -84,6 +85,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Logout => login::logout().await,
         Command::Whoami(args) => login::whoami(args).await,
         Command::Account(args) => account::run(args).await,
+        Command::Token(args) => token::run(args).await,
         Command::Source(args) => source::run(args).await,
         Command::Profile(args) => profile::run(args).await,
         Command::Agent(args) => agent::run(args).await,

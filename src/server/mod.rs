@@ -66,6 +66,10 @@ pub struct AppState {
 }
 
 impl AppState {
+    pub fn token_lifetime_ms(&self) -> i64 {
+        i64::try_from(self.config.token_lifetime.as_millis()).unwrap_or(i64::MAX)
+    }
+
     /// The state, and the sender that starts the shutdown (long-polls answer at once).
     pub fn new(store: Store, config: ServerConfig) -> (AppState, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
