@@ -464,12 +464,19 @@ fn a_disabled_accounts_token_is_refused_at_once_and_tokens_expire_unused() {
     as_alice(&["whoami"]).fails(4, "invalid or was revoked");
     alice
         .run_with(
-            &["login", &server.url, "--username", "alice", "--password-stdin"],
+            &[
+                "login",
+                &server.url,
+                "--username",
+                "alice",
+                "--password-stdin",
+            ],
             PASSWORD,
             &[],
         )
         .fails(4, "disabled");
-    env.run(&["account", "disable", "root"]).fails(6, "your own account");
+    env.run(&["account", "disable", "root"])
+        .fails(6, "your own account");
     let listed = env.run(&["account", "list"]);
     assert!(listed.stdout.contains("disabled "), "{listed:?}");
     env.run(&["account", "enable", "alice"]).ok();
@@ -512,4 +519,68 @@ fn a_disabled_accounts_token_is_refused_at_once_and_tokens_expire_unused() {
     }
     std::thread::sleep(Duration::from_millis(3500));
     env.run(&["whoami"]).fails(4, "expired");
+}
+
+fn dir_size(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
+#[test]
+fn repeated_big_fetches_leave_the_data_dir_bounded_after_the_retention_sweep() {
+    let env = Env::new();
+    env.create_admin("root");
+    let data = env.data_dir();
+    let server = Server::start_with(&env, &data, "127.0.0.1:0", &["--retention", "2s"]);
+    env.login(&server, "root");
+    let root = env.path("artifacts");
+    std::fs::create_dir(&root).unwrap();
+    let file = root.join("big.bin");
+    let bytes: Vec<u8> = (0..8 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&file, &bytes).unwrap();
+    let reg = env.register_runner(&server, "src", &["--artifact-root", root.to_str().unwrap()]);
+    let (_runner, _) = env.start_online(&reg, "a", 0);
+    let before = dir_size(&data);
+
+    let fetches = 10;
+    for i in 0..fetches {
+        let out = env.path(&format!("out-{i}.bin"));
+        env.run(&[
+            "runner",
+            "fetch",
+            &reg.id,
+            file.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .ok();
+        std::fs::remove_file(&out).unwrap();
+    }
+    let limit = before + 20 * 1024 * 1024;
+    let after = common::poll(Duration::from_secs(60), || {
+        let size = dir_size(&data);
+        (size < limit).then_some(size)
+    });
+    let size = dir_size(&data);
+    assert!(
+        after.is_some(),
+        "{fetches} fetches of 8 MiB left the data directory at {} MiB (it was {} MiB)",
+        size / (1024 * 1024),
+        before / (1024 * 1024)
+    );
+    eprintln!(
+        "data directory: {} KiB before, {} KiB after {fetches} fetches of 8 MiB and the sweep",
+        before / 1024,
+        size / 1024
+    );
+    let list = env.json(&["runner", "commands", &reg.id]);
+    assert!(
+        list.as_array().unwrap().len() < fetches,
+        "finished commands past the retention are deleted: {list}"
+    );
+    assert!(server.log().contains("retention: deleted old data"));
 }

@@ -131,7 +131,12 @@ pub async fn command_show(
 ) -> Result<Json<machine::Command>, ApiError> {
     let wait = Duration::from_millis(q.wait_ms.min(MAX_WAIT_MS));
     let row = state.queue.wait_command(id, wait).await?;
-    Ok(Json(row.view(true)))
+    let (id, is_final) = (row.id.clone(), row.is_final());
+    let view = row.view(true);
+    if is_final && view.result.is_some() {
+        state.queue.delivered(id).await?;
+    }
+    Ok(Json(view))
 }
 
 pub async fn command_cancel(

@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod commands;
 pub mod computers;
 mod migrate;
+pub mod retention;
 pub mod runners;
 mod session_ends;
 pub mod sessions;
@@ -151,7 +152,16 @@ fn run_jobs(conn: &Mutex<Connection>, queue: &std::sync::mpsc::Receiver<Job>) {
 
 fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(Duration::from_secs(5))?;
+    // Freed pages can be given back to the file system (retention::give_back_space). A
+    // database made before this setting is rebuilt once, at open, before anyone waits.
+    let auto_vacuum: i64 = conn.pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+    if auto_vacuum != 2 {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        conn.execute_batch("VACUUM")?;
+    }
     conn.pragma_update(None, "journal_mode", "WAL")?;
+    // A burst of big writes must not leave a big WAL behind after its checkpoint.
+    conn.pragma_update(None, "journal_size_limit", 16 * 1024 * 1024)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())
