@@ -584,3 +584,63 @@ fn repeated_big_fetches_leave_the_data_dir_bounded_after_the_retention_sweep() {
     );
     assert!(server.log().contains("retention: deleted old data"));
 }
+
+#[test]
+fn hostile_runner_strings_are_refused_or_printed_escaped() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "src", &[]);
+    let connect = |status: &serde_json::Value| {
+        common::machine(
+            &server,
+            "/runner/v1/connect",
+            &reg.token,
+            &uuid(),
+            None,
+            &[],
+            &status.to_string(),
+        )
+    };
+    // Words yy makes itself are checked strictly.
+    for bad in [
+        serde_json::json!({"version":"1.0\u{1b}[2J","capabilities":[],"computers_capacity":0,"hostname":"h"}),
+        serde_json::json!({"version":"1.0","capabilities":["ping\nstate: disabled"],"computers_capacity":0,"hostname":"h"}),
+        serde_json::json!({"version":"1.0","capabilities":[],"computers_capacity":0,"hostname":"h".repeat(300)}),
+    ] {
+        let (status, body) = connect(&bad);
+        assert_eq!(status, 422, "{bad}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_status", "{body}");
+    }
+    // The hostname is the host's own: kept exactly, printed escaped.
+    let hostile = "evil\u{1b}[31mred\u{1b}]0;pwned\u{7}\nstate:       disabled";
+    let (status, body) = connect(&serde_json::json!({
+        "version": "1.0", "capabilities": ["ping"], "computers_capacity": 0, "hostname": hostile
+    }));
+    assert_eq!(status, 200, "{body}");
+    let shown = env.run(&["runner", "show", &reg.id]);
+    shown.ok();
+    assert!(
+        !shown.stdout.contains('\u{1b}') && !shown.stdout.contains('\u{7}'),
+        "{shown:?}"
+    );
+    assert!(
+        shown
+            .stdout
+            .contains(r"evil\x1b[31mred\x1b]0;pwned\x07\nstate:       disabled"),
+        "{}",
+        shown.stdout
+    );
+    let states = shown
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("state:"))
+        .count();
+    assert_eq!(states, 1, "a forged line: {}", shown.stdout);
+    let listed = env.run(&["runner", "list"]);
+    assert!(!listed.stdout.contains('\u{1b}'), "{listed:?}");
+    assert_eq!(
+        env.json(&["runner", "show", &reg.id])["hostname"],
+        hostile,
+        "JSON is exact"
+    );
+}

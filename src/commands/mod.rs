@@ -53,7 +53,8 @@ pub fn main() -> i32 {
         Err(err) => match error::exit_code(&err) {
             None => Exit::Ok.code(),
             Some(exit) => {
-                eprintln!("error: {}", error::message(&err));
+                // Messages may quote what a Runner or Hermes reported: one clean line.
+                eprintln!("error: {}", output::clean(&error::message(&err)));
                 exit.code()
             }
         },
