@@ -162,6 +162,10 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // A burst of big writes must not leave a big WAL behind after its checkpoint.
     conn.pragma_update(None, "journal_size_limit", 16 * 1024 * 1024)?;
+    // NORMAL, not FULL: in WAL mode a power loss may roll back the last acknowledged
+    // commits (never corrupt the file). FULL fsyncs every commit on the one writer thread
+    // and halved the dispatch throughput (docs/benchmarks.md, "Durability"); it comes back
+    // with group commit on the writer thread.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())
