@@ -79,11 +79,20 @@ _yy() {
             yy,source)
                 cmd="yy__subcmd__source"
                 ;;
+            yy,token)
+                cmd="yy__subcmd__token"
+                ;;
             yy,whoami)
                 cmd="yy__subcmd__whoami"
                 ;;
             yy__subcmd__account,create)
                 cmd="yy__subcmd__account__subcmd__create"
+                ;;
+            yy__subcmd__account,disable)
+                cmd="yy__subcmd__account__subcmd__disable"
+                ;;
+            yy__subcmd__account,enable)
+                cmd="yy__subcmd__account__subcmd__enable"
                 ;;
             yy__subcmd__account,help)
                 cmd="yy__subcmd__account__subcmd__help"
@@ -91,17 +100,29 @@ _yy() {
             yy__subcmd__account,list)
                 cmd="yy__subcmd__account__subcmd__list"
                 ;;
+            yy__subcmd__account,passwd)
+                cmd="yy__subcmd__account__subcmd__passwd"
+                ;;
             yy__subcmd__account,show)
                 cmd="yy__subcmd__account__subcmd__show"
                 ;;
             yy__subcmd__account__subcmd__help,create)
                 cmd="yy__subcmd__account__subcmd__help__subcmd__create"
                 ;;
+            yy__subcmd__account__subcmd__help,disable)
+                cmd="yy__subcmd__account__subcmd__help__subcmd__disable"
+                ;;
+            yy__subcmd__account__subcmd__help,enable)
+                cmd="yy__subcmd__account__subcmd__help__subcmd__enable"
+                ;;
             yy__subcmd__account__subcmd__help,help)
                 cmd="yy__subcmd__account__subcmd__help__subcmd__help"
                 ;;
             yy__subcmd__account__subcmd__help,list)
                 cmd="yy__subcmd__account__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__account__subcmd__help,passwd)
+                cmd="yy__subcmd__account__subcmd__help__subcmd__passwd"
                 ;;
             yy__subcmd__account__subcmd__help,show)
                 cmd="yy__subcmd__account__subcmd__help__subcmd__show"
@@ -343,14 +364,26 @@ _yy() {
             yy__subcmd__help,source)
                 cmd="yy__subcmd__help__subcmd__source"
                 ;;
+            yy__subcmd__help,token)
+                cmd="yy__subcmd__help__subcmd__token"
+                ;;
             yy__subcmd__help,whoami)
                 cmd="yy__subcmd__help__subcmd__whoami"
                 ;;
             yy__subcmd__help__subcmd__account,create)
                 cmd="yy__subcmd__help__subcmd__account__subcmd__create"
                 ;;
+            yy__subcmd__help__subcmd__account,disable)
+                cmd="yy__subcmd__help__subcmd__account__subcmd__disable"
+                ;;
+            yy__subcmd__help__subcmd__account,enable)
+                cmd="yy__subcmd__help__subcmd__account__subcmd__enable"
+                ;;
             yy__subcmd__help__subcmd__account,list)
                 cmd="yy__subcmd__help__subcmd__account__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__account,passwd)
+                cmd="yy__subcmd__help__subcmd__account__subcmd__passwd"
                 ;;
             yy__subcmd__help__subcmd__account,show)
                 cmd="yy__subcmd__help__subcmd__account__subcmd__show"
@@ -513,6 +546,12 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__source,update)
                 cmd="yy__subcmd__help__subcmd__source__subcmd__update"
+                ;;
+            yy__subcmd__help__subcmd__token,list)
+                cmd="yy__subcmd__help__subcmd__token__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__token,revoke)
+                cmd="yy__subcmd__help__subcmd__token__subcmd__revoke"
                 ;;
             yy__subcmd__image,build)
                 cmd="yy__subcmd__image__subcmd__build"
@@ -730,6 +769,24 @@ _yy() {
             yy__subcmd__source__subcmd__help,update)
                 cmd="yy__subcmd__source__subcmd__help__subcmd__update"
                 ;;
+            yy__subcmd__token,help)
+                cmd="yy__subcmd__token__subcmd__help"
+                ;;
+            yy__subcmd__token,list)
+                cmd="yy__subcmd__token__subcmd__list"
+                ;;
+            yy__subcmd__token,revoke)
+                cmd="yy__subcmd__token__subcmd__revoke"
+                ;;
+            yy__subcmd__token__subcmd__help,help)
+                cmd="yy__subcmd__token__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__token__subcmd__help,list)
+                cmd="yy__subcmd__token__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__token__subcmd__help,revoke)
+                cmd="yy__subcmd__token__subcmd__help__subcmd__revoke"
+                ;;
             *)
                 ;;
         esac
@@ -737,7 +794,7 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session backup restore bench image guest egress completions man help"
+            opts="-h -V --server --help --version serve admin login logout whoami account token source profile agent runner chat computer session backup restore bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -755,7 +812,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__account)
-            opts="-h -V --server --help --version list show create help"
+            opts="-h -V --server --help --version list show create disable enable passwd help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -790,8 +847,44 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__account__subcmd__disable)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__account__subcmd__enable)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__account__subcmd__help)
-            opts="list show create help"
+            opts="list show create disable enable passwd help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -805,6 +898,34 @@ _yy() {
             return 0
             ;;
         yy__subcmd__account__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__account__subcmd__help__subcmd__disable)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__account__subcmd__help__subcmd__enable)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -846,6 +967,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__account__subcmd__help__subcmd__passwd)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__account__subcmd__help__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -862,6 +997,24 @@ _yy() {
             ;;
         yy__subcmd__account__subcmd__list)
             opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__account__subcmd__passwd)
+            opts="-h -V --password-stdin --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2103,7 +2256,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account source profile agent runner chat computer session backup restore bench image guest egress completions man help"
+            opts="serve admin login logout whoami account token source profile agent runner chat computer session backup restore bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2117,7 +2270,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__account)
-            opts="list show create"
+            opts="list show create disable enable passwd"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2144,7 +2297,49 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__help__subcmd__account__subcmd__disable)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__account__subcmd__enable)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__help__subcmd__account__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__account__subcmd__passwd)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3181,6 +3376,48 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__source__subcmd__update)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__token)
+            opts="list revoke"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__token__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__token__subcmd__revoke)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -4295,7 +4532,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__serve)
-            opts="-h -V --listen --data-dir --max-pending-commands --max-pending-bytes --server --help --version"
+            opts="-h -V --listen --data-dir --max-pending-commands --max-pending-bytes --allowed-host --header-timeout --body-timeout --max-connections --shutdown-grace --token-lifetime --retention --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -4314,6 +4551,34 @@ _yy() {
                     return 0
                     ;;
                 --max-pending-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --allowed-host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --header-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --body-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-connections)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --shutdown-grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token-lifetime)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retention)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -4709,6 +4974,120 @@ _yy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__token)
+            opts="-h -V --server --help --version list revoke help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__token__subcmd__help)
+            opts="list revoke help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__token__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__token__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__token__subcmd__help__subcmd__revoke)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__token__subcmd__list)
+            opts="-h -V --account --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --account)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__token__subcmd__revoke)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

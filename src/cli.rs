@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     account, admin, agent, backup, bench, chat, computer, egress, generate, guest, image, login,
-    profile, runner, serve, session, source,
+    profile, runner, serve, session, source, token,
 };
 
 #[derive(Debug, Parser)]
@@ -44,6 +44,8 @@ pub enum Command {
     Whoami(login::WhoamiArgs),
     /// Manage accounts (admins only)
     Account(account::AccountArgs),
+    /// API tokens: list, revoke
+    Token(token::TokenArgs),
     /// Manage sources: the Hermes connections Bots come from
     Source(source::SourceArgs),
     /// Manage profiles: a Hermes profile and its guest working directory

@@ -40,13 +40,108 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
     result
 }
 
-/// Creates `dir` (and parents) and makes it private to the owner.
+/// Creates `dir` (and parents) and makes it private to the owner. An existing directory
+/// that others may write to (a shared one such as /tmp, mode 1777) or that another user
+/// owns is refused: making it private would take it from them.
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
+    use std::os::unix::fs::MetadataExt;
+    match fs::symlink_metadata(dir) {
+        Ok(meta) => {
+            let shared = meta.mode() & 0o1002 != 0;
+            // SAFETY: geteuid has no preconditions.
+            let foreign = meta.uid() != unsafe { libc::geteuid() };
+            if !meta.is_dir() || shared || foreign {
+                let why = if !meta.is_dir() {
+                    "is not a directory"
+                } else if foreign {
+                    "belongs to another user"
+                } else {
+                    "is shared with other users (others may write to it)"
+                };
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} {why}; use a directory of its own, e.g. {}",
+                        dir.display(),
+                        dir.join("yy").display()
+                    ),
+                ));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(dir)?,
+        Err(e) => return Err(e),
+    }
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+}
+
+/// Makes a SQLite database file private before SQLite opens it: created 0600 when missing,
+/// narrowed to 0600 (with its `-wal` and `-shm`) when it exists. SQLite creates the `-wal`
+/// and `-shm` files with the database file's mode.
+pub fn private_db_file(path: &Path) -> io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        match fs::set_permissions(Path::new(&name), fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// True when a file's mode lets group or others read or write it.
 pub fn is_shared(mode: u32) -> bool {
     mode & 0o077 != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_directories_are_refused_not_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = create_private_dir(&shared).unwrap_err();
+        assert!(e.to_string().contains("use a directory of its own"), "{e}");
+        let mode = fs::metadata(&shared).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o1777, "left as it was");
+
+        let mine = dir.path().join("a/b");
+        create_private_dir(&mine).unwrap();
+        fs::set_permissions(&mine, fs::Permissions::from_mode(0o755)).unwrap();
+        create_private_dir(&mine).unwrap();
+        assert_eq!(
+            fs::metadata(&mine).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+    }
+
+    #[test]
+    fn database_files_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("x.db");
+        fs::write(dir.path().join("x.db-wal"), b"").unwrap();
+        fs::set_permissions(
+            dir.path().join("x.db-wal"),
+            fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        private_db_file(&db).unwrap();
+        for f in ["x.db", "x.db-wal"] {
+            let mode = fs::metadata(dir.path().join(f))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{f}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! stdout is data: tables for people, `--json` for programs. Every write goes through here so
 //! a closed pipe surfaces as an error that exits quietly.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use comfy_table::{ContentArrangement, Table, presets};
@@ -29,7 +30,7 @@ pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
         .set_content_arrangement(ContentArrangement::Disabled)
         .set_header(headers.iter().map(|h| h.to_uppercase()));
     for row in rows {
-        t.add_row(row);
+        t.add_row(row.iter().map(|cell| clean(cell)));
     }
     for column in t.column_iter_mut() {
         column.set_padding((0, 3));
@@ -65,7 +66,7 @@ pub fn show<T: Serialize>(
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let text = fields
         .iter()
-        .map(|(k, v)| format!("{:<w$}  {v}", format!("{k}:"), w = width + 1))
+        .map(|(k, v)| format!("{:<w$}  {}", format!("{k}:"), clean(v), w = width + 1))
         .collect::<Vec<_>>()
         .join("\n");
     Ok(print(&text)?)
@@ -84,6 +85,42 @@ pub fn record<T: Serialize>(
         as_json,
         headers.iter().copied().zip(row(item)).collect(),
     )
+}
+
+/// One line of text from elsewhere (a Runner, Hermes, a model, a client), made safe for a
+/// terminal: control characters (newlines too), DEL, C1 controls and bidirectional
+/// overrides become visible escapes, so no string can move the cursor, recolour the
+/// screen, set the window title or forge a line. JSON output never goes through here.
+pub fn clean(s: &str) -> Cow<'_, str> {
+    escape(s, false)
+}
+
+/// Like [`clean`] for text meant to span lines: newlines and tabs are kept.
+pub fn clean_text(s: &str) -> Cow<'_, str> {
+    escape(s, true)
+}
+
+fn escape(s: &str, keep_lines: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        let layout = keep_lines && (c == '\n' || c == '\t');
+        !layout
+            && (c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
+    };
+    if !s.chars().any(unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            _ if !unsafe_char(c) => out.push(c),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// `-` for a missing value in a table.
@@ -108,5 +145,17 @@ mod tests {
         assert_eq!(lines[0], "NAME     ENV");
         assert_eq!(lines[1], "a        host");
         assert_eq!(lines[2], "longer   computer");
+    }
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert!(matches!(clean("plain ünïcode"), Cow::Borrowed(_)));
+        assert_eq!(clean("a\x1b[31mb\nstate: x"), "a\\x1b[31mb\\nstate: x");
+        assert_eq!(clean("\u{9b}2J\u{7f}\r\t"), "\\u{9b}2J\\x7f\\r\\t");
+        assert_eq!(clean("\u{202e}txt"), "\\u{202e}txt");
+        assert_eq!(clean_text("two\nlines\x07"), "two\nlines\\x07");
+        let t = table(&["host"], vec![vec!["evil\n\x1b]0;title\x07".into()]]);
+        assert_eq!(t.lines().count(), 2, "{t}");
+        assert!(!t.contains('\x1b'));
     }
 }

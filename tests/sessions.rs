@@ -327,7 +327,8 @@ fn a_profile_outside_allowed_profiles_is_refused_at_admission() {
         "nothing was admitted"
     );
     assert!(s.model.steps().is_empty());
-    // A computer agent is not carried by `yy chat`.
+    // A computer agent's turn never goes to the host Hermes: this Runner has no computer
+    // image (or, without Docker, no Worker), so it is refused at admission.
     s.env
         .run(&[
             "agent",
@@ -339,9 +340,16 @@ fn a_profile_outside_allowed_profiles_is_refused_at_admission() {
             "computer",
         ])
         .ok();
-    s.env
-        .run(&["chat", "boxed", "hello"])
-        .fails(2, "isolated computer");
+    let out = s.env.run(&["chat", "boxed", "hello"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("computer image") || out.stderr.contains("computer-worker-v1"),
+        "{out:?}"
+    );
+    assert!(
+        s.model.steps().is_empty(),
+        "the host Hermes was never asked"
+    );
 }
 
 /// Starts a Hermes outside any Runner (as a desktop user would have it) and writes its

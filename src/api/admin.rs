@@ -11,12 +11,12 @@ use super::client::{Client, ClientError};
 use super::computers::{AuditEntry, Computer, ComputerCreate, ComputerExec};
 use super::machine::{Command, FetchParams, PingParams};
 use super::params::{
-    AccountCreate, AgentCreate, AgentUpdate, LoginParams, ProfileCreate, ProfileUpdate,
-    RunnerRegister, RunnerUpdate, SourceCreate, SourceUpdate,
+    AccountCreate, AgentCreate, AgentUpdate, LoginParams, PasswordChange, ProfileCreate,
+    ProfileUpdate, RunnerRegister, RunnerUpdate, SourceCreate, SourceUpdate,
 };
 use super::sessions::{ChatParams, ChatStarted, EventsPage, Session, StopStarted};
 use super::views::{
-    Account, Agent, LoginResult, Profile, Runner, RunnerRegistration, Source, Whoami,
+    Account, Agent, LoginResult, Profile, Runner, RunnerRegistration, Source, Token, Whoami,
 };
 
 /// How long one long-poll request asks the server to wait: well inside the client's
@@ -110,6 +110,29 @@ impl Client {
 
     pub async fn account_create(&self, p: &AccountCreate) -> Result<Account> {
         self.post("api/v1/accounts", p).await
+    }
+
+    /// Disables an account and revokes its tokens; or enables it again.
+    pub async fn account_set_disabled(&self, username: &str, disabled: bool) -> Result<Account> {
+        let action = if disabled { "disable" } else { "enable" };
+        self.act("accounts", username, action).await
+    }
+
+    pub async fn account_password(&self, username: &str, p: &PasswordChange) -> Result<Account> {
+        self.act_with("accounts", username, "password", p).await
+    }
+
+    // ---- tokens ----
+
+    pub async fn token_list(&self, account: Option<&str>) -> Result<Vec<Token>> {
+        let query = account
+            .map(|a| format!("?account={}", seg(a)))
+            .unwrap_or_default();
+        self.get(&format!("api/v1/tokens{query}")).await
+    }
+
+    pub async fn token_revoke(&self, id: &str) -> Result<Token> {
+        self.act("tokens", id, "revoke").await
     }
 
     // ---- sources ----

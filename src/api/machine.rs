@@ -51,6 +51,50 @@ pub struct RunnerStatus {
     pub hostname: String,
 }
 
+/// Longest hostname a Runner may report (bytes).
+pub const MAX_HOSTNAME: usize = 255;
+/// Longest version and capability word (bytes), and most capabilities.
+pub const MAX_WORD: usize = 64;
+pub const MAX_CAPABILITIES: usize = 64;
+
+impl RunnerStatus {
+    /// What the control plane accepts from a connecting Runner. Version and capabilities
+    /// are words yy itself makes, so anything else is refused. The hostname is the host's
+    /// own and is kept as reported (only its length and NUL are checked): every human
+    /// output escapes it.
+    pub fn check(&self) -> Result<(), String> {
+        let word = |w: &str| {
+            !w.is_empty()
+                && w.len() <= MAX_WORD
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'+'))
+        };
+        if !word(&self.version) {
+            return Err(format!(
+                "the reported version is not a version word (1-{MAX_WORD} of A-Z a-z 0-9 . - _ +)"
+            ));
+        }
+        if self.capabilities.len() > MAX_CAPABILITIES {
+            return Err(format!(
+                "more than {MAX_CAPABILITIES} capabilities reported"
+            ));
+        }
+        if let Some(bad) = self.capabilities.iter().position(|c| !word(c)) {
+            return Err(format!(
+                "capability {} is not a word (1-{MAX_WORD} of A-Z a-z 0-9 . - _ +)",
+                bad + 1
+            ));
+        }
+        if self.hostname.len() > MAX_HOSTNAME {
+            return Err(format!("the hostname is longer than {MAX_HOSTNAME} bytes"));
+        }
+        if self.hostname.contains('\0') {
+            return Err("the hostname contains a NUL character".into());
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Connected {
     pub runner_id: String,

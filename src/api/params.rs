@@ -19,6 +19,16 @@ pub struct AccountCreate {
     pub admin: bool,
 }
 
+/// A new password. An admin may set any account's; an account that is not an admin sets
+/// its own and must give the current one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    pub password: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_password: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceCreate {

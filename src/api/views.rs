@@ -17,6 +17,21 @@ pub struct Account {
     pub username: String,
     pub admin: bool,
     pub created_at: String,
+    /// Set when an admin disabled the account: it cannot log in and has no live token.
+    #[serde(default)]
+    pub disabled_at: Option<String>,
+}
+
+/// An API token (never the token itself: the server keeps only its hash).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Token {
+    pub id: String,
+    pub account: String,
+    pub created_at: String,
+    pub last_used_at: Option<String>,
+    /// When it stops working unless used before (each use extends it).
+    pub expires_at: String,
+    pub revoked_at: Option<String>,
 }
 
 /// Returned once by login: the token is shown here and never again.

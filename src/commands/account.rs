@@ -34,15 +34,43 @@ pub enum AccountCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Disable an account: it can no longer log in, and its tokens are revoked at once
+    Disable {
+        username: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Enable a disabled account (its old tokens stay revoked)
+    Enable {
+        username: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Set a password (yours by default; admins may set any account's). Every other token
+    /// of the account is revoked
+    Passwd {
+        /// The account [default: the logged-in one]
+        username: Option<String>,
+        /// Read the new password from stdin instead of a terminal prompt (an account that
+        /// is not an admin gives its current password on the first line, the new one on
+        /// the second)
+        #[arg(long)]
+        password_stdin: bool,
+    },
 }
 
 impl Columns for views::Account {
-    const HEADERS: &'static [&'static str] = &["username", "admin", "created", "id"];
+    const HEADERS: &'static [&'static str] = &["username", "admin", "state", "created", "id"];
 
     fn row(&self) -> Vec<String> {
+        let state = match &self.disabled_at {
+            Some(at) => format!("disabled {at}"),
+            None => "enabled".into(),
+        };
         vec![
             self.username.clone(),
             self.admin.to_string(),
+            state,
             self.created_at.clone(),
             self.id.clone(),
         ]
@@ -76,6 +104,51 @@ pub async fn run(args: AccountArgs) -> anyhow::Result<()> {
                 })
                 .await?;
             print_one(&a, json.json)
+        }
+        AccountCommand::Disable { username, json } => {
+            let a = context::client()?
+                .account_set_disabled(&username, true)
+                .await?;
+            print_one(&a, json.json)
+        }
+        AccountCommand::Enable { username, json } => {
+            let a = context::client()?
+                .account_set_disabled(&username, false)
+                .await?;
+            print_one(&a, json.json)
+        }
+        AccountCommand::Passwd {
+            username,
+            password_stdin,
+        } => {
+            let client = context::client()?;
+            let me = client.whoami().await?.account;
+            let username = username.unwrap_or_else(|| me.username.clone());
+            let needs_current = !me.admin;
+            let (current_password, password) = if password_stdin {
+                super::prompt::passwords_stdin(needs_current)?
+            } else {
+                let current = if needs_current {
+                    Some(super::prompt::password_prompt("Current password: ")?)
+                } else {
+                    None
+                };
+                (current, super::prompt::password(false, true)?)
+            };
+            let a = client
+                .account_password(
+                    &username,
+                    &params::PasswordChange {
+                        password,
+                        current_password,
+                    },
+                )
+                .await?;
+            crate::output::print(&format!(
+                "password of {} changed; its other tokens are revoked",
+                crate::output::clean(&a.username)
+            ))?;
+            Ok(())
         }
     }
 }

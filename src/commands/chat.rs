@@ -96,7 +96,7 @@ async fn stream(
         } else if printed_text {
             output::print("")?;
         } else if let Some(text) = turn.final_text.as_deref().filter(|t| !t.is_empty()) {
-            output::print(text)?;
+            output::print(&output::clean_text(text))?;
         }
         return match turn.state.as_str() {
             "complete" => Ok(()),
@@ -114,28 +114,32 @@ fn show_event(e: &SessionEvent) -> anyhow::Result<bool> {
     match e.kind.as_str() {
         event_types::TEXT_DELTA => {
             let mut out = std::io::stdout().lock();
-            out.write_all(e.payload["text"].as_str().unwrap_or_default().as_bytes())?;
+            let text = e.payload["text"].as_str().unwrap_or_default();
+            out.write_all(output::clean_text(text).as_bytes())?;
             out.flush()?;
             return Ok(true);
         }
         event_types::TOOL_START => eprintln!(
             "[tool {} started]",
-            e.payload["name"].as_str().unwrap_or("?")
+            output::clean(e.payload["name"].as_str().unwrap_or("?"))
         ),
-        event_types::TOOL_COMPLETE => {
-            eprintln!("[tool {} done]", e.payload["name"].as_str().unwrap_or("?"))
-        }
+        event_types::TOOL_COMPLETE => eprintln!(
+            "[tool {} done]",
+            output::clean(e.payload["name"].as_str().unwrap_or("?"))
+        ),
+        // JSON text escapes control characters itself.
         event_types::APPROVAL_REQUEST => eprintln!("[Hermes asks for approval: {}]", e.payload),
-        event_types::ERROR => {
-            eprintln!("[error: {}]", e.payload["message"].as_str().unwrap_or("?"))
-        }
+        event_types::ERROR => eprintln!(
+            "[error: {}]",
+            output::clean(e.payload["message"].as_str().unwrap_or("?"))
+        ),
         event_types::WAITING => eprintln!(
             "[{}; Ctrl-C stops the turn]",
-            e.payload["message"].as_str().unwrap_or("waiting")
+            output::clean(e.payload["message"].as_str().unwrap_or("waiting"))
         ),
         event_types::COMPUTER_READY => eprintln!(
             "[computer {} ready]",
-            e.payload["computer_id"].as_str().unwrap_or("?")
+            output::clean(e.payload["computer_id"].as_str().unwrap_or("?"))
         ),
         _ => {}
     }

@@ -134,10 +134,25 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
                 .unwrap_or_else(|| "-".into()),
         ),
         ("last error", opt(&c.last_error)),
+        ("why", why(c)),
         ("created", c.created_at.clone()),
         ("updated", c.updated_at.clone()),
     ];
     output::show(c, json, fields)
+}
+
+/// What the state means for the next step, when it is not obvious: a lease that a new
+/// connection generation ended means the container is gone and the next start is a new one.
+fn why(c: &Computer) -> String {
+    let lease_ended = c
+        .last_error
+        .as_deref()
+        .is_some_and(|e| e.contains("lease ended when the Runner connected again"));
+    match c.state.as_str() {
+        "stopped" if lease_ended => "its Runner connected again (a new generation), which ends every lease; the Runner removed the container, and `yy computer create` makes a new one (the workspace stays)".into(),
+        "stopped" | "failed" => "`yy computer create` makes a new container (the workspace stays)".into(),
+        _ => "-".into(),
+    }
 }
 
 /// Waits until no Runner command is in flight for the computer, prints it, and fails
@@ -256,6 +271,23 @@ async fn exec(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn show_says_why_a_computer_is_recreated() {
+        let mut c: Computer = serde_json::from_value(serde_json::json!({
+            "id": "c", "agent": "a", "owner": "o", "runner_id": "r", "image_id": "i",
+            "guest_cwd": "/w", "state": "stopped", "fence": 3, "container_id": null,
+            "resources": null, "last_command": null, "created_at": "t", "updated_at": "t",
+            "last_error": "the lease ended when the Runner connected again (generation 7)"
+        }))
+        .unwrap();
+        assert!(why(&c).contains("connected again (a new generation)"));
+        assert!(why(&c).contains("makes a new one"));
+        c.last_error = None;
+        assert!(why(&c).contains("makes a new container"));
+        c.state = "running".into();
+        assert_eq!(why(&c), "-");
+    }
 
     #[test]
     fn the_timeout_default_is_the_exec_default() {

@@ -21,6 +21,7 @@ pub mod runner_run;
 pub mod serve;
 pub mod session;
 pub mod source;
+pub mod token;
 
 use clap::Parser;
 
@@ -54,7 +55,8 @@ pub fn main() -> i32 {
         Err(err) => match error::exit_code(&err) {
             None => Exit::Ok.code(),
             Some(exit) => {
-                eprintln!("error: {}", error::message(&err));
+                // Messages may quote what a Runner or Hermes reported: one clean line.
+                eprintln!("error: {}", output::clean(&error::message(&err)));
                 exit.code()
             }
         },
@@ -87,6 +89,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Logout => login::logout().await,
         Command::Whoami(args) => login::whoami(args).await,
         Command::Account(args) => account::run(args).await,
+        Command::Token(args) => token::run(args).await,
         Command::Source(args) => source::run(args).await,
         Command::Profile(args) => profile::run(args).await,
         Command::Agent(args) => agent::run(args).await,

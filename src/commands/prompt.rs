@@ -34,6 +34,39 @@ pub fn password(from_stdin: bool, confirm: bool) -> anyhow::Result<String> {
     Ok(first)
 }
 
+/// Reads the current and the new password from stdin (`--password-stdin`): with
+/// `with_current`, the first line is the current password and the second the new one.
+pub fn passwords_stdin(with_current: bool) -> anyhow::Result<(Option<String>, String)> {
+    if !with_current {
+        return Ok((None, password(true, false)?));
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::usage(format!("cannot read the passwords from stdin: {e}")))?;
+    let mut lines = text.lines();
+    match (lines.next(), lines.next()) {
+        (Some(current), Some(new)) if !current.is_empty() && !new.is_empty() => {
+            Ok((Some(current.to_string()), new.to_string()))
+        }
+        _ => Err(CliError::usage(
+            "--password-stdin needs two lines: the current password, then the new one",
+        )
+        .into()),
+    }
+}
+
+/// One password typed on a terminal.
+pub fn password_prompt(label: &str) -> anyhow::Result<String> {
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::usage(
+            "no terminal to ask for the password: pipe it in with --password-stdin",
+        )
+        .into());
+    }
+    Ok(rpassword::prompt_password(label)?)
+}
+
 /// Asks "question [y/N]" on a terminal unless `yes` was given. Without a terminal and
 /// without `--yes`, refuses rather than guessing.
 pub fn confirm(question: &str, yes: bool) -> anyhow::Result<()> {

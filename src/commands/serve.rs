@@ -2,15 +2,21 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 
 use crate::error::CliError;
 use crate::server::store::commands::QueueLimits;
-use crate::server::{self, AppState, Store};
+use crate::server::{self, AppState, ConnLimits, ServerConfig, Store};
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Data retention: finished Runner commands (with their results) and the events of finished \
+turns are deleted once they are older than --retention; a turn keeps its final text, usage \
+and error. Results larger than 64 KiB are dropped a minute after they were first delivered. \
+The database file gives the freed space back as it goes.")]
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (the first stdout line tells which)
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8420")]
@@ -26,6 +32,41 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = QueueLimits::default().max_pending_bytes,
           value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_pending_bytes: u64,
+    /// A host name the server answers to besides its listen address (repeatable); requests
+    /// naming another host, and admin requests from another origin, are refused
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
+    /// Longest wait for a request's headers; also closes a keep-alive connection idle
+    /// this long
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = positive_duration)]
+    pub header_timeout: Duration,
+    /// Longest time a request body may take to arrive
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = positive_duration)]
+    pub body_timeout: Duration,
+    /// Most connections open at once [default: from the open-file limit, raised to its
+    /// hard limit at start]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
+    /// Longest wait for requests in flight on SIGTERM before they are cut
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+    /// An API token unused for this long stops working; each use extends it
+    #[arg(long, value_name = "DURATION", default_value = "30days", value_parser = positive_duration)]
+    pub token_lifetime: Duration,
+    /// How long finished commands and the events of finished turns are kept
+    #[arg(long, value_name = "DURATION", default_value = "30days", value_parser = positive_duration)]
+    pub retention: Duration,
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
+        Ok(d) if d > Duration::from_secs(100 * 365 * 24 * 3600) => {
+            Err("must be at most 100 years".into())
+        }
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -35,23 +76,53 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     // Held until the server stops: a restore of this directory is refused meanwhile.
     let _lock = super::backup::enter_data_dir(&data_dir)?;
+    limit_retained_memory();
+    let nofile = server::conn::raise_nofile_limit()
+        .map_err(|e| CliError::failure(format!("cannot read the open-file limit: {e}")))?;
     let store = open_store(data_dir.clone()).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError::failure(format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener.local_addr()?;
     crate::output::print(&format!("listening on http://{addr}"))?;
-    tracing::info!(%addr, data_dir = %data_dir.display(), version = crate::VERSION, "serving");
-    let limits = QueueLimits {
-        max_pending: args.max_pending_commands,
-        max_pending_bytes: args.max_pending_bytes,
+    let max_connections = args
+        .max_connections
+        .map_or_else(|| server::conn::connections_for(nofile), |n| n as usize);
+    tracing::info!(%addr, data_dir = %data_dir.display(), version = crate::VERSION,
+        max_connections, nofile, "serving");
+    let config = ServerConfig {
+        queue: QueueLimits {
+            max_pending: args.max_pending_commands,
+            max_pending_bytes: args.max_pending_bytes,
+        },
+        conn: ConnLimits {
+            header_timeout: args.header_timeout,
+            body_timeout: args.body_timeout,
+            max_connections,
+            shutdown_grace: args.shutdown_grace,
+        },
+        allowed_hosts: server::hosts::AllowedHosts::new(addr, &args.allowed_hosts),
+        token_lifetime: args.token_lifetime,
+        retention: args.retention,
     };
-    let (state, stop) = AppState::new(store, limits);
+    let (state, stop) = AppState::new(store, config);
     server::serve(listener, state, stop, shutdown_signal())
         .await
         .context("serving")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Large blocks (a password check takes 19 MiB) go straight back to the system when freed.
+/// glibc otherwise raises its mmap threshold after the first such free and keeps later
+/// blocks in per-thread arenas, so a burst of logins left gigabytes resident.
+fn limit_retained_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any other thread
+    // allocates large blocks.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }
 
 /// Opens the store in a data directory (creating and migrating it).

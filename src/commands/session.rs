@@ -66,7 +66,8 @@ pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
             if json.json {
                 return output::json(&s);
             }
-            output::print(&transcript(&s))?;
+            // Turn texts come from models and tools: escaped, lines kept.
+            output::print(&output::clean_text(&transcript(&s)))?;
             Ok(())
         }
         SessionCommand::Stop(ById { id, json }) => stop(&client, &id, json.json).await,

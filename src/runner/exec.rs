@@ -70,12 +70,9 @@ pub fn read_export(roots: &[String], path: &Path) -> Result<FetchResult, String>
         .filter_map(|r| std::fs::canonicalize(r).ok())
         .collect();
     let shown = path.display();
-    let outside = |real: &Path| {
-        format!(
-            "{shown} resolves to {}, which is outside the Runner's artifactRoots; refused",
-            real.display()
-        )
-    };
+    // Never say where it leads: the caller may not know what lies outside the roots (a
+    // symlink's target, /proc/PID paths).
+    let outside = |_: &Path| format!("{shown} is outside the Runner's artifactRoots; refused");
     let real = std::fs::canonicalize(path).map_err(|e| format!("cannot export {shown}: {e}"))?;
     if !inside(&real, &roots) {
         return Err(outside(&real));
@@ -96,6 +93,13 @@ pub fn read_export(roots: &[String], path: &Path) -> Result<FetchResult, String>
         .map_err(|e| format!("cannot export {shown}: {e}"))?;
     if !meta.is_file() {
         return Err(format!("{shown} is not a regular file"));
+    }
+    // A hard link inside a root may be the same file as one outside it; no path check
+    // can tell, so files with more than one link are not exported.
+    if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+        return Err(format!(
+            "{shown} has more than one hard link; hard-linked files are not exported (copy it into the root instead)"
+        ));
     }
     let too_large = |n: u64| {
         format!(
@@ -154,5 +158,29 @@ mod tests {
         std::fs::write(sibling.join("x"), b"x").unwrap();
         let e = read_export(&roots, &sibling.join("x")).unwrap_err();
         assert!(e.contains("outside"), "{e}");
+    }
+
+    #[test]
+    fn hard_links_are_refused_and_refusals_reveal_nothing_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let secret = dir.path().join("secret-outside");
+        std::fs::write(&secret, b"no").unwrap();
+        std::fs::hard_link(&secret, root.join("innocent")).unwrap();
+        std::os::unix::fs::symlink(&secret, root.join("link")).unwrap();
+        let roots = vec![root.display().to_string()];
+
+        let e = read_export(&roots, &root.join("innocent")).unwrap_err();
+        assert!(e.contains("hard link"), "{e}");
+        let e = read_export(&roots, &root.join("link")).unwrap_err();
+        assert!(
+            e.contains("outside") && !e.contains("secret-outside"),
+            "{e}"
+        );
+        // /proc/self resolves to /proc/PID: the PID must not show.
+        let e = read_export(&roots, Path::new("/proc/self/status")).unwrap_err();
+        let pid = std::process::id().to_string();
+        assert!(e.contains("outside") && !e.contains(&pid), "{e}");
     }
 }

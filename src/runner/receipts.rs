@@ -192,6 +192,8 @@ pub fn fingerprint(id: &str, kind: &str, payload: &serde_json::Value) -> String 
 impl Receipts {
     pub fn open(dir: &Path) -> Result<Receipts, ReceiptError> {
         let path = dir.join("receipts.db");
+        crate::fsutil::private_db_file(&path)
+            .map_err(|e| ReceiptError::Batch(format!("cannot create {}: {e}", path.display())))?;
         let conn = open_connection(&path)?;
         conn.execute_batch(SCHEMA)?;
         let writer = open_connection(&path)?;

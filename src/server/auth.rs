@@ -101,14 +101,15 @@ impl FromRequestParts<AppState> for Caller {
             ));
         }
         let hash = token_hash(token);
+        let lifetime = state.token_lifetime_ms();
         let found = state
             .store
-            .call(move |c| accounts::authenticate(c, &hash))
+            .call(move |c| accounts::authenticate(c, &hash, lifetime))
             .await?;
         match found {
             Some((account, token_id)) => Ok(Caller { account, token_id }),
             None => Err(ApiError::unauthorized(
-                "the API token is invalid or was revoked: log in again with `yy login`",
+                "the API token is invalid or was revoked, or it expired unused: log in again with `yy login`",
             )),
         }
     }

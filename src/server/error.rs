@@ -15,6 +15,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -23,6 +25,14 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+    /// 429 with `Retry-After`.
+    pub fn too_many(retry_after_secs: u64, message: impl Into<String>) -> Self {
+        ApiError {
+            retry_after: Some(retry_after_secs),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests", message)
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -107,7 +117,13 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        response
     }
 }
 

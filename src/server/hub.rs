@@ -97,13 +97,21 @@ impl Hub {
     }
 
     /// Makes `generation` of `instance` the live one and wakes the previous one's polls.
+    /// The live generation only grows: connects that commit in one order may reach this
+    /// in another, and an older one must not replace the newest.
     pub fn set_live(&self, runner_id: &str, generation: i64, instance: &str) {
         let signals = self.signals(runner_id);
-        *signals.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(Live {
-            generation,
-            instance: instance.to_string(),
-            touched: Instant::now(),
-        });
+        {
+            let mut live = signals.live.lock().unwrap_or_else(|p| p.into_inner());
+            if live.as_ref().is_some_and(|l| l.generation > generation) {
+                return;
+            }
+            *live = Some(Live {
+                generation,
+                instance: instance.to_string(),
+                touched: Instant::now(),
+            });
+        }
         signals.work.notify_waiters();
     }
 
@@ -168,5 +176,20 @@ mod tests {
         );
         hub.clear("r", Some(3));
         assert_eq!(s.check(3, "b"), Err(GenerationError::Stale));
+    }
+
+    #[test]
+    fn a_late_older_connect_never_replaces_the_newest() {
+        let hub = Hub::default();
+        let s = hub.signals("r");
+        hub.set_live("r", 5, "newest");
+        hub.set_live("r", 4, "older");
+        assert_eq!(s.check(5, "newest"), Ok(()));
+        assert_eq!(
+            s.check(4, "older"),
+            Err(GenerationError::Replaced {
+                instance: "newest".into()
+            })
+        );
     }
 }

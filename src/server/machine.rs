@@ -140,6 +140,13 @@ async fn machine_connect(
     caller: RunnerCaller,
     Body(status): Body<RunnerStatus>,
 ) -> Result<Json<Connected>, ApiError> {
+    status.check().map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_status",
+            format!("the Runner's status is refused: {e}"),
+        )
+    })?;
     let connected = state
         .queue
         .connect(&caller.runner_id, &caller.instance, status)

@@ -1,25 +1,59 @@
-//! `yy serve`: the control plane. One axum server on one port: the admin API under
+//! `yy serve`: the control plane. One HTTP server on one port: the admin API under
 //! `/api/v1`, the machine API for Runners under `/runner/v1`, and `/healthz`.
 
 pub mod auth;
+pub mod conn;
 pub mod error;
 mod extract;
+pub mod hosts;
 mod hub;
+pub mod login;
 mod machine;
 pub mod queue;
 mod routes;
 pub mod store;
 
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use tokio::sync::watch;
 use tower_http::trace::TraceLayer;
 
+pub use conn::ConnLimits;
 pub use queue::Queue;
 pub use store::Store;
 use store::commands::QueueLimits;
+
+/// Settings of one control plane, fixed at start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub queue: QueueLimits,
+    pub conn: ConnLimits,
+    pub allowed_hosts: hosts::AllowedHosts,
+    /// An API token unused for this long stops working (each use extends it).
+    pub token_lifetime: Duration,
+    /// Finished commands and turn events older than this are deleted.
+    pub retention: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults for a server listening on `listen`.
+    pub fn new(listen: std::net::SocketAddr) -> ServerConfig {
+        ServerConfig {
+            queue: QueueLimits::default(),
+            conn: ConnLimits::default(),
+            allowed_hosts: hosts::AllowedHosts::new(listen, &[]),
+            token_lifetime: DEFAULT_TOKEN_LIFETIME,
+            retention: DEFAULT_RETENTION,
+        }
+    }
+}
+
+pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// What every handler can reach: the store for reads, the command service for changes
 /// that concern Runners.
@@ -27,15 +61,23 @@ use store::commands::QueueLimits;
 pub struct AppState {
     pub store: Store,
     pub queue: Queue,
+    pub config: Arc<ServerConfig>,
+    pub login: Arc<login::LoginGuard>,
 }
 
 impl AppState {
+    pub fn token_lifetime_ms(&self) -> i64 {
+        i64::try_from(self.config.token_lifetime.as_millis()).unwrap_or(i64::MAX)
+    }
+
     /// The state, and the sender that starts the shutdown (long-polls answer at once).
-    pub fn new(store: Store, limits: QueueLimits) -> (AppState, watch::Sender<bool>) {
+    pub fn new(store: Store, config: ServerConfig) -> (AppState, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
         let state = AppState {
-            queue: Queue::new(store.clone(), limits, rx),
+            queue: Queue::new(store.clone(), config.queue, rx),
             store,
+            config: Arc::new(config),
+            login: Arc::default(),
         };
         (state, tx)
     }
@@ -50,25 +92,30 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::health())
         .fallback(error::no_route)
         .method_not_allowed_fallback(extract::wrong_method)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            hosts::guard,
+        ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 
-/// Serves on `listener` until `shutdown` completes; then long-polls end at once and
-/// requests in flight finish.
+/// Serves on `listener` until `shutdown` completes; then long-polls end at once, requests
+/// in flight get the shutdown grace to finish, and whatever is still open is dropped.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     stop: watch::Sender<bool>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let sweeper = tokio::spawn(state.queue.clone().sweep_forever());
-    let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stop.send(true);
-        })
-        .await;
+    let limits = state.config.conn.clone();
+    let sweeper = tokio::spawn(state.queue.clone().sweep_forever(state.config.retention));
+    let app = router(state);
+    let result = conn::serve_connections(listener, app, limits, async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    })
+    .await;
     sweeper.abort();
     result
 }

@@ -16,7 +16,7 @@ use super::store::agents::{self, AgentRow};
 use super::store::commands::{self, Cancelled, CommandRow, QueueLimits, StartRefused};
 use super::store::computers::{self, ComputerRow};
 use super::store::sessions::{self, Admission, SessionRow, TurnRow};
-use super::store::{Store, StoreError, runners};
+use super::store::{Store, StoreError, retention, runners};
 
 use crate::api::machine::{Connected, LeasedCommand, Outcome, RunnerCommand, RunnerStatus};
 use crate::api::sessions::TurnEventIn;
@@ -495,10 +495,18 @@ impl Queue {
     }
 
     /// Expires and settles commands whose deadlines passed, every second until dropped.
-    pub async fn sweep_forever(self) {
+    pub async fn sweep_forever(self, retention: Duration) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        // Compaction scans tables: often enough for the retention, at most once a second.
+        let every = (retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let mut last_compaction = tokio::time::Instant::now();
         loop {
             tick.tick().await;
+            if last_compaction.elapsed() >= every {
+                last_compaction = tokio::time::Instant::now();
+                self.compact(retention_ms).await;
+            }
             let swept = self
                 .store
                 .call(|c| {
@@ -521,6 +529,36 @@ impl Queue {
     /// Whether the Runner holds a live connection now.
     pub fn is_live(&self, runner_id: &str) -> bool {
         self.hub.is_live(runner_id)
+    }
+
+    /// Deletes what the retention no longer keeps and gives the space back.
+    async fn compact(&self, retention_ms: i64) {
+        let done = self
+            .store
+            .call(move |c| {
+                let compacted = retention::compact(c, retention_ms, crate::timefmt::now_ms())?;
+                // Bounded per call; whatever is left goes at the next compaction.
+                retention::give_back_space(c)?;
+                Ok(compacted)
+            })
+            .await;
+        match done {
+            Ok(c) if c.any() => tracing::info!(
+                commands = c.commands,
+                events = c.events,
+                results = c.results,
+                "retention: deleted old data"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "retention sweep failed"),
+        }
+    }
+
+    /// Records that a final command's result was delivered (big ones are dropped later).
+    pub async fn delivered(&self, command_id: String) -> Result<(), StoreError> {
+        self.store
+            .call(move |c| retention::mark_delivered(c, &command_id, crate::timefmt::now_ms()))
+            .await
     }
 
     /// Runners connected right now.

@@ -11,8 +11,12 @@ use crate::server::AppState;
 use crate::server::auth::Admin;
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
+use crate::server::queue::MAX_TIMEOUT_MS;
 use crate::server::store::commands;
 use crate::server::store::runners;
+
+/// Time a ping gets beyond its hold to be delivered and answered.
+const PING_SLACK_MS: u64 = 10_000;
 
 /// Longest an admin may wait for a command in one request.
 const MAX_WAIT_MS: u64 = 60_000;
@@ -23,7 +27,27 @@ pub async fn runner_ping(
     Path(id): Path<String>,
     Body(p): Body<PingParams>,
 ) -> Result<Json<machine::Command>, ApiError> {
-    let timeout = p.timeout_ms.unwrap_or(p.hold_ms.saturating_add(10_000));
+    // Checked: a hold near u64::MAX must be refused, not wrapped or saturated into range.
+    let max_hold = MAX_TIMEOUT_MS - PING_SLACK_MS;
+    if p.hold_ms > max_hold {
+        return Err(ApiError::bad_request(format!(
+            "hold_ms {} is too long: a ping may hold at most {max_hold} ms",
+            p.hold_ms
+        )));
+    }
+    let timeout = match p.timeout_ms {
+        Some(t) => t,
+        None => p
+            .hold_ms
+            .checked_add(PING_SLACK_MS)
+            .ok_or_else(|| ApiError::bad_request("hold_ms is out of range"))?,
+    };
+    if timeout <= p.hold_ms {
+        return Err(ApiError::bad_request(format!(
+            "timeout_ms {timeout} must be longer than hold_ms {}",
+            p.hold_ms
+        )));
+    }
     let ping = RunnerCommand::Ping(PingPayload { hold_ms: p.hold_ms });
     let row = state.queue.enqueue(id, ping, timeout).await?;
     Ok(Json(row.view(false)))
@@ -107,7 +131,12 @@ pub async fn command_show(
 ) -> Result<Json<machine::Command>, ApiError> {
     let wait = Duration::from_millis(q.wait_ms.min(MAX_WAIT_MS));
     let row = state.queue.wait_command(id, wait).await?;
-    Ok(Json(row.view(true)))
+    let (id, is_final) = (row.id.clone(), row.is_final());
+    let view = row.view(true);
+    if is_final && view.result.is_some() {
+        state.queue.delivered(id).await?;
+    }
+    Ok(Json(view))
 }
 
 pub async fn command_cancel(

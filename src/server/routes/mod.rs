@@ -39,6 +39,20 @@ pub fn admin() -> Router<AppState> {
         )
         .route("/api/v1/accounts/{name}", get(accounts::account_show))
         .route(
+            "/api/v1/accounts/{name}/disable",
+            post(accounts::account_disable),
+        )
+        .route(
+            "/api/v1/accounts/{name}/enable",
+            post(accounts::account_enable),
+        )
+        .route(
+            "/api/v1/accounts/{name}/password",
+            post(accounts::account_password),
+        )
+        .route("/api/v1/tokens", get(accounts::token_list))
+        .route("/api/v1/tokens/{id}/revoke", post(accounts::token_revoke))
+        .route(
             "/api/v1/sources",
             get(catalog::source_list).post(catalog::source_create),
         )

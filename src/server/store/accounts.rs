@@ -12,6 +12,7 @@ pub struct AccountRow {
     pub username: String,
     pub admin: bool,
     pub created_at: i64,
+    pub disabled_at: Option<i64>,
 }
 
 impl From<AccountRow> for views::Account {
@@ -21,11 +22,12 @@ impl From<AccountRow> for views::Account {
             username: r.username,
             admin: r.admin,
             created_at: rfc3339(r.created_at),
+            disabled_at: r.disabled_at.map(rfc3339),
         }
     }
 }
 
-const COLUMNS: &str = "id, username, admin, created_at";
+const COLUMNS: &str = "id, username, admin, created_at, disabled_at";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountRow> {
     Ok(AccountRow {
@@ -33,6 +35,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountRow> {
         username: r.get(1)?,
         admin: r.get(2)?,
         created_at: r.get(3)?,
+        disabled_at: r.get(4)?,
     })
 }
 
@@ -47,6 +50,7 @@ pub fn create(
         username: username.to_string(),
         admin,
         created_at: now_ms(),
+        disabled_at: None,
     };
     conn.execute(
         "INSERT INTO accounts (id, username, password_hash, admin, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -88,7 +92,7 @@ pub fn credentials(
         .query_row(
             &format!("SELECT {COLUMNS}, password_hash FROM accounts WHERE username = ?1"),
             [username],
-            |r| Ok((row(r)?, r.get(4)?)),
+            |r| Ok((row(r)?, r.get(5)?)),
         )
         .optional()?)
 }
@@ -107,27 +111,32 @@ pub fn insert_token(
     Ok(id)
 }
 
-/// The account behind a live token, and the token's id.
+/// The account behind a live token, and the token's id. A token is live until revoked,
+/// until its account is disabled, and until it was unused for `lifetime_ms` (each use
+/// extends it).
 pub fn authenticate(
     conn: &Connection,
     token_hash: &str,
+    lifetime_ms: i64,
 ) -> Result<Option<(AccountRow, String)>, StoreError> {
+    let now = now_ms();
     let found = conn
         .prepare_cached(
-            "SELECT a.id, a.username, a.admin, a.created_at, t.id, t.last_used_at
+            "SELECT a.id, a.username, a.admin, a.created_at, a.disabled_at, t.id, t.last_used_at
              FROM api_tokens t JOIN accounts a ON a.id = t.account_id
-             WHERE t.token_hash = ?1 AND t.revoked_at IS NULL",
+             WHERE t.token_hash = ?1 AND t.revoked_at IS NULL AND a.disabled_at IS NULL
+               AND coalesce(t.last_used_at, t.created_at) > ?2",
         )?
-        .query_row([token_hash], |r| {
-            Ok((row(r)?, r.get::<_, String>(4)?, r.get::<_, Option<i64>>(5)?))
+        .query_row(params![token_hash, now.saturating_sub(lifetime_ms)], |r| {
+            Ok((row(r)?, r.get::<_, String>(5)?, r.get::<_, Option<i64>>(6)?))
         })
         .optional()?;
     let Some((account, token_id, last_used)) = found else {
         return Ok(None);
     };
-    // Recording every use would make each read a write; a minute's precision is enough.
-    let now = now_ms();
-    if last_used.is_none_or(|t| now - t > 60_000) {
+    // Recording every use would make each read a write; a minute's precision (or a
+    // quarter of a short lifetime) is enough.
+    if last_used.is_none_or(|t| now - t > (lifetime_ms / 4).min(60_000)) {
         conn.execute(
             "UPDATE api_tokens SET last_used_at = ?1 WHERE id = ?2",
             params![now, token_id],
@@ -142,4 +151,131 @@ pub fn revoke_token(conn: &Connection, token_id: &str) -> Result<(), StoreError>
         params![now_ms(), token_id],
     )?;
     Ok(())
+}
+
+/// Disables or enables an account. Disabling revokes all its tokens in the same transaction.
+pub fn set_disabled(
+    conn: &mut Connection,
+    username: &str,
+    disabled: bool,
+) -> Result<AccountRow, StoreError> {
+    let tx = conn.transaction()?;
+    let account = get_by_name(&tx, username)?;
+    let now = now_ms();
+    if disabled {
+        tx.execute(
+            "UPDATE accounts SET disabled_at = coalesce(disabled_at, ?1) WHERE id = ?2",
+            params![now, account.id],
+        )?;
+        tx.execute(
+            "UPDATE api_tokens SET revoked_at = ?1 WHERE account_id = ?2 AND revoked_at IS NULL",
+            params![now, account.id],
+        )?;
+    } else {
+        tx.execute(
+            "UPDATE accounts SET disabled_at = NULL WHERE id = ?1",
+            [&account.id],
+        )?;
+    }
+    let account = get_by_name(&tx, username)?;
+    tx.commit()?;
+    Ok(account)
+}
+
+/// Sets a password and revokes every token of the account except `keep`.
+pub fn set_password(
+    conn: &mut Connection,
+    account_id: &str,
+    password_hash: &str,
+    keep: Option<&str>,
+) -> Result<(), StoreError> {
+    let tx = conn.transaction()?;
+    tx.execute(
+        "UPDATE accounts SET password_hash = ?1 WHERE id = ?2",
+        params![password_hash, account_id],
+    )?;
+    tx.execute(
+        "UPDATE api_tokens SET revoked_at = ?1
+         WHERE account_id = ?2 AND revoked_at IS NULL AND id IS NOT ?3",
+        params![now_ms(), account_id, keep],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+pub struct TokenRow {
+    pub id: String,
+    pub account_id: String,
+    pub username: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+impl TokenRow {
+    pub fn view(self, lifetime_ms: i64) -> views::Token {
+        let last = self.last_used_at.unwrap_or(self.created_at);
+        views::Token {
+            id: self.id,
+            account: self.username,
+            created_at: rfc3339(self.created_at),
+            last_used_at: self.last_used_at.map(rfc3339),
+            expires_at: rfc3339(last.saturating_add(lifetime_ms)),
+            revoked_at: self.revoked_at.map(rfc3339),
+        }
+    }
+}
+
+const TOKEN_COLUMNS: &str =
+    "t.id, t.account_id, a.username, t.created_at, t.last_used_at, t.revoked_at";
+
+fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
+    Ok(TokenRow {
+        id: r.get(0)?,
+        account_id: r.get(1)?,
+        username: r.get(2)?,
+        created_at: r.get(3)?,
+        last_used_at: r.get(4)?,
+        revoked_at: r.get(5)?,
+    })
+}
+
+/// Live tokens (not revoked, not expired), of one account or of all, newest first.
+pub fn list_tokens(
+    conn: &Connection,
+    username: Option<&str>,
+    lifetime_ms: i64,
+) -> Result<Vec<TokenRow>, StoreError> {
+    if let Some(name) = username {
+        get_by_name(conn, name)?;
+    }
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {TOKEN_COLUMNS} FROM api_tokens t JOIN accounts a ON a.id = t.account_id
+         WHERE t.revoked_at IS NULL AND coalesce(t.last_used_at, t.created_at) > ?1
+           AND (?2 IS NULL OR a.username = ?2)
+         ORDER BY t.created_at DESC, t.id"
+    ))?;
+    let rows = stmt
+        .query_map(
+            params![now_ms().saturating_sub(lifetime_ms), username],
+            token_row,
+        )?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// One token by id (revoked ones too).
+pub fn get_token(conn: &Connection, id: &str) -> Result<TokenRow, StoreError> {
+    not_found(
+        conn.query_row(
+            &format!(
+                "SELECT {TOKEN_COLUMNS} FROM api_tokens t JOIN accounts a ON a.id = t.account_id
+                 WHERE t.id = ?1"
+            ),
+            [id],
+            token_row,
+        ),
+        || format!("no token {id:?}: see `yy token list`"),
+    )
 }

@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0003_sessions.sql"),
     include_str!("../../../migrations/0004_computers.sql"),
     include_str!("../../../migrations/0005_egress.sql"),
+    include_str!("../../../migrations/0006_accounts_tokens.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.

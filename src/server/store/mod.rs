@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod commands;
 pub mod computers;
 mod migrate;
+pub mod retention;
 pub mod runners;
 mod session_ends;
 pub mod sessions;
@@ -73,6 +74,8 @@ impl Store {
             ))
         })?;
         let path = db_path(data_dir);
+        crate::fsutil::private_db_file(&path)
+            .map_err(|e| StoreError::Invalid(format!("cannot create {}: {e}", path.display())))?;
         let mut conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -149,7 +152,20 @@ fn run_jobs(conn: &Mutex<Connection>, queue: &std::sync::mpsc::Receiver<Job>) {
 
 fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(Duration::from_secs(5))?;
+    // Freed pages can be given back to the file system (retention::give_back_space). A
+    // database made before this setting is rebuilt once, at open, before anyone waits.
+    let auto_vacuum: i64 = conn.pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+    if auto_vacuum != 2 {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        conn.execute_batch("VACUUM")?;
+    }
     conn.pragma_update(None, "journal_mode", "WAL")?;
+    // A burst of big writes must not leave a big WAL behind after its checkpoint.
+    conn.pragma_update(None, "journal_size_limit", 16 * 1024 * 1024)?;
+    // NORMAL, not FULL: in WAL mode a power loss may roll back the last acknowledged
+    // commits (never corrupt the file). FULL fsyncs every commit on the one writer thread
+    // and halved the dispatch throughput (docs/benchmarks.md, "Durability"); it comes back
+    // with group commit on the writer thread.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())

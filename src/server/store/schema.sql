@@ -7,7 +7,8 @@ CREATE TABLE accounts (
     username      TEXT NOT NULL UNIQUE,
     password_hash TEXT NOT NULL,
     admin         INTEGER NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
-    created_at    INTEGER NOT NULL
+    created_at    INTEGER NOT NULL,
+    disabled_at   INTEGER                        -- set: no login, no token works
 );
 
 -- API tokens are stored as SHA-256 of the token; the token itself exists only on the client.
@@ -19,6 +20,7 @@ CREATE TABLE api_tokens (
     last_used_at INTEGER,
     revoked_at   INTEGER
 );
+CREATE INDEX api_tokens_account ON api_tokens(account_id);
 
 CREATE TABLE sources (
     id          TEXT PRIMARY KEY,
@@ -90,7 +92,8 @@ CREATE TABLE runner_commands (
     finished_at         INTEGER,
     cancel_requested_at INTEGER,
     result              TEXT,                              -- JSON, at most 8 MiB
-    error               TEXT
+    error               TEXT,
+    delivered_at        INTEGER                            -- first time an admin got the result
 );
 CREATE INDEX runner_commands_queue ON runner_commands(runner_id, state, seq);
 CREATE TABLE sessions (

@@ -521,3 +521,58 @@ fn an_agent_in_a_turn_cannot_switch_its_execution_environment() {
         Err(StoreError::Conflict(why)) if why.contains("cannot change while it executes")
     ));
 }
+
+#[test]
+fn retention_drops_delivered_big_results_then_deletes_finished_commands() {
+    use super::retention::{self, Compacted};
+    let mut w = world();
+    let generation = w.connect();
+    let big = w.ping(QueueLimits::default()).unwrap().id;
+    let small = w.ping(QueueLimits::default()).unwrap().id;
+    for id in [&big, &small] {
+        w.run(generation, id);
+        w.complete(generation, id, Outcome::Done).unwrap();
+    }
+    let pending = w.ping(QueueLimits::default()).unwrap().id;
+    let huge = format!("\"{}\"", "x".repeat(100_000));
+    w.conn
+        .execute(
+            "UPDATE runner_commands SET result = ?1 WHERE id = ?2",
+            [&huge, &big],
+        )
+        .unwrap();
+    w.conn
+        .execute(
+            "UPDATE runner_commands SET result = '{\"ok\":true}' WHERE id = ?1",
+            [&small],
+        )
+        .unwrap();
+    let now = crate::timefmt::now_ms();
+    let hour = 3_600_000;
+    retention::mark_delivered(&w.conn, &big, now).unwrap();
+    retention::mark_delivered(&w.conn, &small, now).unwrap();
+
+    let kept = retention::compact(&mut w.conn, hour, now + 30_000).unwrap();
+    assert_eq!(
+        kept,
+        Compacted::default(),
+        "a retry within the grace still gets it"
+    );
+    let dropped = retention::compact(&mut w.conn, hour, now + 61_000).unwrap();
+    assert_eq!(dropped.results, 1, "only the big result goes");
+    assert!(commands::get(&w.conn, &big).unwrap().result.is_none());
+    assert!(commands::get(&w.conn, &small).unwrap().result.is_some());
+
+    let old = retention::compact(&mut w.conn, hour, now + 2 * hour).unwrap();
+    assert_eq!(
+        old.commands, 2,
+        "both finished commands are past the retention"
+    );
+    assert!(commands::get(&w.conn, &big).is_err());
+    assert_eq!(
+        w.state(&pending),
+        CommandState::Pending,
+        "unfinished work stays"
+    );
+    assert!(retention::give_back_space(&w.conn).is_ok());
+}
