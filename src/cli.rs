@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    account, admin, agent, bench, chat, computer, generate, guest, image, login, profile, runner,
-    serve, session, source,
+    account, admin, agent, artifact, bench, chat, computer, generate, guest, image, login, profile,
+    runner, serve, session, source,
 };
 
 #[derive(Debug, Parser)]
@@ -52,12 +52,14 @@ pub enum Command {
     Agent(agent::AgentArgs),
     /// Register and manage Runners, the execution hosts next to Hermes
     Runner(runner::RunnerArgs),
-    /// Send a message to a host agent and stream its reply
+    /// Send a message to an agent and stream its reply
     Chat(chat::ChatArgs),
     /// Isolated computers of computer agents: create, list, show, stop, rm, exec, audit
     Computer(computer::ComputerArgs),
     /// Bot sessions: list, show the transcript, stop, close
     Session(session::SessionArgs),
+    /// Files exported from computers and fetched from Runners: list, show, get
+    Artifact(artifact::ArtifactArgs),
     /// Benchmarks on this machine: command dispatch, and computers against the docker CLI
     Bench(bench::BenchArgs),
     /// Build, verify and list the computer image (on the local Docker engine)

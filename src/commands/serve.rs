@@ -44,7 +44,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_pending: args.max_pending_commands,
         max_pending_bytes: args.max_pending_bytes,
     };
-    let (state, stop) = AppState::new(store, limits);
+    let files = server::artifacts::ArtifactFiles::open(&data_dir).map_err(|e| {
+        CliError::failure(format!(
+            "cannot create the artifact directory in {}: {e}",
+            data_dir.display()
+        ))
+    })?;
+    let (state, stop) = AppState::new(store, limits, files);
     server::serve(listener, state, stop, shutdown_signal())
         .await
         .context("serving")?;

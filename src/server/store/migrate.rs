@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0002_runner_commands.sql"),
     include_str!("../../../migrations/0003_sessions.sql"),
     include_str!("../../../migrations/0004_computers.sql"),
+    include_str!("../../../migrations/0005_artifacts.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.
