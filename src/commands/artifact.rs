@@ -3,6 +3,7 @@
 //! `yy runner fetch` use.
 
 use std::io::{IsTerminal, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -218,6 +219,7 @@ impl Sink {
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&tmp)
             .with_context(|| format!("cannot write in {}", dir.display()))?;
         Ok(Sink::File {

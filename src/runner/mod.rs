@@ -2,6 +2,7 @@
 //! re-checks each with the control plane before running it, runs commands concurrently, and
 //! keeps receipts so nothing ever runs twice.
 
+pub mod artifacts;
 pub mod client;
 pub mod computers;
 pub mod config;
@@ -62,6 +63,8 @@ struct Shared {
     workers: Option<Arc<worker::Workers>>,
     /// The Hermes home whose profiles hold the models' settings.
     hermes_home: PathBuf,
+    /// Files in transit to and from the control plane.
+    spool: PathBuf,
     /// Commands running now, with the token that cancels each.
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Fires when the grace period after SIGTERM is over.
@@ -103,6 +106,7 @@ pub async fn run(
         computers,
         workers,
         hermes_home,
+        spool: clean_spool(&opts.data_dir),
         inflight: Mutex::default(),
         hard_stop: CancellationToken::new(),
     });
@@ -560,9 +564,13 @@ async fn execute(
     };
     let answer: Result<serde_json::Value, CommandFailure> = match command {
         RunnerCommand::Ping(p) => exec::ping(p).await.map_err(Into::into),
-        RunnerCommand::Fetch(p) => exec::fetch(p, shared.config.artifact_roots.clone())
-            .await
-            .map_err(Into::into),
+        RunnerCommand::Fetch(p) => exec::fetch(
+            p,
+            shared.config.artifact_roots.clone(),
+            transfer(shared, generation, &cmd.id),
+        )
+        .await
+        .map_err(Into::into),
         RunnerCommand::Cancel(p) => Ok(cancel_running(shared, p.command_id)),
         RunnerCommand::SessionTurn(p) => turn(shared, generation, &cmd.id, p).await,
         RunnerCommand::SessionStop(r) => turns::stop(&shared.hermes, r).await,
@@ -623,11 +631,13 @@ async fn worker_turn(
             "this Runner cannot run computer agents' turns: it needs a Docker engine and a Worker Python",
         ));
     };
+    let exports = artifacts::TurnExports::new(transfer(shared, generation, command_id));
     let host = worker_turn::WorkerHost {
         pool,
         workers,
         hermes_home: &shared.hermes_home,
         allowed_profiles: &shared.config.allowed_profiles,
+        exports: &exports,
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let forwarder = tokio::spawn(forward_events(
@@ -639,6 +649,23 @@ async fn worker_turn(
     let r = worker_turn::turn(host, p, tx, stop).await;
     let _ = forwarder.await;
     r
+}
+
+/// The transfers of one running command.
+fn transfer(shared: &Shared, generation: i64, command_id: &str) -> artifacts::Transfer {
+    artifacts::Transfer {
+        client: shared.client.clone(),
+        generation,
+        command_id: command_id.to_string(),
+        spool: shared.spool.clone(),
+    }
+}
+
+/// The spool directory, emptied of what an earlier run left in transit.
+fn clean_spool(data_dir: &std::path::Path) -> PathBuf {
+    let spool = data_dir.join("spool");
+    let _ = std::fs::remove_dir_all(&spool);
+    spool
 }
 
 /// Cancels a command running on this Runner, if it is.
