@@ -106,7 +106,7 @@ impl Harness {
         self.dir.0.join(rel)
     }
 
-    fn command(&self, args: &[&str]) -> Process {
+    pub(super) fn command(&self, args: &[&str]) -> Process {
         let mut cmd = Process::new(&self.bin);
         cmd.args(args)
             .env("XDG_CONFIG_HOME", self.path("config"))
@@ -149,6 +149,12 @@ pub(super) struct Setup {
     pub(super) runner_id: String,
     /// The control plane's database (read-only use: final states and outcome times).
     pub(super) db: PathBuf,
+    /// The admin's API token (for CLI processes the benchmark runs).
+    pub(super) token: String,
+    /// The Runner's runner.json.
+    pub(super) runner_config: PathBuf,
+    /// The Runner's artifact root (`yy runner fetch` exports from here).
+    pub(super) export_root: PathBuf,
 }
 
 impl Setup {
@@ -300,6 +306,7 @@ pub(super) async fn setup(bin: PathBuf, args: &DispatchArgs) -> anyhow::Result<S
         })
         .await
         .context("logging in to the benchmark's control plane")?;
+    let token = login.token.clone();
     let admin = Client::new(&url, Some(login.token))?;
     admin
         .source_create(&params::SourceCreate {
@@ -313,7 +320,19 @@ pub(super) async fn setup(bin: PathBuf, args: &DispatchArgs) -> anyhow::Result<S
             cwd: None,
         })
         .await?;
-    let reg = register(&admin, &url, "bench").await?;
+    let export_root = h.path("export");
+    crate::fsutil::create_private_dir(&export_root)?;
+    let export_root = std::fs::canonicalize(&export_root)?;
+    let reg = admin
+        .runner_register(&params::RunnerRegister {
+            source: "bench".into(),
+            profiles: vec!["bench".into()],
+            server_url: url.clone(),
+            hermes_url: "http://127.0.0.1:9119".into(),
+            artifact_roots: vec![export_root.display().to_string()],
+            computer_image: None,
+        })
+        .await?;
     let runner_id = reg.runner.id.clone();
     crate::fsutil::create_private_dir(&h.path("runner"))?;
     let config_path = h.path("runner/runner.json");
@@ -344,6 +363,9 @@ pub(super) async fn setup(bin: PathBuf, args: &DispatchArgs) -> anyhow::Result<S
         admin,
         runner_id,
         db: crate::server::store::db_path(&db_dir),
+        token,
+        runner_config: config_path,
+        export_root,
     };
     let (admin, runner_id) = (s.admin.clone(), s.runner_id.clone());
     s.while_alive(wait_online(&admin, &runner_id)).await?;
