@@ -25,6 +25,9 @@ _yy() {
             yy,agent)
                 cmd="yy__subcmd__agent"
                 ;;
+            yy,artifact)
+                cmd="yy__subcmd__artifact"
+                ;;
             yy,bench)
                 cmd="yy__subcmd__bench"
                 ;;
@@ -145,6 +148,33 @@ _yy() {
             yy__subcmd__agent__subcmd__help,update)
                 cmd="yy__subcmd__agent__subcmd__help__subcmd__update"
                 ;;
+            yy__subcmd__artifact,get)
+                cmd="yy__subcmd__artifact__subcmd__get"
+                ;;
+            yy__subcmd__artifact,help)
+                cmd="yy__subcmd__artifact__subcmd__help"
+                ;;
+            yy__subcmd__artifact,list)
+                cmd="yy__subcmd__artifact__subcmd__list"
+                ;;
+            yy__subcmd__artifact,show)
+                cmd="yy__subcmd__artifact__subcmd__show"
+                ;;
+            yy__subcmd__artifact__subcmd__help,get)
+                cmd="yy__subcmd__artifact__subcmd__help__subcmd__get"
+                ;;
+            yy__subcmd__artifact__subcmd__help,help)
+                cmd="yy__subcmd__artifact__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__artifact__subcmd__help,list)
+                cmd="yy__subcmd__artifact__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__artifact__subcmd__help,show)
+                cmd="yy__subcmd__artifact__subcmd__help__subcmd__show"
+                ;;
+            yy__subcmd__bench,artifacts)
+                cmd="yy__subcmd__bench__subcmd__artifacts"
+                ;;
             yy__subcmd__bench,computer)
                 cmd="yy__subcmd__bench__subcmd__computer"
                 ;;
@@ -153,6 +183,9 @@ _yy() {
                 ;;
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
+                ;;
+            yy__subcmd__bench__subcmd__help,artifacts)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__artifacts"
                 ;;
             yy__subcmd__bench__subcmd__help,computer)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__computer"
@@ -232,6 +265,9 @@ _yy() {
             yy__subcmd__help,agent)
                 cmd="yy__subcmd__help__subcmd__agent"
                 ;;
+            yy__subcmd__help,artifact)
+                cmd="yy__subcmd__help__subcmd__artifact"
+                ;;
             yy__subcmd__help,bench)
                 cmd="yy__subcmd__help__subcmd__bench"
                 ;;
@@ -306,6 +342,18 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__agent,update)
                 cmd="yy__subcmd__help__subcmd__agent__subcmd__update"
+                ;;
+            yy__subcmd__help__subcmd__artifact,get)
+                cmd="yy__subcmd__help__subcmd__artifact__subcmd__get"
+                ;;
+            yy__subcmd__help__subcmd__artifact,list)
+                cmd="yy__subcmd__help__subcmd__artifact__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__artifact,show)
+                cmd="yy__subcmd__help__subcmd__artifact__subcmd__show"
+                ;;
+            yy__subcmd__help__subcmd__bench,artifacts)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__artifacts"
                 ;;
             yy__subcmd__help__subcmd__bench,computer)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__computer"
@@ -626,7 +674,7 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session bench image guest completions man help"
+            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session artifact bench image guest completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1101,13 +1149,189 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer help"
+        yy__subcmd__artifact)
+            opts="-h -V --server --help --version list show get help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__get)
+            opts="-o -h -V --output --force --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help)
+            opts="list show get help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help__subcmd__get)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__list)
+            opts="-h -V --session --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --session)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__show)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench)
+            opts="-h -V --server --help --version dispatch computer artifacts help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__artifacts)
+            opts="-h -V --samples --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1180,8 +1404,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer help"
+            opts="dispatch computer artifacts help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__help__subcmd__artifacts)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1236,13 +1474,17 @@ _yy() {
             return 0
             ;;
         yy__subcmd__chat)
-            opts="-h -V --session --json --server --help --version"
+            opts="-h -V --session --attach --json --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --session)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --attach)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1640,7 +1882,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account source profile agent runner chat computer session bench image guest completions man help"
+            opts="serve admin login logout whoami account source profile agent runner chat computer session artifact bench image guest completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1821,9 +2063,79 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer"
+        yy__subcmd__help__subcmd__artifact)
+            opts="list show get"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__artifact__subcmd__get)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__artifact__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__artifact__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench)
+            opts="dispatch computer artifacts"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__artifacts)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
