@@ -28,6 +28,9 @@ _yy() {
             yy,artifact)
                 cmd="yy__subcmd__artifact"
                 ;;
+            yy,backup)
+                cmd="yy__subcmd__backup"
+                ;;
             yy,bench)
                 cmd="yy__subcmd__bench"
                 ;;
@@ -60,6 +63,9 @@ _yy() {
                 ;;
             yy,profile)
                 cmd="yy__subcmd__profile"
+                ;;
+            yy,restore)
+                cmd="yy__subcmd__restore"
                 ;;
             yy,runner)
                 cmd="yy__subcmd__runner"
@@ -172,8 +178,29 @@ _yy() {
             yy__subcmd__artifact__subcmd__help,show)
                 cmd="yy__subcmd__artifact__subcmd__help__subcmd__show"
                 ;;
+            yy__subcmd__backup,create)
+                cmd="yy__subcmd__backup__subcmd__create"
+                ;;
+            yy__subcmd__backup,help)
+                cmd="yy__subcmd__backup__subcmd__help"
+                ;;
+            yy__subcmd__backup,verify)
+                cmd="yy__subcmd__backup__subcmd__verify"
+                ;;
+            yy__subcmd__backup__subcmd__help,create)
+                cmd="yy__subcmd__backup__subcmd__help__subcmd__create"
+                ;;
+            yy__subcmd__backup__subcmd__help,help)
+                cmd="yy__subcmd__backup__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__backup__subcmd__help,verify)
+                cmd="yy__subcmd__backup__subcmd__help__subcmd__verify"
+                ;;
             yy__subcmd__bench,artifacts)
                 cmd="yy__subcmd__bench__subcmd__artifacts"
+                ;;
+            yy__subcmd__bench,backup)
+                cmd="yy__subcmd__bench__subcmd__backup"
                 ;;
             yy__subcmd__bench,computer)
                 cmd="yy__subcmd__bench__subcmd__computer"
@@ -184,8 +211,14 @@ _yy() {
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
                 ;;
+            yy__subcmd__bench,turn)
+                cmd="yy__subcmd__bench__subcmd__turn"
+                ;;
             yy__subcmd__bench__subcmd__help,artifacts)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__artifacts"
+                ;;
+            yy__subcmd__bench__subcmd__help,backup)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__backup"
                 ;;
             yy__subcmd__bench__subcmd__help,computer)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__computer"
@@ -195,6 +228,9 @@ _yy() {
                 ;;
             yy__subcmd__bench__subcmd__help,help)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__bench__subcmd__help,turn)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__turn"
                 ;;
             yy__subcmd__computer,audit)
                 cmd="yy__subcmd__computer__subcmd__audit"
@@ -268,6 +304,9 @@ _yy() {
             yy__subcmd__help,artifact)
                 cmd="yy__subcmd__help__subcmd__artifact"
                 ;;
+            yy__subcmd__help,backup)
+                cmd="yy__subcmd__help__subcmd__backup"
+                ;;
             yy__subcmd__help,bench)
                 cmd="yy__subcmd__help__subcmd__bench"
                 ;;
@@ -300,6 +339,9 @@ _yy() {
                 ;;
             yy__subcmd__help,profile)
                 cmd="yy__subcmd__help__subcmd__profile"
+                ;;
+            yy__subcmd__help,restore)
+                cmd="yy__subcmd__help__subcmd__restore"
                 ;;
             yy__subcmd__help,runner)
                 cmd="yy__subcmd__help__subcmd__runner"
@@ -352,14 +394,26 @@ _yy() {
             yy__subcmd__help__subcmd__artifact,show)
                 cmd="yy__subcmd__help__subcmd__artifact__subcmd__show"
                 ;;
+            yy__subcmd__help__subcmd__backup,create)
+                cmd="yy__subcmd__help__subcmd__backup__subcmd__create"
+                ;;
+            yy__subcmd__help__subcmd__backup,verify)
+                cmd="yy__subcmd__help__subcmd__backup__subcmd__verify"
+                ;;
             yy__subcmd__help__subcmd__bench,artifacts)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__artifacts"
+                ;;
+            yy__subcmd__help__subcmd__bench,backup)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__backup"
                 ;;
             yy__subcmd__help__subcmd__bench,computer)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__computer"
                 ;;
             yy__subcmd__help__subcmd__bench,dispatch)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__dispatch"
+                ;;
+            yy__subcmd__help__subcmd__bench,turn)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__turn"
                 ;;
             yy__subcmd__help__subcmd__computer,audit)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__audit"
@@ -409,6 +463,9 @@ _yy() {
             yy__subcmd__help__subcmd__profile,update)
                 cmd="yy__subcmd__help__subcmd__profile__subcmd__update"
                 ;;
+            yy__subcmd__help__subcmd__runner,backup)
+                cmd="yy__subcmd__help__subcmd__runner__subcmd__backup"
+                ;;
             yy__subcmd__help__subcmd__runner,cancel)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__cancel"
                 ;;
@@ -429,6 +486,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__runner,register)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__register"
+                ;;
+            yy__subcmd__help__subcmd__runner,restore)
+                cmd="yy__subcmd__help__subcmd__runner__subcmd__restore"
                 ;;
             yy__subcmd__help__subcmd__runner,run)
                 cmd="yy__subcmd__help__subcmd__runner__subcmd__run"
@@ -529,6 +589,9 @@ _yy() {
             yy__subcmd__profile__subcmd__help,update)
                 cmd="yy__subcmd__profile__subcmd__help__subcmd__update"
                 ;;
+            yy__subcmd__runner,backup)
+                cmd="yy__subcmd__runner__subcmd__backup"
+                ;;
             yy__subcmd__runner,cancel)
                 cmd="yy__subcmd__runner__subcmd__cancel"
                 ;;
@@ -553,6 +616,9 @@ _yy() {
             yy__subcmd__runner,register)
                 cmd="yy__subcmd__runner__subcmd__register"
                 ;;
+            yy__subcmd__runner,restore)
+                cmd="yy__subcmd__runner__subcmd__restore"
+                ;;
             yy__subcmd__runner,run)
                 cmd="yy__subcmd__runner__subcmd__run"
                 ;;
@@ -564,6 +630,9 @@ _yy() {
                 ;;
             yy__subcmd__runner,update)
                 cmd="yy__subcmd__runner__subcmd__update"
+                ;;
+            yy__subcmd__runner__subcmd__help,backup)
+                cmd="yy__subcmd__runner__subcmd__help__subcmd__backup"
                 ;;
             yy__subcmd__runner__subcmd__help,cancel)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__cancel"
@@ -588,6 +657,9 @@ _yy() {
                 ;;
             yy__subcmd__runner__subcmd__help,register)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__register"
+                ;;
+            yy__subcmd__runner__subcmd__help,restore)
+                cmd="yy__subcmd__runner__subcmd__help__subcmd__restore"
                 ;;
             yy__subcmd__runner__subcmd__help,run)
                 cmd="yy__subcmd__runner__subcmd__help__subcmd__run"
@@ -674,7 +746,7 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session artifact bench image guest completions man help"
+            opts="-h -V --server --help --version serve admin login logout whoami account source profile agent runner chat computer session artifact backup restore bench image guest completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1303,8 +1375,130 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__backup)
+            opts="-h -V --server --help --version create verify help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__create)
+            opts="-o -h -V --data-dir --output --force --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__help)
+            opts="create verify help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__help__subcmd__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__backup__subcmd__verify)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer artifacts help"
+            opts="-h -V --server --help --version dispatch computer artifacts backup turn help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1329,6 +1523,40 @@ _yy() {
             fi
             case "${prev}" in
                 --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__backup)
+            opts="-h -V --size-mib --files --rounds --dir --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --size-mib)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --files)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1404,7 +1632,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer artifacts help"
+            opts="dispatch computer artifacts backup turn help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1418,6 +1646,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help__subcmd__artifacts)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__help__subcmd__backup)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1466,6 +1708,46 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__help__subcmd__turn)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__turn)
+            opts="-h -V --hermes --samples --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --hermes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1882,7 +2164,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account source profile agent runner chat computer session artifact bench image guest completions man help"
+            opts="serve admin login logout whoami account source profile agent runner chat computer session artifact backup restore bench image guest completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2119,8 +2401,50 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__help__subcmd__backup)
+            opts="create verify"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__backup__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__backup__subcmd__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer artifacts"
+            opts="dispatch computer artifacts backup turn"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2134,6 +2458,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench__subcmd__artifacts)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__backup)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2162,6 +2500,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench__subcmd__dispatch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__turn)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2539,9 +2891,37 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        yy__subcmd__help__subcmd__runner)
-            opts="run register list show ping fetch sessions commands cancel update disable"
+        yy__subcmd__help__subcmd__restore)
+            opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__runner)
+            opts="run backup restore register list show ping fetch sessions commands cancel update disable"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__runner__subcmd__backup)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2638,6 +3018,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__runner__subcmd__register)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__runner__subcmd__restore)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3339,13 +3733,65 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        yy__subcmd__runner)
-            opts="-h -V --server --help --version run register list show ping fetch sessions commands cancel update disable help"
+        yy__subcmd__restore)
+            opts="-h -V --data-dir --json --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner)
+            opts="-h -V --server --help --version run backup restore register list show ping fetch sessions commands cancel update disable help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__backup)
+            opts="-o -h -V --data-dir --output --force --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -3442,8 +3888,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__help)
-            opts="run register list show ping fetch sessions commands cancel update disable help"
+            opts="run backup restore register list show ping fetch sessions commands cancel update disable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__help__subcmd__backup)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -3554,6 +4014,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__help__subcmd__register)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__help__subcmd__restore)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3707,6 +4181,28 @@ _yy() {
                     return 0
                     ;;
                 --computer-image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__runner__subcmd__restore)
+            opts="-h -V --data-dir --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

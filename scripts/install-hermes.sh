@@ -8,7 +8,8 @@
 # Last line printed: the path of the `hermes` executable.
 # Nothing else is needed for `hermes serve` headless and offline: fastapi, uvicorn and
 # websockets (used by tests/fixtures/hermes_probe.py) are dependencies of hermes-agent.
-# Every package is pinned through the constraints below (the set resolved for 0.19.0).
+# Every package is pinned through the constraints below (the set resolved for 0.19.0), with
+# the `anthropic` extra so the Worker can speak the anthropic_messages API mode.
 set -euo pipefail
 
 HERMES_VERSION=0.19.0
@@ -20,7 +21,8 @@ has_pinned_version() {
     [ -x "$HERMES" ] && [ -x "$VENV/bin/python" ] &&
         "$VENV/bin/python" - "$HERMES_VERSION" <<'PY' >/dev/null 2>&1
 import importlib.metadata, sys
-sys.exit(0 if importlib.metadata.version("hermes-agent") == sys.argv[1] else 1)
+v = importlib.metadata.version
+sys.exit(0 if v("hermes-agent") == sys.argv[1] and v("anthropic") == "0.87.0" else 1)
 PY
 }
 
@@ -43,6 +45,7 @@ run() {
 
 cat >"$work/constraints.txt" <<'PINS'
 annotated-doc==0.0.7
+anthropic==0.87.0
 annotated-types==0.8.0
 anyio==4.16.0
 certifi==2026.5.20
@@ -52,6 +55,7 @@ click==8.5.1
 croniter==6.0.0
 cryptography==46.0.7
 distro==1.9.0
+docstring-parser==0.18.0
 fastapi==0.165.0
 fire==0.7.1
 h11==0.16.0
@@ -109,7 +113,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/nu
     run "$PYTHON" -m venv --clear "$VENV"
 fi
 run "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    -c "$work/constraints.txt" "hermes-agent==$HERMES_VERSION"
+    -c "$work/constraints.txt" "hermes-agent[anthropic]==$HERMES_VERSION"
 
 if ! has_pinned_version; then
     echo "install-hermes.sh: $HERMES missing or not hermes-agent $HERMES_VERSION after install" >&2

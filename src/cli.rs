@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    account, admin, agent, artifact, bench, chat, computer, generate, guest, image, login, profile,
-    runner, serve, session, source,
+    account, admin, agent, artifact, backup, bench, chat, computer, generate, guest, image, login,
+    profile, runner, serve, session, source,
 };
 
 #[derive(Debug, Parser)]
@@ -60,7 +60,11 @@ pub enum Command {
     Session(session::SessionArgs),
     /// Files exported from computers and fetched from Runners: list, show, get
     Artifact(artifact::ArtifactArgs),
-    /// Benchmarks on this machine: command dispatch, and computers against the docker CLI
+    /// Back up the control plane's data directory, and verify backups
+    Backup(backup::BackupArgs),
+    /// Restore the control plane's data directory from a backup (`yy serve` must be stopped)
+    Restore(backup::RestoreArgs),
+    /// Benchmarks on this machine: command dispatch, computers, backup, artifacts
     Bench(bench::BenchArgs),
     /// Build, verify and list the computer image (on the local Docker engine)
     Image(image::ImageArgs),

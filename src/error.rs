@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::api::client::ClientError;
+use crate::backup::BackupError;
 use crate::computer::ComputerError;
 
 /// Documented exit codes (docs/cli.md).
@@ -85,6 +86,19 @@ pub fn computer_exit(e: &ComputerError) -> Exit {
         ComputerError::NotFound(_) => Exit::NotFound,
         ComputerError::NameInUse { .. } => Exit::Conflict,
         _ => Exit::Failure,
+    }
+}
+
+/// The exit code of a failed backup, verify or restore.
+pub fn backup_exit(e: &BackupError) -> Exit {
+    match e {
+        BackupError::Invalid(_) => Exit::Usage,
+        BackupError::NotFound(_) => Exit::NotFound,
+        BackupError::Busy(_) => Exit::Conflict,
+        BackupError::Corrupt(_)
+        | BackupError::Newer(_)
+        | BackupError::Io(_)
+        | BackupError::Db(_) => Exit::Failure,
     }
 }
 

@@ -4,6 +4,7 @@
 //! [`commands::run`].
 
 pub mod api;
+pub mod backup;
 pub mod bench;
 pub mod cli;
 pub mod commands;

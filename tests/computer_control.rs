@@ -12,7 +12,7 @@ use serde_json::Value;
 
 struct Setup {
     env: Env,
-    _server: Server,
+    server: Server,
     reg: Registered,
     runner: RunnerProc,
 }
@@ -41,7 +41,7 @@ fn setup(agents: usize) -> Option<Setup> {
     let (runner, _) = env.start_online(&reg, "a", 0);
     Some(Setup {
         env,
-        _server: server,
+        server,
         reg,
         runner,
     })
@@ -131,35 +131,41 @@ fn a_computer_runs_isolated_and_its_workspace_survives_stop_and_recreate() {
 }
 
 #[test]
-fn the_third_computer_is_refused_by_the_default_pool() {
+fn the_third_computer_waits_for_a_slot_of_the_default_pool() {
     let Some(s) = setup(3) else { return };
     let env = &s.env;
-    create(env, "a1");
+    let a1 = create(env, "a1")["id"].as_str().unwrap().to_string();
     create(env, "a2");
-    let third = env.run(&["computer", "create", "--agent", "a3"]);
-    third.fails(1, "pool is full: 2 of 2");
-    let failed = env.json(&["computer", "list"]);
-    let a3 = failed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["agent"] == "a3")
-        .unwrap()
-        .clone();
-    assert_eq!(a3["state"], "failed");
-    // Stopping one frees its slot; the refused one then starts.
-    let a1 = env
-        .json(&["computer", "list"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["agent"] == "a1")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    // The third waits (queued on the Runner) instead of failing...
+    let third = env.background(
+        &s.server,
+        &["computer", "create", "--agent", "a3", "--json"],
+    );
+    let find_a3 = || -> Option<Value> {
+        env.json(&["computer", "list"])
+            .as_array()?
+            .iter()
+            .find(|c| c["agent"] == "a3")
+            .cloned()
+    };
+    wait_for(
+        Duration::from_secs(20),
+        "a3's computer to be starting",
+        || find_a3().filter(|c| c["state"] == "starting"),
+    );
+    std::thread::sleep(Duration::from_secs(2)); // it keeps waiting while the pool is full
+    assert_eq!(find_a3().unwrap()["state"], "starting");
+    assert!(
+        s.runner.log().contains("waiting for a free slot"),
+        "{}",
+        s.runner.log()
+    );
+    // ...and starts as soon as stopping one frees a slot.
     env.json(&["computer", "stop", &a1]);
-    assert_eq!(create(env, "a3")["state"], "running");
+    let out = third.output();
+    assert!(out.status.success(), "{out:?}");
+    let started: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(started["state"], "running", "{started}");
     for c in env.json(&["computer", "list"]).as_array().unwrap() {
         env.run(&["computer", "rm", c["id"].as_str().unwrap(), "--yes"])
             .ok();

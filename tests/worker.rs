@@ -349,3 +349,85 @@ fn a_runner_without_the_worker_is_refused_at_admission() {
     assert!(out.stderr.contains("never runs on the host"), "{out:?}");
     drop(server);
 }
+
+#[test]
+fn the_worker_entry_speaks_every_api_mode_it_is_configured_with() {
+    let Some(s) = setup(json!([])) else {
+        return;
+    };
+    let home = s.env.path("hermes-home");
+    for (mode, path) in [
+        ("anthropic_messages", "/messages"),
+        ("codex_responses", "/responses"),
+    ] {
+        std::fs::write(
+            home.join("config.yaml"),
+            format!(
+                "model:\n  default: fake-model\n  provider: custom\n  base_url: http://127.0.0.1:{}/v1\n  api_key: {}\n  api_mode: {mode}\n",
+                s.model.port, s.key
+            ),
+        )
+        .unwrap();
+        // The fake model speaks only chat completions: the turn fails at the model, after
+        // the Worker built Hermes's loop in this mode and called the mode's endpoint.
+        let out = s.env.run(&["chat", "box", "hello"]);
+        let shown = s.env.json(&["session", "show", &session_of(&out)]);
+        assert_eq!(shown["turns"][0]["state"], "error", "{mode}: {shown}");
+        let log = std::fs::read_to_string(&s.model.log).unwrap_or_default();
+        assert!(
+            log.lines().any(|l| {
+                let r: Value = serde_json::from_str(l).unwrap();
+                r["method"] == "POST" && r["path"].as_str().unwrap_or("").ends_with(path)
+            }),
+            "{mode}: no request to *{path}: {log}"
+        );
+    }
+}
+
+#[test]
+fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
+    let Some(mut s) = setup(json!([{"text": "late but fine"}])) else {
+        return;
+    };
+    s.runner.kill9();
+    let started = std::time::Instant::now();
+    let mut chat = s
+        .env
+        .command(&["chat", "box", "are you there?"])
+        .env("YY_SERVER", &s.server.url)
+        .env("YY_TOKEN", s.env.stored_token())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(chat.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    let said = wait_for(
+        Duration::from_secs(10),
+        "chat to say the Runner is offline",
+        || {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut err, &mut line).ok()?;
+            lines.push(line.clone());
+            line.contains("offline").then_some(line)
+        },
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "said within a second of the turn being queued: {lines:?}"
+    );
+    assert!(said.contains("Ctrl-C stops the turn"), "{said}");
+    let _ = chat.kill();
+    let _ = chat.wait();
+    // The client went away; the queued turn is visible and stops.
+    let session = session_of(&Out {
+        code: 0,
+        stdout: String::new(),
+        stderr: lines.concat(),
+    });
+    let listed = s.env.json(&["session", "list"]);
+    assert_eq!(listed[0]["state"], "running", "{listed}");
+    s.env.run(&["session", "stop", &session]).ok();
+    let shown = s.env.json(&["session", "show", &session]);
+    assert_eq!(shown["turns"][0]["state"], "interrupted", "{shown}");
+}

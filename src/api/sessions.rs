@@ -96,6 +96,9 @@ pub struct EventsPage {
     pub events: Vec<SessionEvent>,
     pub session_state: String,
     pub turn: Option<Turn>,
+    /// Why a queued turn has not started yet (its Runner is offline, or has not taken it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -13,8 +13,8 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::computer::summary;
-use super::harness::setup;
-use super::{DispatchArgs, progress};
+use super::harness::{Options, harness, setup};
+use super::progress;
 use crate::api::machine::{CompleteParams, FetchParams, Outcome, RunnerStatus};
 use crate::computer::docker::Provider;
 use crate::computer::protocol::ExecParams;
@@ -74,15 +74,11 @@ fn p50(samples: &[Duration]) -> f64 {
 pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
     validate_image_id(&args.image)?;
     let bin = std::env::current_exe().context("finding this executable")?;
-    let dispatch = DispatchArgs {
-        json: args.json,
-        commands: 0,
-        latency_samples: 0,
-        long_polls: 0,
-        enqueuers: 1,
-        bin: None,
+    let opts = Options {
+        max_pending: 1000,
+        ..Default::default()
     };
-    let mut s = setup(bin.clone(), &dispatch).await?;
+    let mut s = setup(harness(bin.clone())?, opts).await?;
     let n = args.samples as usize;
     let which = |p: &str| PathBuf::from(p);
 

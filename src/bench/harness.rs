@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::{DispatchArgs, RUNNER_MAX_CONCURRENT, progress};
+use super::{RUNNER_MAX_CONCURRENT, progress};
 use crate::api::client::Client;
 use crate::api::{params, views};
 use crate::error::CliError;
@@ -44,6 +44,11 @@ pub(super) struct Proc {
 impl Proc {
     fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Its piped stdout, once.
+    pub(super) fn stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
     }
 
     pub(super) fn log_tail(&self) -> String {
@@ -97,13 +102,41 @@ impl Drop for Proc {
 pub(super) struct Harness {
     pub(super) runner: Option<Proc>,
     serve: Option<Proc>,
+    /// Other helpers a benchmark starts (a scripted model server).
+    pub(super) helpers: Vec<Proc>,
     dir: TempDir,
     bin: PathBuf,
 }
 
 impl Harness {
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(super) fn path(&self, rel: &str) -> PathBuf {
         self.dir.0.join(rel)
+    }
+
+    /// Starts `program ARGS` as a helper that is stopped with the benchmark; its stdout
+    /// is piped.
+    pub(super) fn spawn_helper(
+        &self,
+        name: &'static str,
+        program: &str,
+        args: &[&str],
+    ) -> anyhow::Result<Proc> {
+        let log = self.path(&format!("{name}.log"));
+        let mut cmd = Process::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log)?);
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {program} {}", args.join(" ")))?;
+        Ok(Proc { name, child, log })
     }
 
     pub(super) fn command(&self, args: &[&str]) -> Process {
@@ -207,15 +240,33 @@ impl Setup {
     }
 }
 
-/// Creates the data directory and its admin, starts the control plane, registers and
-/// starts the Runner, and waits until the Runner is online.
-pub(super) async fn setup(bin: PathBuf, args: &DispatchArgs) -> anyhow::Result<Setup> {
-    let mut h = Harness {
+/// What a benchmark's control plane and Runner are set up with.
+#[derive(Default)]
+pub(super) struct Options {
+    /// Room in the queue.
+    pub max_pending: u64,
+    /// The `bench` profile's guest terminal.cwd.
+    pub profile_cwd: Option<String>,
+    /// Computers on the Runner, from this image.
+    pub computer_image: Option<String>,
+    /// Keys added to runner.json (Hermes access, the Worker's Python).
+    pub runner_config: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The temporary directory and nothing started yet (for helpers to go first).
+pub(super) fn harness(bin: PathBuf) -> anyhow::Result<Harness> {
+    Ok(Harness {
         runner: None,
         serve: None,
+        helpers: Vec::new(),
         dir: TempDir::new()?,
         bin,
-    };
+    })
+}
+
+/// Creates the data directory and its admin, starts the control plane, registers and
+/// starts the Runner, and waits until the Runner is online.
+pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup> {
     let db_dir = h.path("serve-data");
     let data = db_dir.display().to_string();
 
@@ -256,7 +307,7 @@ pub(super) async fn setup(bin: PathBuf, args: &DispatchArgs) -> anyhow::Result<S
 
     // The control plane, with room in the queue for the whole throughput run.
     progress("starting the control plane");
-    let max_pending = (args.commands as u64 + 1000).to_string();
+    let max_pending = opts.max_pending.max(1000).to_string();
     let mut serve = h.spawn(
         "control plane",
         &[
@@ -317,25 +368,29 @@ pub(super) async fn setup(bin: PathBuf, args: &DispatchArgs) -> anyhow::Result<S
     admin
         .profile_create(&params::ProfileCreate {
             name: "bench".into(),
-            cwd: None,
+            cwd: opts.profile_cwd.clone(),
         })
         .await?;
     let export_root = h.path("export");
     crate::fsutil::create_private_dir(&export_root)?;
     let export_root = std::fs::canonicalize(&export_root)?;
-    let reg = admin
-        .runner_register(&params::RunnerRegister {
-            source: "bench".into(),
-            profiles: vec!["bench".into()],
-            server_url: url.clone(),
-            hermes_url: "http://127.0.0.1:9119".into(),
-            artifact_roots: vec![export_root.display().to_string()],
-            computer_image: None,
-        })
-        .await?;
+    let mut reg = register(
+        &admin,
+        &url,
+        "bench",
+        opts.computer_image.clone(),
+        vec![export_root.display().to_string()],
+    )
+    .await?;
     let runner_id = reg.runner.id.clone();
     crate::fsutil::create_private_dir(&h.path("runner"))?;
     let config_path = h.path("runner/runner.json");
+    let mut config = serde_json::to_value(&reg.config)?;
+    if let Some(map) = config.as_object_mut() {
+        map.extend(opts.runner_config.clone());
+    }
+    reg.config =
+        serde_json::from_value(config).context("the benchmark's runner.json keys are not valid")?;
     let mut config = serde_json::to_vec_pretty(&reg.config)?;
     config.push(b'\n');
     crate::fsutil::write_atomic(&config_path, &config, 0o600)?;
@@ -376,6 +431,8 @@ pub(super) async fn register(
     admin: &Client,
     url: &str,
     source: &str,
+    computer_image: Option<String>,
+    artifact_roots: Vec<String>,
 ) -> anyhow::Result<views::RunnerRegistration> {
     Ok(admin
         .runner_register(&params::RunnerRegister {
@@ -383,8 +440,8 @@ pub(super) async fn register(
             profiles: vec!["bench".into()],
             server_url: url.into(),
             hermes_url: "http://127.0.0.1:9119".into(),
-            artifact_roots: vec![],
-            computer_image: None,
+            artifact_roots,
+            computer_image,
         })
         .await?)
 }

@@ -24,6 +24,8 @@ use crate::error::CliError;
 use crate::output;
 
 use harness::{rss_mb, setup};
+
+pub mod turn;
 use measure::{Run, latency, long_poll_rss, raise_fd_limit, throughput};
 use report::{Figures, print_human, report};
 
@@ -93,7 +95,11 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
     // 1 listener + the long-polls + a margin for the admin clients, on both sides (the
     // children inherit the limit).
     raise_fd_limit(args.long_polls as u64 + 256)?;
-    let mut s = setup(bin, &args).await?;
+    let opts = harness::Options {
+        max_pending: args.commands as u64 + 1000,
+        ..Default::default()
+    };
+    let mut s = setup(harness::harness(bin)?, opts).await?;
 
     // Idle memory: connected, long-polling, nothing to do.
     tokio::time::sleep(Duration::from_secs(1)).await;

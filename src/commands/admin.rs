@@ -51,6 +51,7 @@ async fn create(args: AdminCreateArgs) -> anyhow::Result<()> {
         Some(d) => d,
         None => super::context::default_data_dir()?,
     };
+    let _lock = super::backup::enter_data_dir(&data_dir)?;
     let store = super::serve::open_store(data_dir.clone()).await?;
     let hash = tokio::task::spawn_blocking(move || auth::hash_password(&password))
         .await?

@@ -14,7 +14,8 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
-    /// The agent (its source needs an enabled Runner)
+    /// The agent (its source needs an enabled Runner; a computer agent's Runner needs
+    /// computers and the Worker)
     pub agent: String,
     /// The message
     pub message: String,
@@ -78,10 +79,18 @@ async fn stream(
 ) -> anyhow::Result<()> {
     let mut after = 0;
     let mut printed_text = false;
+    // The first look comes back within a second, so that waiting is never silent.
+    let mut wait_ms = 1000;
+    let mut told_waiting = false;
     loop {
         let page = client
-            .session_events(session_id, after, LONG_POLL_MS, Some(turn_id))
+            .session_events(session_id, after, wait_ms, Some(turn_id))
             .await?;
+        wait_ms = LONG_POLL_MS;
+        if let Some(why) = page.waiting.as_deref().filter(|_| !told_waiting && !json) {
+            eprintln!("[{why}; Ctrl-C stops the turn]");
+            told_waiting = true;
+        }
         for event in page.events.iter().filter(|e| e.turn_id == turn_id) {
             if json {
                 output::print(&serde_json::to_string(event)?)?;
@@ -133,6 +142,14 @@ fn show_event(e: &SessionEvent) -> anyhow::Result<bool> {
         event_types::ERROR => {
             eprintln!("[error: {}]", e.payload["message"].as_str().unwrap_or("?"))
         }
+        event_types::WAITING => eprintln!(
+            "[{}; Ctrl-C stops the turn]",
+            e.payload["message"].as_str().unwrap_or("waiting")
+        ),
+        event_types::COMPUTER_READY => eprintln!(
+            "[computer {} ready]",
+            e.payload["computer_id"].as_str().unwrap_or("?")
+        ),
         _ => {}
     }
     Ok(false)

@@ -4,6 +4,7 @@ pub mod account;
 pub mod admin;
 pub mod agent;
 pub mod artifact;
+pub mod backup;
 pub mod bench;
 pub mod chat;
 pub mod computer;
@@ -93,6 +94,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Computer(args) => computer::run(args).await,
         Command::Session(args) => session::run(args).await,
         Command::Artifact(args) => artifact::run(args).await,
+        Command::Backup(args) => backup::run(args).await,
+        Command::Restore(args) => backup::restore(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Image(args) => image::run(args).await,
         Command::Guest(args) => guest::run(args).await,

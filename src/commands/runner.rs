@@ -20,6 +20,13 @@ pub struct RunnerArgs {
 pub enum RunnerCommand {
     /// Run this machine's Runner: connect out to the control plane and execute its commands
     Run(RunArgs),
+    /// Back up a Runner's data directory: receipts, Hermes sessions, computer records and
+    /// workspaces (takes the maintenance lock: the Runner must be stopped; its computers
+    /// are stopped and that is confirmed)
+    Backup(super::backup::RunnerBackupArgs),
+    /// Restore a Runner's data directory from `yy runner backup` (takes the maintenance
+    /// lock; workspace roots stay in place and get the backup's contents)
+    Restore(super::backup::RunnerRestoreArgs),
     /// Register a Runner for a source and write its private runner.json (mode 0600)
     Register(RegisterArgs),
     /// List Runners (tokens are never shown)
@@ -187,6 +194,8 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
 pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
     match args.command {
         RunnerCommand::Run(a) => super::runner_run::run(a).await,
+        RunnerCommand::Backup(a) => super::backup::runner_backup(a).await,
+        RunnerCommand::Restore(a) => super::backup::runner_restore(a).await,
         RunnerCommand::Ping {
             runner,
             count,

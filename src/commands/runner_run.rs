@@ -37,6 +37,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(d) => d,
         None => super::context::default_data_dir()?.join(format!("runner-{}", config.runner_id)),
     };
+    // First: an interrupted restore is rolled back, and maintenance (which holds the lock
+    // exclusively) keeps this Runner from starting.
+    let _maintenance = super::backup::enter_data_dir(&data_dir)?;
     crate::fsutil::create_private_dir(&data_dir)
         .map_err(|e| CliError::failure(format!("cannot create {}: {e}", data_dir.display())))?;
     // One process per data directory: two would share receipts and could both run a command.

@@ -33,6 +33,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(d) => d,
         None => super::context::default_data_dir()?,
     };
+    // Held until the server stops: a restore of this directory is refused meanwhile.
+    let _lock = super::backup::enter_data_dir(&data_dir)?;
     let store = open_store(data_dir.clone()).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

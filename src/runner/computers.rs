@@ -87,6 +87,13 @@ impl Computers {
             );
             -- What the current container was made from: a lease on the same image and
             -- path may keep it (background programs keep running).
+            -- Stops that could not be confirmed: retried until they are, across restarts,
+            -- and their pool slots stay taken meanwhile.
+            CREATE TABLE IF NOT EXISTS pending_stops (
+                container_id TEXT PRIMARY KEY,
+                computer_id  TEXT NOT NULL,
+                since        INTEGER NOT NULL
+            );
             CREATE TABLE IF NOT EXISTS container_specs (
                 computer_id TEXT PRIMARY KEY,
                 image_id    TEXT NOT NULL,
@@ -185,10 +192,13 @@ impl Computers {
         let _ = self
             .db()
             .execute("UPDATE computers SET container_id = NULL", []);
-        self.reserved
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        {
+            // Every lease ended; only unconfirmed stops keep their slots.
+            let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+            reserved.clear();
+            reserved.extend(self.pending_stop_computers());
+        }
+        self.slot_freed.notify_waiters();
         self.guests.lock().await.clear();
         Ok(found.len())
     }
@@ -344,6 +354,11 @@ impl Computers {
         self.guests.lock().await.remove(&p.computer_id);
         if let Some(container) = container {
             if let Err(e) = self.stop_container(&container).await {
+                self.db().execute(
+                    "INSERT OR IGNORE INTO pending_stops (container_id, computer_id, since)
+                     VALUES (?1, ?2, ?3)",
+                    params![container, p.computer_id, crate::timefmt::now_ms()],
+                )?;
                 let me = self.clone();
                 let (computer, container) = (p.computer_id.clone(), container.clone());
                 tokio::spawn(async move { me.retry_stop(computer, container).await });
@@ -365,17 +380,30 @@ impl Computers {
         Ok(json!({ "stopped": true, "workspace_deleted": p.delete_workspace }))
     }
 
+    /// Stops and removes a container; one that is already gone is stopped.
     async fn stop_container(&self, container: &str) -> Result<(), ComputerError> {
-        self.provider.stop(container, STOP_GRACE).await?;
-        self.provider.remove(container).await
+        let gone = |r: Result<(), ComputerError>| match r {
+            Err(ComputerError::NotFound(_)) => Ok(()),
+            other => other,
+        };
+        gone(self.provider.stop(container, STOP_GRACE).await)?;
+        gone(self.provider.remove(container).await)
     }
 
+    /// Retries an unconfirmed stop until it is done (or the Runner stops; the next start
+    /// takes it up again).
     async fn retry_stop(self: Arc<Self>, computer: String, container: String) {
-        for attempt in 1..=60 {
+        let mut attempt = 0u32;
+        loop {
             tokio::time::sleep(STOP_RETRY).await;
+            attempt += 1;
             match self.stop_container(&container).await {
                 Ok(()) => {
                     tracing::info!(%computer, attempt, "an earlier unconfirmed stop is now done");
+                    let _ = self.db().execute(
+                        "DELETE FROM pending_stops WHERE container_id = ?1",
+                        [&container],
+                    );
                     self.set_container(&computer, None);
                     self.release(&computer);
                     return;
@@ -385,6 +413,41 @@ impl Computers {
                 }
             }
         }
+    }
+
+    fn pending_stop_computers(&self) -> Vec<String> {
+        let db = self.db();
+        let Ok(mut stmt) = db.prepare("SELECT computer_id FROM pending_stops") else {
+            return Vec::new();
+        };
+        stmt.query_map([], |r| r.get(0))
+            .map(|rows| rows.flatten().collect())
+            .unwrap_or_default()
+    }
+
+    /// Takes up the unconfirmed stops an earlier run of this Runner recorded: each keeps
+    /// its pool slot until its container is confirmed gone.
+    pub fn resume_pending_stops(self: &Arc<Self>) -> usize {
+        let pending: Vec<(String, String)> = {
+            let db = self.db();
+            let Ok(mut stmt) = db.prepare("SELECT computer_id, container_id FROM pending_stops")
+            else {
+                return 0;
+            };
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map(|rows| rows.flatten().collect())
+                .unwrap_or_default()
+        };
+        for (computer, container) in &pending {
+            self.reserved
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(computer.clone());
+            let me = self.clone();
+            let (computer, container) = (computer.clone(), container.clone());
+            tokio::spawn(async move { me.retry_stop(computer, container).await });
+        }
+        pending.len()
     }
 
     /// An admin diagnostic through the guest agent, under the computer's current fence.

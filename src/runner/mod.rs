@@ -228,7 +228,15 @@ async fn start_computers(
         Err(e) => tracing::warn!(error = %e, "could not reconcile computer containers"),
     }
     tracing::info!(capacity = pool.capacity(), "computers enabled");
-    Some(Arc::new(pool))
+    let pool = Arc::new(pool);
+    let resumed = pool.resume_pending_stops();
+    if resumed > 0 {
+        tracing::warn!(
+            stops = resumed,
+            "retrying stops an earlier run could not confirm; their slots stay taken"
+        );
+    }
+    Some(pool)
 }
 
 fn status(shared: &Shared) -> RunnerStatus {

@@ -85,6 +85,10 @@ impl From<QueueError> for ApiError {
             QueueError::StartRefused(StartRefused::NotLeased(_)) => {
                 ApiError::new(StatusCode::CONFLICT, "not_leased", message)
             }
+            QueueError::StartRefused(StartRefused::Unauthorized(_)) => {
+                ApiError::new(StatusCode::FORBIDDEN, "not_authorized", message)
+            }
+
             QueueError::StartRefused(StartRefused::Store(e)) => e.into(),
             QueueError::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,

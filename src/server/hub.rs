@@ -97,6 +97,13 @@ impl Hub {
         signals.done.notify_waiters();
     }
 
+    /// Whether `runner_id` holds a live generation now.
+    pub fn is_live(&self, runner_id: &str) -> bool {
+        let map = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(runner_id)
+            .is_some_and(|s| s.live.lock().map(|l| l.is_some()).unwrap_or(false))
+    }
+
     /// Live connections right now.
     pub fn live_count(&self) -> usize {
         let map = self.runners.lock().unwrap_or_else(|p| p.into_inner());

@@ -12,10 +12,12 @@ use rusqlite::Connection;
 use tokio::sync::watch;
 
 use super::hub::{GenerationError, Hub, RunnerSignals};
+use super::store::agents::{self, AgentRow};
 use super::store::commands::{self, Cancelled, CommandRow, QueueLimits, StartRefused};
 use super::store::computers::{self, ComputerRow};
 use super::store::sessions::{self, Admission, SessionRow, TurnRow};
 use super::store::{Store, StoreError, runners};
+
 use crate::api::machine::{Connected, LeasedCommand, Outcome, RunnerCommand, RunnerStatus};
 use crate::api::sessions::TurnEventIn;
 
@@ -205,6 +207,27 @@ impl Queue {
     ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
         self.change(move |c, limits| sessions::close(c, &id, limits))
             .await
+    }
+
+    /// Archives an agent: its queued work is refused when it would start, and its
+    /// computer stops.
+    pub async fn agent_archive(
+        &self,
+        account_id: String,
+        key: String,
+    ) -> Result<AgentRow, StoreError> {
+        let (agent, stopped) = self
+            .store
+            .call(move |c| {
+                let agent = agents::archive(c, &account_id, &key)?;
+                let stopped = computers::stop_for_agent(c, &agent.id)?;
+                Ok((agent, stopped))
+            })
+            .await?;
+        if let Some(runner) = stopped.as_ref().and_then(Touches::touches) {
+            self.wake(&runner, true);
+        }
+        Ok(agent)
     }
 
     /// Disables a Runner: its token stops working, and its long-polls end at once.
@@ -492,6 +515,11 @@ impl Queue {
                 Err(e) => tracing::warn!(error = %e, "command sweep failed"),
             }
         }
+    }
+
+    /// Whether the Runner holds a live connection now.
+    pub fn is_live(&self, runner_id: &str) -> bool {
+        self.hub.is_live(runner_id)
     }
 
     /// Runners connected right now.

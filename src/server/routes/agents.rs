@@ -69,8 +69,9 @@ pub async fn agent_archive(
     Admin(caller): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<views::Agent>, ApiError> {
-    one(&state, move |c| {
-        agents::archive(c, &caller.account.id, &name)
-    })
-    .await
+    let agent = state
+        .queue
+        .agent_archive(caller.account.id.clone(), name)
+        .await?;
+    Ok(Json(agent.into()))
 }

@@ -164,12 +164,23 @@ pub async fn session_events(
                     events,
                     session_state: session_state.as_sql().into(),
                     turn,
+                    waiting: None,
                 };
                 Ok::<_, ApiError>((page, ready))
             }
         })
         .await?;
-    Ok(Json(page))
+    let waiting = page.turn.as_ref().filter(|t| t.state == "queued").map(|t| {
+        if state.queue.is_live(&t.runner_id) {
+            format!("queued: waiting for runner {} to take it", t.runner_id)
+        } else {
+            format!(
+                "queued: runner {} is offline; the turn starts when it connects",
+                t.runner_id
+            )
+        }
+    });
+    Ok(Json(wire::EventsPage { waiting, ..page }))
 }
 
 pub async fn session_stop(

@@ -1,10 +1,11 @@
 //! Agents: persistent identities with a profile, a source and an execution environment.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::catalog::{self, ProfileRow, conflict_on_unique};
 use super::{StoreError, new_id, not_found};
 use crate::api::params::AgentEnv;
+use crate::api::states::SessionState;
 use crate::api::views;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
@@ -208,6 +209,22 @@ pub fn update(
     }
     let env = change.env.unwrap_or(agent.env);
     check_env(&profile, env)?;
+    if env != agent.env {
+        let busy: Option<String> = tx
+            .query_row(
+                "SELECT id FROM sessions WHERE agent_id = ?1 AND state = ?2",
+                params![agent.id, SessionState::Running],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(session) = busy {
+            return Err(StoreError::Conflict(format!(
+                "agent {:?} is in a turn (session {session}): its execution environment cannot change while it executes; wait for the turn or stop it with `yy session stop {session}`",
+                agent.name
+            )));
+        }
+    }
+
     tx.execute(
         "UPDATE agents SET profile_id = ?1, env = ?2, manage_team = ?3 WHERE id = ?4",
         params![

@@ -4,7 +4,7 @@
 //! started before its deadline) and uncertain (started, and its Runner's generation ended
 //! without an outcome). Final states never change again, and nothing is ever replayed.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{StoreError, new_id, not_found};
 use crate::api::machine::{
@@ -325,6 +325,10 @@ pub enum StartRefused {
     /// Not leased to this generation, or already past starting.
     #[error("{0}")]
     NotLeased(String),
+    /// Its agent, profile or Runner no longer allows it.
+    #[error("{0}")]
+    Unauthorized(String),
+
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -364,16 +368,26 @@ pub fn start(
         Some((
             CommandState::Cancelled,
             StartRefused::Cancelled(id.into()),
-            "cancelled before it started",
+            "cancelled before it started".to_string(),
         ))
     } else if cmd.deadline_at <= now {
         Some((
             CommandState::Expired,
             StartRefused::Expired(id.into()),
-            "the deadline passed before it started",
+            "the deadline passed before it started".to_string(),
         ))
     } else {
         None
+    };
+    let refusal = match refusal {
+        Some(r) => Some(r),
+        None => still_authorized(&tx, &cmd)?.map(|why| {
+            (
+                CommandState::Failed,
+                StartRefused::Unauthorized(why.clone()),
+                why,
+            )
+        }),
     };
     if let Some((state, refusal, error)) = refusal {
         tx.prepare_cached(
@@ -522,4 +536,80 @@ pub fn settle(conn: &mut Connection, ended: Option<CommandKind>) -> Result<(), S
         super::computers::settle(conn)?;
     }
     Ok(())
+}
+
+/// The re-check of authorization before work starts: the agent a turn or computer
+/// operation acts for is still active, its profile is still allowed on this Runner, and
+/// the Runner still serves the agent's source. Stops are never refused. `Some(why)` refuses.
+fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String>, StoreError> {
+    let payload: serde_json::Value = serde_json::from_str(&cmd.payload).unwrap_or_default();
+    let Ok(command) = RunnerCommand::parse(cmd.kind.as_sql(), &payload) else {
+        return Ok(None);
+    };
+    let agent_sql = "SELECT agent_id FROM sessions WHERE id = ?1";
+    let computer_sql = "SELECT agent_id FROM computers WHERE id = ?1";
+    let agent: Option<String> = match &command {
+        RunnerCommand::SessionTurn(p) => conn
+            .query_row(agent_sql, [&p.session_id], |r| r.get(0))
+            .optional()?,
+        RunnerCommand::WorkerTurn(p) => Some(p.computer.agent_id.clone()),
+        RunnerCommand::ComputerStart(p) => Some(p.agent_id.clone()),
+        RunnerCommand::ComputerExec(p) => conn
+            .query_row(computer_sql, [&p.computer_id], |r| r.get(0))
+            .optional()?,
+        _ => None,
+    };
+    let Some(agent) = agent else {
+        return Ok(None);
+    };
+    struct Grant {
+        name: String,
+        archived: bool,
+        profile: String,
+        allowed: String,
+        disabled: bool,
+    }
+    let found = conn
+        .query_row(
+            "SELECT g.name, g.archived_at IS NOT NULL, p.name, r.allowed_profiles,
+                    r.disabled_at IS NOT NULL
+             FROM agents g JOIN profiles p ON p.id = g.profile_id
+             JOIN runners r ON r.id = ?2 AND r.source_id = g.source_id
+             WHERE g.id = ?1",
+            params![agent, cmd.runner_id],
+            |r| {
+                Ok(Grant {
+                    name: r.get(0)?,
+                    archived: r.get(1)?,
+                    profile: r.get(2)?,
+                    allowed: r.get(3)?,
+                    disabled: r.get(4)?,
+                })
+            },
+        )
+        .optional()?;
+    let Some(Grant {
+        name,
+        archived,
+        profile,
+        allowed,
+        disabled,
+    }) = found
+    else {
+        return Ok(Some(
+            "no longer authorized: the agent's source is no longer served by this Runner".into(),
+        ));
+    };
+    let allowed: Vec<String> = serde_json::from_str(&allowed).unwrap_or_default();
+    Ok(if archived {
+        Some(format!("no longer authorized: agent {name:?} was archived"))
+    } else if disabled {
+        Some("no longer authorized: the Runner was disabled".into())
+    } else if !allowed.contains(&profile) {
+        Some(format!(
+            "no longer authorized: profile {profile:?} of agent {name:?} is not among the Runner's allowedProfiles"
+        ))
+    } else {
+        None
+    })
 }

@@ -549,3 +549,22 @@ pub fn end_leases(
         ],
     )?)
 }
+
+/// Stops the computer of an agent that may no longer use it (archived): `None` when it has
+/// none running.
+pub fn stop_for_agent(
+    conn: &mut Connection,
+    agent_id: &str,
+) -> Result<Option<(ComputerRow, Option<CommandRow>)>, StoreError> {
+    let running: Option<String> = conn
+        .query_row(
+            "SELECT id FROM computers WHERE agent_id = ?1 AND state IN (?2, ?3)",
+            params![agent_id, ComputerState::Starting, ComputerState::Running],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match running {
+        Some(id) => stop(conn, &id, false).map(Some),
+        None => Ok(None),
+    }
+}

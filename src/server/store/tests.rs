@@ -470,3 +470,57 @@ fn a_turn_running_when_its_generation_ends_is_uncertain_and_its_session_idle() {
         "a closed session is never reused"
     );
 }
+
+#[test]
+fn queued_work_of_an_archived_agent_is_refused_at_start_and_its_computer_stops() {
+    let mut w = world();
+    let generation = w.connect();
+    let (c, start) =
+        computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
+    let start = start.unwrap();
+    w.run(generation, &start.id);
+    w.complete(generation, &start.id, Outcome::Done).unwrap();
+    let (_, turn) = w.chat("host-1").unwrap();
+    commands::lease(&mut w.conn, &w.runner, generation, 10).unwrap();
+
+    agents::archive(&mut w.conn, &w.account, "host-1").unwrap();
+    assert!(matches!(
+        commands::start(&mut w.conn, &w.runner, generation, &turn.command_id),
+        Err(StartRefused::Unauthorized(why)) if why.contains("archived")
+    ));
+    assert_eq!(w.state(&turn.command_id), CommandState::Failed);
+    commands::settle(&mut w.conn, None).unwrap();
+    assert_eq!(
+        sessions::get_turn(&w.conn, &turn.id).unwrap().state,
+        TurnState::Error
+    );
+
+    let boxed = agents::get(&w.conn, &w.account, "box").unwrap();
+    agents::archive(&mut w.conn, &w.account, "box").unwrap();
+    let (stopping, stop) = computers::stop_for_agent(&mut w.conn, &boxed.id)
+        .unwrap()
+        .expect("its running computer stops");
+    assert_eq!(stopping.id, c.id);
+    assert_eq!(stopping.state, ComputerState::Stopping);
+    assert!(stop.is_some());
+    assert!(
+        computers::stop_for_agent(&mut w.conn, &boxed.id)
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn an_agent_in_a_turn_cannot_switch_its_execution_environment() {
+    let mut w = world();
+    w.chat("host-1").unwrap();
+    let change = agents::AgentChange {
+        profile: None,
+        env: Some(AgentEnv::Computer),
+        manage_team: None,
+    };
+    assert!(matches!(
+        agents::update(&mut w.conn, &w.account, "host-1", change),
+        Err(StoreError::Conflict(why)) if why.contains("cannot change while it executes")
+    ));
+}

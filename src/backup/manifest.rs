@@ -1,0 +1,221 @@
+//! The manifest: the archive's table of contents and its promise. Every entry's bytes are
+//! checked against it, and its own SHA-256 sits in the archive's trailer.
+
+use serde::{Deserialize, Serialize};
+
+use super::{BackupError, Kind, Result};
+
+/// The archive format this yy writes and reads.
+pub const FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryType {
+    File,
+    Dir,
+    Symlink,
+}
+
+impl EntryType {
+    pub fn code(self) -> u8 {
+        match self {
+            EntryType::File => 0,
+            EntryType::Dir => 1,
+            EntryType::Symlink => 2,
+        }
+    }
+}
+
+/// One file, directory or symlink, by its path relative to the data directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Relative, `/`-separated, no `.` or `..` components.
+    pub path: String,
+    #[serde(rename = "type")]
+    pub kind: EntryType,
+    /// Bytes of content (a symlink's content is its target).
+    pub size: u64,
+    /// SHA-256 of the content, hex (none for directories).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Permission bits.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Modification time: seconds and nanoseconds since the Unix epoch.
+    pub mtime: i64,
+    pub mtime_nsec: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub kind: Kind,
+    pub yy_version: String,
+    /// The control plane's `PRAGMA user_version`, or [`super::RUNNER_LAYOUT_VERSION`].
+    pub schema_version: i64,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    pub hostname: String,
+    /// The data directory the backup was taken from.
+    pub source: String,
+    pub file_count: u64,
+    pub total_bytes: u64,
+    /// Computers (container ids) stopped for a Runner backup.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped_computers: Vec<String>,
+    pub entries: Vec<Entry>,
+}
+
+impl Manifest {
+    /// Refuses manifests that could write outside the target or repeat a path: every path
+    /// is relative and clean, unique, and its parent is a directory listed before it.
+    pub fn check(&self) -> Result<()> {
+        if self.format != FORMAT {
+            return Err(BackupError::Newer(format!(
+                "the archive has format {} and this yy reads format {FORMAT}: use the yy that wrote it",
+                self.format
+            )));
+        }
+        let mut dirs = std::collections::HashSet::new();
+        let mut seen = std::collections::HashSet::new();
+        for e in &self.entries {
+            check_path(&e.path)?;
+            if !seen.insert(e.path.as_str()) {
+                return Err(corrupt(format!("the path {} is listed twice", e.path)));
+            }
+            if let Some((parent, _)) = e.path.rsplit_once('/')
+                && !dirs.contains(parent)
+            {
+                return Err(corrupt(format!(
+                    "{} is listed before its directory {parent}",
+                    e.path
+                )));
+            }
+            match e.kind {
+                EntryType::Dir => {
+                    dirs.insert(e.path.as_str());
+                    if e.size != 0 || e.sha256.is_some() {
+                        return Err(corrupt(format!("directory {} has content", e.path)));
+                    }
+                }
+                EntryType::File | EntryType::Symlink => {
+                    let ok = e
+                        .sha256
+                        .as_deref()
+                        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+                    if !ok {
+                        return Err(corrupt(format!("{} has no valid SHA-256", e.path)));
+                    }
+                }
+            }
+        }
+        let files = self
+            .entries
+            .iter()
+            .filter(|e| e.kind != EntryType::Dir)
+            .count() as u64;
+        let bytes: u64 = self.entries.iter().map(|e| e.size).sum();
+        if files != self.file_count || bytes != self.total_bytes {
+            return Err(corrupt(
+                "the manifest's totals do not match its entries".to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn entry(&self, path: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.path == path)
+    }
+}
+
+fn corrupt(m: String) -> BackupError {
+    BackupError::Corrupt(format!("the archive's manifest is invalid: {m}"))
+}
+
+/// A relative path that stays inside the directory it is unpacked into.
+pub fn check_path(p: &str) -> Result<()> {
+    let bad = p.is_empty()
+        || p.starts_with('/')
+        || p.contains('\0')
+        || p.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+    if bad {
+        return Err(corrupt(format!(
+            "the path {p:?} is not a clean relative path"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, kind: EntryType) -> Entry {
+        Entry {
+            path: path.into(),
+            kind,
+            size: 0,
+            sha256: (kind != EntryType::Dir).then(|| "0".repeat(64)),
+            mode: 0o600,
+            uid: 0,
+            gid: 0,
+            mtime: 0,
+            mtime_nsec: 0,
+        }
+    }
+
+    fn manifest(entries: Vec<Entry>) -> Manifest {
+        Manifest {
+            format: FORMAT,
+            kind: Kind::ControlPlane,
+            yy_version: "t".into(),
+            schema_version: 1,
+            created_at: "t".into(),
+            hostname: "h".into(),
+            source: "/d".into(),
+            file_count: entries.iter().filter(|e| e.kind != EntryType::Dir).count() as u64,
+            total_bytes: 0,
+            stopped_computers: vec![],
+            entries,
+        }
+    }
+
+    #[test]
+    fn paths_must_stay_inside() {
+        for bad in ["", "/etc/passwd", "a/../../b", "./a", "a//b", "a/"] {
+            assert!(check_path(bad).is_err(), "{bad}");
+        }
+        check_path("artifacts/x/y.bin").unwrap();
+    }
+
+    #[test]
+    fn parents_come_first_and_paths_are_unique() {
+        let ok = manifest(vec![
+            entry("a", EntryType::Dir),
+            entry("a/f", EntryType::File),
+            entry("g", EntryType::File),
+        ]);
+        ok.check().unwrap();
+        let orphan = manifest(vec![entry("a/f", EntryType::File)]);
+        assert!(orphan.check().is_err());
+        // A symlink is no directory: nothing may be unpacked through it.
+        let through_link = manifest(vec![
+            entry("a", EntryType::Symlink),
+            entry("a/f", EntryType::File),
+        ]);
+        assert!(through_link.check().is_err());
+        let twice = manifest(vec![
+            entry("g", EntryType::File),
+            entry("g", EntryType::File),
+        ]);
+        assert!(twice.check().is_err());
+    }
+
+    #[test]
+    fn a_newer_format_is_refused() {
+        let mut m = manifest(vec![]);
+        m.format = FORMAT + 1;
+        assert!(matches!(m.check(), Err(BackupError::Newer(_))));
+    }
+}

@@ -1,0 +1,81 @@
+//! Progress of long copies: a bar with bytes and files when stderr is a terminal, nothing
+//! otherwise (scripts and CI read the one-line summary instead).
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    files: AtomicU64,
+    total_files: u64,
+}
+
+impl Progress {
+    /// No output at all.
+    pub fn hidden() -> Progress {
+        Progress {
+            bar: None,
+            files: AtomicU64::new(0),
+            total_files: 0,
+        }
+    }
+
+    /// A bar labelled `label` on a terminal; hidden when stderr is not one.
+    pub fn new(label: &str, total_bytes: u64, total_files: u64) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            return Progress::hidden();
+        }
+        let bar = ProgressBar::with_draw_target(
+            Some(total_bytes),
+            ProgressDrawTarget::stderr_with_hz(10),
+        );
+        let style = ProgressStyle::with_template(
+            "{prefix:>9} [{bar:30}] {bytes}/{total_bytes} {msg} {bytes_per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(label.to_string());
+        let p = Progress {
+            bar: Some(bar),
+            files: AtomicU64::new(0),
+            total_files,
+        };
+        p.show_files(0);
+        p
+    }
+
+    fn show_files(&self, n: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{n}/{} files", self.total_files));
+        }
+    }
+
+    pub fn bytes(&self, n: u64) {
+        if let Some(bar) = &self.bar {
+            bar.inc(n);
+        }
+    }
+
+    /// One more file done; `bytes` more of content not counted through [`Progress::bytes`].
+    pub fn file_done(&self, bytes: u64) {
+        let n = self.files.fetch_add(1, Ordering::Relaxed) + 1;
+        self.bytes(bytes);
+        self.show_files(n);
+    }
+
+    /// Removes the bar (the summary line follows on stdout).
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
