@@ -25,6 +25,9 @@ _yy() {
             yy,agent)
                 cmd="yy__subcmd__agent"
                 ;;
+            yy,artifact)
+                cmd="yy__subcmd__artifact"
+                ;;
             yy,backup)
                 cmd="yy__subcmd__backup"
                 ;;
@@ -175,6 +178,30 @@ _yy() {
             yy__subcmd__agent__subcmd__help,update)
                 cmd="yy__subcmd__agent__subcmd__help__subcmd__update"
                 ;;
+            yy__subcmd__artifact,get)
+                cmd="yy__subcmd__artifact__subcmd__get"
+                ;;
+            yy__subcmd__artifact,help)
+                cmd="yy__subcmd__artifact__subcmd__help"
+                ;;
+            yy__subcmd__artifact,list)
+                cmd="yy__subcmd__artifact__subcmd__list"
+                ;;
+            yy__subcmd__artifact,show)
+                cmd="yy__subcmd__artifact__subcmd__show"
+                ;;
+            yy__subcmd__artifact__subcmd__help,get)
+                cmd="yy__subcmd__artifact__subcmd__help__subcmd__get"
+                ;;
+            yy__subcmd__artifact__subcmd__help,help)
+                cmd="yy__subcmd__artifact__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__artifact__subcmd__help,list)
+                cmd="yy__subcmd__artifact__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__artifact__subcmd__help,show)
+                cmd="yy__subcmd__artifact__subcmd__help__subcmd__show"
+                ;;
             yy__subcmd__backup,create)
                 cmd="yy__subcmd__backup__subcmd__create"
                 ;;
@@ -193,6 +220,9 @@ _yy() {
             yy__subcmd__backup__subcmd__help,verify)
                 cmd="yy__subcmd__backup__subcmd__help__subcmd__verify"
                 ;;
+            yy__subcmd__bench,artifacts)
+                cmd="yy__subcmd__bench__subcmd__artifacts"
+                ;;
             yy__subcmd__bench,backup)
                 cmd="yy__subcmd__bench__subcmd__backup"
                 ;;
@@ -210,6 +240,9 @@ _yy() {
                 ;;
             yy__subcmd__bench,turn)
                 cmd="yy__subcmd__bench__subcmd__turn"
+                ;;
+            yy__subcmd__bench__subcmd__help,artifacts)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__artifacts"
                 ;;
             yy__subcmd__bench__subcmd__help,backup)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__backup"
@@ -310,6 +343,9 @@ _yy() {
             yy__subcmd__help,agent)
                 cmd="yy__subcmd__help__subcmd__agent"
                 ;;
+            yy__subcmd__help,artifact)
+                cmd="yy__subcmd__help__subcmd__artifact"
+                ;;
             yy__subcmd__help,backup)
                 cmd="yy__subcmd__help__subcmd__backup"
                 ;;
@@ -406,11 +442,23 @@ _yy() {
             yy__subcmd__help__subcmd__agent,update)
                 cmd="yy__subcmd__help__subcmd__agent__subcmd__update"
                 ;;
+            yy__subcmd__help__subcmd__artifact,get)
+                cmd="yy__subcmd__help__subcmd__artifact__subcmd__get"
+                ;;
+            yy__subcmd__help__subcmd__artifact,list)
+                cmd="yy__subcmd__help__subcmd__artifact__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__artifact,show)
+                cmd="yy__subcmd__help__subcmd__artifact__subcmd__show"
+                ;;
             yy__subcmd__help__subcmd__backup,create)
                 cmd="yy__subcmd__help__subcmd__backup__subcmd__create"
                 ;;
             yy__subcmd__help__subcmd__backup,verify)
                 cmd="yy__subcmd__help__subcmd__backup__subcmd__verify"
+                ;;
+            yy__subcmd__help__subcmd__bench,artifacts)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__artifacts"
                 ;;
             yy__subcmd__help__subcmd__bench,backup)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__backup"
@@ -794,7 +842,7 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account token source profile agent runner chat computer session backup restore bench image guest egress completions man help"
+            opts="-h -V --server --help --version serve admin login logout whoami account token source profile agent runner chat computer session artifact backup restore bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1365,6 +1413,160 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__artifact)
+            opts="-h -V --server --help --version list show get help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__get)
+            opts="-o -h -V --output --force --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help)
+            opts="list show get help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help__subcmd__get)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__list)
+            opts="-h -V --session --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --session)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__artifact__subcmd__show)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__backup)
             opts="-h -V --server --help --version create verify help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1488,12 +1690,34 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer backup turn egress help"
+            opts="-h -V --server --help --version dispatch computer artifacts backup turn egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__artifacts)
+            opts="-h -V --samples --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1630,8 +1854,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer backup turn egress help"
+            opts="dispatch computer artifacts backup turn egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__help__subcmd__artifacts)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1754,13 +1992,17 @@ _yy() {
             return 0
             ;;
         yy__subcmd__chat)
-            opts="-h -V --session --json --server --help --version"
+            opts="-h -V --session --attach --json --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --session)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --attach)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2256,7 +2498,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account token source profile agent runner chat computer session backup restore bench image guest egress completions man help"
+            opts="serve admin login logout whoami account token source profile agent runner chat computer session artifact backup restore bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2479,6 +2721,62 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__help__subcmd__artifact)
+            opts="list show get"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__artifact__subcmd__get)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__artifact__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__artifact__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__help__subcmd__backup)
             opts="create verify"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -2522,8 +2820,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer backup turn egress"
+            opts="dispatch computer artifacts backup turn egress"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__artifacts)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    account, admin, agent, backup, bench, chat, computer, egress, generate, guest, image, login,
-    profile, runner, serve, session, source, token,
+    account, admin, agent, artifact, backup, bench, chat, computer, egress, generate, guest, image,
+    login, profile, runner, serve, session, source, token,
 };
 
 #[derive(Debug, Parser)]
@@ -54,18 +54,20 @@ pub enum Command {
     Agent(agent::AgentArgs),
     /// Register and manage Runners, the execution hosts next to Hermes
     Runner(runner::RunnerArgs),
-    /// Send a message to a host agent and stream its reply
+    /// Send a message to an agent and stream its reply
     Chat(chat::ChatArgs),
     /// Isolated computers of computer agents: create, list, show, stop, rm, exec, audit
     Computer(computer::ComputerArgs),
     /// Bot sessions: list, show the transcript, stop, close
     Session(session::SessionArgs),
+    /// Files exported from computers and fetched from Runners: list, show, get
+    Artifact(artifact::ArtifactArgs),
     /// Back up the control plane's data directory, and verify backups
     Backup(backup::BackupArgs),
     /// Restore the control plane's data directory from a backup (`yy serve` must be stopped)
     Restore(backup::RestoreArgs),
-    /// Benchmarks on this machine: command dispatch, computers, the egress proxy, backup
-    /// and computer agents' turns
+    /// Benchmarks on this machine: command dispatch, computers, the egress proxy, backup,
+    /// computer agents' turns and artifacts
     Bench(bench::BenchArgs),
     /// Build, verify and list the computer image (on the local Docker engine)
     Image(image::ImageArgs),

@@ -590,14 +590,15 @@ fn a_second_instance_of_the_same_runner_replaces_the_first() {
 }
 
 #[test]
-fn fetch_exports_only_inside_artifact_roots_and_at_most_8_mib() {
+fn fetch_exports_only_inside_artifact_roots_and_at_most_25_mib() {
     let env = Env::new();
     let root = env.path("artifacts");
     std::fs::create_dir(&root).unwrap();
-    std::fs::write(root.join("report.txt"), b"all good\n").unwrap();
+    let marker = format!("all good {}\n", uuid::Uuid::new_v4().simple());
+    std::fs::write(root.join("report.txt"), marker.as_bytes()).unwrap();
     std::fs::write(env.path("secret.txt"), b"keys").unwrap();
     std::os::unix::fs::symlink(env.path("secret.txt"), root.join("link.txt")).unwrap();
-    std::fs::write(root.join("big.bin"), vec![7u8; 8 * 1024 * 1024 + 1]).unwrap();
+    std::fs::write(root.join("big.bin"), vec![7u8; 25 * 1024 * 1024 + 1]).unwrap();
     let Setup { env, reg, .. } = &setup_in(env, &["--artifact-root", root.to_str().unwrap()]);
 
     let fetch = |path: &str, to: &std::path::Path| {
@@ -609,7 +610,23 @@ fn fetch_exports_only_inside_artifact_roots_and_at_most_8_mib() {
     let ok = fetch(report, &out);
     ok.ok();
     assert!(ok.stderr.contains("sha256"));
-    assert_eq!(std::fs::read(&out).unwrap(), b"all good\n");
+    assert_eq!(std::fs::read(&out).unwrap(), marker.as_bytes());
+    // The bytes travelled as an artifact: they are a file of the data directory, not a
+    // row or a command result of the database.
+    let mut db = Vec::new();
+    for f in ["yy.db", "yy.db-wal"] {
+        db.extend(std::fs::read(env.data_dir().join(f)).unwrap_or_default());
+    }
+    assert!(
+        !String::from_utf8_lossy(&db).contains(marker.trim()),
+        "bytes in the database"
+    );
+    let artifacts = env.json(&["artifact", "list"]);
+    assert_eq!(artifacts[0]["kind"], "fetch", "{artifacts}");
+    assert_eq!(
+        artifacts[0]["source_path"],
+        std::fs::canonicalize(report).unwrap().to_str().unwrap()
+    );
     assert_eq!(
         std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
         0o600
@@ -621,7 +638,7 @@ fn fetch_exports_only_inside_artifact_roots_and_at_most_8_mib() {
     let link = root.join("link.txt");
     fetch(link.to_str().unwrap(), &denied).fails(1, "outside the Runner's artifactRoots");
     let big = root.join("big.bin");
-    fetch(big.to_str().unwrap(), &denied).fails(1, "at most 8 MiB");
+    fetch(big.to_str().unwrap(), &denied).fails(1, "at most 25 MiB");
     fetch("relative/path", &denied).fails(2, "not an absolute path");
     assert!(!denied.exists(), "nothing written on refusal");
     fetch(report, &out).fails(2, "already exists");

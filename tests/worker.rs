@@ -169,7 +169,13 @@ fn a_computer_agent_turn_runs_its_tools_in_the_guest_and_nowhere_else() {
         .collect();
     assert_eq!(
         offered,
-        ["terminal", "read_file", "write_file", "list_files"]
+        [
+            "terminal",
+            "read_file",
+            "write_file",
+            "list_files",
+            "computer_export"
+        ]
     );
 
     // The key reached the model's base URL only: not the container, no process's argv or

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
+use super::artifacts::Artifact;
 use super::client::{Client, ClientError};
 use super::computers::{AuditEntry, Computer, ComputerCreate, ComputerExec};
 use super::machine::{Command, FetchParams, PingParams};
@@ -380,6 +381,40 @@ impl Client {
             c = self.computer_show(&c.id).await?;
         }
         Ok(c)
+    }
+
+    // ---- artifacts ----
+
+    /// Artifacts, newest first; only one session's when given.
+    pub async fn artifact_list(&self, session: Option<&str>) -> Result<Vec<Artifact>> {
+        match session {
+            Some(s) => {
+                self.get(&format!("api/v1/artifacts?session={}", seg(s)))
+                    .await
+            }
+            None => self.get("api/v1/artifacts").await,
+        }
+    }
+
+    /// `id` is an artifact id or a unique prefix of one.
+    pub async fn artifact_show(&self, id: &str) -> Result<Artifact> {
+        self.one("artifacts", id).await
+    }
+
+    /// The artifact's bytes, as a response to read in chunks (its SHA-256 in a header).
+    pub async fn artifact_content(&self, id: &str) -> Result<reqwest::Response> {
+        self.get_stream(&format!("api/v1/artifacts/{}/content", seg(id)))
+            .await
+    }
+
+    /// Uploads a file to attach to a turn; the server checks it against `sha256`.
+    pub async fn upload(&self, name: &str, data: Vec<u8>, sha256: &str) -> Result<Artifact> {
+        self.post_bytes(
+            &format!("api/v1/uploads?name={}", seg(name)),
+            data,
+            &[(super::artifacts::HEADER_SHA256, sha256)],
+        )
+        .await
     }
 
     /// Operator actions on computers, newest first.

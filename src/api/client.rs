@@ -109,6 +109,63 @@ impl Client {
         self.send(Method::PATCH, path, Some(body)).await
     }
 
+    /// A GET whose body the caller reads itself (a download); error answers are errors.
+    pub async fn get_stream(&self, path: &str) -> Result<reqwest::Response, ClientError> {
+        let url = self.url(path);
+        let mut req = self.http.get(url.clone());
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().await.map_err(|e| self.connect_error(&e))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let bytes = resp.bytes().await.map_err(|e| self.connect_error(&e))?;
+        Err(api_error(status, &bytes, url.path()))
+    }
+
+    /// A POST of raw bytes with extra headers; the answer is JSON.
+    pub async fn post_bytes<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        headers: &[(&str, &str)],
+    ) -> Result<T, ClientError> {
+        let url = self.url(path);
+        let mut req = self
+            .http
+            .post(url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(body);
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await.map_err(|e| self.connect_error(&e))?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| self.connect_error(&e))?;
+        if !status.is_success() {
+            return Err(api_error(status, &bytes, url.path()));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
+            url: self.base_url().to_string(),
+            reason: format!(
+                "{} answered with a body that is not what yy expects ({e})",
+                url.path()
+            ),
+        })
+    }
+
+    fn connect_error(&self, e: &reqwest::Error) -> ClientError {
+        ClientError::Connect {
+            url: self.base_url().to_string(),
+            reason: root_cause(e),
+        }
+    }
+
     pub async fn send<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,

@@ -379,8 +379,9 @@ pub struct FetchResult {
     pub path: String,
     pub size: u64,
     pub sha256: String,
-    /// The content, base64 (standard alphabet).
-    pub content: String,
+    /// The artifact holding the bytes (`GET /api/v1/artifacts/{id}/content`); they are
+    /// never in the command's result.
+    pub artifact_id: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 //! without changing the API, and the reverse.
 
 pub mod admin;
+pub mod artifacts;
 pub mod client;
 pub mod computers;
 pub mod machine;

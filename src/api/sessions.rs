@@ -13,6 +13,9 @@ pub struct ChatParams {
     /// Continue this session; a new one is started when absent.
     #[serde(default)]
     pub session: Option<String>,
+    /// Uploaded files (`POST /api/v1/uploads`) to put into a computer agent's workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -143,6 +146,9 @@ pub struct WorkerTurnPayload {
     pub history: Vec<HistoryMessage>,
     /// The computer lease of this turn: started or recreated when it is not running.
     pub computer: crate::api::computers::StartPayload,
+    /// Files the user attached: written into the workspace before the model starts.
+    #[serde(default)]
+    pub attachments: Vec<crate::api::artifacts::AttachmentRef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -139,7 +139,7 @@ impl Harness {
         Ok(Proc { name, child, log })
     }
 
-    fn command(&self, args: &[&str]) -> Process {
+    pub(super) fn command(&self, args: &[&str]) -> Process {
         let mut cmd = Process::new(&self.bin);
         cmd.args(args)
             .env("XDG_CONFIG_HOME", self.path("config"))
@@ -182,6 +182,12 @@ pub(super) struct Setup {
     pub(super) runner_id: String,
     /// The control plane's database (read-only use: final states and outcome times).
     pub(super) db: PathBuf,
+    /// The admin's API token (for CLI processes the benchmark runs).
+    pub(super) token: String,
+    /// The Runner's runner.json.
+    pub(super) runner_config: PathBuf,
+    /// The Runner's artifact root (`yy runner fetch` exports from here).
+    pub(super) export_root: PathBuf,
 }
 
 impl Setup {
@@ -351,6 +357,7 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         })
         .await
         .context("logging in to the benchmark's control plane")?;
+    let token = login.token.clone();
     let admin = Client::new(&url, Some(login.token))?;
     admin
         .source_create(&params::SourceCreate {
@@ -364,7 +371,17 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
             cwd: opts.profile_cwd.clone(),
         })
         .await?;
-    let mut reg = register(&admin, &url, "bench", opts.computer_image.clone()).await?;
+    let export_root = h.path("export");
+    crate::fsutil::create_private_dir(&export_root)?;
+    let export_root = std::fs::canonicalize(&export_root)?;
+    let mut reg = register(
+        &admin,
+        &url,
+        "bench",
+        opts.computer_image.clone(),
+        vec![export_root.display().to_string()],
+    )
+    .await?;
     let runner_id = reg.runner.id.clone();
     crate::fsutil::create_private_dir(&h.path("runner"))?;
     let config_path = h.path("runner/runner.json");
@@ -401,6 +418,9 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         admin,
         runner_id,
         db: crate::server::store::db_path(&db_dir),
+        token,
+        runner_config: config_path,
+        export_root,
     };
     let (admin, runner_id) = (s.admin.clone(), s.runner_id.clone());
     s.while_alive(wait_online(&admin, &runner_id)).await?;
@@ -412,6 +432,7 @@ pub(super) async fn register(
     url: &str,
     source: &str,
     computer_image: Option<String>,
+    artifact_roots: Vec<String>,
 ) -> anyhow::Result<views::RunnerRegistration> {
     Ok(admin
         .runner_register(&params::RunnerRegister {
@@ -419,7 +440,7 @@ pub(super) async fn register(
             profiles: vec!["bench".into()],
             server_url: url.into(),
             hermes_url: "http://127.0.0.1:9119".into(),
-            artifact_roots: vec![],
+            artifact_roots,
             computer_image,
             network: None,
         })

@@ -249,7 +249,12 @@ pub(super) async fn long_poll_rss(
                     description: String::new(),
                 })
                 .await?;
-            Ok::<_, anyhow::Error>(register(admin, url, &name, None).await?.config.token)
+            Ok::<_, anyhow::Error>(
+                register(admin, url, &name, None, Vec::new())
+                    .await?
+                    .config
+                    .token,
+            )
         })
         .buffer_unordered(16)
         .collect::<Vec<_>>()

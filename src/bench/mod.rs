@@ -8,6 +8,7 @@
 //! memory and the control plane's memory while it holds many idle long-polls. Every child is
 //! stopped and the directory removed on every path out, errors and Ctrl-C included.
 
+pub mod artifacts;
 pub mod computer;
 pub mod egress;
 mod harness;

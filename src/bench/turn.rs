@@ -167,6 +167,7 @@ async fn turn(admin: &Client, agent: &str) -> anyhow::Result<f64> {
             agent: agent.into(),
             message: "run true".into(),
             session: None,
+            attachments: Vec::new(),
         })
         .await?;
     let mut after = 0;

@@ -4,6 +4,7 @@
 use clap::{Args, Subcommand};
 
 use crate::bench::DispatchArgs;
+use crate::bench::artifacts::ArtifactBenchArgs;
 use crate::bench::computer::ComputerBenchArgs;
 use std::path::PathBuf;
 
@@ -29,6 +30,13 @@ pub enum BenchCommand {
     /// ready) against `docker run --rm IMAGE true`, and a tool round trip (`exec true` through
     /// the guest agent) against `docker exec CONTAINER true`
     Computer(ComputerBenchArgs),
+    /// Measure verified artifacts side by side with plain copies: a 25 MiB
+    /// `computer_export` against `docker cp` + `sha256sum`, and `yy runner fetch` of an 8 MB
+    /// file against `cp` + `sha256sum` (whole processes)
+    ///
+    /// Starts its own control plane, Runner and computer in temporary directories and
+    /// removes them when done; missed targets are reported, not failed.
+    Artifacts(ArtifactBenchArgs),
     /// Measure `yy backup create` plus `yy backup verify` of a generated data directory
     /// (a database and many artifact files) against `tar -cf` plus `sha256sum` of every
     /// file of the same tree, alternating rounds in the same run
@@ -94,6 +102,7 @@ pub struct BackupBenchArgs {
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Computer(a) => crate::bench::computer::run(a).await,
+        BenchCommand::Artifacts(a) => crate::bench::artifacts::run(a).await,
         BenchCommand::Backup(a) => backup(a).await,
         BenchCommand::Turn(a) => crate::bench::turn::run(a).await,
         BenchCommand::Egress(a) => egress(a).await,

@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::context;
 use crate::api::admin::LONG_POLL_MS;
+use crate::api::artifacts::MAX_ATTACHMENTS;
 use crate::api::client::Client;
 use crate::api::sessions::{ChatParams, SessionEvent, event_types};
 use crate::error::{CliError, Exit};
@@ -21,6 +22,11 @@ pub struct ChatArgs {
     /// Continue this session instead of starting a new one
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    /// Put FILE into a computer agent's workspace before the turn (repeatable; at most
+    /// 16 MiB each, 8 files; the model is told where it is). Paths in the message itself
+    /// are never read from this machine.
+    #[arg(long, value_name = "FILE")]
+    pub attach: Vec<std::path::PathBuf>,
     /// Print events as JSON lines (NDJSON) instead of text
     #[arg(long)]
     pub json: bool,
@@ -28,11 +34,23 @@ pub struct ChatArgs {
 
 pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     let client = context::client()?;
+    if args.attach.len() > MAX_ATTACHMENTS {
+        return Err(CliError::usage(format!(
+            "{} files given with --attach; a turn takes at most {MAX_ATTACHMENTS}",
+            args.attach.len()
+        ))
+        .into());
+    }
+    let mut attachments = Vec::new();
+    for path in &args.attach {
+        attachments.push(super::artifact::attach(&client, path).await?);
+    }
     let started = client
         .chat(&ChatParams {
             agent: args.agent,
             message: args.message,
             session: args.session,
+            attachments,
         })
         .await?;
     let session_id = started.session.id.clone();

@@ -3,6 +3,7 @@
 pub mod account;
 pub mod admin;
 pub mod agent;
+pub mod artifact;
 pub mod backup;
 pub mod bench;
 pub mod chat;
@@ -97,6 +98,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Chat(args) => chat::run(args).await,
         Command::Computer(args) => computer::run(args).await,
         Command::Session(args) => session::run(args).await,
+        Command::Artifact(args) => artifact::run(args).await,
         Command::Backup(args) => backup::run(args).await,
         Command::Restore(args) => backup::restore(args).await,
         Command::Bench(args) => bench::run(args).await,

@@ -4,9 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use base64::Engine;
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
 
 use super::{Columns, context, print_list, print_one};
 use crate::api::machine::{self, FetchParams, FetchResult, PingParams};
@@ -112,14 +110,7 @@ pub async fn fetch(
     output_path: &Path,
     force: bool,
 ) -> anyhow::Result<()> {
-    let to_stdout = output_path.as_os_str() == "-";
-    if !to_stdout && output_path.exists() && !force {
-        return Err(CliError::usage(format!(
-            "{} already exists: choose another -o FILE, or pass --force to overwrite it",
-            output_path.display()
-        ))
-        .into());
-    }
+    super::artifact::check_output(output_path, force)?;
     let client = context::client()?;
     let fetch = FetchParams {
         path: path.to_string(),
@@ -128,34 +119,25 @@ pub async fn fetch(
     let cmd = client.runner_fetch(runner, &fetch).await?;
     let cmd = client.wait_command(&cmd.id, None).await?;
     let result: FetchResult = result_of(cmd, &format!("fetch {path}"))?;
-    let data = base64::engine::general_purpose::STANDARD
-        .decode(&result.content)
-        .context("the exported content is not valid base64")?;
-    let digest = hex::encode(Sha256::digest(&data));
-    if data.len() as u64 != result.size || digest != result.sha256 {
+    // The bytes come from the control plane's artifact store, checked again on arrival.
+    let got = super::artifact::download(&client, &result.artifact_id, output_path, force).await?;
+    if got.sha256 != result.sha256 {
         return Err(CliError::failure(format!(
-            "the exported file arrived damaged (size {} vs {}, sha256 {digest} vs {}); nothing was written",
-            data.len(),
-            result.size,
-            result.sha256
+            "artifact {} is not the fetched file (sha256 {} vs {})",
+            got.id, got.sha256, result.sha256
         ))
         .into());
     }
-    if to_stdout {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        out.write_all(&data)?;
-        return Ok(out.flush()?);
+    if output_path.as_os_str() != "-" {
+        eprintln!(
+            "fetched {} ({} bytes, sha256 {}) to {} (artifact {})",
+            result.path,
+            result.size,
+            result.sha256,
+            output_path.display(),
+            got.id
+        );
     }
-    crate::fsutil::write_atomic(output_path, &data, 0o600)
-        .with_context(|| format!("writing {}", output_path.display()))?;
-    eprintln!(
-        "fetched {} ({} bytes, sha256 {}) to {}",
-        result.path,
-        result.size,
-        result.sha256,
-        output_path.display()
-    );
     Ok(())
 }
 

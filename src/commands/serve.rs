@@ -105,7 +105,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         token_lifetime: args.token_lifetime,
         retention: args.retention,
     };
-    let (state, stop) = AppState::new(store, config);
+    let files = server::artifacts::ArtifactFiles::open(&data_dir).map_err(|e| {
+        CliError::failure(format!(
+            "cannot create the artifact directory in {}: {e}",
+            data_dir.display()
+        ))
+    })?;
+    let (state, stop) = AppState::new(store, config, files);
     server::serve(listener, state, stop, shutdown_signal())
         .await
         .context("serving")?;

@@ -3,11 +3,13 @@
 
 use std::time::Duration;
 
-use reqwest::{Method, Url};
+use reqwest::{Method, RequestBuilder, Response, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
 
 use crate::api::ErrorBody;
+use crate::api::artifacts::{HEADER_SHA256, UploadBegin, UploadState};
 use crate::api::machine::{
     CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL, LEASE_WAIT_MS,
     LeaseParams, Leased, LeasedCommand, PROTOCOL_VERSION, RunnerStatus, StartGranted,
@@ -79,51 +81,128 @@ impl MachineClient {
         })
     }
 
-    async fn call<B: Serialize, T: DeserializeOwned>(
-        &self,
-        path: &str,
-        generation: Option<i64>,
-        body: &B,
-    ) -> Result<T, MachineError> {
+    /// A request with the machine headers (and the generation, once connected).
+    fn request(&self, method: Method, path: &str, generation: Option<i64>) -> RequestBuilder {
         let url = self
             .base
             .join(path)
             .expect("machine paths are relative URLs");
         let mut req = self
             .http
-            .request(Method::POST, url)
+            .request(method, url)
             .bearer_auth(&self.token)
             .header(HEADER_PROTOCOL, PROTOCOL_VERSION.to_string())
-            .header(HEADER_INSTANCE, &self.instance)
-            .json(body);
+            .header(HEADER_INSTANCE, &self.instance);
         if let Some(g) = generation {
             req = req.header(HEADER_GENERATION, g.to_string());
         }
+        req
+    }
+
+    /// Sends `req`; an error status becomes the API error it carries.
+    async fn send(&self, path: &str, req: RequestBuilder) -> Result<Response, MachineError> {
         let resp = req
             .send()
             .await
             .map_err(|e| MachineError::Transport(chain(&e)))?;
         let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
         let bytes = resp
             .bytes()
             .await
             .map_err(|e| MachineError::Transport(chain(&e)))?;
-        if !status.is_success() {
-            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
-                Ok(b) => MachineError::Api {
-                    status: status.as_u16(),
-                    code: b.error.code,
-                    message: b.error.message,
-                },
-                Err(_) => MachineError::Api {
-                    status: status.as_u16(),
-                    code: "http".into(),
-                    message: format!("{path}: HTTP {status} without a yy error body"),
-                },
-            });
-        }
+        Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(b) => MachineError::Api {
+                status: status.as_u16(),
+                code: b.error.code,
+                message: b.error.message,
+            },
+            Err(_) => MachineError::Api {
+                status: status.as_u16(),
+                code: "http".into(),
+                message: format!("{path}: HTTP {status} without a yy error body"),
+            },
+        })
+    }
+
+    async fn json_answer<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        req: RequestBuilder,
+    ) -> Result<T, MachineError> {
+        let resp = self.send(path, req).await?;
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| MachineError::Transport(chain(&e)))?;
         serde_json::from_slice(&bytes)
             .map_err(|e| MachineError::Transport(format!("{path}: unexpected answer: {e}")))
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        generation: Option<i64>,
+        body: &B,
+    ) -> Result<T, MachineError> {
+        let req = self.request(Method::POST, path, generation).json(body);
+        self.json_answer(path, req).await
+    }
+
+    // ---- artifacts ----
+
+    /// Begins (or resumes) an upload for a running command.
+    pub async fn artifact_begin(
+        &self,
+        generation: i64,
+        begin: &UploadBegin,
+    ) -> Result<UploadState, MachineError> {
+        self.call("runner/v1/artifacts", Some(generation), begin)
+            .await
+    }
+
+    /// Sends chunk `n` with its SHA-256.
+    pub async fn artifact_chunk(
+        &self,
+        generation: i64,
+        id: &str,
+        n: u64,
+        data: Vec<u8>,
+    ) -> Result<UploadState, MachineError> {
+        let path = format!("runner/v1/artifacts/{id}/chunks/{n}");
+        let sha = hex::encode(Sha256::digest(&data));
+        let req = self
+            .request(Method::PUT, &path, Some(generation))
+            .header(HEADER_SHA256, sha)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(data);
+        self.json_answer(&path, req).await
+    }
+
+    pub async fn artifact_finish(
+        &self,
+        generation: i64,
+        id: &str,
+    ) -> Result<UploadState, MachineError> {
+        self.call(
+            &format!("runner/v1/artifacts/{id}/finish"),
+            Some(generation),
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
+    /// An attachment of a running turn, as a response to read in chunks.
+    pub async fn artifact_content(
+        &self,
+        generation: i64,
+        id: &str,
+    ) -> Result<Response, MachineError> {
+        let path = format!("runner/v1/artifacts/{id}/content");
+        let req = self.request(Method::GET, &path, Some(generation));
+        self.send(&path, req).await
     }
 
     pub async fn connect(&self, status: &RunnerStatus) -> Result<Connected, MachineError> {

@@ -1,18 +1,14 @@
 //! What each command kind does on the Runner's machine.
 
 use std::fs::{File, OpenOptions};
-use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use base64::Engine;
-use sha2::{Digest, Sha256};
-
-use crate::api::machine::{
-    CommandKind, FetchPayload, FetchResult, MAX_RESULT_BYTES, PingPayload, PingResult,
-};
+use super::artifacts::Transfer;
+use crate::api::artifacts::MAX_ARTIFACT_BYTES;
+use crate::api::machine::{CommandKind, FetchPayload, FetchResult, PingPayload, PingResult};
 use crate::timefmt::now_us;
 
 /// Command kinds this Runner carries (reported as capabilities).
@@ -35,17 +31,35 @@ pub async fn ping(p: PingPayload) -> Answer {
     })
 }
 
-pub async fn fetch(p: FetchPayload, local_roots: Vec<String>) -> Answer {
+/// Exports a file under the artifact roots: it travels to the control plane as an
+/// artifact through the verified, chunked upload; the result names the artifact.
+pub async fn fetch(p: FetchPayload, local_roots: Vec<String>, transfer: Transfer) -> Answer {
     // Both sides must agree: an edited runner.json cannot widen what the control plane
     // registered, nor the reverse.
     let roots: Vec<String> = local_roots
         .into_iter()
         .filter(|r| p.artifact_roots.contains(r))
         .collect();
-    tokio::task::spawn_blocking(move || read_export(&roots, Path::new(&p.path)))
-        .await
-        .map_err(|e| e.to_string())?
-        .and_then(to_value)
+    let asked = p.path.clone();
+    let (file, real, _) =
+        tokio::task::spawn_blocking(move || open_export(&roots, Path::new(&asked)))
+            .await
+            .map_err(|e| e.to_string())??;
+    // Read through the descriptor that passed the root checks: a path swapped meanwhile
+    // cannot change which file is sent.
+    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    let name = crate::api::artifacts::sanitize_name(&real.display().to_string())
+        .unwrap_or_else(|| "fetched".into());
+    let stored = transfer
+        .upload(&by_fd, &name, Some(real.display().to_string()))
+        .await?;
+    drop(file);
+    to_value(FetchResult {
+        path: real.display().to_string(),
+        size: stored.size,
+        sha256: stored.sha256,
+        artifact_id: stored.artifact_id,
+    })
 }
 
 fn to_value<T: serde::Serialize>(v: T) -> Answer {
@@ -56,9 +70,11 @@ fn inside(real: &Path, roots: &[PathBuf]) -> bool {
     roots.iter().any(|r| real.starts_with(r))
 }
 
-/// Reads a file for export. Its real path (symlinks and `..` resolved, and checked again on
-/// the opened descriptor so a swapped symlink cannot escape) must lie in an artifact root.
-pub fn read_export(roots: &[String], path: &Path) -> Result<FetchResult, String> {
+/// Opens a file for export. Its real path (symlinks and `..` resolved, and checked again on
+/// the opened descriptor so a swapped symlink cannot escape) must lie in an artifact root,
+/// and it must be a regular file within the artifact size limit. Returns the open file,
+/// its real path and its size.
+pub fn open_export(roots: &[String], path: &Path) -> Result<(File, PathBuf, u64), String> {
     if roots.is_empty() {
         return Err(
             "this Runner has no artifactRoots, so it exports nothing: register it with --artifact-root DIR"
@@ -78,7 +94,7 @@ pub fn read_export(roots: &[String], path: &Path) -> Result<FetchResult, String>
         return Err(outside(&real));
     }
     // O_NONBLOCK: opening a FIFO must not hang; it is refused below as not a regular file.
-    let mut file: File = OpenOptions::new()
+    let file: File = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(&real)
@@ -101,29 +117,14 @@ pub fn read_export(roots: &[String], path: &Path) -> Result<FetchResult, String>
             "{shown} has more than one hard link; hard-linked files are not exported (copy it into the root instead)"
         ));
     }
-    let too_large = |n: u64| {
-        format!(
-            "{shown} is {n} bytes; a read-only result is at most {} MiB",
-            MAX_RESULT_BYTES / (1024 * 1024)
-        )
-    };
-    if meta.len() > MAX_RESULT_BYTES as u64 {
-        return Err(too_large(meta.len()));
+    if meta.len() > MAX_ARTIFACT_BYTES {
+        return Err(format!(
+            "{shown} is {} bytes; an exported file is at most {} MiB",
+            meta.len(),
+            MAX_ARTIFACT_BYTES >> 20
+        ));
     }
-    let mut data = Vec::with_capacity(meta.len() as usize);
-    file.by_ref()
-        .take(MAX_RESULT_BYTES as u64 + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    if data.len() > MAX_RESULT_BYTES {
-        return Err(too_large(data.len() as u64));
-    }
-    Ok(FetchResult {
-        path: opened.display().to_string(),
-        size: data.len() as u64,
-        sha256: hex::encode(Sha256::digest(&data)),
-        content: base64::engine::general_purpose::STANDARD.encode(&data),
-    })
+    Ok((file, opened, meta.len()))
 }
 
 #[cfg(test)]
@@ -140,23 +141,23 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("secret"), root.join("link")).unwrap();
         let roots = vec![root.display().to_string()];
 
-        let r = read_export(&roots, &root.join("ok.txt")).unwrap();
-        assert_eq!(r.size, 5);
-        assert_eq!(r.sha256, hex::encode(Sha256::digest(b"hello")));
+        let (_, real, size) = open_export(&roots, &root.join("ok.txt")).unwrap();
+        assert_eq!(size, 5);
+        assert!(real.ends_with("root/ok.txt"), "{}", real.display());
 
-        let e = read_export(&roots, &root.join("../secret")).unwrap_err();
+        let e = open_export(&roots, &root.join("../secret")).unwrap_err();
         assert!(e.contains("outside"), "{e}");
-        let e = read_export(&roots, &root.join("link")).unwrap_err();
+        let e = open_export(&roots, &root.join("link")).unwrap_err();
         assert!(e.contains("outside"), "{e}");
-        let e = read_export(&[], &root.join("ok.txt")).unwrap_err();
+        let e = open_export(&[], &root.join("ok.txt")).unwrap_err();
         assert!(e.contains("no artifactRoots"), "{e}");
-        let e = read_export(&roots, &root).unwrap_err();
+        let e = open_export(&roots, &root).unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
         // A sibling whose name merely starts with the root's name is outside.
         let sibling = dir.path().join("root2");
         std::fs::create_dir(&sibling).unwrap();
         std::fs::write(sibling.join("x"), b"x").unwrap();
-        let e = read_export(&roots, &sibling.join("x")).unwrap_err();
+        let e = open_export(&roots, &sibling.join("x")).unwrap_err();
         assert!(e.contains("outside"), "{e}");
     }
 
@@ -171,15 +172,15 @@ mod tests {
         std::os::unix::fs::symlink(&secret, root.join("link")).unwrap();
         let roots = vec![root.display().to_string()];
 
-        let e = read_export(&roots, &root.join("innocent")).unwrap_err();
+        let e = open_export(&roots, &root.join("innocent")).unwrap_err();
         assert!(e.contains("hard link"), "{e}");
-        let e = read_export(&roots, &root.join("link")).unwrap_err();
+        let e = open_export(&roots, &root.join("link")).unwrap_err();
         assert!(
             e.contains("outside") && !e.contains("secret-outside"),
             "{e}"
         );
         // /proc/self resolves to /proc/PID: the PID must not show.
-        let e = read_export(&roots, Path::new("/proc/self/status")).unwrap_err();
+        let e = open_export(&roots, Path::new("/proc/self/status")).unwrap_err();
         let pid = std::process::id().to_string();
         assert!(e.contains("outside") && !e.contains(&pid), "{e}");
     }

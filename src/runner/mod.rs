@@ -2,6 +2,7 @@
 //! re-checks each with the control plane before running it, runs commands concurrently, and
 //! keeps receipts so nothing ever runs twice.
 
+pub mod artifacts;
 pub mod client;
 pub mod computers;
 pub mod config;
@@ -64,6 +65,8 @@ struct Shared {
     workers: Option<Arc<worker::Workers>>,
     /// The Hermes home whose profiles hold the models' settings.
     hermes_home: PathBuf,
+    /// Files in transit to and from the control plane.
+    spool: PathBuf,
     /// Commands running now, with the token that cancels each.
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Fires when the grace period after SIGTERM is over.
@@ -110,6 +113,7 @@ pub async fn run(
         computers,
         workers,
         hermes_home,
+        spool: clean_spool(&opts.data_dir),
         inflight: Mutex::default(),
         hard_stop: CancellationToken::new(),
     });
@@ -577,9 +581,13 @@ async fn execute(
     };
     let answer: Result<serde_json::Value, CommandFailure> = match command {
         RunnerCommand::Ping(p) => exec::ping(p).await.map_err(Into::into),
-        RunnerCommand::Fetch(p) => exec::fetch(p, shared.config.artifact_roots.clone())
-            .await
-            .map_err(Into::into),
+        RunnerCommand::Fetch(p) => exec::fetch(
+            p,
+            shared.config.artifact_roots.clone(),
+            transfer(shared, generation, &cmd.id),
+        )
+        .await
+        .map_err(Into::into),
         RunnerCommand::Cancel(p) => Ok(cancel_running(shared, p.command_id)),
         RunnerCommand::SessionTurn(p) => {
             with_events(shared, generation, &cmd.id, |tx| {
@@ -649,16 +657,35 @@ async fn worker_turn(
             "this Runner cannot run computer agents' turns: it needs a Docker engine and a Worker Python",
         ));
     };
+    let exports = artifacts::TurnExports::new(transfer(shared, generation, command_id));
     let host = worker_turn::WorkerHost {
         pool,
         workers,
         hermes_home: &shared.hermes_home,
         allowed_profiles: &shared.config.allowed_profiles,
+        exports: &exports,
     };
     with_events(shared, generation, command_id, |tx| {
         worker_turn::turn(host, p, tx, stop)
     })
     .await
+}
+
+/// The transfers of one running command.
+fn transfer(shared: &Shared, generation: i64, command_id: &str) -> artifacts::Transfer {
+    artifacts::Transfer {
+        client: shared.client.clone(),
+        generation,
+        command_id: command_id.to_string(),
+        spool: shared.spool.clone(),
+    }
+}
+
+/// The spool directory, emptied of what an earlier run left in transit.
+fn clean_spool(data_dir: &std::path::Path) -> PathBuf {
+    let spool = data_dir.join("spool");
+    let _ = std::fs::remove_dir_all(&spool);
+    spool
 }
 
 /// Cancels a command running on this Runner, if it is.

@@ -11,6 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::CommandFailure;
+use super::artifacts::TurnExports;
 use super::computers::Computers;
 use super::model;
 use super::worker::{WorkerError, Workers};
@@ -33,6 +34,8 @@ pub struct WorkerHost<'a> {
     pub workers: &'a Workers,
     pub hermes_home: &'a Path,
     pub allowed_profiles: &'a [String],
+    /// `computer_export` and the turn's attachments.
+    pub exports: &'a TurnExports,
 }
 
 /// The tools of a computer agent's turn, and nothing else.
@@ -47,7 +50,7 @@ pub fn tool_schemas() -> Value {
             }
         })
     };
-    json!([
+    let mut tools = json!([
         tool(
             "terminal",
             "Run a shell command in your computer (Linux), in your working directory. Returns the exit code, stdout and stderr.",
@@ -78,7 +81,12 @@ pub fn tool_schemas() -> Value {
             json!({ "path": { "type": "string", "description": "Directory relative to the workspace (default: the workspace)" } }),
             &[],
         ),
-    ])
+    ]);
+    tools
+        .as_array_mut()
+        .expect("an array")
+        .push(TurnExports::schema());
+    tools
 }
 
 /// Runs one turn; every event goes to `events` as it happens. `stop` interrupts the model
@@ -117,6 +125,15 @@ pub async fn turn(
         event_types::COMPUTER_READY,
         serde_json::to_value(ready).expect("serializes"),
     );
+    // Attached files go into the guest before the model starts; it is told where.
+    let attached = tokio::select! {
+        r = host.exports.attach(&guest, &p.attachments, &p.computer.guest_cwd) => r.map_err(CommandFailure::failed)?,
+        _ = stop.cancelled() => return interrupted(&p, "stopped before the turn began"),
+    };
+    let message = match attached {
+        Some(note) => format!("{note}\n\n{}", p.message),
+        None => p.message.clone(),
+    };
     let agent = p.computer.agent_id.clone();
     let mut worker = host
         .workers
@@ -133,7 +150,7 @@ pub async fn turn(
             "type": "turn",
             "model": settings.to_wire(),
             "tools": tool_schemas(),
-            "message": p.message,
+            "message": message,
             "history": history,
             "system": system_prompt(&p.computer.guest_cwd),
         }))
@@ -183,7 +200,7 @@ pub async fn turn(
                 let result = if stop.is_cancelled() {
                     json!({ "error": "not run: the turn was stopped" })
                 } else {
-                    run_tool(&guest, &name, &args, &stop).await
+                    run_tool(&guest, &name, &args, &stop, host.exports).await
                 };
                 send(
                     event_types::TOOL_COMPLETE,
@@ -275,7 +292,11 @@ async fn run_tool(
     name: &str,
     args: &Value,
     stop: &CancellationToken,
+    exports: &TurnExports,
 ) -> Value {
+    if name == "computer_export" {
+        return exports.export(guest, args).await;
+    }
     let text = |key: &str| args[key].as_str().map(str::to_string);
     let outcome: Result<Value, String> = match name {
         "terminal" => match text("command") {

@@ -1,6 +1,7 @@
 //! `yy serve`: the control plane. One HTTP server on one port: the admin API under
 //! `/api/v1`, the machine API for Runners under `/runner/v1`, and `/healthz`.
 
+pub mod artifacts;
 pub mod auth;
 pub mod conn;
 pub mod error;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub queue: Queue,
     pub config: Arc<ServerConfig>,
     pub login: Arc<login::LoginGuard>,
+    /// Artifact files under the data directory.
+    pub artifacts: artifacts::Files,
 }
 
 impl AppState {
@@ -71,13 +74,18 @@ impl AppState {
     }
 
     /// The state, and the sender that starts the shutdown (long-polls answer at once).
-    pub fn new(store: Store, config: ServerConfig) -> (AppState, watch::Sender<bool>) {
+    pub fn new(
+        store: Store,
+        config: ServerConfig,
+        artifacts: artifacts::ArtifactFiles,
+    ) -> (AppState, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
         let state = AppState {
             queue: Queue::new(store.clone(), config.queue, rx),
             store,
             config: Arc::new(config),
             login: Arc::default(),
+            artifacts: std::sync::Arc::new(artifacts),
         };
         (state, tx)
     }
@@ -85,10 +93,19 @@ impl AppState {
 
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .merge(routes::admin().layer(DefaultBodyLimit::max(crate::api::ADMIN_BODY_LIMIT)))
-        .merge(machine::routes().layer(DefaultBodyLimit::max(
-            crate::api::machine::MACHINE_BODY_LIMIT,
-        )))
+        .merge(
+            routes::admin()
+                .merge(artifacts::admin_routes())
+                .layer(DefaultBodyLimit::max(crate::api::ADMIN_BODY_LIMIT)),
+        )
+        .merge(artifacts::upload_routes())
+        .merge(
+            machine::routes()
+                .merge(artifacts::machine_routes())
+                .layer(DefaultBodyLimit::max(
+                    crate::api::machine::MACHINE_BODY_LIMIT,
+                )),
+        )
         .merge(routes::health())
         .fallback(error::no_route)
         .method_not_allowed_fallback(extract::wrong_method)

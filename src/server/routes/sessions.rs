@@ -73,6 +73,7 @@ pub async fn chat_create(
             agent: p.agent,
             session: p.session,
             message: p.message,
+            attachments: p.attachments,
         })
         .await?;
     Ok(Json(wire::ChatStarted {

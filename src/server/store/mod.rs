@@ -4,6 +4,9 @@
 
 pub mod accounts;
 pub mod agents;
+#[cfg(test)]
+mod artifact_tests;
+pub mod artifacts;
 pub mod catalog;
 pub mod commands;
 pub mod computers;

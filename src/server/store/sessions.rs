@@ -4,7 +4,7 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::commands::{self, QueueLimits};
-use super::{StoreError, agents, catalog, computers, new_id, not_found, runners};
+use super::{StoreError, agents, artifacts, catalog, computers, new_id, not_found, runners};
 use crate::api::capabilities;
 use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
@@ -222,6 +222,8 @@ pub struct Admission {
     pub agent: String,
     pub session: Option<String>,
     pub message: String,
+    /// Uploaded files (artifact ids) to put into a computer agent's workspace first.
+    pub attachments: Vec<String>,
 }
 
 /// Admits a turn: agent, Runner, profile permission and slots are checked, and the session,
@@ -246,6 +248,12 @@ pub fn admit_turn(
         )));
     }
     let isolated = agent.env == AgentEnv::Computer;
+    if !isolated && !a.attachments.is_empty() {
+        return Err(StoreError::Invalid(format!(
+            "agent {:?} runs on the host: attachments go only into a computer agent's workspace",
+            agent.name
+        )));
+    }
     let source = catalog::get_source(&tx, &agent.source)?;
     let runner = runners::enabled_for_source(&tx, &source)?;
     if !runner.allowed_profiles.contains(&agent.profile) {
@@ -366,15 +374,18 @@ pub fn admit_turn(
             )));
         }
         let lease = computers::next_lease(&computer, &agent, &image, &cwd, network);
-        let turn = RunnerCommand::WorkerTurn(WorkerTurnPayload {
+        let payload = WorkerTurnPayload {
             session_id: session.id.clone(),
             turn_id: turn_id.clone(),
             profile: profile.name.clone(),
             message: a.message.clone(),
             history,
             computer: lease.clone(),
-        });
+            attachments: artifacts::attachable(&tx, &a.account_id, &a.attachments)?,
+        };
+        let turn = RunnerCommand::WorkerTurn(payload.clone());
         let command = commands::enqueue_in(&tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?;
+        artifacts::link(&tx, &command, &payload)?;
         computers::hold(&tx, &lease, &runner.id, &command.id)?;
         command
     } else {

@@ -14,15 +14,15 @@ use crate::api::states::{ComputerState, SessionState, TurnState};
 
 const IMAGE: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-struct World {
-    conn: Connection,
-    account: String,
-    runner: String,
+pub(super) struct World {
+    pub(super) conn: Connection,
+    pub(super) account: String,
+    pub(super) runner: String,
 }
 
 /// An account, a source with an enabled Runner that declared every capability, a profile
 /// with a guest cwd, and the agents `host-N` and `box` (a computer agent).
-fn world() -> World {
+pub(super) fn world() -> World {
     let mut conn = Connection::open_in_memory().unwrap();
     conn.pragma_update(None, "foreign_keys", "ON").unwrap();
     migrate(&mut conn).unwrap();
@@ -59,7 +59,7 @@ fn world() -> World {
 
 impl World {
     /// A new connection generation with every capability declared.
-    fn connect(&mut self) -> i64 {
+    pub(super) fn connect(&mut self) -> i64 {
         let status = crate::api::machine::RunnerStatus {
             version: crate::VERSION.into(),
             capabilities: vec![
@@ -77,7 +77,7 @@ impl World {
         connected.generation
     }
 
-    fn agent(&mut self, name: &str, env: AgentEnv) {
+    pub(super) fn agent(&mut self, name: &str, env: AgentEnv) {
         agents::create(
             &mut self.conn,
             agents::NewAgent {
@@ -92,22 +92,27 @@ impl World {
         .unwrap();
     }
 
-    fn ping(&mut self, limits: QueueLimits) -> Result<commands::CommandRow, StoreError> {
+    pub(super) fn ping(&mut self, limits: QueueLimits) -> Result<commands::CommandRow, StoreError> {
         let ping = RunnerCommand::Ping(PingPayload { hold_ms: 0 });
         commands::enqueue(&mut self.conn, &self.runner, &ping, 60_000, limits)
     }
 
-    fn state(&self, id: &str) -> CommandState {
+    pub(super) fn state(&self, id: &str) -> CommandState {
         commands::get(&self.conn, id).unwrap().state
     }
 
     /// Leases everything pending to `generation` and starts the command `id`.
-    fn run(&mut self, generation: i64, id: &str) {
+    pub(super) fn run(&mut self, generation: i64, id: &str) {
         commands::lease(&mut self.conn, &self.runner, generation, 100).unwrap();
         commands::start(&mut self.conn, &self.runner, generation, id).unwrap();
     }
 
-    fn complete(&mut self, generation: i64, id: &str, outcome: Outcome) -> Result<(), StoreError> {
+    pub(super) fn complete(
+        &mut self,
+        generation: i64,
+        id: &str,
+        outcome: Outcome,
+    ) -> Result<(), StoreError> {
         let row = commands::complete(
             &mut self.conn,
             &self.runner,
@@ -131,7 +136,7 @@ impl World {
         (c.id, start.id)
     }
 
-    fn chat(
+    pub(super) fn chat(
         &mut self,
         agent: &str,
     ) -> Result<(sessions::SessionRow, sessions::TurnRow), StoreError> {
@@ -141,6 +146,7 @@ impl World {
             agent: agent.into(),
             session: None,
             message: "hello".into(),
+            attachments: Vec::new(),
         };
         sessions::admit_turn(&mut self.conn, &admission, QueueLimits::default())
     }
@@ -462,6 +468,7 @@ fn a_turn_running_when_its_generation_ends_is_uncertain_and_its_session_idle() {
         agent: "host-1".into(),
         session: Some(session.id.clone()),
         message: "again".into(),
+        attachments: Vec::new(),
     };
     assert!(
         matches!(

@@ -1,0 +1,361 @@
+//! `yy artifact`: files exported from computers (and fetched from Runners), verified on the
+//! control plane: list, show, get. Also the transfers `yy chat --attach` and
+//! `yy runner fetch` use.
+
+use std::io::{IsTerminal, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use sha2::{Digest, Sha256};
+
+use super::{ById, Columns, context, print_list};
+use crate::api::artifacts::{self, Artifact, HEADER_SHA256, MAX_ATTACH_BYTES, human_size};
+use crate::api::client::Client;
+use crate::error::{CliError, Exit};
+use crate::output::{self, opt};
+
+#[derive(Debug, Args)]
+pub struct ArtifactArgs {
+    #[command(subcommand)]
+    pub command: ArtifactCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ArtifactCommand {
+    /// List artifacts, newest first (yours; an admin sees all)
+    List {
+        /// Only this session's artifacts
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show an artifact and where it came from
+    Show(ById),
+    /// Download an artifact, check its SHA-256 and write it atomically
+    Get {
+        /// Artifact id or unique prefix
+        id: String,
+        /// Where to write it (`-` for stdout)
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Replace FILE if it exists
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+impl Columns for Artifact {
+    const HEADERS: &'static [&'static str] = &[
+        "id", "name", "size", "state", "kind", "agent", "session", "created",
+    ];
+
+    fn row(&self) -> Vec<String> {
+        vec![
+            self.id.clone(),
+            self.name.clone(),
+            human_size(self.size),
+            self.state.clone(),
+            self.kind.clone(),
+            opt(&self.agent),
+            opt(&self.session_id),
+            self.created_at.clone(),
+        ]
+    }
+}
+
+pub async fn run(args: ArtifactArgs) -> anyhow::Result<()> {
+    let client = context::client()?;
+    match args.command {
+        ArtifactCommand::List { session, json } => {
+            let list = client.artifact_list(session.as_deref()).await?;
+            print_list(&list, json)
+        }
+        ArtifactCommand::Show(ById { id, json }) => {
+            let a = client.artifact_show(&id).await?;
+            let seq = a.turn_seq.map(|s| s.to_string());
+            output::show(
+                &a,
+                json.json,
+                vec![
+                    ("id", a.id.clone()),
+                    ("name", a.name.clone()),
+                    ("size", format!("{} ({} bytes)", human_size(a.size), a.size)),
+                    ("sha256", a.sha256.clone()),
+                    ("state", a.state.clone()),
+                    ("kind", a.kind.clone()),
+                    ("owner", opt(&a.owner)),
+                    ("agent", opt(&a.agent)),
+                    ("profile", opt(&a.profile)),
+                    ("session", opt(&a.session_id)),
+                    ("turn", opt(&a.turn_id)),
+                    ("message", opt(&seq)),
+                    ("computer", opt(&a.computer_id)),
+                    ("runner", opt(&a.runner_id)),
+                    ("source path", opt(&a.source_path)),
+                    ("created", a.created_at.clone()),
+                    ("finished", opt(&a.finished_at)),
+                ],
+            )
+        }
+        ArtifactCommand::Get { id, output, force } => {
+            let got = download(&client, &id, &output, force).await?;
+            if output.as_os_str() != "-" {
+                eprintln!(
+                    "{} ({}, sha256 {}) written to {}",
+                    got.name,
+                    human_size(got.size),
+                    got.sha256,
+                    output.display()
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Refuses to overwrite `output` unless `force` (checked before anything is fetched).
+pub fn check_output(output: &Path, force: bool) -> Result<(), CliError> {
+    if output.as_os_str() != "-" && output.exists() && !force {
+        return Err(CliError::usage(format!(
+            "{} already exists: choose another -o FILE, or pass --force to overwrite it",
+            output.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Streams artifact `id` to `output` (or stdout for `-`): the bytes go to a temporary file
+/// beside it, their SHA-256 is checked against the artifact's, and only then is the file
+/// fsynced and renamed into place. Progress shows on a terminal, as lines otherwise.
+pub async fn download(
+    client: &Client,
+    id: &str,
+    output: &Path,
+    force: bool,
+) -> anyhow::Result<Artifact> {
+    check_output(output, force)?;
+    let meta = client.artifact_show(id).await?;
+    let mut resp = client.artifact_content(&meta.id).await?;
+    if resp
+        .headers()
+        .get(HEADER_SHA256)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v != meta.sha256)
+    {
+        return Err(CliError::failure(format!(
+            "the server's SHA-256 for artifact {} changed while downloading; try again",
+            meta.id
+        ))
+        .into());
+    }
+    let mut sink = Sink::open(output)?;
+    let mut progress = Progress::new(&meta.name, meta.size);
+    let mut hasher = Sha256::new();
+    let mut n = 0u64;
+    let received = async {
+        while let Some(chunk) = resp.chunk().await.context("downloading")? {
+            n += chunk.len() as u64;
+            if n > meta.size {
+                break;
+            }
+            hasher.update(&chunk);
+            sink.write(&chunk)?;
+            progress.set(n);
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    progress.finish();
+    let digest = hex::encode(hasher.finalize());
+    if let Err(e) = received {
+        sink.abandon();
+        return Err(e);
+    }
+    if n != meta.size || digest != meta.sha256 {
+        sink.abandon();
+        return Err(CliError::failure(format!(
+            "artifact {} arrived damaged ({n} bytes with SHA-256 {digest}, expected {} bytes with {}); nothing was written",
+            meta.id, meta.size, meta.sha256
+        ))
+        .into());
+    }
+    sink.commit()
+        .with_context(|| format!("writing {}", output.display()))?;
+    Ok(meta)
+}
+
+/// Where a download goes: stdout, or a temporary file renamed over the target at the end.
+enum Sink {
+    Stdout(std::io::Stdout),
+    File {
+        tmp: PathBuf,
+        dest: PathBuf,
+        file: std::io::BufWriter<std::fs::File>,
+    },
+}
+
+impl Sink {
+    fn open(output: &Path) -> anyhow::Result<Sink> {
+        if output.as_os_str() == "-" {
+            return Ok(Sink::Stdout(std::io::stdout()));
+        }
+        let dir = match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let name = output
+            .file_name()
+            .ok_or_else(|| CliError::usage(format!("{} is not a file path", output.display())))?;
+        let tmp = dir.join(format!(
+            ".{}.yy-{}",
+            name.to_string_lossy(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("cannot write in {}", dir.display()))?;
+        Ok(Sink::File {
+            tmp,
+            dest: output.to_path_buf(),
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+        })
+    }
+
+    fn write(&mut self, data: &[u8]) -> anyhow::Result<()> {
+        match self {
+            Sink::Stdout(out) => out.lock().write_all(data)?,
+            Sink::File { file, .. } => file.write_all(data)?,
+        }
+        Ok(())
+    }
+
+    fn commit(self) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout(out) => out.lock().flush(),
+            Sink::File { tmp, dest, file } => {
+                let done = (|| {
+                    let file = file.into_inner().map_err(|e| e.into_error())?;
+                    file.sync_all()?;
+                    std::fs::rename(&tmp, &dest)?;
+                    let dir = match dest.parent() {
+                        Some(p) if !p.as_os_str().is_empty() => p,
+                        _ => Path::new("."),
+                    };
+                    std::fs::File::open(dir)?.sync_all()
+                })();
+                if done.is_err() {
+                    let _ = std::fs::remove_file(&tmp);
+                }
+                done
+            }
+        }
+    }
+
+    fn abandon(self) {
+        if let Sink::File { tmp, .. } = self {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// A progress bar on a terminal; otherwise a line on stderr every few seconds.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    name: String,
+    total: u64,
+    last_line: Instant,
+}
+
+impl Progress {
+    const EVERY: Duration = Duration::from_secs(2);
+
+    fn new(name: &str, total: u64) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+                )
+                .expect("a valid template")
+                .progress_chars("=> "),
+            );
+            // The name is untrusted text: control characters are not printed.
+            bar.set_message(name.chars().filter(|c| !c.is_control()).collect::<String>());
+            bar
+        });
+        Progress {
+            bar,
+            name: name.chars().filter(|c| !c.is_control()).collect(),
+            total,
+            last_line: Instant::now(),
+        }
+    }
+
+    fn set(&mut self, n: u64) {
+        match &self.bar {
+            Some(bar) => bar.set_position(n),
+            None if self.last_line.elapsed() >= Self::EVERY && n < self.total => {
+                self.last_line = Instant::now();
+                eprintln!(
+                    "{}: {} of {} ({}%)",
+                    self.name,
+                    human_size(n),
+                    human_size(self.total),
+                    n * 100 / self.total.max(1)
+                );
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Uploads a local file to attach to a turn; returns the upload's artifact id.
+pub async fn attach(client: &Client, path: &Path) -> anyhow::Result<String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path)
+        .map_err(|e| CliError::usage(format!("cannot attach {shown}: {e}")))?;
+    if !meta.is_file() {
+        return Err(CliError::usage(format!("cannot attach {shown}: not a regular file")).into());
+    }
+    if meta.len() > MAX_ATTACH_BYTES {
+        return Err(CliError::new(
+            Exit::Conflict,
+            format!(
+                "cannot attach {shown}: it is {}, an attached file is at most {} MiB",
+                human_size(meta.len()),
+                MAX_ATTACH_BYTES >> 20
+            ),
+        )
+        .into());
+    }
+    let name = path
+        .file_name()
+        .and_then(|n| artifacts::sanitize_name(&n.to_string_lossy()))
+        .ok_or_else(|| CliError::usage(format!("cannot attach {shown}: no usable file name")))?;
+    let data =
+        std::fs::read(path).map_err(|e| CliError::usage(format!("cannot read {shown}: {e}")))?;
+    if data.len() as u64 > MAX_ATTACH_BYTES {
+        return Err(CliError::new(
+            Exit::Conflict,
+            format!("{shown} grew past the attachment limit"),
+        )
+        .into());
+    }
+    let sha = hex::encode(Sha256::digest(&data));
+    let uploaded = client.upload(&name, data, &sha).await?;
+    Ok(uploaded.id)
+}

@@ -1,0 +1,367 @@
+//! Files between this Runner and the control plane, through the machine API: uploads in
+//! verified chunks that resume after an interruption (a computer's `computer_export`, a
+//! `fetch`), and verified downloads of the files a user attached to a turn.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use super::client::{MachineClient, MachineError};
+use crate::api::artifacts::{
+    self, ArtifactRef, AttachmentRef, CHUNK_BYTES, MAX_ARTIFACT_BYTES, MAX_EXPORTS_PER_TURN,
+    UploadBegin, human_size,
+};
+use crate::computer::protocol::ExecParams;
+use crate::computer::session::GuestSession;
+
+/// Tries of one upload before it fails (each resumes from the last verified chunk).
+const ATTEMPTS: u32 = 5;
+/// Where the guest's attachments go, relative to its working directory.
+pub const ATTACH_DIR: &str = "attachments";
+
+/// The transfers of one running command.
+#[derive(Clone)]
+pub struct Transfer {
+    pub client: MachineClient,
+    pub generation: i64,
+    pub command_id: String,
+    /// A private directory for files in transit.
+    pub spool: PathBuf,
+}
+
+impl Transfer {
+    /// A private temporary file in the spool directory, removed when dropped.
+    fn spool_file(&self) -> Result<(Spooled, std::fs::File), String> {
+        crate::fsutil::create_private_dir(&self.spool)
+            .map_err(|e| format!("cannot create {}: {e}", self.spool.display()))?;
+        let path = self.spool.join(uuid::Uuid::new_v4().simple().to_string());
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        Ok((Spooled(path), file))
+    }
+
+    /// Uploads `file` as artifact `name`; an interruption resumes from the last chunk the
+    /// control plane verified (or starts over when it kept nothing).
+    pub async fn upload(
+        &self,
+        file: &Path,
+        name: &str,
+        source_path: Option<String>,
+    ) -> Result<ArtifactRef, String> {
+        let path = file.to_path_buf();
+        let (size, sha256) = tokio::task::spawn_blocking(move || hash_file(&path))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        if size > MAX_ARTIFACT_BYTES {
+            return Err(too_large(name, size));
+        }
+        let begin = UploadBegin {
+            command_id: self.command_id.clone(),
+            name: name.to_string(),
+            size,
+            sha256: sha256.clone(),
+            chunk_size: CHUNK_BYTES,
+            source_path,
+        };
+        let mut last = String::new();
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+            }
+            match self.try_upload(file, &begin).await {
+                Ok(id) => {
+                    return Ok(ArtifactRef {
+                        artifact_id: id,
+                        name: name.to_string(),
+                        size,
+                        sha256,
+                    });
+                }
+                Err(e) if retryable(&e) => {
+                    tracing::warn!(error = %e, attempt, "artifact upload interrupted; resuming");
+                    last = e.to_string();
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(format!(
+            "the upload of {name} failed {ATTEMPTS} times; last: {last}"
+        ))
+    }
+
+    async fn try_upload(&self, file: &Path, begin: &UploadBegin) -> Result<String, MachineError> {
+        let mut state = self.client.artifact_begin(self.generation, begin).await?;
+        let mut f = tokio::fs::File::open(file)
+            .await
+            .map_err(|e| local(format!("cannot read {}: {e}", file.display())))?;
+        while state.state == "uploading" && state.received < state.size {
+            let n = state.next_chunk();
+            let offset = n * state.chunk_size;
+            let len = state.chunk_size.min(state.size - offset) as usize;
+            let mut data = vec![0u8; len];
+            f.seek(std::io::SeekFrom::Start(offset))
+                .await
+                .and(f.read_exact(&mut data).await.map(|_| ()))
+                .map_err(|e| local(format!("cannot read {}: {e}", file.display())))?;
+            state = self
+                .client
+                .artifact_chunk(self.generation, &state.id, n, data)
+                .await?;
+        }
+        if state.state != "ready" {
+            state = self
+                .client
+                .artifact_finish(self.generation, &state.id)
+                .await?;
+        }
+        Ok(state.id)
+    }
+
+    /// Downloads an attachment into a spool file, checking its size and SHA-256.
+    pub async fn download(&self, a: &AttachmentRef) -> Result<Vec<u8>, String> {
+        let mut resp = self
+            .client
+            .artifact_content(self.generation, &a.artifact_id)
+            .await
+            .map_err(|e| format!("cannot download attachment {}: {e}", a.name))?;
+        let mut data = Vec::with_capacity(a.size as usize);
+        let mut hasher = Sha256::new();
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| format!("downloading attachment {}: {e}", a.name))?
+        {
+            if (data.len() + chunk.len()) as u64 > a.size {
+                return Err(format!("attachment {} is larger than announced", a.name));
+            }
+            hasher.update(&chunk);
+            data.extend_from_slice(&chunk);
+        }
+        let got = hex::encode(hasher.finalize());
+        if data.len() as u64 != a.size || got != a.sha256 {
+            return Err(format!(
+                "attachment {} arrived damaged ({} bytes, SHA-256 {got}); not written",
+                a.name,
+                data.len()
+            ));
+        }
+        Ok(data)
+    }
+}
+
+fn local(message: String) -> MachineError {
+    MachineError::Api {
+        status: 0,
+        code: "local".into(),
+        message,
+    }
+}
+
+/// Worth another try from the last verified chunk: the network, a restarting server, a
+/// chunk refused as corrupt or out of order, a finish that found the file damaged.
+fn retryable(e: &MachineError) -> bool {
+    e.is_transient() || matches!(e.code(), Some("corrupt" | "conflict"))
+}
+
+fn too_large(name: &str, size: u64) -> String {
+    format!(
+        "{name} is {} ({size} bytes); an artifact is at most {} MiB",
+        human_size(size),
+        MAX_ARTIFACT_BYTES >> 20
+    )
+}
+
+fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let got = f.read(&mut buf)?;
+        if got == 0 {
+            return Ok((n, hex::encode(hasher.finalize())));
+        }
+        hasher.update(&buf[..got]);
+        n += got as u64;
+    }
+}
+
+/// A file in transit; removed when dropped.
+struct Spooled(PathBuf);
+
+impl Drop for Spooled {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A spool file that refuses to grow past the artifact limit (a file that grew after it
+/// was looked at cannot fill the Runner's disk).
+struct Capped {
+    file: std::fs::File,
+    written: u64,
+}
+
+impl Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.written += buf.len() as u64;
+        if self.written > MAX_ARTIFACT_BYTES {
+            return Err(std::io::Error::other(format!(
+                "the file grew past {} MiB while exported",
+                MAX_ARTIFACT_BYTES >> 20
+            )));
+        }
+        self.file.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The `computer_export` tool of one turn.
+pub struct TurnExports {
+    pub transfer: Transfer,
+    done: AtomicU32,
+}
+
+impl TurnExports {
+    pub fn new(transfer: Transfer) -> TurnExports {
+        TurnExports {
+            transfer,
+            done: AtomicU32::new(0),
+        }
+    }
+
+    /// The tool's schema.
+    pub fn schema() -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "computer_export",
+                "description": format!("Export a file of your computer to the user as a verified artifact (at most {} MiB, {} per turn). Returns its artifact id, size and SHA-256.", MAX_ARTIFACT_BYTES >> 20, MAX_EXPORTS_PER_TURN),
+                "parameters": {
+                    "type": "object",
+                    "properties": { "path": { "type": "string", "description": "Path relative to the workspace" } },
+                    "required": ["path"],
+                },
+            }
+        })
+    }
+
+    /// Snapshots the file in the guest, streams it to the control plane and answers the
+    /// model; every failure is an answer too.
+    pub async fn export(&self, guest: &GuestSession, args: &Value) -> Value {
+        match self.try_export(guest, args).await {
+            Ok(v) => v,
+            Err(e) => json!({ "error": e }),
+        }
+    }
+
+    async fn try_export(&self, guest: &GuestSession, args: &Value) -> Result<Value, String> {
+        let path = args["path"]
+            .as_str()
+            .ok_or("computer_export needs a path")?
+            .to_string();
+        let done = self.done.load(Ordering::SeqCst);
+        if done >= MAX_EXPORTS_PER_TURN {
+            return Err(format!(
+                "refused: this turn already exported {done} files, the limit is {MAX_EXPORTS_PER_TURN} per turn"
+            ));
+        }
+        let name = artifacts::sanitize_name(&path)
+            .ok_or_else(|| format!("{path:?} does not name a file"))?;
+        let stat = guest.stat(&path).await.map_err(|e| e.to_string())?;
+        if stat.kind != "file" {
+            return Err(format!("{path} is a {}, not a regular file", stat.kind));
+        }
+        if stat.size > MAX_ARTIFACT_BYTES {
+            return Err(format!("refused: {}", too_large(&path, stat.size)));
+        }
+        let (spool, file) = self.transfer.spool_file()?;
+        let mut sink = Capped { file, written: 0 };
+        let exported = guest
+            .export(&path, &mut sink)
+            .await
+            .map_err(|e| format!("cannot export {path}: {e}"))?;
+        sink.flush().map_err(|e| e.to_string())?;
+        self.done.fetch_add(1, Ordering::SeqCst);
+        let stored = self
+            .transfer
+            .upload(&spool.0, &name, Some(exported.path.clone()))
+            .await?;
+        if stored.sha256 != exported.sha256 {
+            return Err(format!("{path} changed on its way out; export it again"));
+        }
+        Ok(json!({
+            "artifact_id": stored.artifact_id,
+            "name": stored.name,
+            "size": stored.size,
+            "sha256": stored.sha256,
+            "path": exported.path,
+        }))
+    }
+
+    /// Writes the turn's attachments into the guest (under `attachments/`) before the model
+    /// starts; returns the note that tells the model where they are.
+    pub async fn attach(
+        &self,
+        guest: &GuestSession,
+        attachments: &[AttachmentRef],
+        cwd: &str,
+    ) -> Result<Option<String>, String> {
+        if attachments.is_empty() {
+            return Ok(None);
+        }
+        let mkdir = ExecParams {
+            argv: Some(vec!["mkdir".into(), "-p".into(), ATTACH_DIR.into()]),
+            timeout_ms: Some(30_000),
+            ..ExecParams::default()
+        };
+        let made = guest.exec(mkdir, None).await.map_err(|e| e.to_string())?;
+        if made.exit_code != Some(0) {
+            return Err(format!(
+                "cannot create {ATTACH_DIR}/ in the computer: {}",
+                made.stderr.trim()
+            ));
+        }
+        let mut lines = Vec::new();
+        for a in attachments {
+            let name = artifacts::sanitize_name(&a.name)
+                .ok_or_else(|| format!("attachment name {:?} is not usable", a.name))?;
+            let data = self.transfer.download(a).await?;
+            let rel = format!("{ATTACH_DIR}/{name}");
+            let written = guest
+                .write(&rel, &data, Some(0o644))
+                .await
+                .map_err(|e| format!("cannot write attachment {name} into the computer: {e}"))?;
+            if written.sha256 != a.sha256 {
+                return Err(format!(
+                    "attachment {name} was damaged on its way into the computer"
+                ));
+            }
+            lines.push(format!(
+                "- {}/{rel} ({} bytes, sha256 {})",
+                cwd.trim_end_matches('/'),
+                a.size,
+                a.sha256
+            ));
+        }
+        Ok(Some(format!(
+            "[The user attached {} file(s); they are in your computer:\n{}]",
+            attachments.len(),
+            lines.join("\n")
+        )))
+    }
+}

@@ -1,0 +1,537 @@
+//! Artifact bytes on the control plane: files under `DATA_DIR/artifacts/`, written through
+//! a `.part` file that grows only by verified chunks, and renamed into place only after the
+//! whole file's size and SHA-256 were checked. The machine API uploads and downloads here;
+//! the admin API lists, shows and streams.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+
+use super::AppState;
+use super::auth::Caller;
+use super::error::ApiError;
+use super::extract::{Body, Q};
+use super::machine::Current;
+use super::store::artifacts::{self as rows, ArtifactRow};
+use crate::api::artifacts::{
+    self as wire, HEADER_SHA256, MAX_ARTIFACT_BYTES, MAX_ATTACH_BYTES, UploadBegin, UploadState,
+};
+
+/// The artifact files of one control plane, and the uploads being written right now.
+pub struct ArtifactFiles {
+    dir: PathBuf,
+    /// Uploads with a chunk or finish in progress: one writer per upload at a time.
+    busy: Mutex<HashSet<String>>,
+}
+
+/// Holds an upload's write slot until dropped.
+struct Busy<'a>(&'a ArtifactFiles, String);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut b) = self.0.busy.lock() {
+            b.remove(&self.1);
+        }
+    }
+}
+
+impl ArtifactFiles {
+    /// The artifact directory inside `data_dir` (created, private).
+    pub fn open(data_dir: &Path) -> std::io::Result<ArtifactFiles> {
+        let dir = data_dir.join("artifacts");
+        crate::fsutil::create_private_dir(&dir)?;
+        Ok(ArtifactFiles {
+            dir,
+            busy: Mutex::default(),
+        })
+    }
+
+    fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(id)
+    }
+
+    fn part(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.part"))
+    }
+
+    fn hold(&self, id: &str) -> Result<Busy<'_>, ApiError> {
+        let mut b = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        if !b.insert(id.to_string()) {
+            return Err(ApiError::conflict(format!(
+                "another request is writing artifact {id}; retry when it answered"
+            )));
+        }
+        Ok(Busy(self, id.to_string()))
+    }
+}
+
+pub fn machine_routes() -> Router<AppState> {
+    Router::new()
+        .route("/runner/v1/artifacts", post(upload_begin))
+        .route("/runner/v1/artifacts/{id}/chunks/{n}", put(upload_chunk))
+        .route("/runner/v1/artifacts/{id}/finish", post(upload_finish))
+        .route("/runner/v1/artifacts/{id}/content", get(machine_content))
+}
+
+pub fn admin_routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/artifacts", get(artifact_list))
+        .route("/api/v1/artifacts/{id}", get(artifact_show))
+        .route("/api/v1/artifacts/{id}/content", get(artifact_content))
+}
+
+/// `POST /api/v1/uploads`: its own router, because its body (a whole attached file) is
+/// larger than the admin API's limit; the handler enforces its own.
+pub fn upload_routes() -> Router<AppState> {
+    Router::new().route("/api/v1/uploads", post(input_upload))
+}
+
+fn blocking_failed(e: tokio::task::JoinError) -> ApiError {
+    ApiError::internal(format!("artifact I/O task failed: {e}"))
+}
+
+fn io_error(what: &str, e: std::io::Error) -> ApiError {
+    tracing::error!(error = %e, "{what}");
+    ApiError::internal(format!("{what}: {e}"))
+}
+
+fn corrupt(message: String) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "corrupt", message)
+}
+
+fn header_sha(headers: &HeaderMap) -> Result<String, ApiError> {
+    headers
+        .get(HEADER_SHA256)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| wire::is_sha256(v))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "missing or malformed {HEADER_SHA256} header (64 lowercase hex digits)"
+            ))
+        })
+}
+
+// ---- machine API: uploads by Runners ----
+
+async fn upload_begin(
+    State(state): State<AppState>,
+    current: Current,
+    Body(b): Body<UploadBegin>,
+) -> Result<Json<UploadState>, ApiError> {
+    let row = state
+        .store
+        .call(move |c| rows::begin(c, &current.runner_id, current.generation, &b))
+        .await?;
+    Ok(Json(row.upload_state()))
+}
+
+async fn upload_chunk(
+    State(state): State<AppState>,
+    current: Current,
+    UrlPath((id, n)): UrlPath<(String, u64)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<UploadState>, ApiError> {
+    let claimed = header_sha(&headers)?;
+    let actual = hex::encode(Sha256::digest(&body));
+    if actual != claimed {
+        return Err(corrupt(format!(
+            "chunk {n} of artifact {id} is corrupt (its SHA-256 is {actual}, the header says {claimed}); nothing was stored"
+        )));
+    }
+    let files = state.artifacts.clone();
+    let _busy = files.hold(&id)?;
+    let key = id.clone();
+    let row = state
+        .store
+        .call(move |c| rows::for_transfer(c, &current.runner_id, current.generation, &key))
+        .await?;
+    if row.is_ready() {
+        return Ok(Json(row.upload_state()));
+    }
+    let (size, chunk, received) = (row.size as u64, row.chunk_size as u64, row.received as u64);
+    let offset = n.checked_mul(chunk).filter(|o| *o < size.max(1));
+    let Some(offset) = offset else {
+        return Err(ApiError::bad_request(format!(
+            "chunk {n} lies past the end of artifact {id} ({size} bytes)"
+        )));
+    };
+    let expected = chunk.min(size - offset);
+    if body.len() as u64 != expected {
+        return Err(ApiError::bad_request(format!(
+            "chunk {n} of artifact {id} must be {expected} bytes, not {}",
+            body.len()
+        )));
+    }
+    if offset > received {
+        return Err(ApiError::conflict(format!(
+            "chunk {n} of artifact {id} is out of order: the next one is {}",
+            received / chunk
+        )));
+    }
+    let part = files.part(&id);
+    let stored = tokio::task::spawn_blocking(move || store_chunk(&part, offset, received, &body))
+        .await
+        .map_err(blocking_failed)?;
+    let new_received = match stored {
+        Ok(Stored::Appended) => offset + expected,
+        Ok(Stored::Repeated) => received,
+        Ok(Stored::Differs) => {
+            return Err(ApiError::conflict(format!(
+                "chunk {n} of artifact {id} was received before with other bytes; begin the upload again"
+            )));
+        }
+        Ok(Stored::Lost) => {
+            // The part file is shorter than recorded (lost on a crash): start over.
+            let key = id.clone();
+            state.store.call(move |c| rows::restart(c, &key)).await?;
+            let mut restarted = row.upload_state();
+            restarted.received = 0;
+            return Ok(Json(restarted));
+        }
+        Err(e) => return Err(io_error("writing an artifact chunk", e)),
+    };
+    let key = id.clone();
+    state
+        .store
+        .call(move |c| rows::record_received(c, &key, new_received as i64))
+        .await?;
+    let mut answer = row.upload_state();
+    answer.received = new_received;
+    Ok(Json(answer))
+}
+
+enum Stored {
+    Appended,
+    /// Already received with the same bytes (a retry whose answer was lost).
+    Repeated,
+    Differs,
+    /// The part file holds less than was recorded as received.
+    Lost,
+}
+
+/// Writes a chunk at `offset` of the part file (or compares it with what is there), and
+/// fsyncs before the caller records it as received.
+fn store_chunk(part: &Path, offset: u64, received: u64, data: &[u8]) -> std::io::Result<Stored> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(part)?;
+    let len = f.metadata()?.len();
+    if len < received {
+        f.set_len(0)?;
+        return Ok(Stored::Lost);
+    }
+    if offset < received {
+        let mut have = vec![0u8; data.len()];
+        f.seek(SeekFrom::Start(offset))?;
+        f.read_exact(&mut have)?;
+        return Ok(if have == data {
+            Stored::Repeated
+        } else {
+            Stored::Differs
+        });
+    }
+    // Anything past `received` is an unrecorded write of an interrupted request.
+    f.set_len(received)?;
+    f.seek(SeekFrom::Start(offset))?;
+    f.write_all(data)?;
+    f.sync_data()?;
+    Ok(Stored::Appended)
+}
+
+async fn upload_finish(
+    State(state): State<AppState>,
+    current: Current,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<UploadState>, ApiError> {
+    let files = state.artifacts.clone();
+    let _busy = files.hold(&id)?;
+    let key = id.clone();
+    let row = state
+        .store
+        .call(move |c| rows::for_transfer(c, &current.runner_id, current.generation, &key))
+        .await?;
+    if row.is_ready() {
+        return Ok(Json(row.upload_state()));
+    }
+    if row.received != row.size {
+        return Err(ApiError::conflict(format!(
+            "artifact {id}: {} of {} bytes arrived; send the rest before finishing",
+            row.received, row.size
+        )));
+    }
+    let (part, dest, size, sha) = (
+        files.part(&id),
+        files.path(&id),
+        row.size as u64,
+        row.sha256.clone(),
+    );
+    let checked = tokio::task::spawn_blocking(move || seal(&part, &dest, size, &sha))
+        .await
+        .map_err(blocking_failed)?
+        .map_err(|e| io_error("sealing an artifact", e))?;
+    if let Err(why) = checked {
+        let key = id.clone();
+        state.store.call(move |c| rows::restart(c, &key)).await?;
+        return Err(corrupt(format!(
+            "artifact {id} is corrupt ({why}); nothing was kept, upload it again from the start"
+        )));
+    }
+    let key = id.clone();
+    let row = state.store.call(move |c| rows::mark_ready(c, &key)).await?;
+    tracing::info!(artifact = %row.id, name = %row.name, size = row.size, "artifact stored");
+    Ok(Json(row.upload_state()))
+}
+
+/// Checks the whole part file (size and SHA-256), then renames it into place durably.
+/// The inner error says why the file is not the one announced (the part is then removed).
+fn seal(part: &Path, dest: &Path, size: u64, sha: &str) -> std::io::Result<Result<(), String>> {
+    let (got_size, got_sha) = hash_file(part)?;
+    if got_size != size || got_sha != sha {
+        let _ = std::fs::remove_file(part);
+        return Ok(Err(format!(
+            "{got_size} bytes with SHA-256 {got_sha}, announced {size} bytes with {sha}"
+        )));
+    }
+    File::open(part)?.sync_all()?;
+    std::fs::rename(part, dest)?;
+    if let Some(dir) = dest.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(Ok(()))
+}
+
+fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
+    let mut f = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut n = 0u64;
+    loop {
+        let got = f.read(&mut buf)?;
+        if got == 0 {
+            break;
+        }
+        hasher.update(&buf[..got]);
+        n += got as u64;
+    }
+    Ok((n, hex::encode(hasher.finalize())))
+}
+
+/// An attachment of this Runner's running turn, streamed to it.
+async fn machine_content(
+    State(state): State<AppState>,
+    current: Current,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let row = state
+        .store
+        .call(move |c| rows::for_download(c, &current.runner_id, current.generation, &id))
+        .await?;
+    stream_file(&state, &row).await
+}
+
+// ---- admin API ----
+
+/// An artifact is its owner's; one without an owner (a Runner fetch) is for admins only.
+fn visible(caller: &Caller, a: &ArtifactRow) -> bool {
+    caller.account.admin || a.account_id.as_deref() == Some(caller.account.id.as_str())
+}
+
+async fn load(state: &AppState, caller: &Caller, key: String) -> Result<ArtifactRow, ApiError> {
+    let row = state.store.call(move |c| rows::get(c, &key)).await?;
+    if !visible(caller, &row) {
+        return Err(ApiError::not_found(format!(
+            "no artifact {:?}: see `yy artifact list`",
+            row.id
+        )));
+    }
+    Ok(row)
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    pub session: Option<String>,
+}
+
+async fn artifact_list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Q(q): Q<ListQuery>,
+) -> Result<Json<Vec<wire::Artifact>>, ApiError> {
+    let account = (!caller.account.admin).then(|| caller.account.id.clone());
+    let rows = state
+        .store
+        .call(move |c| {
+            let session = match &q.session {
+                Some(s) => Some(super::store::sessions::get(c, s)?.id),
+                None => None,
+            };
+            rows::list(c, session.as_deref(), account.as_deref())
+        })
+        .await?;
+    Ok(Json(rows.into_iter().map(Into::into).collect()))
+}
+
+async fn artifact_show(
+    State(state): State<AppState>,
+    caller: Caller,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<wire::Artifact>, ApiError> {
+    Ok(Json(load(&state, &caller, id).await?.into()))
+}
+
+async fn artifact_content(
+    State(state): State<AppState>,
+    caller: Caller,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let row = load(&state, &caller, id).await?;
+    stream_file(&state, &row).await
+}
+
+/// The bytes of a ready artifact, with their size and SHA-256 in headers so the receiver
+/// can check them again.
+async fn stream_file(state: &AppState, row: &ArtifactRow) -> Result<Response, ApiError> {
+    if !row.is_ready() {
+        return Err(ApiError::conflict(format!(
+            "artifact {} is still uploading ({} of {} bytes); it has no content yet",
+            row.id, row.received, row.size
+        )));
+    }
+    let file = tokio::fs::File::open(state.artifacts.path(&row.id))
+        .await
+        .map_err(|e| io_error("opening an artifact", e))?;
+    let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024);
+    let mut resp = axum::body::Body::from_stream(stream).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(row.size as u64));
+    if let Ok(v) = HeaderValue::from_str(&row.sha256) {
+        h.insert(HEADER_SHA256, v);
+    }
+    Ok(resp)
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadQuery {
+    pub name: String,
+}
+
+/// A file for a turn (`yy chat --attach`): streamed to a part file, checked against the
+/// announced SHA-256, and only then recorded.
+async fn input_upload(
+    State(state): State<AppState>,
+    caller: Caller,
+    Q(q): Q<UploadQuery>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Json<wire::Artifact>, ApiError> {
+    let name = wire::sanitize_name(&q.name)
+        .ok_or_else(|| ApiError::bad_request(format!("{:?} is not a file name", q.name)))?;
+    let sha = header_sha(&headers)?;
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("an attached file is at most {} MiB", MAX_ATTACH_BYTES >> 20),
+        )
+    };
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_ATTACH_BYTES) {
+        return Err(too_large());
+    }
+    let id = super::store::new_id();
+    let part = state.artifacts.part(&id);
+    let mut out = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&part)
+        .await
+        .map_err(|e| io_error("creating an upload", e))?;
+    let written = async {
+        use tokio::io::AsyncWriteExt;
+        let mut hasher = Sha256::new();
+        let mut n = 0u64;
+        let mut stream = body.into_data_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk =
+                chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+            n += chunk.len() as u64;
+            if n > MAX_ATTACH_BYTES {
+                return Err(too_large());
+            }
+            hasher.update(&chunk);
+            out.write_all(&chunk)
+                .await
+                .map_err(|e| io_error("writing an upload", e))?;
+        }
+        out.sync_all()
+            .await
+            .map_err(|e| io_error("writing an upload", e))?;
+        Ok((n, hex::encode(hasher.finalize())))
+    }
+    .await;
+    let (size, got) = match written {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&part).await;
+            return Err(e);
+        }
+    };
+    if got != sha {
+        let _ = tokio::fs::remove_file(&part).await;
+        return Err(corrupt(format!(
+            "the upload arrived damaged (SHA-256 {got}, announced {sha}); nothing was stored"
+        )));
+    }
+    let dest = state.artifacts.path(&id);
+    tokio::fs::rename(&part, &dest)
+        .await
+        .map_err(|e| io_error("storing an upload", e))?;
+    let account = caller.account.id.clone();
+    let key = id.clone();
+    let stored = state
+        .store
+        .call(move |c| rows::create_input(c, &key, &account, &name, size, &sha))
+        .await;
+    match stored {
+        Ok(row) => Ok(Json(row.into())),
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&dest).await;
+            Err(e.into())
+        }
+    }
+}
+
+/// Checks at compile time that the limits fit the machine body limit.
+const _: () = assert!(wire::MAX_CHUNK_BYTES as usize <= crate::api::machine::MACHINE_BODY_LIMIT);
+const _: () = assert!(MAX_ATTACH_BYTES <= MAX_ARTIFACT_BYTES);
+
+/// Shared handle for the state.
+pub type Files = Arc<ArtifactFiles>;

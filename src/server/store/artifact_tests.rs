@@ -1,0 +1,257 @@
+//! Artifact records against SQLite in memory: provenance, resumable begins, the per-turn
+//! and size limits, and who may transfer what.
+
+use super::artifacts::{self, READY, UPLOADING};
+use super::commands::{self, QueueLimits};
+use super::sessions::{self, Admission};
+use super::tests::{World, world};
+use super::{StoreError, agents};
+use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin, kinds};
+use crate::api::capabilities;
+use crate::api::machine::{FetchPayload, Outcome, RunnerCommand};
+
+const SHA: &str = "ab0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd";
+
+/// Reconnects with the Worker capability; returns the generation.
+fn connect_worker(w: &mut World) -> i64 {
+    let status = crate::api::machine::RunnerStatus {
+        version: crate::VERSION.into(),
+        capabilities: vec![
+            capabilities::COMPUTER.into(),
+            capabilities::COMPUTER_WORKER.into(),
+        ],
+        computers_capacity: 2,
+        hostname: "test".into(),
+    };
+    commands::connect(&mut w.conn, &w.runner, "instance", &status)
+        .unwrap()
+        .generation
+}
+
+/// A computer agent's turn, leased and running in a new generation: (generation, command).
+fn running_turn(w: &mut World, attachments: Vec<String>) -> (i64, String) {
+    let generation = connect_worker(w);
+    let admission = Admission {
+        account_id: w.account.clone(),
+        admin: true,
+        agent: "box".into(),
+        session: None,
+        message: "export".into(),
+        attachments,
+    };
+    let (_, turn) = sessions::admit_turn(&mut w.conn, &admission, QueueLimits::default()).unwrap();
+    w.run(generation, &turn.command_id);
+    (generation, turn.command_id)
+}
+
+fn begin(command: &str, name: &str, size: u64) -> UploadBegin {
+    UploadBegin {
+        command_id: command.into(),
+        name: name.into(),
+        size,
+        sha256: SHA.into(),
+        chunk_size: CHUNK_BYTES,
+        source_path: Some(format!("/workspace/{name}")),
+    }
+}
+
+#[test]
+fn an_export_keeps_its_provenance_and_resumes_where_it_was() {
+    let mut w = world();
+    let (generation, command) = running_turn(&mut w, Vec::new());
+    let runner = w.runner.clone();
+    let a = artifacts::begin(
+        &mut w.conn,
+        &runner,
+        generation,
+        &begin(&command, "blob.bin", 3_000_000),
+    )
+    .unwrap();
+    assert_eq!(a.state, UPLOADING);
+    assert_eq!(a.kind, kinds::EXPORT);
+    assert_eq!(a.agent.as_deref(), Some("box"));
+    assert_eq!(a.profile.as_deref(), Some("default"));
+    assert_eq!(a.turn_seq, Some(1));
+    assert!(a.session_id.is_some() && a.computer_id.is_some());
+    assert_eq!(a.account_id.as_deref(), Some(w.account.as_str()));
+
+    artifacts::record_received(&w.conn, &a.id, CHUNK_BYTES as i64).unwrap();
+    // The same file again (an interrupted transfer): the same upload, from where it was.
+    let again = artifacts::begin(
+        &mut w.conn,
+        &runner,
+        generation,
+        &begin(&command, "blob.bin", 3_000_000),
+    )
+    .unwrap();
+    assert_eq!(again.id, a.id);
+    assert_eq!(again.upload_state().next_chunk(), 1);
+    // Not visible as ready until sealed.
+    assert!(!artifacts::get(&w.conn, &a.id).unwrap().is_ready());
+    let sealed = artifacts::mark_ready(&w.conn, &a.id).unwrap();
+    assert_eq!(sealed.state, READY);
+    assert_eq!(sealed.received, 3_000_000);
+    // Prefixes resolve; lists filter by session and owner.
+    assert_eq!(artifacts::get(&w.conn, &a.id[..8]).unwrap().id, a.id);
+    let session = a.session_id.clone().unwrap();
+    assert_eq!(
+        artifacts::list(&w.conn, Some(&session), None)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        artifacts::list(&w.conn, None, Some("someone-else"))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn limits_per_artifact_and_per_turn_are_refused_clearly() {
+    let mut w = world();
+    let (generation, command) = running_turn(&mut w, Vec::new());
+    let runner = w.runner.clone();
+    let big = artifacts::begin(
+        &mut w.conn,
+        &runner,
+        generation,
+        &begin(&command, "big.bin", MAX_ARTIFACT_BYTES + 1),
+    );
+    assert!(
+        matches!(&big, Err(StoreError::Limit(m)) if m.contains("25 MiB")),
+        "{big:?}"
+    );
+    for i in 0..8 {
+        artifacts::begin(
+            &mut w.conn,
+            &runner,
+            generation,
+            &begin(&command, &format!("f{i}"), 10),
+        )
+        .unwrap();
+    }
+    let ninth = artifacts::begin(&mut w.conn, &runner, generation, &begin(&command, "f8", 10));
+    assert!(
+        matches!(&ninth, Err(StoreError::Limit(m)) if m.contains("8 per turn")),
+        "{ninth:?}"
+    );
+    let bad = artifacts::begin(
+        &mut w.conn,
+        &runner,
+        generation,
+        &begin(&command, "../x", 10),
+    );
+    assert!(matches!(bad, Err(StoreError::Invalid(_))));
+}
+
+#[test]
+fn only_the_running_command_of_the_live_generation_transfers() {
+    let mut w = world();
+    let (generation, command) = running_turn(&mut w, Vec::new());
+    let runner = w.runner.clone();
+    let stale = artifacts::begin(
+        &mut w.conn,
+        &runner,
+        generation - 1,
+        &begin(&command, "a", 10),
+    );
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    let other = artifacts::begin(
+        &mut w.conn,
+        "other-runner",
+        generation,
+        &begin(&command, "a", 10),
+    );
+    assert!(matches!(other, Err(StoreError::NotFound(_))), "{other:?}");
+    let a = artifacts::begin(&mut w.conn, &runner, generation, &begin(&command, "a", 10)).unwrap();
+    // Archiving the agent takes away its turn's right to transfer.
+    let account = w.account.clone();
+    agents::archive(&mut w.conn, &account, "box").unwrap();
+    let refused = artifacts::for_transfer(&w.conn, &runner, generation, &a.id);
+    assert!(
+        matches!(refused, Err(StoreError::Forbidden(_))),
+        "{refused:?}"
+    );
+    // An ended command transfers nothing.
+    w.complete(generation, &command, Outcome::Done).unwrap();
+    let ended = artifacts::for_transfer(&w.conn, &runner, generation, &a.id);
+    assert!(matches!(ended, Err(StoreError::Conflict(_))), "{ended:?}");
+    assert_eq!(artifacts::abandoned(&w.conn).unwrap(), vec![a.id]);
+}
+
+#[test]
+fn a_fetch_uploads_one_artifact_without_an_owner() {
+    let mut w = world();
+    let generation = connect_worker(&mut w);
+    let fetch = RunnerCommand::Fetch(FetchPayload {
+        path: "/srv/out.txt".into(),
+        artifact_roots: vec!["/srv".into()],
+    });
+    let runner = w.runner.clone();
+    let cmd =
+        commands::enqueue(&mut w.conn, &runner, &fetch, 60_000, QueueLimits::default()).unwrap();
+    w.run(generation, &cmd.id);
+    let a = artifacts::begin(
+        &mut w.conn,
+        &runner,
+        generation,
+        &begin(&cmd.id, "out.txt", 5),
+    )
+    .unwrap();
+    assert_eq!(a.kind, kinds::FETCH);
+    assert_eq!(a.account_id, None);
+    assert_eq!(a.source_path.as_deref(), Some("/workspace/out.txt"));
+    let second = artifacts::begin(&mut w.conn, &runner, generation, &begin(&cmd.id, "b", 5));
+    assert!(matches!(second, Err(StoreError::Limit(_))));
+}
+
+#[test]
+fn attachments_go_with_one_computer_turn_and_only_its_runner_downloads_them() {
+    let mut w = world();
+    let account = w.account.clone();
+    let input = artifacts::create_input(&w.conn, "in-1", &account, "data.csv", 12, SHA).unwrap();
+    assert!(input.is_ready());
+    // A host agent takes no attachments.
+    let generation = connect_worker(&mut w);
+    let host = sessions::admit_turn(
+        &mut w.conn,
+        &Admission {
+            account_id: account.clone(),
+            admin: true,
+            agent: "host-1".into(),
+            session: None,
+            message: "x".into(),
+            attachments: vec!["in-1".into()],
+        },
+        QueueLimits::default(),
+    );
+    assert!(
+        matches!(&host, Err(StoreError::Invalid(m)) if m.contains("host")),
+        "{host:?}"
+    );
+    let (generation2, command) = running_turn(&mut w, vec!["in-1".into()]);
+    assert!(generation2 > generation);
+    let cmd = commands::get(&w.conn, &command).unwrap();
+    let payload: serde_json::Value = serde_json::from_str(&cmd.payload).unwrap();
+    assert_eq!(payload["attachments"][0]["name"], "data.csv");
+    let runner = w.runner.clone();
+    let got = artifacts::for_download(&w.conn, &runner, generation2, "in-1").unwrap();
+    assert_eq!(got.command_id.as_deref(), Some(command.as_str()));
+    assert!(artifacts::for_download(&w.conn, "other", generation2, "in-1").is_err());
+    // Used once: a second turn cannot take it again.
+    w.complete(generation2, &command, Outcome::Done).unwrap();
+    let again = sessions::admit_turn(
+        &mut w.conn,
+        &Admission {
+            account_id: account,
+            admin: true,
+            agent: "box".into(),
+            session: None,
+            message: "x".into(),
+            attachments: vec!["in-1".into()],
+        },
+        QueueLimits::default(),
+    );
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+}

@@ -1,0 +1,511 @@
+//! Artifact records: provenance, size, SHA-256 and how much of an upload is verified. The
+//! bytes are files (see `server::artifacts`); a row is `ready` only once the whole file was
+//! checked and renamed into place.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{StoreError, agents, commands, runners, sessions};
+use crate::api::artifacts::{
+    self as wire, MAX_ARTIFACT_BYTES, MAX_ATTACHMENTS, MAX_CHUNK_BYTES, MAX_EXPORTS_PER_TURN,
+    MIN_CHUNK_BYTES, UploadBegin, kinds,
+};
+use crate::api::machine::{CommandKind, CommandState, RunnerCommand};
+use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
+
+pub const UPLOADING: &str = "uploading";
+pub const READY: &str = "ready";
+
+#[derive(Debug, Clone)]
+pub struct ArtifactRow {
+    pub id: String,
+    pub kind: String,
+    pub name: String,
+    pub size: i64,
+    pub sha256: String,
+    pub chunk_size: i64,
+    pub received: i64,
+    pub state: String,
+    pub account_id: Option<String>,
+    pub owner: Option<String>,
+    pub runner_id: Option<String>,
+    pub command_id: Option<String>,
+    pub session_id: Option<String>,
+    pub turn_id: Option<String>,
+    pub turn_seq: Option<i64>,
+    pub agent: Option<String>,
+    pub profile: Option<String>,
+    pub computer_id: Option<String>,
+    pub source_path: Option<String>,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+impl ArtifactRow {
+    pub fn is_ready(&self) -> bool {
+        self.state == READY
+    }
+
+    pub fn upload_state(&self) -> wire::UploadState {
+        wire::UploadState {
+            id: self.id.clone(),
+            state: self.state.clone(),
+            size: self.size as u64,
+            chunk_size: self.chunk_size as u64,
+            received: self.received as u64,
+        }
+    }
+}
+
+impl From<ArtifactRow> for wire::Artifact {
+    fn from(r: ArtifactRow) -> Self {
+        wire::Artifact {
+            id: r.id,
+            kind: r.kind,
+            name: r.name,
+            size: r.size as u64,
+            sha256: r.sha256,
+            state: r.state,
+            received: r.received as u64,
+            owner: r.owner,
+            runner_id: r.runner_id,
+            command_id: r.command_id,
+            session_id: r.session_id,
+            turn_id: r.turn_id,
+            turn_seq: r.turn_seq,
+            agent: r.agent,
+            profile: r.profile,
+            computer_id: r.computer_id,
+            source_path: r.source_path,
+            created_at: rfc3339(r.created_at),
+            finished_at: rfc3339_opt(r.finished_at),
+        }
+    }
+}
+
+const SELECT: &str = "SELECT f.id, f.kind, f.name, f.size, f.sha256, f.chunk_size, f.received,
+        f.state, f.account_id, a.username, f.runner_id, f.command_id, f.session_id, f.turn_id,
+        t.seq, g.name, f.profile, f.computer_id, f.source_path, f.created_at, f.finished_at
+    FROM artifacts f
+    LEFT JOIN accounts a ON a.id = f.account_id
+    LEFT JOIN agents g ON g.id = f.agent_id
+    LEFT JOIN session_turns t ON t.id = f.turn_id";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ArtifactRow> {
+    Ok(ArtifactRow {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        name: r.get(2)?,
+        size: r.get(3)?,
+        sha256: r.get(4)?,
+        chunk_size: r.get(5)?,
+        received: r.get(6)?,
+        state: r.get(7)?,
+        account_id: r.get(8)?,
+        owner: r.get(9)?,
+        runner_id: r.get(10)?,
+        command_id: r.get(11)?,
+        session_id: r.get(12)?,
+        turn_id: r.get(13)?,
+        turn_seq: r.get(14)?,
+        agent: r.get(15)?,
+        profile: r.get(16)?,
+        computer_id: r.get(17)?,
+        source_path: r.get(18)?,
+        created_at: r.get(19)?,
+        finished_at: r.get(20)?,
+    })
+}
+
+fn no_artifact(key: &str) -> StoreError {
+    StoreError::NotFound(format!("no artifact {key:?}: see `yy artifact list`"))
+}
+
+/// An artifact by id or unique id prefix.
+pub fn get(conn: &Connection, key: &str) -> Result<ArtifactRow, StoreError> {
+    if key.is_empty() {
+        return Err(no_artifact(key));
+    }
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE substr(f.id, 1, length(?1)) = ?1 ORDER BY f.id = ?1 DESC LIMIT 2"
+    ))?;
+    let mut rows: Vec<ArtifactRow> = stmt.query_map([key], row)?.collect::<Result<_, _>>()?;
+    match rows.len() {
+        0 => Err(no_artifact(key)),
+        1 => Ok(rows.remove(0)),
+        _ if rows[0].id == key => Ok(rows.remove(0)),
+        _ => Err(StoreError::Invalid(format!(
+            "artifact id prefix {key:?} is ambiguous: give more characters"
+        ))),
+    }
+}
+
+/// Artifacts, newest first: one session's, or all; only `account_id`'s unless `None`.
+pub fn list(
+    conn: &Connection,
+    session_id: Option<&str>,
+    account_id: Option<&str>,
+) -> Result<Vec<ArtifactRow>, StoreError> {
+    let mut stmt = conn.prepare(&format!(
+        "{SELECT} WHERE (?1 IS NULL OR f.session_id = ?1) AND (?2 IS NULL OR f.account_id = ?2)
+         ORDER BY f.created_at DESC, f.id LIMIT 500"
+    ))?;
+    let rows = stmt
+        .query_map(params![session_id, account_id], row)?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// Who and what an upload belongs to, as the command running it tells.
+#[derive(Debug, Clone, Default)]
+pub struct Provenance {
+    pub kind: &'static str,
+    pub account_id: Option<String>,
+    pub session_id: Option<String>,
+    pub turn_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub profile: Option<String>,
+    pub computer_id: Option<String>,
+}
+
+/// The check at every artifact transfer: the command is this Runner's, running in its live
+/// generation; for a turn, its agent is active, its session open, and its profile still
+/// among the Runner's allowedProfiles.
+pub fn authorize(
+    conn: &Connection,
+    runner_id: &str,
+    generation: i64,
+    command_id: &str,
+) -> Result<Provenance, StoreError> {
+    let cmd = commands::get(conn, command_id)?;
+    if cmd.runner_id != runner_id {
+        return Err(StoreError::NotFound(format!("no command {command_id:?}")));
+    }
+    if cmd.state != CommandState::Running || cmd.lease_generation != Some(generation) {
+        return Err(StoreError::Conflict(format!(
+            "command {command_id} is not running in this connection generation; no transfer for it"
+        )));
+    }
+    match cmd.kind {
+        CommandKind::Fetch => Ok(Provenance {
+            kind: kinds::FETCH,
+            ..Provenance::default()
+        }),
+        CommandKind::WorkerTurn => {
+            let payload: serde_json::Value = serde_json::from_str(&cmd.payload).unwrap_or_default();
+            let RunnerCommand::WorkerTurn(p) =
+                RunnerCommand::parse(cmd.kind.as_sql(), &payload).map_err(StoreError::Invalid)?
+            else {
+                unreachable!("parsed by its own kind")
+            };
+            let session = sessions::get(conn, &p.session_id)?;
+            let agent = agents::get(conn, &session.account_id, &session.agent_id)?;
+            if agent.archived_at.is_some() {
+                return Err(StoreError::Forbidden(format!(
+                    "agent {:?} was archived; its turn may not transfer files",
+                    agent.name
+                )));
+            }
+            if session.state != crate::api::states::SessionState::Running {
+                return Err(StoreError::Forbidden(format!(
+                    "session {} is {}; its turn may not transfer files",
+                    session.id, session.state
+                )));
+            }
+            let runner = runners::get(conn, runner_id)?;
+            if !runner.allowed_profiles.contains(&p.profile) {
+                return Err(StoreError::Forbidden(format!(
+                    "profile {:?} is no longer among runner {runner_id}'s allowedProfiles",
+                    p.profile
+                )));
+            }
+            Ok(Provenance {
+                kind: kinds::EXPORT,
+                account_id: Some(session.account_id),
+                session_id: Some(session.id),
+                turn_id: Some(p.turn_id),
+                agent_id: Some(agent.id),
+                profile: Some(p.profile),
+                computer_id: Some(p.computer.computer_id),
+            })
+        }
+        other => Err(StoreError::Forbidden(format!(
+            "a {other} command does not upload artifacts"
+        ))),
+    }
+}
+
+fn check_begin(b: &UploadBegin) -> Result<String, StoreError> {
+    let name = wire::sanitize_name(&b.name)
+        .filter(|n| *n == b.name)
+        .ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "artifact name {:?} is not a plain file name",
+                b.name
+            ))
+        })?;
+    if b.size > MAX_ARTIFACT_BYTES {
+        return Err(StoreError::Limit(format!(
+            "{} is {} bytes; an artifact is at most {} MiB",
+            b.name,
+            b.size,
+            MAX_ARTIFACT_BYTES >> 20
+        )));
+    }
+    if !wire::is_sha256(&b.sha256) {
+        return Err(StoreError::Invalid(
+            "sha256 must be 64 lowercase hex digits".into(),
+        ));
+    }
+    if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&b.chunk_size) {
+        return Err(StoreError::Invalid(format!(
+            "chunk_size must be between {} KiB and {} MiB",
+            MIN_CHUNK_BYTES >> 10,
+            MAX_CHUNK_BYTES >> 20
+        )));
+    }
+    Ok(name)
+}
+
+/// Begins an upload, or resumes the one of the same command, name, size and SHA-256 (an
+/// interrupted transfer goes on from its last verified chunk).
+pub fn begin(
+    conn: &mut Connection,
+    runner_id: &str,
+    generation: i64,
+    b: &UploadBegin,
+) -> Result<ArtifactRow, StoreError> {
+    let name = check_begin(b)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let prov = authorize(&tx, runner_id, generation, &b.command_id)?;
+    let existing: Option<String> = tx
+        .query_row(
+            "SELECT id FROM artifacts WHERE command_id = ?1 AND name = ?2 AND sha256 = ?3
+             AND size = ?4 AND chunk_size = ?5 ORDER BY created_at DESC LIMIT 1",
+            params![
+                b.command_id,
+                name,
+                b.sha256,
+                b.size as i64,
+                b.chunk_size as i64
+            ],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(id) = existing {
+        let found = get(&tx, &id)?;
+        tx.commit()?;
+        return Ok(found);
+    }
+    let count: u32 = tx.query_row(
+        "SELECT count(*) FROM artifacts WHERE command_id = ?1",
+        [&b.command_id],
+        |r| r.get(0),
+    )?;
+    let most = if prov.kind == kinds::FETCH {
+        1
+    } else {
+        MAX_EXPORTS_PER_TURN
+    };
+    if count >= most {
+        return Err(StoreError::Limit(format!(
+            "this turn already exported {count} files, the limit of {most} per turn"
+        )));
+    }
+    let id = super::new_id();
+    let now = now_ms();
+    tx.execute(
+        "INSERT INTO artifacts (id, kind, name, size, sha256, chunk_size, received, state,
+             account_id, runner_id, command_id, session_id, turn_id, agent_id, profile,
+             computer_id, source_path, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?17)",
+        params![
+            id,
+            prov.kind,
+            name,
+            b.size as i64,
+            b.sha256,
+            b.chunk_size as i64,
+            UPLOADING,
+            prov.account_id,
+            runner_id,
+            b.command_id,
+            prov.session_id,
+            prov.turn_id,
+            prov.agent_id,
+            prov.profile,
+            prov.computer_id,
+            b.source_path,
+            now
+        ],
+    )?;
+    let row = get(&tx, &id)?;
+    tx.commit()?;
+    Ok(row)
+}
+
+/// An upload of this Runner's running command, re-authorized: what a chunk or finish
+/// request may act on.
+pub fn for_transfer(
+    conn: &Connection,
+    runner_id: &str,
+    generation: i64,
+    id: &str,
+) -> Result<ArtifactRow, StoreError> {
+    let found = conn
+        .query_row(&format!("{SELECT} WHERE f.id = ?1"), [id], row)
+        .optional()?
+        .filter(|r| r.runner_id.as_deref() == Some(runner_id))
+        .ok_or_else(|| no_artifact(id))?;
+    let command = found.command_id.clone().unwrap_or_default();
+    authorize(conn, runner_id, generation, &command)?;
+    Ok(found)
+}
+
+/// Records that the bytes up to `received` are verified and on disk.
+pub fn record_received(conn: &Connection, id: &str, received: i64) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE artifacts SET received = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4",
+        params![id, received, now_ms(), UPLOADING],
+    )?;
+    Ok(())
+}
+
+/// Back to the start: the stored part did not match what was recorded.
+pub fn restart(conn: &Connection, id: &str) -> Result<(), StoreError> {
+    record_received(conn, id, 0)
+}
+
+/// The whole file was verified and renamed into place.
+pub fn mark_ready(conn: &Connection, id: &str) -> Result<ArtifactRow, StoreError> {
+    let now = now_ms();
+    conn.execute(
+        "UPDATE artifacts SET state = ?2, received = size, finished_at = ?3, updated_at = ?3
+         WHERE id = ?1",
+        params![id, READY, now],
+    )?;
+    get(conn, id)
+}
+
+/// A verified file a user uploaded for a turn (`yy chat --attach`); the file is in place.
+pub fn create_input(
+    conn: &Connection,
+    id: &str,
+    account_id: &str,
+    name: &str,
+    size: u64,
+    sha256: &str,
+) -> Result<ArtifactRow, StoreError> {
+    let now = now_ms();
+    conn.execute(
+        "INSERT INTO artifacts (id, kind, name, size, sha256, chunk_size, received, state,
+             account_id, created_at, updated_at, finished_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?4, ?6, ?7, ?8, ?8, ?8)",
+        params![
+            id,
+            kinds::INPUT,
+            name,
+            size as i64,
+            sha256,
+            READY,
+            account_id,
+            now
+        ],
+    )?;
+    get(conn, id)
+}
+
+/// The attached inputs a turn asks for (inside the admission transaction): each must be
+/// the caller's, ready, and not attached to another turn.
+pub fn attachable(
+    conn: &Connection,
+    account_id: &str,
+    keys: &[String],
+) -> Result<Vec<wire::AttachmentRef>, StoreError> {
+    if keys.len() > MAX_ATTACHMENTS {
+        return Err(StoreError::Limit(format!(
+            "{} attachments; a turn takes at most {MAX_ATTACHMENTS}",
+            keys.len()
+        )));
+    }
+    let mut out: Vec<wire::AttachmentRef> = Vec::new();
+    for key in keys {
+        let a = get(conn, key)?;
+        if a.kind != kinds::INPUT || a.account_id.as_deref() != Some(account_id) {
+            return Err(no_artifact(key));
+        }
+        if a.turn_id.is_some() || out.iter().any(|o| o.artifact_id == a.id) {
+            return Err(StoreError::Conflict(format!(
+                "upload {} is already attached to a turn; attach the file again",
+                a.id
+            )));
+        }
+        out.push(wire::AttachmentRef {
+            artifact_id: a.id,
+            name: a.name,
+            size: a.size as u64,
+            sha256: a.sha256,
+        });
+    }
+    Ok(out)
+}
+
+/// Ties the attached inputs to the turn's command: from now on only that command's Runner
+/// may download them, while the command runs.
+pub fn link(
+    conn: &Connection,
+    command: &commands::CommandRow,
+    payload: &crate::api::sessions::WorkerTurnPayload,
+) -> Result<(), StoreError> {
+    for a in &payload.attachments {
+        conn.execute(
+            "UPDATE artifacts SET command_id = ?2, session_id = ?3, turn_id = ?4,
+                 agent_id = ?5, profile = ?6, computer_id = ?7, runner_id = ?8, updated_at = ?9
+             WHERE id = ?1",
+            params![
+                a.artifact_id,
+                command.id,
+                payload.session_id,
+                payload.turn_id,
+                payload.computer.agent_id,
+                payload.profile,
+                payload.computer.computer_id,
+                command.runner_id,
+                now_ms()
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// An attachment a Runner may download: attached to its running command.
+pub fn for_download(
+    conn: &Connection,
+    runner_id: &str,
+    generation: i64,
+    id: &str,
+) -> Result<ArtifactRow, StoreError> {
+    let a = get(conn, id)?;
+    let command = a.command_id.clone().ok_or_else(|| no_artifact(id))?;
+    if a.kind != kinds::INPUT || a.runner_id.as_deref() != Some(runner_id) || !a.is_ready() {
+        return Err(no_artifact(id));
+    }
+    authorize(conn, runner_id, generation, &command)?;
+    Ok(a)
+}
+
+/// Ids of uploads that never finished and whose command has ended: their parts can go.
+pub fn abandoned(conn: &Connection) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT f.id FROM artifacts f JOIN runner_commands c ON c.id = f.command_id
+         WHERE f.state = ?1 AND c.state NOT IN ('pending', 'leased', 'running')",
+    )?;
+    let ids = stmt
+        .query_map([UPLOADING], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(ids)
+}
+
+pub fn delete(conn: &Connection, id: &str) -> Result<(), StoreError> {
+    conn.execute("DELETE FROM artifacts WHERE id = ?1", [id])?;
+    Ok(())
+}

@@ -1,0 +1,456 @@
+//! Artifacts end to end: a computer agent's `computer_export` (real dockerd, real
+//! hermes-agent 0.19 Worker, the scripted fake model) streamed to the control plane in
+//! verified chunks and fetched back byte-identical; the machine API's refusals of corrupt
+//! and out-of-order chunks; resumed uploads; the limits; `yy chat --attach`.
+
+mod common;
+mod computer_support;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::hermes::FakeModel;
+use common::{Env, Out, Registered, RunnerProc, STATUS, Server, http, machine};
+use computer_support::test_image;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+struct Setup {
+    env: Env,
+    _server: Server,
+    _runner: RunnerProc,
+    model: FakeModel,
+}
+
+/// Control plane, a computer agent `box`, and a Runner with computers and the Worker whose
+/// profile talks to a fake model playing `script` (as in tests/worker.rs).
+fn setup(script: Value) -> Option<Setup> {
+    let hermes = common::require_hermes()?;
+    if !common::require_docker() {
+        return None;
+    }
+    let image = test_image().id.clone();
+    let env = Env::new();
+    let server = env.bootstrap();
+    let model = FakeModel::start(&env.path("model"), script);
+    let home = env.path("hermes-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.yaml"),
+        format!(
+            "model:\n  default: fake-model\n  provider: custom\n  base_url: http://127.0.0.1:{}/v1\n  api_key: sk-test\n  api_mode: chat_completions\n",
+            model.port
+        ),
+    )
+    .unwrap();
+    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
+    let python = hermes.parent().unwrap().join("python");
+    configure(&reg, json!({ "hermesHome": home, "workerPython": python }));
+    env.run(&[
+        "agent",
+        "create",
+        "box",
+        "--profile",
+        "default",
+        "--env",
+        "computer",
+    ])
+    .ok();
+    let (runner, _) = env.start_online(&reg, "a", 0);
+    Some(Setup {
+        env,
+        _server: server,
+        _runner: runner,
+        model,
+    })
+}
+
+fn configure(reg: &Registered, extra: Value) {
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(&reg.config).unwrap()).unwrap();
+    for (k, v) in extra.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
+    std::fs::write(&reg.config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    std::fs::set_permissions(&reg.config, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+fn session_of(chat: &Out) -> String {
+    let first = chat.stderr.lines().next().unwrap_or_default();
+    first.trim_start_matches("session ").to_string()
+}
+
+/// The tool calls of the session's first turn.
+fn tools(s: &Setup, chat: &Out) -> Vec<Value> {
+    let shown = s.env.json(&["session", "show", &session_of(chat)]);
+    assert_eq!(shown["turns"][0]["state"], "complete", "{shown}");
+    shown["turns"][0]["tools"].as_array().unwrap().clone()
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+#[test]
+fn an_exported_binary_comes_back_byte_identical() {
+    let Some(s) = setup(json!([
+        {"tool_call": {"name": "terminal", "arguments": {"command": "head -c 3000000 /dev/urandom > blob.bin && sha256sum blob.bin"}}},
+        {"tool_call": {"name": "computer_export", "arguments": {"path": "blob.bin"}}},
+        {"text": "exported"}
+    ])) else {
+        return;
+    };
+    let out = s.env.run(&["chat", "box", "make a blob and export it"]);
+    out.ok();
+    let tools = tools(&s, &out);
+    let guest_sha = tools[0]["result"]["stdout"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let exported = &tools[1]["result"];
+    assert_eq!(exported["size"], 3_000_000, "{exported}");
+    assert_eq!(exported["sha256"], guest_sha.as_str(), "{exported}");
+    let id = exported["artifact_id"].as_str().unwrap();
+
+    // Provenance: the session, turn, agent, profile and computer.
+    let session = session_of(&out);
+    let listed = s.env.json(&["artifact", "list", "--session", &session]);
+    let a = &listed.as_array().unwrap()[0];
+    assert_eq!(a["id"], id);
+    assert_eq!(a["state"], "ready");
+    assert_eq!(a["kind"], "export");
+    assert_eq!(a["agent"], "box");
+    assert_eq!(a["profile"], "default");
+    assert_eq!(a["turn_seq"], 1);
+    assert_eq!(a["name"], "blob.bin");
+    let computer = s.env.json(&["computer", "list"])[0]["id"].clone();
+    assert_eq!(a["computer_id"], computer);
+
+    // Fetched by a unique prefix, checked, written atomically and privately.
+    let dest = s.env.path("blob.out");
+    let got = s
+        .env
+        .run(&["artifact", "get", &id[..10], "-o", dest.to_str().unwrap()]);
+    got.ok();
+    let bytes = std::fs::read(&dest).unwrap();
+    assert_eq!(bytes.len(), 3_000_000);
+    assert_eq!(sha256_hex(&bytes), guest_sha);
+    assert_eq!(
+        std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Not a terminal: progress (if any) as lines on stderr, never a bar's control codes.
+    assert!(!got.stderr.contains('\r'), "{got:?}");
+    s.env
+        .run(&["artifact", "get", id, "-o", dest.to_str().unwrap()])
+        .fails(2, "already exists");
+    // The bytes are a file of the data directory, nothing partial is left beside it.
+    let stored = s.env.data_dir().join("artifacts").join(id);
+    assert_eq!(std::fs::metadata(&stored).unwrap().len(), 3_000_000);
+    let parts: Vec<_> = std::fs::read_dir(s.env.data_dir().join("artifacts"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+        .collect();
+    assert!(parts.is_empty(), "{parts:?}");
+    assert_eq!(s.model.steps().len(), 3);
+}
+
+#[test]
+fn a_26_mib_export_and_a_ninth_export_are_refused_to_the_model() {
+    let mut script = vec![
+        json!({"tool_call": {"name": "terminal", "arguments": {"command": "head -c 27262976 /dev/zero > big.bin; for i in 1 2 3 4 5 6 7 8 9; do echo $i > f$i.txt; done"}}}),
+        json!({"tool_call": {"name": "computer_export", "arguments": {"path": "big.bin"}}}),
+    ];
+    for i in 1..=9 {
+        script.push(json!({"tool_call": {"name": "computer_export", "arguments": {"path": format!("f{i}.txt")}}}));
+    }
+    script.push(json!({"text": "done"}));
+    let Some(s) = setup(Value::Array(script)) else {
+        return;
+    };
+    let out = s.env.run(&["chat", "box", "export too much"]);
+    out.ok();
+    let tools = tools(&s, &out);
+    let big = tools[1]["result"]["error"].as_str().unwrap_or_default();
+    assert!(big.contains("at most 25 MiB"), "{}", tools[1]);
+    for (i, t) in tools[2..10].iter().enumerate() {
+        assert!(
+            t["result"]["artifact_id"].is_string(),
+            "export {} : {t}",
+            i + 1
+        );
+    }
+    let ninth = tools[10]["result"]["error"].as_str().unwrap_or_default();
+    assert!(ninth.contains("8 per turn"), "{}", tools[10]);
+    let listed = s.env.json(&["artifact", "list"]);
+    assert_eq!(listed.as_array().unwrap().len(), 8, "{listed}");
+}
+
+#[test]
+fn an_attached_file_is_in_the_guest_workspace_before_the_model_starts() {
+    let Some(s) = setup(json!([
+        {"tool_call": {"name": "terminal", "arguments": {"command": "sha256sum attachments/data.csv"}}},
+        {"text": "read it"}
+    ])) else {
+        return;
+    };
+    let file = s.env.path("data.csv");
+    let content: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    std::fs::write(&file, &content).unwrap();
+    let out = s.env.run(&[
+        "chat",
+        "box",
+        "look at /etc/hostname and my file",
+        "--attach",
+        file.to_str().unwrap(),
+    ]);
+    out.ok();
+    let tools = tools(&s, &out);
+    let stdout = tools[0]["result"]["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with(&sha256_hex(&content)), "{stdout}");
+    // The model was told where the file is.
+    let first = s.model.steps()[0]["body"]["messages"].to_string();
+    assert!(first.contains("/workspace/attachments/data.csv"), "{first}");
+    // An attachment over the limit is refused before anything is sent.
+    let big = s.env.path("big.bin");
+    std::fs::write(&big, vec![0u8; 16 * 1024 * 1024 + 1]).unwrap();
+    s.env
+        .run(&["chat", "box", "x", "--attach", big.to_str().unwrap()])
+        .fails(6, "at most 16 MiB");
+}
+
+/// A Runner driven by hand over the machine API: connected, with a running `fetch`.
+struct Raw {
+    env: Env,
+    server: Server,
+    token: String,
+    instance: String,
+    generation: i64,
+    command: String,
+}
+
+fn raw_runner() -> Raw {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let instance = uuid::Uuid::new_v4().to_string();
+    let (status, connected) = machine(
+        &server,
+        "/runner/v1/connect",
+        &reg.token,
+        &instance,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 200, "{connected}");
+    let generation = connected["generation"].as_i64().unwrap();
+    let auth = format!("Bearer {}", env.stored_token());
+    let (status, body) = http(
+        &server.addr(),
+        "POST",
+        &format!("/api/v1/runners/{}/fetch", reg.id),
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ],
+        r#"{"path": "/srv/out.txt"}"#,
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let command = serde_json::from_str::<Value>(&body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let call = |path: &str, body: &str| {
+        machine(
+            &server,
+            path,
+            &reg.token,
+            &instance,
+            Some(generation),
+            &[],
+            body,
+        )
+    };
+    let (status, leased) = call("/runner/v1/lease", r#"{"max": 1, "wait_ms": 0}"#);
+    assert_eq!(status, 200, "{leased}");
+    let (status, started) = call(&format!("/runner/v1/commands/{command}/start"), "{}");
+    assert_eq!(status, 200, "{started}");
+    Raw {
+        env,
+        server,
+        token: reg.token,
+        instance,
+        generation,
+        command,
+    }
+}
+
+impl Raw {
+    fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        machine(
+            &self.server,
+            path,
+            &self.token,
+            &self.instance,
+            Some(self.generation),
+            &[],
+            body,
+        )
+    }
+
+    fn chunk(&self, id: &str, n: u64, data: &str, sha: &str) -> (u16, Value) {
+        let g = self.generation.to_string();
+        let auth = format!("Bearer {}", self.token);
+        let (status, text) = http(
+            &self.server.addr(),
+            "PUT",
+            &format!("/runner/v1/artifacts/{id}/chunks/{n}"),
+            &[
+                ("Authorization", auth.as_str()),
+                ("yy-protocol", "1"),
+                ("yy-runner-instance", self.instance.as_str()),
+                ("yy-generation", g.as_str()),
+                ("yy-sha256", sha),
+            ],
+            data,
+        )
+        .unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    fn part_len(&self, id: &str) -> u64 {
+        std::fs::metadata(
+            self.env
+                .data_dir()
+                .join("artifacts")
+                .join(format!("{id}.part")),
+        )
+        .map(|m| m.len())
+        .unwrap_or(0)
+    }
+}
+
+#[test]
+fn corrupt_chunks_are_refused_and_an_interrupted_upload_resumes_without_a_partial_artifact() {
+    let r = raw_runner();
+    let chunk = 64 * 1024;
+    // Three chunks of text (the raw HTTP helper sends strings), the last one short.
+    let data: String = (0..(2 * chunk + 1000))
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let pieces = [&data[..chunk], &data[chunk..2 * chunk], &data[2 * chunk..]];
+    let begin = json!({
+        "command_id": r.command, "name": "out.txt", "size": data.len(),
+        "sha256": sha256_hex(data.as_bytes()), "chunk_size": chunk,
+        "source_path": "/srv/out.txt",
+    })
+    .to_string();
+    let (status, up) = r.post("/runner/v1/artifacts", &begin);
+    assert_eq!(status, 200, "{up}");
+    let id = up["id"].as_str().unwrap().to_string();
+    assert_eq!(up["received"], 0);
+
+    // A chunk whose bytes do not match its SHA-256 is refused; nothing is stored.
+    let (status, body) = r.chunk(&id, 0, pieces[0], &sha256_hex(b"something else"));
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "corrupt");
+    assert_eq!(r.part_len(&id), 0);
+    let shown = r.env.json(&["artifact", "show", &id]);
+    assert_eq!(shown["received"], 0, "{shown}");
+    assert_eq!(shown["state"], "uploading");
+    // Out of order is refused too.
+    let (status, body) = r.chunk(&id, 1, pieces[1], &sha256_hex(pieces[1].as_bytes()));
+    assert_eq!(status, 409, "{body}");
+
+    let (status, body) = r.chunk(&id, 0, pieces[0], &sha256_hex(pieces[0].as_bytes()));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["received"], chunk);
+    // A retried chunk (its answer lost) is accepted once more and changes nothing.
+    let (status, body) = r.chunk(&id, 0, pieces[0], &sha256_hex(pieces[0].as_bytes()));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["received"], chunk);
+
+    // Interrupted here: the partial upload is not an artifact anyone can get.
+    let (status, body) = r.post(&format!("/runner/v1/artifacts/{id}/finish"), "{}");
+    assert_eq!(status, 409, "{body}");
+    let dest = r.env.path("partial.txt");
+    r.env
+        .run(&["artifact", "get", &id, "-o", dest.to_str().unwrap()])
+        .fails(6, "still uploading");
+    assert!(!dest.exists());
+
+    // Beginning the same file again resumes from the last verified chunk.
+    let (status, again) = r.post("/runner/v1/artifacts", &begin);
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["id"], id.as_str());
+    assert_eq!(again["received"], chunk);
+    for (n, piece) in pieces.iter().enumerate().skip(1) {
+        let (status, body) = r.chunk(&id, n as u64, piece, &sha256_hex(piece.as_bytes()));
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, done) = r.post(&format!("/runner/v1/artifacts/{id}/finish"), "{}");
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["state"], "ready");
+    r.env
+        .run(&["artifact", "get", &id, "-o", dest.to_str().unwrap()])
+        .ok();
+    assert_eq!(std::fs::read(&dest).unwrap(), data.as_bytes());
+    let shown = r.env.json(&["artifact", "show", &id]);
+    assert_eq!(shown["kind"], "fetch");
+    assert_eq!(shown["source_path"], "/srv/out.txt");
+    assert_eq!(shown["owner"], Value::Null);
+}
+
+#[test]
+fn an_upload_whose_whole_file_does_not_match_starts_over() {
+    let r = raw_runner();
+    let chunk = 64 * 1024;
+    let data: String = "x".repeat(chunk + 10);
+    // Announce a SHA-256 the bytes will not have: every chunk verifies, the whole does not.
+    let begin = json!({
+        "command_id": r.command, "name": "lie.txt", "size": data.len(),
+        "sha256": sha256_hex(b"not these bytes"), "chunk_size": chunk,
+    })
+    .to_string();
+    let (_, up) = r.post("/runner/v1/artifacts", &begin);
+    let id = up["id"].as_str().unwrap().to_string();
+    for (n, piece) in [&data[..chunk], &data[chunk..]].iter().enumerate() {
+        let (status, body) = r.chunk(&id, n as u64, piece, &sha256_hex(piece.as_bytes()));
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = r.post(&format!("/runner/v1/artifacts/{id}/finish"), "{}");
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("from the start")
+    );
+    let shown = r.env.json(&["artifact", "show", &id]);
+    assert_eq!(shown["state"], "uploading");
+    assert_eq!(shown["received"], 0);
+    assert_eq!(r.part_len(&id), 0);
+    assert!(
+        !r.env.data_dir().join("artifacts").join(&id).exists(),
+        "never in place"
+    );
+    // Stale generations transfer nothing.
+    let (status, body) = machine(
+        &r.server,
+        &format!("/runner/v1/artifacts/{id}/finish"),
+        &r.token,
+        &r.instance,
+        Some(r.generation - 1),
+        &[],
+        "{}",
+    );
+    assert_eq!(status, 409, "{body}");
+}
