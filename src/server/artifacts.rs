@@ -66,6 +66,21 @@ impl ArtifactFiles {
         self.dir.join(format!("{id}.part"))
     }
 
+    /// Removes the files (finished or partial) of artifacts whose rows are gone.
+    pub fn remove(&self, ids: &[String]) {
+        for id in ids {
+            for path in [self.path(id), self.part(id)] {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        tracing::warn!(artifact = %id, error = %e, "cannot remove an artifact file")
+                    }
+                }
+            }
+        }
+    }
+
     fn hold(&self, id: &str) -> Result<Busy<'_>, ApiError> {
         let mut b = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         if !b.insert(id.to_string()) {

@@ -126,7 +126,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = state.config.conn.clone();
-    let sweeper = tokio::spawn(state.queue.clone().sweep_forever(state.config.retention));
+    let sweeper = tokio::spawn(
+        state
+            .queue
+            .clone()
+            .sweep_forever(state.config.retention, state.artifacts.clone()),
+    );
     let app = router(state);
     let result = conn::serve_connections(listener, app, limits, async move {
         shutdown.await;

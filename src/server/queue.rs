@@ -495,7 +495,7 @@ impl Queue {
     }
 
     /// Expires and settles commands whose deadlines passed, every second until dropped.
-    pub async fn sweep_forever(self, retention: Duration) {
+    pub async fn sweep_forever(self, retention: Duration, files: super::artifacts::Files) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
         // Compaction scans tables: often enough for the retention, at most once a second.
@@ -505,7 +505,7 @@ impl Queue {
             tick.tick().await;
             if last_compaction.elapsed() >= every {
                 last_compaction = tokio::time::Instant::now();
-                self.compact(retention_ms).await;
+                self.compact(retention_ms, &files).await;
             }
             let swept = self
                 .store
@@ -532,7 +532,7 @@ impl Queue {
     }
 
     /// Deletes what the retention no longer keeps and gives the space back.
-    async fn compact(&self, retention_ms: i64) {
+    async fn compact(&self, retention_ms: i64, files: &super::artifacts::Files) {
         let done = self
             .store
             .call(move |c| {
@@ -543,12 +543,16 @@ impl Queue {
             })
             .await;
         match done {
-            Ok(c) if c.any() => tracing::info!(
-                commands = c.commands,
-                events = c.events,
-                results = c.results,
-                "retention: deleted old data"
-            ),
+            Ok(c) if c.any() => {
+                files.remove(&c.artifacts);
+                tracing::info!(
+                    commands = c.commands,
+                    events = c.events,
+                    results = c.results,
+                    artifacts = c.artifacts.len(),
+                    "retention: deleted old data"
+                )
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "retention sweep failed"),
         }

@@ -19,11 +19,13 @@ pub struct Compacted {
     pub commands: usize,
     pub events: usize,
     pub results: usize,
+    /// Artifacts whose rows went: their files go too.
+    pub artifacts: Vec<String>,
 }
 
 impl Compacted {
     pub fn any(&self) -> bool {
-        self.commands + self.events + self.results > 0
+        self.commands + self.events + self.results + self.artifacts.len() > 0
     }
 }
 
@@ -51,6 +53,21 @@ pub fn compact(
                AND state IN ('complete', 'interrupted', 'error'))",
         [cutoff],
     )?;
+    // A fetched file is the transport of one `yy runner fetch`: it goes once delivered (or
+    // with its command), as does an upload that never finished. Exports and inputs are the
+    // users' files and stay.
+    let artifacts = {
+        let mut stmt = tx.prepare(
+            "DELETE FROM artifacts
+             WHERE (kind = 'fetch' AND (created_at < ?1 OR command_id IN (
+                        SELECT id FROM runner_commands
+                        WHERE delivered_at IS NOT NULL AND delivered_at < ?2)))
+                OR (state = 'uploading' AND created_at < ?1)
+             RETURNING id",
+        )?;
+        stmt.query_map(params![cutoff, delivered_before], |r| r.get(0))?
+            .collect::<Result<Vec<String>, _>>()?
+    };
     let commands = tx.execute(
         &format!(
             "DELETE FROM runner_commands
@@ -70,6 +87,7 @@ pub fn compact(
         commands,
         events,
         results,
+        artifacts,
     })
 }
 
