@@ -433,22 +433,9 @@ impl Opened {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backup::Kind;
 
     fn manifest() -> Manifest {
-        Manifest {
-            format: FORMAT,
-            kind: Kind::ControlPlane,
-            yy_version: "t".into(),
-            schema_version: 1,
-            created_at: "t".into(),
-            hostname: "h".into(),
-            source: "/d".into(),
-            file_count: 0,
-            total_bytes: 0,
-            stopped_computers: vec![],
-            entries: vec![],
-        }
+        crate::backup::manifest::test_manifest(vec![])
     }
 
     fn entry(path: &str) -> Entry {

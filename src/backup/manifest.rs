@@ -147,6 +147,24 @@ pub fn check_path(p: &str) -> Result<()> {
     Ok(())
 }
 
+/// A manifest of `entries` for tests.
+#[cfg(test)]
+pub(crate) fn test_manifest(entries: Vec<Entry>) -> Manifest {
+    Manifest {
+        format: FORMAT,
+        kind: crate::backup::Kind::ControlPlane,
+        yy_version: "t".into(),
+        schema_version: 1,
+        created_at: "t".into(),
+        hostname: "h".into(),
+        source: "/d".into(),
+        file_count: entries.iter().filter(|e| e.kind != EntryType::Dir).count() as u64,
+        total_bytes: 0,
+        stopped_computers: vec![],
+        entries,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,22 +183,6 @@ mod tests {
         }
     }
 
-    fn manifest(entries: Vec<Entry>) -> Manifest {
-        Manifest {
-            format: FORMAT,
-            kind: Kind::ControlPlane,
-            yy_version: "t".into(),
-            schema_version: 1,
-            created_at: "t".into(),
-            hostname: "h".into(),
-            source: "/d".into(),
-            file_count: entries.iter().filter(|e| e.kind != EntryType::Dir).count() as u64,
-            total_bytes: 0,
-            stopped_computers: vec![],
-            entries,
-        }
-    }
-
     #[test]
     fn paths_must_stay_inside() {
         for bad in ["", "/etc/passwd", "a/../../b", "./a", "a//b", "a/"] {
@@ -191,21 +193,21 @@ mod tests {
 
     #[test]
     fn parents_come_first_and_paths_are_unique() {
-        let ok = manifest(vec![
+        let ok = test_manifest(vec![
             entry("a", EntryType::Dir),
             entry("a/f", EntryType::File),
             entry("g", EntryType::File),
         ]);
         ok.check().unwrap();
-        let orphan = manifest(vec![entry("a/f", EntryType::File)]);
+        let orphan = test_manifest(vec![entry("a/f", EntryType::File)]);
         assert!(orphan.check().is_err());
         // A symlink is no directory: nothing may be unpacked through it.
-        let through_link = manifest(vec![
+        let through_link = test_manifest(vec![
             entry("a", EntryType::Symlink),
             entry("a/f", EntryType::File),
         ]);
         assert!(through_link.check().is_err());
-        let twice = manifest(vec![
+        let twice = test_manifest(vec![
             entry("g", EntryType::File),
             entry("g", EntryType::File),
         ]);
@@ -214,7 +216,7 @@ mod tests {
 
     #[test]
     fn a_newer_format_is_refused() {
-        let mut m = manifest(vec![]);
+        let mut m = test_manifest(vec![]);
         m.format = FORMAT + 1;
         assert!(matches!(m.check(), Err(BackupError::Newer(_))));
     }

@@ -37,9 +37,9 @@ pub struct ArtifactFiles {
 }
 
 /// Holds an upload's write slot until dropped.
-struct Busy<'a>(&'a ArtifactFiles, String);
+struct Busy(Files, String);
 
-impl Drop for Busy<'_> {
+impl Drop for Busy {
     fn drop(&mut self) {
         if let Ok(mut b) = self.0.busy.lock() {
             b.remove(&self.1);
@@ -81,15 +81,34 @@ impl ArtifactFiles {
         }
     }
 
-    fn hold(&self, id: &str) -> Result<Busy<'_>, ApiError> {
+    fn hold(self: &Arc<Self>, id: &str) -> Result<Busy, ApiError> {
         let mut b = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         if !b.insert(id.to_string()) {
             return Err(ApiError::conflict(format!(
                 "another request is writing artifact {id}; retry when it answered"
             )));
         }
-        Ok(Busy(self, id.to_string()))
+        Ok(Busy(self.clone(), id.to_string()))
     }
+}
+
+/// Takes an upload's write slot (one writer at a time) and reads it for this Runner.
+async fn writable(
+    state: &AppState,
+    current: &Current,
+    id: &str,
+) -> Result<(Busy, ArtifactRow), ApiError> {
+    let busy = state.artifacts.hold(id)?;
+    let (runner, generation, key) = (
+        current.runner_id.clone(),
+        current.generation,
+        id.to_string(),
+    );
+    let row = state
+        .store
+        .call(move |c| rows::for_transfer(c, &runner, generation, &key))
+        .await?;
+    Ok((busy, row))
 }
 
 pub fn machine_routes() -> Router<AppState> {
@@ -167,16 +186,11 @@ async fn upload_chunk(
             "chunk {n} of artifact {id} is corrupt (its SHA-256 is {actual}, the header says {claimed}); nothing was stored"
         )));
     }
-    let files = state.artifacts.clone();
-    let _busy = files.hold(&id)?;
-    let key = id.clone();
-    let row = state
-        .store
-        .call(move |c| rows::for_transfer(c, &current.runner_id, current.generation, &key))
-        .await?;
+    let (_busy, row) = writable(&state, &current, &id).await?;
     if row.is_ready() {
         return Ok(Json(row.upload_state()));
     }
+    let files = state.artifacts.clone();
     let (size, chunk, received) = (row.size as u64, row.chunk_size as u64, row.received as u64);
     let offset = n.checked_mul(chunk).filter(|o| *o < size.max(1));
     let Some(offset) = offset else {
@@ -276,16 +290,11 @@ async fn upload_finish(
     current: Current,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<UploadState>, ApiError> {
-    let files = state.artifacts.clone();
-    let _busy = files.hold(&id)?;
-    let key = id.clone();
-    let row = state
-        .store
-        .call(move |c| rows::for_transfer(c, &current.runner_id, current.generation, &key))
-        .await?;
+    let (_busy, row) = writable(&state, &current, &id).await?;
     if row.is_ready() {
         return Ok(Json(row.upload_state()));
     }
+    let files = state.artifacts.clone();
     if row.received != row.size {
         return Err(ApiError::conflict(format!(
             "artifact {id}: {} of {} bytes arrived; send the rest before finishing",
