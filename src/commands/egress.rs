@@ -84,11 +84,12 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         }
     });
     let proxy = Proxy::new(cfg, Arc::new(SystemResolver), sink);
+    let shutdown = super::serve::shutdown_signal()?;
     tracing::info!(listen = %a.listen, "egress proxy listening");
     let stop = CancellationToken::new();
     let on_signal = stop.clone();
     tokio::spawn(async move {
-        super::serve::shutdown_signal().await;
+        shutdown.await;
         on_signal.cancel();
     });
     proxy.serve(listener, stop).await?;

@@ -85,7 +85,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             dns: args.egress_dns,
         },
     };
-    let result = runner::run(opts, super::serve::shutdown_signal()).await;
+    let result = runner::run(opts, super::serve::shutdown_signal()?).await;
     drop(lock);
     match result {
         Ok(()) => {

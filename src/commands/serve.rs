@@ -84,6 +84,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| CliError::failure(format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener.local_addr()?;
+    let shutdown = shutdown_signal()?;
     crate::output::print(&format!("listening on http://{addr}"))?;
     let max_connections = args
         .max_connections
@@ -112,7 +113,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ))
     })?;
     let (state, stop) = AppState::new(store, config, files);
-    server::serve(listener, state, stop, shutdown_signal())
+    server::serve(listener, state, stop, shutdown)
         .await
         .context("serving")?;
     tracing::info!("stopped");
@@ -138,13 +139,17 @@ pub async fn open_store(data_dir: PathBuf) -> anyhow::Result<Store> {
         .map_err(|e| CliError::failure(e.to_string()).into())
 }
 
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+/// Completes on SIGINT or SIGTERM. The handlers are in place once this returns (call it
+/// before telling anyone the process is ready), so an early signal is never fatal.
+pub fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutting down: finishing requests in flight");
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down: finishing requests in flight");
+    })
 }

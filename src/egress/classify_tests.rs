@@ -1,4 +1,4 @@
-//! The classification table: every range of issue 12 with both sides of each boundary, the
+//! The classification table: every range the proxy refuses, with both sides of each boundary, the
 //! IPv6 forms that embed IPv4, odd IPv4 literal forms, and names.
 
 use super::*;
