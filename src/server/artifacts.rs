@@ -252,8 +252,10 @@ enum Stored {
     Lost,
 }
 
-/// Writes a chunk at `offset` of the part file (or compares it with what is there), and
-/// fsyncs before the caller records it as received.
+/// Writes a chunk at `offset` of the part file (or compares it with what is there). It is
+/// not fsynced here: the finish re-hashes the whole part and fsyncs it before it becomes an
+/// artifact, so a chunk lost in a crash shows as a short part (`Lost`) or a mismatch at the
+/// finish, and the upload starts over; never as a partial artifact.
 fn store_chunk(part: &Path, offset: u64, received: u64, data: &[u8]) -> std::io::Result<Stored> {
     let mut f = OpenOptions::new()
         .read(true)
@@ -281,7 +283,6 @@ fn store_chunk(part: &Path, offset: u64, received: u64, data: &[u8]) -> std::io:
     f.set_len(received)?;
     f.seek(SeekFrom::Start(offset))?;
     f.write_all(data)?;
-    f.sync_data()?;
     Ok(Stored::Appended)
 }
 
