@@ -8,75 +8,16 @@ mod computer_support;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::hermes::FakeModel;
-use common::{Env, Out, Registered, RunnerProc, STATUS, Server, http, machine};
+use common::hermes::{WorkerSetup, worker_setup};
+use common::{Env, Out, STATUS, Server, http, machine, session_of};
 use computer_support::test_image;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-struct Setup {
-    env: Env,
-    _server: Server,
-    _runner: RunnerProc,
-    model: FakeModel,
-}
+type Setup = WorkerSetup;
 
-/// Control plane, a computer agent `box`, and a Runner with computers and the Worker whose
-/// profile talks to a fake model playing `script` (as in tests/worker.rs).
 fn setup(script: Value) -> Option<Setup> {
-    let hermes = common::require_hermes()?;
-    if !common::require_docker() {
-        return None;
-    }
-    let image = test_image().id.clone();
-    let env = Env::new();
-    let server = env.bootstrap();
-    let model = FakeModel::start(&env.path("model"), script);
-    let home = env.path("hermes-home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(
-        home.join("config.yaml"),
-        format!(
-            "model:\n  default: fake-model\n  provider: custom\n  base_url: http://127.0.0.1:{}/v1\n  api_key: sk-test\n  api_mode: chat_completions\n",
-            model.port
-        ),
-    )
-    .unwrap();
-    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
-    let python = hermes.parent().unwrap().join("python");
-    configure(&reg, json!({ "hermesHome": home, "workerPython": python }));
-    env.run(&[
-        "agent",
-        "create",
-        "box",
-        "--profile",
-        "default",
-        "--env",
-        "computer",
-    ])
-    .ok();
-    let (runner, _) = env.start_online(&reg, "a", 0);
-    Some(Setup {
-        env,
-        _server: server,
-        _runner: runner,
-        model,
-    })
-}
-
-fn configure(reg: &Registered, extra: Value) {
-    let mut cfg: Value =
-        serde_json::from_str(&std::fs::read_to_string(&reg.config).unwrap()).unwrap();
-    for (k, v) in extra.as_object().unwrap() {
-        cfg[k] = v.clone();
-    }
-    std::fs::write(&reg.config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
-    std::fs::set_permissions(&reg.config, std::fs::Permissions::from_mode(0o600)).unwrap();
-}
-
-fn session_of(chat: &Out) -> String {
-    let first = chat.stderr.lines().next().unwrap_or_default();
-    first.trim_start_matches("session ").to_string()
+    worker_setup(|| test_image().id.clone(), script)
 }
 
 /// The tool calls of the session's first turn.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::hermes::{FakeModel, write_config};
-use common::{Bg, Env, Out, Registered, RunnerProc, Server, wait_for};
+use common::{Bg, Env, Registered, RunnerProc, Server, configure, session_of, wait_for};
 use serde_json::{Value, json};
 
 fn tool_script() -> Value {
@@ -21,17 +21,6 @@ fn tool_script() -> Value {
 /// A slow answer (~1.5 s per streamed chunk), to stop or restart in the middle.
 fn slow_script() -> Value {
     json!([{"text": "one two three four five six seven eight", "delay_ms": 1500}])
-}
-
-/// Adds keys to a registered runner.json (keeping it 0600).
-fn configure(reg: &Registered, extra: Value) {
-    let mut cfg: Value =
-        serde_json::from_str(&std::fs::read_to_string(&reg.config).unwrap()).unwrap();
-    for (k, v) in extra.as_object().unwrap() {
-        cfg[k] = v.clone();
-    }
-    std::fs::write(&reg.config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
-    std::fs::set_permissions(&reg.config, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 struct Setup {
@@ -87,12 +76,6 @@ fn wait_streaming(model: &FakeModel) {
         "the model to stream the turn",
         || (!model.steps().is_empty()).then_some(()),
     );
-}
-
-/// The session `yy chat` names on its first stderr line.
-fn session_of(chat: &Out) -> String {
-    let first = chat.stderr.lines().next().unwrap_or_default();
-    first.trim_start_matches("session ").to_string()
 }
 
 /// A slow turn in flight: `setup` with `slow_script`, `yy chat bot MESSAGE` in the

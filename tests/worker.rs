@@ -5,85 +5,18 @@
 mod common;
 mod computer_support;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::hermes::FakeModel;
-use common::{Env, Out, Registered, RunnerProc, Server, wait_for};
+use common::hermes::{WorkerSetup, worker_setup};
+use common::{Env, Out, session_of, wait_for};
 use computer_support::{docker, test_image};
 use serde_json::{Value, json};
 
-struct Setup {
-    env: Env,
-    server: Server,
-    reg: Registered,
-    runner: RunnerProc,
-    model: FakeModel,
-    /// The model key in the profile's config: it must reach nothing but the model.
-    key: String,
-}
+type Setup = WorkerSetup;
 
-/// Control plane, a computer agent `box`, and a Runner with computers and the Worker whose
-/// profile talks to a fake model playing `script`.
 fn setup(script: Value) -> Option<Setup> {
-    let hermes = common::require_hermes()?;
-    if !common::require_docker() {
-        return None;
-    }
-    let image = test_image().id.clone();
-    let env = Env::new();
-    let server = env.bootstrap();
-    let model = FakeModel::start(&env.path("model"), script);
-    let key = format!("sk-canary-{}", uuid::Uuid::new_v4().simple());
-    let home = env.path("hermes-home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(
-        home.join("config.yaml"),
-        format!(
-            "model:\n  default: fake-model\n  provider: custom\n  base_url: http://127.0.0.1:{}/v1\n  api_key: {key}\n  api_mode: chat_completions\n",
-            model.port
-        ),
-    )
-    .unwrap();
-    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
-    let python = hermes.parent().unwrap().join("python");
-    configure(&reg, json!({ "hermesHome": home, "workerPython": python }));
-    env.run(&[
-        "agent",
-        "create",
-        "box",
-        "--profile",
-        "default",
-        "--env",
-        "computer",
-    ])
-    .ok();
-    let (runner, _) = env.start_online(&reg, "a", 0);
-    Some(Setup {
-        env,
-        server,
-        reg,
-        runner,
-        model,
-        key,
-    })
-}
-
-/// Adds keys to a registered runner.json (keeping it 0600).
-fn configure(reg: &Registered, extra: Value) {
-    let mut cfg: Value =
-        serde_json::from_str(&std::fs::read_to_string(&reg.config).unwrap()).unwrap();
-    for (k, v) in extra.as_object().unwrap() {
-        cfg[k] = v.clone();
-    }
-    std::fs::write(&reg.config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
-    std::fs::set_permissions(&reg.config, std::fs::Permissions::from_mode(0o600)).unwrap();
-}
-
-fn session_of(chat: &Out) -> String {
-    let first = chat.stderr.lines().next().unwrap_or_default();
-    first.trim_start_matches("session ").to_string()
+    worker_setup(|| test_image().id.clone(), script)
 }
 
 fn workspace(s: &Setup, computer: &str) -> PathBuf {

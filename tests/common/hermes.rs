@@ -97,3 +97,64 @@ agent:
     );
     std::fs::write(home.join("config.yaml"), yaml).unwrap();
 }
+
+/// A control plane, a computer agent `box`, and a Runner with computers (from `image`)
+/// and the Worker, whose profile talks to a fake model playing `script`.
+pub struct WorkerSetup {
+    pub env: super::Env,
+    pub server: super::Server,
+    pub reg: super::Registered,
+    pub runner: super::RunnerProc,
+    pub model: FakeModel,
+    /// The model key in the profile's config: it must reach nothing but the model.
+    pub key: String,
+}
+
+/// [`WorkerSetup`], or `None` where Hermes or Docker is missing outside CI (see
+/// `require_hermes`, `require_docker`). `image` is only asked for when both are there.
+pub fn worker_setup(image: impl FnOnce() -> String, script: Value) -> Option<WorkerSetup> {
+    let hermes = super::require_hermes()?;
+    if !super::require_docker() {
+        return None;
+    }
+    let image = image();
+    let env = super::Env::new();
+    let server = env.bootstrap();
+    let model = FakeModel::start(&env.path("model"), script);
+    let key = format!("sk-canary-{}", uuid::Uuid::new_v4().simple());
+    let home = env.path("hermes-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.yaml"),
+        format!(
+            "model:\n  default: fake-model\n  provider: custom\n  base_url: http://127.0.0.1:{}/v1\n  api_key: {key}\n  api_mode: chat_completions\n",
+            model.port
+        ),
+    )
+    .unwrap();
+    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
+    let python = hermes.parent().unwrap().join("python");
+    super::configure(
+        &reg,
+        serde_json::json!({ "hermesHome": home, "workerPython": python }),
+    );
+    env.run(&[
+        "agent",
+        "create",
+        "box",
+        "--profile",
+        "default",
+        "--env",
+        "computer",
+    ])
+    .ok();
+    let (runner, _) = env.start_online(&reg, "a", 0);
+    Some(WorkerSetup {
+        env,
+        server,
+        reg,
+        runner,
+        model,
+        key,
+    })
+}

@@ -619,3 +619,21 @@ impl Drop for Bg {
         }
     }
 }
+
+/// Adds keys to a registered runner.json (keeping it 0600).
+pub fn configure(reg: &Registered, extra: serde_json::Value) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&reg.config).unwrap()).unwrap();
+    for (k, v) in extra.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
+    std::fs::write(&reg.config, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    std::fs::set_permissions(&reg.config, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// The session `yy chat` names on its first stderr line.
+pub fn session_of(chat: &Out) -> String {
+    let first = chat.stderr.lines().next().unwrap_or_default();
+    first.trim_start_matches("session ").to_string()
+}
