@@ -16,7 +16,7 @@ use yy::computer::protocol::{ExecParams, codes};
 use yy::computer::session::GuestSession;
 
 use common::{BIN, Env};
-use computer_support::{Fixture, TAG, docker_ok, launch, op_code, test_image};
+use computer_support::{Fixture, docker_ok, launch, op_code, test_image};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_shows_the_hardening() {
@@ -418,7 +418,8 @@ async fn tags_and_short_ids_are_refused() {
     let image = test_image();
     let env = Env::new();
     let short = &image.id["sha256:".len().."sha256:".len() + 12];
-    for bad in [TAG, short] {
+    let tag = computer_support::tag();
+    for bad in [tag.as_str(), short] {
         env.run(&["image", "verify", bad])
             .fails(2, "not a full image ID");
         let mut f = Fixture::new(&image.id);

@@ -15,6 +15,12 @@ use crate::common::{BIN, Env};
 
 pub const TAG: &str = "yy-computer:test";
 
+/// The tag of the shared test image: `YY_TEST_IMAGE_TAG` lets parallel checkouts (each with
+/// its own yy binary) keep their own image instead of rebuilding and removing each other's.
+pub fn tag() -> String {
+    std::env::var("YY_TEST_IMAGE_TAG").unwrap_or_else(|_| TAG.to_string())
+}
+
 pub struct TestImage {
     pub id: String,
     /// The imported root filesystem alone: no user, no guest agent.
@@ -48,7 +54,7 @@ pub fn binary_digest() -> String {
 /// Builds the test image unless the tagged one already carries this binary.
 pub fn test_image() -> &'static TestImage {
     static IMAGE: OnceLock<TestImage> = OnceLock::new();
-    IMAGE.get_or_init(|| build_test_image(TAG))
+    IMAGE.get_or_init(|| build_test_image(&tag()))
 }
 
 /// The test image under `tag` (a test binary that runs while other worktrees' tests use
