@@ -34,8 +34,10 @@ fn sha256_hex(data: &[u8]) -> String {
 #[test]
 fn an_exported_binary_comes_back_byte_identical() {
     let Some(s) = setup(json!([
-        {"tool_call": {"name": "terminal", "arguments": {"command": "head -c 3000000 /dev/urandom > blob.bin && sha256sum blob.bin"}}},
+        {"tool_call": {"name": "terminal", "arguments": {"command": "head -c 9000000 /dev/urandom > blob.bin && ln -s blob.bin link.bin && ln -s /etc/hostname out.txt && sha256sum blob.bin"}}},
         {"tool_call": {"name": "computer_export", "arguments": {"path": "blob.bin"}}},
+        {"tool_call": {"name": "computer_export", "arguments": {"path": "link.bin"}}},
+        {"tool_call": {"name": "computer_export", "arguments": {"path": "out.txt"}}},
         {"text": "exported"}
     ])) else {
         return;
@@ -51,14 +53,26 @@ fn an_exported_binary_comes_back_byte_identical() {
         .unwrap()
         .to_string();
     let exported = &tools[1]["result"];
-    assert_eq!(exported["size"], 3_000_000, "{exported}");
+    assert_eq!(exported["size"], 9_000_000, "{exported}");
     assert_eq!(exported["sha256"], guest_sha.as_str(), "{exported}");
     let id = exported["artifact_id"].as_str().unwrap();
+    // A symlink is followed the way the guest sees it (the guest agent exports it), and one
+    // that leads out of the workspace is refused: the host never reads through either.
+    let linked = &tools[2]["result"];
+    assert_eq!(linked["sha256"], guest_sha.as_str(), "{linked}");
+    let outside = tools[3]["result"]["error"].as_str().unwrap_or_default();
+    assert!(outside.contains("outside the workspace"), "{}", tools[3]);
 
     // Provenance: the session, turn, agent, profile and computer.
     let session = session_of(&out);
     let listed = s.env.json(&["artifact", "list", "--session", &session]);
-    let a = &listed.as_array().unwrap()[0];
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    let a = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+        .unwrap();
     assert_eq!(a["id"], id);
     assert_eq!(a["state"], "ready");
     assert_eq!(a["kind"], "export");
@@ -76,7 +90,7 @@ fn an_exported_binary_comes_back_byte_identical() {
         .run(&["artifact", "get", &id[..10], "-o", dest.to_str().unwrap()]);
     got.ok();
     let bytes = std::fs::read(&dest).unwrap();
-    assert_eq!(bytes.len(), 3_000_000);
+    assert_eq!(bytes.len(), 9_000_000);
     assert_eq!(sha256_hex(&bytes), guest_sha);
     assert_eq!(
         std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777,
@@ -89,14 +103,14 @@ fn an_exported_binary_comes_back_byte_identical() {
         .fails(2, "already exists");
     // The bytes are a file of the data directory, nothing partial is left beside it.
     let stored = s.env.data_dir().join("artifacts").join(id);
-    assert_eq!(std::fs::metadata(&stored).unwrap().len(), 3_000_000);
+    assert_eq!(std::fs::metadata(&stored).unwrap().len(), 9_000_000);
     let parts: Vec<_> = std::fs::read_dir(s.env.data_dir().join("artifacts"))
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
         .collect();
     assert!(parts.is_empty(), "{parts:?}");
-    assert_eq!(s.model.steps().len(), 3);
+    assert_eq!(s.model.steps().len(), 5);
 }
 
 #[test]

@@ -12,8 +12,9 @@ pub const MAX_EXPORTS_PER_TURN: u32 = 8;
 pub const MAX_ATTACH_BYTES: u64 = crate::computer::protocol::MAX_WRITE_BYTES as u64;
 /// Most attachments of one turn.
 pub const MAX_ATTACHMENTS: usize = 8;
-/// The chunk size Runners upload with (the server accepts 64 KiB to 4 MiB).
-pub const CHUNK_BYTES: u64 = 1024 * 1024;
+/// The chunk size Runners upload with (the server accepts 64 KiB to 4 MiB): the largest,
+/// since every chunk is a request and a database write.
+pub const CHUNK_BYTES: u64 = MAX_CHUNK_BYTES;
 pub const MIN_CHUNK_BYTES: u64 = 64 * 1024;
 pub const MAX_CHUNK_BYTES: u64 = 4 * 1024 * 1024;
 /// The SHA-256 (hex) of a chunk's or a whole upload's body.

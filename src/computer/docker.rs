@@ -17,6 +17,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
+use super::host_read::HostWorkspace;
 use super::session::{GuestSession, Output};
 use super::verify::{self, Drift};
 use super::{ComputerError, ComputerSpec, GUEST_BINARY, GUEST_UID, GUEST_USER, labels};
@@ -222,18 +223,29 @@ impl Provider {
     }
 
     /// Opens a guest session on a running computer, its workspace being the container's
-    /// working directory (one inspect; use [`Provider::guest_at`] when it is known).
+    /// working directory (one inspect; use [`Provider::guest_at`] when it is known). The
+    /// session knows the workspace's bind mount on the host, for bulk reads.
     pub async fn guest(&self, container: &str) -> Result<GuestSession, ComputerError> {
-        let cwd = self
-            .inspect(container)
-            .await?
+        let inspect = self.inspect(container).await?;
+        let cwd = inspect
             .config
             .and_then(|c| c.working_dir)
             .filter(|w| w.starts_with('/'))
             .ok_or_else(|| {
                 ComputerError::Invalid(format!("container {container} has no working directory"))
             })?;
-        self.guest_at(container, &cwd).await
+        let bind =
+            inspect.mounts.unwrap_or_default().into_iter().find(|m| {
+                m.typ.as_deref() == Some("bind") && m.destination.as_deref() == Some(&cwd)
+            });
+        let session = self.guest_at(container, &cwd).await?;
+        Ok(match bind.and_then(|m| m.source) {
+            Some(source) => session.with_host_workspace(HostWorkspace {
+                host_dir: source.into(),
+                guest_cwd: cwd,
+            }),
+            None => session,
+        })
     }
 
     /// Opens a guest session: `yy guest serve --workspace GUEST_CWD` by an attached exec as
@@ -324,7 +336,12 @@ impl Provider {
         let created = self.create(spec).await?;
         let ready = async {
             self.start(&created.id).await?;
-            self.guest_at(&created.id, &spec.guest_cwd).await
+            let session = self.guest_at(&created.id, &spec.guest_cwd).await?;
+            Ok(session.with_host_workspace(HostWorkspace {
+                host_dir: std::fs::canonicalize(&spec.workspace_host_dir)
+                    .unwrap_or_else(|_| spec.workspace_host_dir.clone()),
+                guest_cwd: spec.guest_cwd.clone(),
+            }))
         }
         .await;
         match ready {

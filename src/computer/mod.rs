@@ -12,6 +12,7 @@
 pub mod confine;
 pub mod docker;
 pub mod guest;
+pub mod host_read;
 pub mod image;
 pub mod image_verify;
 pub mod protocol;

@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::ComputerError;
+use super::host_read::HostWorkspace;
 use super::protocol::*;
 
 /// How long a new session waits for the guest's hello.
@@ -43,6 +44,8 @@ pub struct GuestSession {
     reader: tokio::task::JoinHandle<()>,
     /// Keeps a local guest process alive (and kills it on drop).
     _child: Option<tokio::process::Child>,
+    /// The workspace's bind mount as the host sees it, when known: bulk reads go there.
+    host_workspace: Option<HostWorkspace>,
 }
 
 impl Drop for GuestSession {
@@ -111,7 +114,18 @@ impl GuestSession {
             closed,
             reader,
             _child: child,
+            host_workspace: None,
         })
+    }
+
+    /// Records where the host sees the guest's workspace (its bind mount).
+    pub fn with_host_workspace(mut self, workspace: HostWorkspace) -> GuestSession {
+        self.host_workspace = Some(workspace);
+        self
+    }
+
+    pub fn host_workspace(&self) -> Option<&HostWorkspace> {
+        self.host_workspace.as_ref()
     }
 
     /// Runs `program guest serve --workspace DIR` as a local child process (no container).

@@ -90,10 +90,7 @@ impl HermesRest {
                 cookies: tokio::sync::Mutex::new(None),
             },
         };
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
+        let http = crate::api::client::http_builder(&access.url)
             .timeout(Duration::from_secs(30))
             .user_agent(concat!("yy-runner/", env!("CARGO_PKG_VERSION")))
             .build()

@@ -17,6 +17,7 @@ use crate::api::artifacts::{
     self, ArtifactRef, AttachmentRef, CHUNK_BYTES, MAX_ARTIFACT_BYTES, MAX_EXPORTS_PER_TURN,
     UploadBegin, human_size,
 };
+use crate::computer::host_read::{self, Snapshot};
 use crate::computer::protocol::ExecParams;
 use crate::computer::session::GuestSession;
 
@@ -63,6 +64,20 @@ impl Transfer {
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        self.upload_hashed(file, name, source_path, size, sha256)
+            .await
+    }
+
+    /// [`Transfer::upload`] of a file whose size and SHA-256 are already known (a spool
+    /// file this Runner wrote and nobody else can change).
+    async fn upload_hashed(
+        &self,
+        file: &Path,
+        name: &str,
+        source_path: Option<String>,
+        size: u64,
+        sha256: String,
+    ) -> Result<ArtifactRef, String> {
         if size > MAX_ARTIFACT_BYTES {
             return Err(too_large(name, size));
         }
@@ -290,20 +305,44 @@ impl TurnExports {
             return Err(format!("refused: {}", too_large(&path, stat.size)));
         }
         let (spool, file) = self.transfer.spool_file()?;
-        let mut sink = Capped { file, written: 0 };
-        let exported = guest
-            .export(&path, &mut sink)
-            .await
-            .map_err(|e| format!("cannot export {path}: {e}"))?;
-        sink.flush().map_err(|e| e.to_string())?;
+        let exported = match guest.host_workspace().and_then(|w| w.open_file(&path)) {
+            // A plain file: copied through the workspace's bind mount on this host.
+            Some((mut from, shown)) => {
+                let mut to = file;
+                tokio::task::spawn_blocking(move || {
+                    host_read::snapshot(&mut from, &shown, &mut to, MAX_ARTIFACT_BYTES)
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("cannot export {path}: {e}"))?
+            }
+            // Anything else (a symlink, a file only the guest's view explains): the guest
+            // agent snapshots it and streams it over its session.
+            None => {
+                let mut sink = Capped { file, written: 0 };
+                let r = guest
+                    .export(&path, &mut sink)
+                    .await
+                    .map_err(|e| format!("cannot export {path}: {e}"))?;
+                sink.flush().map_err(|e| e.to_string())?;
+                Snapshot {
+                    path: r.path,
+                    size: r.size,
+                    sha256: r.sha256,
+                }
+            }
+        };
         self.done.fetch_add(1, Ordering::SeqCst);
         let stored = self
             .transfer
-            .upload(&spool.0, &name, Some(exported.path.clone()))
+            .upload_hashed(
+                &spool.0,
+                &name,
+                Some(exported.path.clone()),
+                exported.size,
+                exported.sha256.clone(),
+            )
             .await?;
-        if stored.sha256 != exported.sha256 {
-            return Err(format!("{path} changed on its way out; export it again"));
-        }
         Ok(json!({
             "artifact_id": stored.artifact_id,
             "name": stored.name,

@@ -64,10 +64,7 @@ impl MachineClient {
             let p = format!("{}/", base.path());
             base.set_path(&p);
         }
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
+        let http = crate::api::client::http_builder(&base)
             .timeout(Duration::from_millis(LEASE_WAIT_MS + 15_000))
             .pool_idle_timeout(Duration::from_secs(60))
             .user_agent(concat!("yy-runner/", env!("CARGO_PKG_VERSION")))
