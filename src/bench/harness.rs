@@ -190,6 +190,29 @@ pub(super) struct Setup {
     pub(super) export_root: PathBuf,
 }
 
+/// A killed Runner's computers stay by design (the next Runner adopts them); a benchmark's
+/// must not outlive it.
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let runner = self.runner_id.clone();
+        // Its own thread and runtime: this may run inside the benchmark's runtime.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let provider = crate::computer::docker::Provider::connect().await.ok()?;
+                for c in provider.list_for_runner(&runner).await.ok()? {
+                    let _ = provider.remove(&c.id).await;
+                }
+                Some(())
+            })
+        })
+        .join();
+    }
+}
+
 impl Setup {
     pub(super) fn serve_pid(&self) -> u32 {
         self.h.serve.as_ref().expect("the control plane runs").pid()

@@ -49,6 +49,52 @@ pub struct Env {
     pub dir: tempfile::TempDir,
 }
 
+/// Runners are killed without notice when a test ends, so their computers would outlive
+/// the test: remove every yy container whose workspace lies in this environment.
+impl Drop for Env {
+    fn drop(&mut self) {
+        let ids = Command::new("docker")
+            .args(["ps", "-aq", "--filter", "label=yy.managed=1"])
+            .output();
+        let Ok(ids) = ids else { return };
+        let ids: Vec<String> = String::from_utf8_lossy(&ids.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let root = std::fs::canonicalize(self.dir.path()).unwrap_or(self.dir.path().into());
+        let Ok(out) = Command::new("docker")
+            .args([
+                "inspect",
+                "--format",
+                "{{.Id}}{{range .Mounts}} {{.Source}}{{end}}",
+            ])
+            .args(&ids)
+            .output()
+        else {
+            return;
+        };
+        let ours: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.split(' ');
+                let id = parts.next()?;
+                parts
+                    .any(|src| Path::new(src).starts_with(&root))
+                    .then(|| id.to_string())
+            })
+            .collect();
+        if !ours.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v"])
+                .args(&ours)
+                .output();
+        }
+    }
+}
+
 impl Env {
     pub fn new() -> Env {
         Env {
