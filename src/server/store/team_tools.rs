@@ -144,6 +144,24 @@ fn list(args: &Value, key: &str) -> Vec<String> {
     }
 }
 
+/// A goal by id, or by the title of an open goal of a team the caller administers (a
+/// model may only remember the title it gave).
+fn goal_id(conn: &Connection, caller: &Caller, args: &Value) -> Result<String, StoreError> {
+    let key = text(args, "goal")?;
+    if goals::get(conn, key).is_ok() {
+        return Ok(key.to_string());
+    }
+    conn.query_row(
+        "SELECT g.id FROM goals g JOIN team_members m ON m.team_id = g.team_id AND m.role = 'admin'
+         WHERE m.agent_id = ?1 AND g.title = ?2 AND g.state IN ('active', 'waiting_user', 'stopped')
+         ORDER BY g.created_at DESC LIMIT 1",
+        params![caller.agent.id, key],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| StoreError::NotFound(format!("no open goal {key:?} of your teams")))
+}
+
 fn dispatch(
     conn: &Connection,
     caller: &Caller,
@@ -204,7 +222,7 @@ fn dispatch(
                 conn,
                 &actor,
                 NewSubtask {
-                    goal: text(args, "goal")?,
+                    goal: &goal_id(conn, caller, args)?,
                     title: text(args, "title")?,
                     owner: text(args, "owner")?,
                     criteria: text(args, "criteria")?,
@@ -227,7 +245,7 @@ fn dispatch(
             let sub = goals::review(
                 conn,
                 &actor,
-                text(args, "goal")?,
+                &goal_id(conn, caller, args)?,
                 text(args, "subtask")?,
                 decision,
                 args["note"].as_str(),
@@ -235,15 +253,25 @@ fn dispatch(
             Ok(json!({ "subtask_id": sub.id, "state": sub.state, "attempts": sub.attempts }))
         }
         "goal_complete" => {
-            let g = goals::complete(conn, &actor, text(args, "goal")?, text(args, "summary")?)?;
+            let g = goals::complete(
+                conn,
+                &actor,
+                &goal_id(conn, caller, args)?,
+                text(args, "summary")?,
+            )?;
             Ok(json!({ "goal_id": g.id, "state": g.state }))
         }
         "goal_block" => {
-            let g = goals::block(conn, &actor, text(args, "goal")?, text(args, "reason")?)?;
+            let g = goals::block(
+                conn,
+                &actor,
+                &goal_id(conn, caller, args)?,
+                text(args, "reason")?,
+            )?;
             Ok(json!({ "goal_id": g.id, "state": g.state }))
         }
         "ask_user" => {
-            let goal = goals::get_for(conn, &actor, text(args, "goal")?)?;
+            let goal = goals::get_for(conn, &actor, &goal_id(conn, caller, args)?)?;
             let team = teams::get_by_id(conn, &goal.team_id)?;
             if teams::admin_of(conn, &team.id)?.id != caller.agent.id {
                 return Err(StoreError::Forbidden(
@@ -267,7 +295,7 @@ fn dispatch(
             Ok(json!({ "goal_id": goal.id, "state": "waiting_user" }))
         }
         "goal_status" => {
-            let goal = goals::get_for(conn, &actor, text(args, "goal")?)?;
+            let goal = goals::get_for(conn, &actor, &goal_id(conn, caller, args)?)?;
             let view = goals::view(conn, goal, true)?;
             Ok(serde_json::to_value(view).expect("serializes"))
         }
@@ -283,7 +311,7 @@ fn helper_create(
     actor: &Actor,
     args: &Value,
 ) -> Result<Value, StoreError> {
-    let goal = goals::get_for(conn, actor, text(args, "goal")?)?;
+    let goal = goals::get_for(conn, actor, &goal_id(conn, caller, args)?)?;
     if teams::admin_of(conn, &goal.team_id)?.id != caller.agent.id {
         return Err(StoreError::Forbidden(
             "only the goal's team admin creates its helpers".into(),
