@@ -4,7 +4,7 @@
 //! admission together with the record of what it admitted. Nothing here resubmits a turn
 //! that ran: an `uncertain` turn goes to review as what it is.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::commands::{self, QueueLimits};
 use super::goals::{self, GoalRow, MAX_ATTEMPTS, MAX_WAKEUPS, Step, SubtaskRow};
@@ -33,6 +33,10 @@ pub struct Pass {
 /// One pass: settle what ended, then admit what is ready while slots are free.
 pub fn pass(conn: &mut Connection, limits: QueueLimits) -> Result<Pass, StoreError> {
     let mut out = Pass::default();
+    // Most passes of a control plane without team work end here, without a write lock.
+    if !any_work(conn)? {
+        return Ok(out);
+    }
     {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         settle(&tx, &mut out)?;
@@ -660,15 +664,16 @@ pub fn subtask_for(
     Ok(sub)
 }
 
-/// Whether a goal exists that still may run work (for the scheduler's idle check).
-pub fn any_open(conn: &Connection) -> Result<bool, StoreError> {
+/// Whether anything may need a pass: an open goal, a running subtask, a pending
+/// delivery, an admin turn to settle, or a retired helper's computer to remove.
+pub fn any_work(conn: &Connection) -> Result<bool, StoreError> {
     Ok(conn
-        .query_row(
-            "SELECT 1 FROM goals WHERE state = 'active'
-             UNION ALL SELECT 1 FROM deliveries WHERE state = 'pending' LIMIT 1",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
-        .optional()?
-        .is_some())
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM goals WHERE state = 'active' OR admin_turn_id IS NOT NULL)
+                 OR EXISTS (SELECT 1 FROM subtasks WHERE state = 'running')
+                 OR EXISTS (SELECT 1 FROM deliveries WHERE state = 'pending')
+                 OR EXISTS (SELECT 1 FROM helpers h JOIN computers c ON c.agent_id = h.agent_id
+                            WHERE h.retired_at IS NOT NULL AND c.state NOT IN ('removed', 'stopping'))",
+        )?
+        .query_row([], |r| r.get(0))?)
 }
