@@ -14,13 +14,7 @@ use computer_support::test_image;
 use serde_json::{Value, json};
 
 fn setup(script: Value) -> Option<WorkerSetup> {
-    let s = worker_setup_with(
-        || test_image().id.clone(),
-        script,
-        &["--max-computers", "4"],
-    )?;
-    s.env.run(&["agent", "update", "box", "--manage-team"]).ok();
-    Some(s)
+    setup_with(script, "4")
 }
 
 fn tool(name: &str, arguments: Value) -> Value {
@@ -242,6 +236,48 @@ fn an_admin_model_builds_a_team_reviews_reworks_and_the_result_comes_back_once()
         assert!(!r["body"].to_string().contains("yytt_"), "{r}");
     }
 
+    // The id of the admin's first turn, presented after that turn ended, is refused even
+    // on the live Runner connection that ran it.
+    let db = rusqlite::Connection::open_with_flags(
+        s.env.data_dir().join("yy.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let (plan_turn, payload): (String, String) = db
+        .query_row(
+            "SELECT t.id, c.payload FROM session_turns t JOIN runner_commands c ON c.id = t.command_id
+             WHERE t.session_id = ?1 ORDER BY t.seq LIMIT 1",
+            [&origin],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let payload: Value = serde_json::from_str(&payload).unwrap();
+    let old_id = payload["content"]["team_tools"]
+        .as_str()
+        .or(payload["team_tools"].as_str())
+        .unwrap_or_else(|| panic!("{payload}"))
+        .to_string();
+    let runner = s.env.json(&["runner", "show", &s.reg.id]);
+    let call = |id: &str| {
+        common::machine(
+            &s.server,
+            "/runner/v1/team-tools",
+            &s.reg.token,
+            runner["instance_id"].as_str().unwrap(),
+            runner["generation"].as_i64(),
+            &[],
+            &json!({ "tool_id": id, "name": "goal_status", "args": { "goal": id } }).to_string(),
+        )
+    };
+    let (status, body) = call(&old_id);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.to_string().contains(&plan_turn) && body.to_string().contains("ended"),
+        "{body}"
+    );
+    let (status, _) = call("yytt_guessed");
+    assert_eq!(status, 403);
+
     // The watch of an ended goal prints its tree as JSON events and exits.
     let watch = s.env.run(&["goal", "watch", &id, "--json"]);
     watch.ok();
@@ -449,4 +485,130 @@ fn team_and_goal_commands_refuse_bad_input_and_limits_with_their_messages() {
     env.json(&["team", "archive", "crew"]);
     assert_eq!(env.json(&["goal", "show", &goal])["state"], "cancelled");
     env.run(&["goal", "resume", &goal]).fails(6, "final");
+}
+
+#[test]
+fn two_goals_at_once_keep_one_turn_per_agent_and_four_slots() {
+    let members = ["m1", "m2", "m3", "m4", "m5"];
+    let mut subtasks = Vec::new();
+    let mut accepts = Vec::new();
+    for goal in ["Goal A", "Goal B"] {
+        for (i, m) in members.iter().enumerate() {
+            subtasks.push(tool(
+                "subtask_add",
+                json!({ "goal": goal, "title": format!("{goal} part {}", i + 1), "owner": m, "criteria": "done" }),
+            ));
+            accepts.push(tool(
+                "subtask_review",
+                json!({ "goal": goal, "subtask": format!("#{}", i + 1), "decision": "accept" }),
+            ));
+        }
+    }
+    for goal in ["Goal A", "Goal B"] {
+        accepts.push(tool(
+            "goal_complete",
+            json!({ "goal": goal, "summary": "all parts done" }),
+        ));
+    }
+    // Every review turn accepts whatever is in review and tries to complete both goals
+    // (the refusals are answers the model gets).
+    let mut reviews = Vec::new();
+    for _ in 0..16 {
+        reviews.push(json!({ "tool_calls": accepts }));
+        reviews.push(json!({ "text": "reviewed" }));
+    }
+    let member_steps: Vec<Value> = (0..10)
+        .map(|_| json!({ "text": "part done", "delay_ms": 200 }))
+        .collect();
+    let creates: Vec<Value> = members
+        .iter()
+        .map(|m| tool("team_create_member", json!({ "name": m })))
+        .collect();
+    let Some(s) = setup_with(
+        json!({
+            "steps": [],
+            "by_prompt": [
+                { "match": "[yy team review]", "steps": reviews },
+                { "match": "[yy goal result]", "steps": [ { "text": "A is done." }, { "text": "B is done." } ] },
+                { "match": "[yy subtask]", "steps": member_steps },
+                { "match": "Two goals", "steps": [
+                    { "tool_calls": creates },
+                    { "tool_call": tool("team_create", json!({ "name": "crew", "members": members })) },
+                    { "tool_calls": [
+                        tool("goal_create", json!({ "team": "crew", "title": "Goal A", "criteria": "five parts" })),
+                        tool("goal_create", json!({ "team": "crew", "title": "Goal B", "criteria": "five parts" }))
+                    ] },
+                    { "tool_calls": subtasks },
+                    { "text": "Both goals are under way." }
+                ] }
+            ]
+        }),
+        "8",
+    ) else {
+        return;
+    };
+    s.env.run(&["chat", "box", "Two goals at once"]).ok();
+    let goals = s.env.json(&["goal", "list"]);
+    let ids: Vec<String> = goals
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    for id in &ids {
+        let g = wait_completed(&s, id);
+        assert_eq!(g["accepted"], 5, "{g:#}");
+        assert_eq!(g["deliveries"].as_array().unwrap().len(), 1);
+    }
+    // Every turn's admission and end, from the control plane's own records.
+    let db = rusqlite::Connection::open_with_flags(
+        s.env.data_dir().join("yy.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut stmt = db
+        .prepare(
+            "SELECT s.agent_id, t.created_at, t.finished_at FROM session_turns t
+             JOIN sessions s ON s.id = t.session_id ORDER BY t.created_at",
+        )
+        .unwrap();
+    let turns: Vec<(String, i64, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        turns.len() >= 14,
+        "1 plan + 10 parts + reviews + 2 deliveries: {}",
+        turns.len()
+    );
+    let mut most = 0;
+    for (i, (agent, start, end)) in turns.iter().enumerate() {
+        let at_once = turns
+            .iter()
+            .filter(|(_, s2, e2)| s2 <= start && start < e2)
+            .count();
+        most = most.max(at_once);
+        for (j, (a2, s2, e2)) in turns.iter().enumerate() {
+            if i != j && a2 == agent {
+                assert!(
+                    end <= s2 || e2 <= start,
+                    "one turn at a time per agent: {turns:?}"
+                );
+            }
+        }
+    }
+    assert!(most <= 4, "at most 4 turns at once, saw {most}");
+    assert_eq!(most, 4, "the slots were used: {turns:?}");
+}
+
+fn setup_with(script: Value, computers: &str) -> Option<WorkerSetup> {
+    let s = worker_setup_with(
+        || test_image().id.clone(),
+        script,
+        &["--max-computers", computers],
+    )?;
+    s.env.run(&["agent", "update", "box", "--manage-team"]).ok();
+    Some(s)
 }
