@@ -612,3 +612,82 @@ fn setup_with(script: Value, computers: &str) -> Option<WorkerSetup> {
     s.env.run(&["agent", "update", "box", "--manage-team"]).ok();
     Some(s)
 }
+
+#[test]
+fn a_stopped_goal_runs_no_further_turn_until_it_is_resumed() {
+    let generic_review = json!({ "tool_calls": [
+        tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1", "decision": "accept" })),
+        tool("goal_complete", json!({ "goal": GOAL, "summary": "done after a resume" }))
+    ] });
+    let mut reviews = Vec::new();
+    for _ in 0..4 {
+        reviews.push(generic_review.clone());
+        reviews.push(json!({ "text": "reviewed" }));
+    }
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            { "match": "[yy team review]", "steps": reviews },
+            { "match": "[yy goal result]", "steps": [ { "text": "It stopped." }, { "text": "It is done." } ] },
+            { "match": "[yy subtask] #1", "steps": [
+                { "text": "a slow answer the stop interrupts", "delay_ms": 1500 },
+                { "text": "second attempt" }
+            ] },
+            { "match": "Build the team", "steps": plan_steps(&["writer"]) }
+        ]
+    })) else {
+        return;
+    };
+    s.env
+        .run(&["chat", "box", "Build the team, then stop"])
+        .ok();
+    let id = goal_of(&s)["id"].as_str().unwrap().to_string();
+    wait_for(Duration::from_secs(120), "the member's turn to run", || {
+        let g = s.env.json(&["goal", "show", &id]);
+        (g["subtasks"][0]["state"] == "running" && !requests_of(&s, "[yy subtask] #1").is_empty())
+            .then_some(())
+    });
+    assert_eq!(s.env.json(&["goal", "stop", &id])["state"], "stopped");
+    // Its running turn is stopped, the subtask goes back to the queue, and nothing runs.
+    let g = wait_for(Duration::from_secs(60), "the member's turn to end", || {
+        let g = s.env.json(&["goal", "show", &id]);
+        (g["subtasks"][0]["state"] == "queued").then_some(g)
+    });
+    let member_session = g["subtasks"][0]["session_id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_secs(5));
+    let session = s.env.json(&["session", "show", &member_session]);
+    let turns = session["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1, "no further turn: {session:#}");
+    assert_eq!(turns[0]["state"], "interrupted");
+    assert_eq!(requests_of(&s, "[yy subtask] #1").len(), 1);
+    assert_eq!(s.env.json(&["goal", "show", &id])["state"], "stopped");
+
+    // A user's resume: a new authorization, and the work goes on to the end.
+    let g = s.env.json(&["goal", "resume", &id]);
+    assert_eq!(g["generation"], 2);
+    let g = wait_for(
+        Duration::from_secs(300),
+        "the resumed goal to complete",
+        || {
+            let g = s.env.json(&["goal", "show", &id]);
+            let delivered = g["deliveries"]
+                .as_array()
+                .is_some_and(|d| d.len() == 2 && d.iter().all(|d| d["state"] == "delivered"));
+            (g["state"] == "completed" && delivered).then_some(g)
+        },
+    );
+    let sub = &g["subtasks"][0];
+    assert_eq!(sub["result"]["text"], "second attempt");
+    assert_eq!(
+        sub["attempts"], 1,
+        "attempts count from zero in the new authorization"
+    );
+    // One delivery for the stop, one for the completion, each exactly once.
+    let gens: Vec<i64> = g["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["generation"].as_i64().unwrap())
+        .collect();
+    assert_eq!(gens, [1, 2]);
+}
