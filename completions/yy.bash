@@ -247,6 +247,9 @@ _yy() {
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
                 ;;
+            yy__subcmd__bench,teams)
+                cmd="yy__subcmd__bench__subcmd__teams"
+                ;;
             yy__subcmd__bench,turn)
                 cmd="yy__subcmd__bench__subcmd__turn"
                 ;;
@@ -267,6 +270,9 @@ _yy() {
                 ;;
             yy__subcmd__bench__subcmd__help,help)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__bench__subcmd__help,teams)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__teams"
                 ;;
             yy__subcmd__bench__subcmd__help,turn)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__turn"
@@ -531,6 +537,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__bench,egress)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__egress"
+                ;;
+            yy__subcmd__help__subcmd__bench,teams)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__teams"
                 ;;
             yy__subcmd__help__subcmd__bench,turn)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__turn"
@@ -1848,7 +1857,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer artifacts backup turn egress help"
+            opts="-h -V --server --help --version dispatch computer artifacts backup turn teams egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2012,7 +2021,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer artifacts backup turn egress help"
+            opts="dispatch computer artifacts backup turn teams egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2109,6 +2118,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__bench__subcmd__help__subcmd__teams)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__bench__subcmd__help__subcmd__turn)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -2116,6 +2139,32 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__teams)
+            opts="-h -V --hermes --rounds --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --hermes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -3236,7 +3285,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer artifacts backup turn egress"
+            opts="dispatch computer artifacts backup turn teams egress"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3306,6 +3355,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench__subcmd__egress)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__teams)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
