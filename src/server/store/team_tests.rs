@@ -806,3 +806,44 @@ fn an_uncertain_member_turn_goes_to_review_as_uncertain_and_is_never_resubmitted
         "the member's turn is not replayed"
     );
 }
+
+#[test]
+fn asking_the_user_makes_the_goal_wait_and_queues_the_question_for_the_origin_session() {
+    let (mut w, g) = team_world();
+    let goal = crew_goal(&mut w);
+    pass(&mut w);
+    let turns = live_turns(&w);
+    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
+    let id = id.unwrap();
+    start(&mut w, g, &cmd);
+    tool(
+        &mut w,
+        g,
+        &id,
+        "ask_user",
+        json!({ "goal": "Report", "question": "Which quarter?" }),
+    )
+    .unwrap();
+    let gr = goals::get(&w.conn, &goal).unwrap();
+    assert_eq!(gr.state, GoalState::WaitingUser);
+    assert!(gr.reason.unwrap().contains("Which quarter?"));
+    // Its team tools refuse further work on a waiting goal; the question is delivered once
+    // the session is free.
+    let e = tool(
+        &mut w,
+        g,
+        &id,
+        "subtask_add",
+        json!({
+            "goal": goal, "title": "x", "owner": "m1", "criteria": "y"
+        }),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("waiting_user"), "{e}");
+    finish(&mut w, g, &cmd, "asked");
+    assert_eq!(pass(&mut w).admitted, 1);
+    let turns = live_turns(&w);
+    let (_, turn, _, _) = turn_of(&turns, "boss").clone();
+    let message = sessions::get_turn(&w.conn, &turn).unwrap().message;
+    assert!(message.contains("Which quarter?"), "{message}");
+}
