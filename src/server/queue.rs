@@ -209,9 +209,18 @@ impl Queue {
     }
 
     /// Admits a chat turn and queues it on the agent's Runner.
+    /// A user's message in the session a goal came from also re-authorizes that goal when
+    /// it was stopped, waiting or blocked (`goals::resume_by_chat`).
     pub async fn chat(&self, admission: Admission) -> Result<(SessionRow, TurnRow), StoreError> {
-        self.change(move |c, limits| sessions::admit_turn(c, &admission, limits))
-            .await
+        let admitted = self
+            .change(move |c, limits| {
+                let admitted = sessions::admit_turn(c, &admission, limits)?;
+                super::store::goals::resume_by_chat(c, &admitted.0.id)?;
+                Ok(admitted)
+            })
+            .await?;
+        self.kick();
+        Ok(admitted)
     }
 
     pub async fn session_stop(

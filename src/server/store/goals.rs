@@ -870,3 +870,29 @@ pub fn view(conn: &Connection, g: GoalRow, full: bool) -> Result<wire::Goal, Sto
         subtasks,
     })
 }
+
+/// A user's new message in a goal's origin session is a new instruction: the goals that
+/// came from that session and are stopped, waiting or blocked resume (a new authorization).
+/// A goal whose admin may no longer run stays as it is. Returns the resumed goals.
+pub fn resume_by_chat(conn: &mut Connection, session_id: &str) -> Result<Vec<String>, StoreError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let waiting = goals_where(
+        &tx,
+        "origin_session_id = ?1 AND state IN ('stopped', 'waiting_user', 'blocked')",
+        [session_id],
+    )?;
+    let mut resumed = Vec::new();
+    for g in waiting {
+        let actor = Actor::Operator {
+            account_id: g.account_id.clone(),
+            admin: true,
+        };
+        match resume(&tx, &actor, &g.id) {
+            Ok(_) => resumed.push(g.id),
+            Err(StoreError::Sqlite(e)) => return Err(e.into()),
+            Err(_) => {}
+        }
+    }
+    tx.commit()?;
+    Ok(resumed)
+}

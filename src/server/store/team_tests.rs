@@ -847,3 +847,36 @@ fn asking_the_user_makes_the_goal_wait_and_queues_the_question_for_the_origin_se
     let message = sessions::get_turn(&w.conn, &turn).unwrap().message;
     assert!(message.contains("Which quarter?"), "{message}");
 }
+
+#[test]
+fn a_new_user_message_in_the_origin_session_resumes_a_stopped_goal() {
+    let (mut w, g) = team_world();
+    let goal = crew_goal(&mut w);
+    pass(&mut w);
+    let turns = live_turns(&w);
+    let (_, _, cmd, _) = turn_of(&turns, "boss").clone();
+    start(&mut w, g, &cmd);
+    finish(&mut w, g, &cmd, "planned nothing yet");
+    pass(&mut w);
+    let origin = goals::get(&w.conn, &goal)
+        .unwrap()
+        .origin_session_id
+        .unwrap();
+    let actor = op(&w);
+    tx(&mut w.conn, |c| goals::stop(c, &actor, &goal)).unwrap();
+    // The stop's delivery goes first; then the user writes in the same session.
+    pass(&mut w);
+    for t in live_turns(&w) {
+        start(&mut w, g, &t.2);
+        finish(&mut w, g, &t.2, "noted");
+    }
+    assert!(
+        goals::resume_by_chat(&mut w.conn, "another-session")
+            .unwrap()
+            .is_empty()
+    );
+    let resumed = goals::resume_by_chat(&mut w.conn, &origin).unwrap();
+    assert_eq!(resumed, [goal.clone()]);
+    let gr = goals::get(&w.conn, &goal).unwrap();
+    assert_eq!((gr.state, gr.generation), (GoalState::Active, 2));
+}
