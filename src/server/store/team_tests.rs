@@ -876,7 +876,7 @@ fn a_new_user_message_in_the_origin_session_resumes_a_stopped_goal() {
             .is_empty()
     );
     let resumed = goals::resume_by_chat(&mut w.conn, &origin).unwrap();
-    assert_eq!(resumed, [goal.clone()]);
+    assert_eq!(resumed, vec![goal.clone()]);
     let gr = goals::get(&w.conn, &goal).unwrap();
     assert_eq!((gr.state, gr.generation), (GoalState::Active, 2));
 }
