@@ -1,9 +1,10 @@
-//! `yy bench teams`: the team scheduler's overhead. An admin computer agent (its model
-//! scripted to answer at once) builds a team with one member and, each round, a goal whose
-//! subtasks form a chain: each becomes ready when the admin accepts the one before. For
-//! every subtask after the first: ready (the acceptance committed) -> its turn admitted ->
-//! its prompt reaching Hermes's model call. Starts its own control plane, Runner, Hermes
-//! Worker and scripted model in a temporary directory.
+//! `yy bench teams`: the team scheduler. An admin computer agent (its model scripted to
+//! answer at once) builds a team with one member and, each round, a goal whose subtasks
+//! form a chain: each becomes ready when the admin accepts the one before. For every
+//! subtask after the first: ready (the acceptance committed) -> its turn admitted -> the
+//! Runner starts it -> its prompt reaching Hermes's model call. Then four admins run a goal
+//! of eight independent subtasks each at once, and the slot use is measured. Starts its own
+//! control plane, Runner, Workers and scripted model in a temporary directory.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use super::progress;
 use crate::api::client::Client;
 use crate::api::params::{AgentCreate, AgentEnv};
 use crate::api::sessions::ChatParams;
+use crate::api::teams::GoalState;
 use crate::error::CliError;
 use crate::output;
 
@@ -27,6 +29,10 @@ pub const OVERHEAD_P50_MS: f64 = 20.0;
 /// Subtasks of each round's chain (8: one review per result stays within the 8 automatic
 /// wake-ups of an authorization).
 const CHAIN: usize = 8;
+/// Teams of the slot phase (one per execution slot).
+const TEAMS: usize = 4;
+/// Target: slot use while the four teams' subtasks run.
+pub const SLOT_USE: f64 = 0.90;
 
 #[derive(Debug, clap::Args)]
 pub struct TeamsBenchArgs {
@@ -52,56 +58,79 @@ fn tool(name: &str, arguments: Value) -> Value {
     json!({ "name": name, "arguments": arguments })
 }
 
-/// The model's script: planning, reviews and the member's answers, keyed by prompt.
+/// The model's script: planning, reviews and the members' answers, keyed by prompt.
 fn script(rounds: u32) -> Value {
+    let member_turns = rounds as usize * CHAIN + TEAMS * CHAIN;
     let mut entries = vec![
-        json!({ "match": "[yy subtask]", "steps": (0..(rounds as usize * CHAIN))
+        json!({ "match": "[yy subtask]", "steps": (0..member_turns)
             .map(|_| json!({ "text": "done" })).collect::<Vec<_>>() }),
-        json!({ "match": "[yy goal result]", "steps": (0..rounds)
+        json!({ "match": "[yy goal result]", "steps": (0..(rounds as usize + TEAMS))
             .map(|_| json!({ "text": "delivered" })).collect::<Vec<_>>() }),
     ];
+    // The overhead phase: team 1, a chain per round.
     for r in 1..=rounds {
         let goal = format!("Round {r}");
-        let mut accepts: Vec<Value> = (1..=CHAIN)
-            .map(|k| {
-                tool(
-                    "subtask_review",
-                    json!({ "goal": goal, "subtask": format!("#{k}"), "decision": "accept" }),
-                )
-            })
-            .collect();
-        accepts.push(tool(
-            "goal_complete",
-            json!({ "goal": goal, "summary": "chain done" }),
-        ));
-        let mut reviews = Vec::new();
-        for _ in 0..CHAIN + 2 {
-            reviews.push(json!({ "tool_calls": accepts }));
-            reviews.push(json!({ "text": "reviewed" }));
-        }
-        entries.push(json!({ "match": format!("\"{goal}\""), "steps": reviews }));
+        entries
+            .push(json!({ "match": format!("\"{goal}\""), "steps": reviews_of(&goal, CHAIN + 2) }));
         let subtasks: Vec<Value> = (1..=CHAIN)
             .map(|k| {
-                let mut a = json!({ "goal": goal, "title": format!("step {k}"), "owner": "worker", "criteria": "done" });
+                let mut a = json!({ "goal": goal, "title": format!("step {k}"), "owner": "w1", "criteria": "done" });
                 if k > 1 {
                     a["deps"] = json!([format!("#{}", k - 1)]);
                 }
                 tool("subtask_add", a)
             })
             .collect();
-        let mut plan = Vec::new();
-        if r == 1 {
-            plan.push(
-                json!({ "tool_call": tool("team_create_member", json!({ "name": "worker" })) }),
-            );
-            plan.push(json!({ "tool_call": tool("team_create", json!({ "name": "crew", "members": ["worker"] })) }));
-        }
-        plan.push(json!({ "tool_call": tool("goal_create", json!({ "team": "crew", "title": goal, "criteria": "a chain" })) }));
+        let mut plan = if r == 1 { team_steps(1) } else { Vec::new() };
+        plan.push(json!({ "tool_call": tool("goal_create", json!({ "team": "crew1", "title": goal, "criteria": "a chain" })) }));
         plan.push(json!({ "tool_calls": subtasks }));
         plan.push(json!({ "text": "planned" }));
         entries.push(json!({ "match": format!("Bench round {r}."), "steps": plan }));
     }
+    // The slot phase: four teams, each a goal of eight independent subtasks.
+    for t in 1..=TEAMS {
+        let goal = format!("Slots {t}");
+        entries
+            .push(json!({ "match": format!("\"{goal}\""), "steps": reviews_of(&goal, CHAIN + 4) }));
+        let mut plan = if t > 1 { team_steps(t) } else { Vec::new() };
+        plan.push(json!({ "tool_call": tool("goal_create", json!({ "team": format!("crew{t}"), "title": goal, "criteria": "eight parts" })) }));
+        plan.push(json!({ "tool_calls": (1..=CHAIN)
+            .map(|k| tool("subtask_add", json!({ "goal": goal, "title": format!("part {k}"), "owner": format!("w{t}"), "criteria": "done" })))
+            .collect::<Vec<_>>() }));
+        plan.push(json!({ "text": "planned" }));
+        entries.push(json!({ "match": format!("Slots team {t}."), "steps": plan }));
+    }
     json!({ "steps": [], "by_prompt": entries })
+}
+
+/// Team `t`'s member `w{t}` and team `crew{t}`.
+fn team_steps(t: usize) -> Vec<Value> {
+    vec![
+        json!({ "tool_call": tool("team_create_member", json!({ "name": format!("w{t}") })) }),
+        json!({ "tool_call": tool("team_create", json!({ "name": format!("crew{t}"), "members": [format!("w{t}")] })) }),
+    ]
+}
+
+/// Review turns that accept whatever is in review and try to complete the goal.
+fn reviews_of(goal: &str, turns: usize) -> Vec<Value> {
+    let mut accepts: Vec<Value> = (1..=CHAIN)
+        .map(|k| {
+            tool(
+                "subtask_review",
+                json!({ "goal": goal, "subtask": format!("#{k}"), "decision": "accept" }),
+            )
+        })
+        .collect();
+    accepts.push(tool(
+        "goal_complete",
+        json!({ "goal": goal, "summary": "done" }),
+    ));
+    let mut out = Vec::new();
+    for _ in 0..turns {
+        out.push(json!({ "tool_calls": accepts }));
+        out.push(json!({ "text": "reviewed" }));
+    }
+    out
 }
 
 pub async fn run(args: TeamsBenchArgs) -> anyhow::Result<()> {
@@ -159,25 +188,80 @@ pub async fn run(args: TeamsBenchArgs) -> anyhow::Result<()> {
             profile_cwd: Some("/workspace".into()),
             computer_image: Some(args.image.clone()),
             runner_config,
+            // Four admins and four members, each in its own computer.
+            max_computers: Some(8),
             ..Default::default()
         },
     )
     .await?;
-    s.admin
-        .agent_create(&AgentCreate {
-            name: "lead".into(),
-            profile: "bench".into(),
-            env: AgentEnv::Computer,
-            source: Some("bench".into()),
-            manage_team: true,
-        })
-        .await?;
+    for t in 1..=TEAMS {
+        s.admin
+            .agent_create(&AgentCreate {
+                name: format!("lead{t}"),
+                profile: "bench".into(),
+                env: AgentEnv::Computer,
+                source: Some("bench".into()),
+                manage_team: true,
+            })
+            .await?;
+    }
     let admin = s.admin.clone();
     let rounds = args.rounds;
     s.while_alive(drive(&admin, rounds)).await?;
     let samples = samples(&s.db, &log)?;
+    let slots = slot_use(&s.db)?;
     drop(s);
-    report(&args, &samples)
+    report(&args, &samples, slots)
+}
+
+/// Sends `message` to `agent` once it is free (it may still be telling a result).
+async fn chat_when_free(admin: &Client, agent: &str, message: String) -> anyhow::Result<()> {
+    let params = ChatParams {
+        agent: agent.into(),
+        message,
+        session: None,
+        attachments: Vec::new(),
+    };
+    let mut tries = 0;
+    while let Err(e) = admin.chat(&params).await {
+        tries += 1;
+        if tries > 300 || !e.to_string().contains("already in a turn") {
+            return Err(e.into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+/// Waits until the goals titled `titles` are completed (10 minutes at most).
+async fn wait_goals(admin: &Client, titles: &[String]) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    loop {
+        let goals = admin.goal_list(None).await?;
+        let mut done = 0;
+        for t in titles {
+            if let Some(g) = goals.iter().find(|g| &g.title == t) {
+                match g.state {
+                    GoalState::Completed => done += 1,
+                    GoalState::Active => {}
+                    other => {
+                        return Err(CliError::failure(format!(
+                            "goal {t:?} ended {other}: {}",
+                            g.reason.clone().unwrap_or_default()
+                        ))
+                        .into());
+                    }
+                }
+            }
+        }
+        if done == titles.len() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(CliError::failure("the goals did not finish in 10 minutes").into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn drive(admin: &Client, rounds: u32) -> anyhow::Result<()> {
@@ -185,47 +269,38 @@ async fn drive(admin: &Client, rounds: u32) -> anyhow::Result<()> {
         progress(&format!(
             "round {r} of {rounds}: a chain of {CHAIN} subtasks"
         ));
-        // The admin may still be telling the last round's result: wait until it is free.
-        let params = ChatParams {
-            agent: "lead".into(),
-            message: format!("Bench round {r}."),
-            session: None,
-            attachments: Vec::new(),
-        };
-        let mut tries = 0;
-        while let Err(e) = admin.chat(&params).await {
-            tries += 1;
-            if tries > 300 || !e.to_string().contains("already in a turn") {
-                return Err(e.into());
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
-        loop {
-            let goals = admin.goal_list(None).await?;
-            let goal = goals.iter().find(|g| g.title == format!("Round {r}"));
-            if let Some(g) = goal {
-                match g.state {
-                    crate::api::teams::GoalState::Completed => break,
-                    crate::api::teams::GoalState::Active => {}
-                    other => {
-                        return Err(CliError::failure(format!(
-                            "round {r}'s goal ended {other}: {}",
-                            g.reason.clone().unwrap_or_default()
-                        ))
-                        .into());
-                    }
-                }
-            }
-            if tokio::time::Instant::now() > deadline {
-                return Err(
-                    CliError::failure(format!("round {r} did not finish in 10 minutes")).into(),
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        chat_when_free(admin, "lead1", format!("Bench round {r}.")).await?;
+        wait_goals(admin, &[format!("Round {r}")]).await?;
     }
-    Ok(())
+    progress(&format!("{TEAMS} teams x {CHAIN} subtasks at once"));
+    for t in 1..=TEAMS {
+        chat_when_free(admin, &format!("lead{t}"), format!("Slots team {t}.")).await?;
+    }
+    let titles: Vec<String> = (1..=TEAMS).map(|t| format!("Slots {t}")).collect();
+    wait_goals(admin, &titles).await
+}
+
+/// Busy slot time over the four teams' subtask window: from the first of their subtasks'
+/// turns admitted to the last ended, the time turns (any: members', admins', deliveries')
+/// held the 4 slots, over 4 x the window.
+fn slot_use(db: &std::path::Path) -> anyhow::Result<f64> {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let (from, to): (i64, i64) = conn.query_row(
+        "SELECT min(t.created_at), max(t.finished_at) FROM session_turns t
+         JOIN subtasks s ON s.session_id = t.session_id JOIN goals g ON g.id = s.goal_id
+         WHERE g.title LIKE 'Slots %'",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let busy: i64 = conn.query_row(
+        "SELECT coalesce(sum(min(coalesce(finished_at, ?2), ?2) - max(created_at, ?1)), 0)
+         FROM session_turns WHERE created_at < ?2 AND coalesce(finished_at, ?2) > ?1",
+        [from, to],
+        |r| r.get(0),
+    )?;
+    let window = (to - from).max(1);
+    Ok(busy as f64 / (4 * window) as f64)
 }
 
 /// One subtask's way from ready to the model, in ms: ready -> turn admitted (the
@@ -245,7 +320,7 @@ fn samples(db: &std::path::Path, log: &std::path::Path) -> anyhow::Result<Vec<Sa
         "SELECT g.title, s.seq, s.updated_at, t.created_at, coalesce(c.started_at, t.created_at)
          FROM subtasks s JOIN goals g ON g.id = s.goal_id
          JOIN session_turns t ON t.id = s.turn_id JOIN runner_commands c ON c.id = t.command_id
-         ORDER BY g.created_at, s.seq",
+         WHERE g.title LIKE 'Round %' ORDER BY g.created_at, s.seq",
     )?;
     let rows: Vec<(String, i64, i64, i64, i64)> = stmt
         .query_map([], |r| {
@@ -313,13 +388,17 @@ fn p50(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn report(args: &TeamsBenchArgs, samples: &[Sample]) -> anyhow::Result<()> {
+fn report(args: &TeamsBenchArgs, samples: &[Sample], slots: f64) -> anyhow::Result<()> {
     let admit = p50(samples.iter().map(|s| s.admitted).collect());
     let start = p50(samples.iter().map(|s| s.started).collect());
     let call = p50(samples.iter().map(|s| s.called).collect());
     let total = p50(samples.iter().map(|s| s.total).collect());
     let ok = total <= OVERHEAD_P50_MS;
+    let slots_ok = slots >= SLOT_USE;
     let figures = json!({
+        "slot_use": slots,
+        "target_slot_use": SLOT_USE,
+        "slot_use_target_met": slots_ok,
         "samples": samples.len(),
         "rounds": args.rounds,
         "ready_to_admitted_p50_ms": admit,
@@ -355,6 +434,12 @@ fn report(args: &TeamsBenchArgs, samples: &[Sample]) -> anyhow::Result<()> {
             samples.len().to_string(),
             "-".into(),
             "-".into(),
+        ],
+        vec![
+            format!("slot use, {TEAMS} teams x {CHAIN} subtasks at once"),
+            format!("{:.1} %", slots * 100.0),
+            format!(">= {:.0} %", SLOT_USE * 100.0),
+            if slots_ok { "pass" } else { "MISSED" }.into(),
         ],
     ];
     output::print(&output::table(

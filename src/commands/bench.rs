@@ -49,9 +49,9 @@ pub enum BenchCommand {
     /// temporary directory and stops them when done; needs the Docker engine and the Hermes
     /// venv (scripts/install-hermes.sh).
     Turn(crate::bench::turn::TurnBenchArgs),
-    /// Measure the team scheduler's overhead: from a subtask becoming ready (the admin
-    /// accepted the one it depends on) to its prompt reaching Hermes's model call, with a
-    /// scripted model that answers at once
+    /// Measure the team scheduler: from a subtask becoming ready (the admin accepted the
+    /// one it depends on) to its prompt reaching Hermes's model call, with a scripted model
+    /// that answers at once; and the slot use of 4 teams x 8 subtasks at once
     ///
     /// Starts its own control plane, Runner, Worker and scripted model server in a temporary
     /// directory and stops them when done; needs the Docker engine and the Hermes venv.
