@@ -96,13 +96,15 @@ fn settle(conn: &Connection, out: &mut Pass) -> Result<(), StoreError> {
             }
             continue;
         }
-        let cmd = commands::get(conn, &turn.command_id)?;
-        // A turn that never started spent nothing: waiting is not an attempt.
-        let never_ran = cmd.started_at.is_none()
-            && matches!(
-                cmd.state,
-                CommandState::Expired | CommandState::Cancelled | CommandState::Failed
-            );
+        // A turn that never started spent nothing: waiting is not an attempt. (A command
+        // the retention already deleted had long ended: it counts as run.)
+        let never_ran = commands::get(conn, &turn.command_id).is_ok_and(|cmd| {
+            cmd.started_at.is_none()
+                && matches!(
+                    cmd.state,
+                    CommandState::Expired | CommandState::Cancelled | CommandState::Failed
+                )
+        });
         if never_ran || goal.state != GoalState::Active {
             goals::step(conn, &sub, Step::Requeue)?;
             let back = if never_ran { 1 } else { 0 };
