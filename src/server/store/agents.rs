@@ -1,6 +1,6 @@
 //! Agents: persistent identities with a profile, a source and an execution environment.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::catalog::{self, ProfileRow, conflict_on_unique};
 use super::{StoreError, new_id, not_found};
@@ -213,6 +213,22 @@ pub fn update(
     }
     let env = change.env.unwrap_or(agent.env);
     check_env(&profile, env)?;
+    if env == AgentEnv::Host && agent.env != AgentEnv::Host {
+        let isolated: bool = tx
+            .query_row(
+                "SELECT isolated FROM agent_origins WHERE agent_id = ?1",
+                [&agent.id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(false);
+        if isolated {
+            return Err(StoreError::Forbidden(format!(
+                "agent {:?} was created by an isolated team admin (or is a temporary helper): it stays in its computer and never runs on the host",
+                agent.name
+            )));
+        }
+    }
     if env != agent.env
         && let Some(session) = super::sessions::running_session(&tx, &agent.id)?
     {

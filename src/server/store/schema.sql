@@ -314,3 +314,11 @@ CREATE TABLE tool_grants (
     agent_id   TEXT NOT NULL REFERENCES agents(id),
     created_at INTEGER NOT NULL
 );
+
+-- Agents an admin agent created with its team tools, and the isolation they keep: an
+-- isolated admin's members never become host agents.
+CREATE TABLE agent_origins (
+    agent_id   TEXT PRIMARY KEY REFERENCES agents(id),
+    created_by TEXT NOT NULL REFERENCES agents(id),
+    isolated   INTEGER NOT NULL CHECK (isolated IN (0, 1))
+);

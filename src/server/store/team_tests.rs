@@ -880,3 +880,62 @@ fn a_new_user_message_in_the_origin_session_resumes_a_stopped_goal() {
     let gr = goals::get(&w.conn, &goal).unwrap();
     assert_eq!((gr.state, gr.generation), (GoalState::Active, 2));
 }
+
+#[test]
+fn members_an_isolated_admin_creates_never_become_host_agents() {
+    let (mut w, g) = team_world();
+    crew_goal(&mut w);
+    pass(&mut w);
+    let turns = live_turns(&w);
+    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
+    let id = id.unwrap();
+    start(&mut w, g, &cmd);
+    let e = tool(
+        &mut w,
+        g,
+        &id,
+        "team_create_member",
+        json!({ "name": "h", "env": "host" }),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Forbidden(m) if m.contains("never on the host")),
+        "{e}"
+    );
+    let made = tool(
+        &mut w,
+        g,
+        &id,
+        "team_create_member",
+        json!({ "name": "iso" }),
+    )
+    .unwrap();
+    assert_eq!(made["env"], "computer");
+    let e = agents::update(
+        &mut w.conn,
+        &w.account,
+        "iso",
+        agents::AgentChange {
+            profile: None,
+            env: Some(AgentEnv::Host),
+            manage_team: None,
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Forbidden(m) if m.contains("never runs on the host")),
+        "{e}"
+    );
+    // An agent an operator made may still move.
+    agents::update(
+        &mut w.conn,
+        &w.account,
+        "m3",
+        agents::AgentChange {
+            profile: None,
+            env: Some(AgentEnv::Host),
+            manage_team: None,
+        },
+    )
+    .unwrap();
+}

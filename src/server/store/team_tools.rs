@@ -191,6 +191,7 @@ fn dispatch(
                     manage_team: false,
                 },
             )?;
+            record_origin(conn, &agent, &caller.agent)?;
             Ok(json!({ "agent": agent.name, "id": agent.id, "env": agent.env.as_str() }))
         }
         "team_create" => {
@@ -350,6 +351,7 @@ fn helper_create(
             manage_team: false,
         },
     )?;
+    record_origin(conn, &agent, &caller.agent)?;
     conn.execute(
         "INSERT INTO helpers (agent_id, goal_id, account_id, generation, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -362,4 +364,14 @@ fn helper_create(
         ],
     )?;
     Ok(json!({ "agent": agent.name, "id": agent.id, "goal_id": goal.id, "helper": true }))
+}
+
+/// Records who created `agent`; members of an isolated admin, and helpers, stay isolated.
+fn record_origin(conn: &Connection, agent: &AgentRow, admin: &AgentRow) -> Result<(), StoreError> {
+    let isolated = admin.env == AgentEnv::Computer || agent.env == AgentEnv::Computer;
+    conn.execute(
+        "INSERT INTO agent_origins (agent_id, created_by, isolated) VALUES (?1, ?2, ?3)",
+        params![agent.id, admin.id, isolated],
+    )?;
+    Ok(())
 }
