@@ -691,3 +691,84 @@ fn a_stopped_goal_runs_no_further_turn_until_it_is_resumed() {
         .collect();
     assert_eq!(gens, [1, 2]);
 }
+
+#[test]
+fn a_temporary_helper_works_in_its_own_computer_and_retires_with_its_goal() {
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            { "match": "[yy team review]", "steps": [
+                { "tool_calls": [
+                    tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1", "decision": "accept" })),
+                    tool("goal_complete", json!({ "goal": GOAL, "summary": "the helper did it" }))
+                ] },
+                { "text": "Done." }
+            ] },
+            { "match": "[yy goal result]", "steps": [ { "text": "Delivered." } ] },
+            { "match": "[yy subtask] #1", "steps": [
+                { "tool_call": tool("terminal", json!({ "command": "echo helped > helped.txt" })) },
+                { "tool_call": tool("computer_export", json!({ "path": "helped.txt" })) },
+                { "text": "helped.txt exported" }
+            ] },
+            { "match": "Build the team", "steps": [
+                { "tool_call": tool("team_create_member", json!({ "name": "writer" })) },
+                { "tool_call": tool("team_create", json!({ "name": "crew", "members": ["writer"] })) },
+                { "tool_call": tool("goal_create", json!({ "team": "crew", "title": GOAL, "criteria": "c" })) },
+                { "tool_call": tool("helper_create", json!({ "goal": GOAL, "name": "temp1" })) },
+                { "tool_call": tool("subtask_add", json!({ "goal": GOAL, "title": "Help", "owner": "temp1", "criteria": "a file" })) },
+                { "text": "A helper is at work." }
+            ] }
+        ]
+    })) else {
+        return;
+    };
+    s.env
+        .run(&["chat", "box", "Build the team with a helper"])
+        .ok();
+    let helper = s.env.json(&["agent", "show", "temp1"]);
+    assert_eq!(helper["env"], "computer");
+    assert_eq!(helper["manage_team"], false);
+    let helper_id = helper["id"].as_str().unwrap().to_string();
+    let id = goal_of(&s)["id"].as_str().unwrap().to_string();
+    let g = wait_completed(&s, &id);
+    let sub = &g["subtasks"][0];
+    assert_eq!(sub["owner"], "temp1");
+    let artifact = sub["result"]["artifacts"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Retired with its goal: the agent archived, its computer removed on the Runner; its
+    // session and exported file stay.
+    let archived = s.env.json(&["agent", "show", &helper_id]);
+    assert!(archived["archived_at"].is_string(), "{archived}");
+    let computer = wait_for(
+        Duration::from_secs(60),
+        "the helper's computer removed",
+        || {
+            let all = s.env.json(&["computer", "list", "--removed"]);
+            all.as_array()?
+                .iter()
+                .find(|c| c["agent"] == "temp1" && c["state"] == "removed")
+                .cloned()
+        },
+    );
+    let filter = format!("label=yy.computer={}", computer["id"].as_str().unwrap());
+    let left = computer_support::docker(&["ps", "-aq", "--filter", &filter]);
+    assert!(left.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout).trim(),
+        "",
+        "the container is gone"
+    );
+    assert!(
+        !s.env
+            .path("runner-data-a")
+            .join("workspaces")
+            .join(computer["id"].as_str().unwrap())
+            .exists(),
+        "and its workspace"
+    );
+    s.env
+        .json(&["session", "show", sub["session_id"].as_str().unwrap()]);
+    s.env.json(&["artifact", "show", &artifact]);
+}
