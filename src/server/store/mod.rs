@@ -12,11 +12,13 @@ pub mod commands;
 pub mod computers;
 pub mod goals;
 mod migrate;
+pub mod prompts;
 pub mod retention;
 pub mod runners;
 pub mod schedule;
 mod session_ends;
 pub mod sessions;
+pub mod subtasks;
 #[cfg(test)]
 mod team_tests;
 pub mod team_tools;
