@@ -234,8 +234,10 @@ async fn watch(client: &crate::api::client::Client, id: &str, json: bool) -> any
         let at = crate::timefmt::rfc3339(crate::timefmt::now_ms());
         let events = changes(&before, &goal, &at);
         if live {
-            // Redraw the tree in place.
-            output::print(&format!("\x1b[2J\x1b[H{}", tree(&goal)))?;
+            // Redraw the tree in place when something changed.
+            if !events.is_empty() {
+                output::print(&format!("\x1b[2J\x1b[H{}", tree(&goal)))?;
+            }
         } else {
             for e in &events {
                 if json {
