@@ -46,6 +46,9 @@ _yy() {
             yy,egress)
                 cmd="yy__subcmd__egress"
                 ;;
+            yy,goal)
+                cmd="yy__subcmd__goal"
+                ;;
             yy,guest)
                 cmd="yy__subcmd__guest"
                 ;;
@@ -81,6 +84,12 @@ _yy() {
                 ;;
             yy,source)
                 cmd="yy__subcmd__source"
+                ;;
+            yy,subtask)
+                cmd="yy__subcmd__subtask"
+                ;;
+            yy,team)
+                cmd="yy__subcmd__team"
                 ;;
             yy,token)
                 cmd="yy__subcmd__token"
@@ -238,6 +247,9 @@ _yy() {
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
                 ;;
+            yy__subcmd__bench,teams)
+                cmd="yy__subcmd__bench__subcmd__teams"
+                ;;
             yy__subcmd__bench,turn)
                 cmd="yy__subcmd__bench__subcmd__turn"
                 ;;
@@ -258,6 +270,9 @@ _yy() {
                 ;;
             yy__subcmd__bench__subcmd__help,help)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__bench__subcmd__help,teams)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__teams"
                 ;;
             yy__subcmd__bench__subcmd__help,turn)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__turn"
@@ -322,6 +337,48 @@ _yy() {
             yy__subcmd__egress__subcmd__help,serve)
                 cmd="yy__subcmd__egress__subcmd__help__subcmd__serve"
                 ;;
+            yy__subcmd__goal,create)
+                cmd="yy__subcmd__goal__subcmd__create"
+                ;;
+            yy__subcmd__goal,help)
+                cmd="yy__subcmd__goal__subcmd__help"
+                ;;
+            yy__subcmd__goal,list)
+                cmd="yy__subcmd__goal__subcmd__list"
+                ;;
+            yy__subcmd__goal,resume)
+                cmd="yy__subcmd__goal__subcmd__resume"
+                ;;
+            yy__subcmd__goal,show)
+                cmd="yy__subcmd__goal__subcmd__show"
+                ;;
+            yy__subcmd__goal,stop)
+                cmd="yy__subcmd__goal__subcmd__stop"
+                ;;
+            yy__subcmd__goal,watch)
+                cmd="yy__subcmd__goal__subcmd__watch"
+                ;;
+            yy__subcmd__goal__subcmd__help,create)
+                cmd="yy__subcmd__goal__subcmd__help__subcmd__create"
+                ;;
+            yy__subcmd__goal__subcmd__help,help)
+                cmd="yy__subcmd__goal__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__goal__subcmd__help,list)
+                cmd="yy__subcmd__goal__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__goal__subcmd__help,resume)
+                cmd="yy__subcmd__goal__subcmd__help__subcmd__resume"
+                ;;
+            yy__subcmd__goal__subcmd__help,show)
+                cmd="yy__subcmd__goal__subcmd__help__subcmd__show"
+                ;;
+            yy__subcmd__goal__subcmd__help,stop)
+                cmd="yy__subcmd__goal__subcmd__help__subcmd__stop"
+                ;;
+            yy__subcmd__goal__subcmd__help,watch)
+                cmd="yy__subcmd__goal__subcmd__help__subcmd__watch"
+                ;;
             yy__subcmd__guest,help)
                 cmd="yy__subcmd__guest__subcmd__help"
                 ;;
@@ -364,6 +421,9 @@ _yy() {
             yy__subcmd__help,egress)
                 cmd="yy__subcmd__help__subcmd__egress"
                 ;;
+            yy__subcmd__help,goal)
+                cmd="yy__subcmd__help__subcmd__goal"
+                ;;
             yy__subcmd__help,guest)
                 cmd="yy__subcmd__help__subcmd__guest"
                 ;;
@@ -399,6 +459,12 @@ _yy() {
                 ;;
             yy__subcmd__help,source)
                 cmd="yy__subcmd__help__subcmd__source"
+                ;;
+            yy__subcmd__help,subtask)
+                cmd="yy__subcmd__help__subcmd__subtask"
+                ;;
+            yy__subcmd__help,team)
+                cmd="yy__subcmd__help__subcmd__team"
                 ;;
             yy__subcmd__help,token)
                 cmd="yy__subcmd__help__subcmd__token"
@@ -472,6 +538,9 @@ _yy() {
             yy__subcmd__help__subcmd__bench,egress)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__egress"
                 ;;
+            yy__subcmd__help__subcmd__bench,teams)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__teams"
+                ;;
             yy__subcmd__help__subcmd__bench,turn)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__turn"
                 ;;
@@ -498,6 +567,24 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__egress,serve)
                 cmd="yy__subcmd__help__subcmd__egress__subcmd__serve"
+                ;;
+            yy__subcmd__help__subcmd__goal,create)
+                cmd="yy__subcmd__help__subcmd__goal__subcmd__create"
+                ;;
+            yy__subcmd__help__subcmd__goal,list)
+                cmd="yy__subcmd__help__subcmd__goal__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__goal,resume)
+                cmd="yy__subcmd__help__subcmd__goal__subcmd__resume"
+                ;;
+            yy__subcmd__help__subcmd__goal,show)
+                cmd="yy__subcmd__help__subcmd__goal__subcmd__show"
+                ;;
+            yy__subcmd__help__subcmd__goal,stop)
+                cmd="yy__subcmd__help__subcmd__goal__subcmd__stop"
+                ;;
+            yy__subcmd__help__subcmd__goal,watch)
+                cmd="yy__subcmd__help__subcmd__goal__subcmd__watch"
                 ;;
             yy__subcmd__help__subcmd__guest,serve)
                 cmd="yy__subcmd__help__subcmd__guest__subcmd__serve"
@@ -594,6 +681,30 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__source,update)
                 cmd="yy__subcmd__help__subcmd__source__subcmd__update"
+                ;;
+            yy__subcmd__help__subcmd__subtask,list)
+                cmd="yy__subcmd__help__subcmd__subtask__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__subtask,show)
+                cmd="yy__subcmd__help__subcmd__subtask__subcmd__show"
+                ;;
+            yy__subcmd__help__subcmd__team,add)
+                cmd="yy__subcmd__help__subcmd__team__subcmd__add"
+                ;;
+            yy__subcmd__help__subcmd__team,archive)
+                cmd="yy__subcmd__help__subcmd__team__subcmd__archive"
+                ;;
+            yy__subcmd__help__subcmd__team,create)
+                cmd="yy__subcmd__help__subcmd__team__subcmd__create"
+                ;;
+            yy__subcmd__help__subcmd__team,list)
+                cmd="yy__subcmd__help__subcmd__team__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__team,remove)
+                cmd="yy__subcmd__help__subcmd__team__subcmd__remove"
+                ;;
+            yy__subcmd__help__subcmd__team,show)
+                cmd="yy__subcmd__help__subcmd__team__subcmd__show"
                 ;;
             yy__subcmd__help__subcmd__token,list)
                 cmd="yy__subcmd__help__subcmd__token__subcmd__list"
@@ -817,6 +928,66 @@ _yy() {
             yy__subcmd__source__subcmd__help,update)
                 cmd="yy__subcmd__source__subcmd__help__subcmd__update"
                 ;;
+            yy__subcmd__subtask,help)
+                cmd="yy__subcmd__subtask__subcmd__help"
+                ;;
+            yy__subcmd__subtask,list)
+                cmd="yy__subcmd__subtask__subcmd__list"
+                ;;
+            yy__subcmd__subtask,show)
+                cmd="yy__subcmd__subtask__subcmd__show"
+                ;;
+            yy__subcmd__subtask__subcmd__help,help)
+                cmd="yy__subcmd__subtask__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__subtask__subcmd__help,list)
+                cmd="yy__subcmd__subtask__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__subtask__subcmd__help,show)
+                cmd="yy__subcmd__subtask__subcmd__help__subcmd__show"
+                ;;
+            yy__subcmd__team,add)
+                cmd="yy__subcmd__team__subcmd__add"
+                ;;
+            yy__subcmd__team,archive)
+                cmd="yy__subcmd__team__subcmd__archive"
+                ;;
+            yy__subcmd__team,create)
+                cmd="yy__subcmd__team__subcmd__create"
+                ;;
+            yy__subcmd__team,help)
+                cmd="yy__subcmd__team__subcmd__help"
+                ;;
+            yy__subcmd__team,list)
+                cmd="yy__subcmd__team__subcmd__list"
+                ;;
+            yy__subcmd__team,remove)
+                cmd="yy__subcmd__team__subcmd__remove"
+                ;;
+            yy__subcmd__team,show)
+                cmd="yy__subcmd__team__subcmd__show"
+                ;;
+            yy__subcmd__team__subcmd__help,add)
+                cmd="yy__subcmd__team__subcmd__help__subcmd__add"
+                ;;
+            yy__subcmd__team__subcmd__help,archive)
+                cmd="yy__subcmd__team__subcmd__help__subcmd__archive"
+                ;;
+            yy__subcmd__team__subcmd__help,create)
+                cmd="yy__subcmd__team__subcmd__help__subcmd__create"
+                ;;
+            yy__subcmd__team__subcmd__help,help)
+                cmd="yy__subcmd__team__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__team__subcmd__help,list)
+                cmd="yy__subcmd__team__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__team__subcmd__help,remove)
+                cmd="yy__subcmd__team__subcmd__help__subcmd__remove"
+                ;;
+            yy__subcmd__team__subcmd__help,show)
+                cmd="yy__subcmd__team__subcmd__help__subcmd__show"
+                ;;
             yy__subcmd__token,help)
                 cmd="yy__subcmd__token__subcmd__help"
                 ;;
@@ -842,7 +1013,7 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account token source profile agent runner chat computer session artifact backup restore bench image guest egress completions man help"
+            opts="-h -V --server --help --version serve admin login logout whoami account token source profile agent runner chat computer session team goal subtask artifact backup restore bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1384,7 +1555,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__agent__subcmd__update)
-            opts="-h -V --profile --env --manage-team --json --server --help --version"
+            opts="-h -V --profile --env --manage-team --no-manage-team --json --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1396,10 +1567,6 @@ _yy() {
                     ;;
                 --env)
                     COMPREPLY=($(compgen -W "host computer" -- "${cur}"))
-                    return 0
-                    ;;
-                --manage-team)
-                    COMPREPLY=($(compgen -W "true false" -- "${cur}"))
                     return 0
                     ;;
                 --server)
@@ -1690,7 +1857,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer artifacts backup turn egress help"
+            opts="-h -V --server --help --version dispatch computer artifacts backup turn teams egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1854,7 +2021,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer artifacts backup turn egress help"
+            opts="dispatch computer artifacts backup turn teams egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1951,6 +2118,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__bench__subcmd__help__subcmd__teams)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__bench__subcmd__help__subcmd__turn)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -1958,6 +2139,32 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__teams)
+            opts="-h -V --hermes --rounds --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --hermes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2415,6 +2622,264 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__goal)
+            opts="-h -V --server --help --version list show create stop resume watch help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__create)
+            opts="-h -V --team --title --criteria --session --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --team)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --title)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --criteria)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --session)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__help)
+            opts="list show create stop resume watch help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__help__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__help__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__help__subcmd__watch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__list)
+            opts="-h -V --team --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --team)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__resume)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__show)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__stop)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__goal__subcmd__watch)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__guest)
             opts="-h -V --server --help --version serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -2498,7 +2963,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account token source profile agent runner chat computer session artifact backup restore bench image guest egress completions man help"
+            opts="serve admin login logout whoami account token source profile agent runner chat computer session team goal subtask artifact backup restore bench image guest egress completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2820,7 +3285,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer artifacts backup turn egress"
+            opts="dispatch computer artifacts backup turn teams egress"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2890,6 +3355,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench__subcmd__egress)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__teams)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3072,6 +3551,104 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__egress__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__goal)
+            opts="list show create stop resume watch"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__goal__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__goal__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__goal__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__goal__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__goal__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__goal__subcmd__watch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3688,6 +4265,146 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__source__subcmd__update)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__subtask)
+            opts="list show"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__subtask__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__subtask__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__team)
+            opts="list show create add remove archive"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__team__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__team__subcmd__archive)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__team__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__team__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__team__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__team__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -5286,6 +6003,366 @@ _yy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__subtask)
+            opts="-h -V --server --help --version list show help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__subtask__subcmd__help)
+            opts="list show help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__subtask__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__subtask__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__subtask__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__subtask__subcmd__list)
+            opts="-h -V --goal --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --goal)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__subtask__subcmd__show)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team)
+            opts="-h -V --server --help --version list show create add remove archive help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__add)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__archive)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__create)
+            opts="-h -V --admin --member --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --admin)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --member)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__help)
+            opts="list show create add remove archive help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__help__subcmd__archive)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__help__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__list)
+            opts="-h -V --json --archived --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__remove)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__team__subcmd__show)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -7,6 +7,7 @@ use crate::commands::{
     account, admin, agent, artifact, backup, bench, chat, computer, egress, generate, guest, image,
     login, profile, runner, serve, session, source, token,
 };
+use crate::commands::{goal, subtask, team};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -60,6 +61,12 @@ pub enum Command {
     Computer(computer::ComputerArgs),
     /// Bot sessions: list, show the transcript, stop, close
     Session(session::SessionArgs),
+    /// Teams of agents: an admin agent (with manage_team) and 1-7 members
+    Team(team::TeamArgs),
+    /// Goals handed to a team's admin: create, list, show, stop, resume, watch
+    Goal(goal::GoalArgs),
+    /// The subtasks of a goal: list, show
+    Subtask(subtask::SubtaskArgs),
     /// Files exported from computers and fetched from Runners: list, show, get
     Artifact(artifact::ArtifactArgs),
     /// Back up the control plane's data directory, and verify backups

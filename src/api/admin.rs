@@ -16,6 +16,7 @@ use super::params::{
     ProfileUpdate, RunnerRegister, RunnerUpdate, SourceCreate, SourceUpdate,
 };
 use super::sessions::{ChatParams, ChatStarted, EventsPage, Session, StopStarted};
+use super::teams;
 use super::views::{
     Account, Agent, LoginResult, Profile, Runner, RunnerRegistration, Source, Token, Whoami,
 };
@@ -420,6 +421,70 @@ impl Client {
     /// Operator actions on computers, newest first.
     pub async fn audit_list(&self, limit: u32) -> Result<Vec<AuditEntry>> {
         self.get(&format!("api/v1/audit?limit={limit}")).await
+    }
+
+    // ---- teams, goals, subtasks ----
+
+    pub async fn team_list(&self, archived_too: bool) -> Result<Vec<teams::Team>> {
+        self.list_of("teams", archived_too).await
+    }
+
+    pub async fn team_show(&self, name: &str) -> Result<teams::Team> {
+        self.one("teams", name).await
+    }
+
+    pub async fn team_create(&self, p: &teams::TeamCreate) -> Result<teams::Team> {
+        self.post("api/v1/teams", p).await
+    }
+
+    pub async fn team_add(&self, team: &str, agent: &str) -> Result<teams::Team> {
+        let body = teams::TeamMemberChange {
+            agent: agent.into(),
+        };
+        self.act_with("teams", team, "members", &body).await
+    }
+
+    pub async fn team_remove(&self, team: &str, agent: &str) -> Result<teams::Team> {
+        let body = teams::TeamMemberChange {
+            agent: agent.into(),
+        };
+        self.act_with("teams", team, "members/remove", &body).await
+    }
+
+    pub async fn team_archive(&self, name: &str) -> Result<teams::Team> {
+        self.act("teams", name, "archive").await
+    }
+
+    pub async fn goal_list(&self, team: Option<&str>) -> Result<Vec<teams::Goal>> {
+        match team {
+            Some(t) => self.get(&format!("api/v1/goals?team={}", seg(t))).await,
+            None => self.get("api/v1/goals").await,
+        }
+    }
+
+    pub async fn goal_show(&self, id: &str) -> Result<teams::Goal> {
+        self.one("goals", id).await
+    }
+
+    pub async fn goal_create(&self, p: &teams::GoalCreate) -> Result<teams::Goal> {
+        self.post("api/v1/goals", p).await
+    }
+
+    pub async fn goal_stop(&self, id: &str) -> Result<teams::Goal> {
+        self.act("goals", id, "stop").await
+    }
+
+    pub async fn goal_resume(&self, id: &str) -> Result<teams::Goal> {
+        self.act("goals", id, "resume").await
+    }
+
+    pub async fn subtask_list(&self, goal: &str) -> Result<Vec<teams::Subtask>> {
+        self.get(&format!("api/v1/subtasks?goal={}", seg(goal)))
+            .await
+    }
+
+    pub async fn subtask_show(&self, id: &str) -> Result<teams::Subtask> {
+        self.one("subtasks", id).await
     }
 }
 

@@ -11,6 +11,7 @@ pub mod names;
 pub mod params;
 pub mod sessions;
 pub mod states;
+pub mod teams;
 pub mod views;
 
 /// Prefix of account API tokens (`yy login`): lets log maskers and secret scanners find them.

@@ -274,6 +274,8 @@ pub(super) struct Options {
     pub computer_image: Option<String>,
     /// Keys added to runner.json (Hermes access, the Worker's Python).
     pub runner_config: serde_json::Map<String, serde_json::Value>,
+    /// `yy runner run --max-computers` (default: the Runner's own).
+    pub max_computers: Option<u32>,
 }
 
 /// The temporary directory and nothing started yet (for helpers to go first).
@@ -420,20 +422,23 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
 
     progress("starting the Runner");
     let runner_data = h.path("runner/data").display().to_string();
-    let runner = h.spawn(
-        "Runner",
-        &[
-            "runner",
-            "run",
-            "--config",
-            &config_path.display().to_string(),
-            "--data-dir",
-            &runner_data,
-            "--max-concurrent",
-            &RUNNER_MAX_CONCURRENT.to_string(),
-        ],
-        Stdio::null(),
-    )?;
+    let config_arg = config_path.display().to_string();
+    let concurrent = RUNNER_MAX_CONCURRENT.to_string();
+    let computers = opts.max_computers.map(|n| n.to_string());
+    let mut args = vec![
+        "runner",
+        "run",
+        "--config",
+        &config_arg,
+        "--data-dir",
+        &runner_data,
+        "--max-concurrent",
+        &concurrent,
+    ];
+    if let Some(n) = &computers {
+        args.extend(["--max-computers", n.as_str()]);
+    }
+    let runner = h.spawn("Runner", &args, Stdio::null())?;
     h.runner = Some(runner);
     let mut s = Setup {
         h,

@@ -26,6 +26,7 @@ use crate::output;
 
 use harness::{rss_mb, setup};
 
+pub mod teams;
 pub mod turn;
 use measure::{Run, latency, long_poll_rss, raise_fd_limit, throughput};
 use report::{Figures, print_human, report};

@@ -190,7 +190,7 @@ async fn turn(admin: &Client, agent: &str) -> anyhow::Result<f64> {
     }
 }
 
-fn first_line_port(model: &mut super::harness::Proc) -> anyhow::Result<u16> {
+pub(super) fn first_line_port(model: &mut super::harness::Proc) -> anyhow::Result<u16> {
     let stdout = model.stdout().context("the model server's stdout")?;
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line)?;

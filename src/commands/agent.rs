@@ -62,9 +62,12 @@ pub enum AgentCommand {
         profile: Option<String>,
         #[arg(long, value_enum)]
         env: Option<EnvArg>,
-        /// Allow (true) or forbid (false) team management
-        #[arg(long, value_name = "BOOL")]
-        manage_team: Option<bool>,
+        /// Allow team management: team tools from the agent's next turn
+        #[arg(long, conflicts_with = "no_manage_team")]
+        manage_team: bool,
+        /// Forbid team management: its goals stop and do not come back by themselves
+        #[arg(long)]
+        no_manage_team: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -135,11 +138,17 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
             profile,
             env,
             manage_team,
+            no_manage_team,
             json,
         } => {
+            let manage_team = match (manage_team, no_manage_team) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            };
             if profile.is_none() && env.is_none() && manage_team.is_none() {
                 return Err(CliError::usage(
-                    "nothing to change: pass --profile, --env or --manage-team",
+                    "nothing to change: pass --profile, --env, --manage-team or --no-manage-team",
                 )
                 .into());
             }

@@ -49,6 +49,13 @@ pub enum BenchCommand {
     /// temporary directory and stops them when done; needs the Docker engine and the Hermes
     /// venv (scripts/install-hermes.sh).
     Turn(crate::bench::turn::TurnBenchArgs),
+    /// Measure the team scheduler: from a subtask becoming ready (the admin accepted the
+    /// one it depends on) to its prompt reaching Hermes's model call, with a scripted model
+    /// that answers at once; and the slot use of 4 teams x 8 subtasks at once
+    ///
+    /// Starts its own control plane, Runner, Worker and scripted model server in a temporary
+    /// directory and stops them when done; needs the Docker engine and the Hermes venv.
+    Teams(crate::bench::teams::TeamsBenchArgs),
     /// Measure the egress proxy on loopback: added connect latency (CONNECT and its answer
     /// against a direct connect) and bulk throughput through the tunnel against direct
     ///
@@ -105,6 +112,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Artifacts(a) => crate::bench::artifacts::run(a).await,
         BenchCommand::Backup(a) => backup(a).await,
         BenchCommand::Turn(a) => crate::bench::turn::run(a).await,
+        BenchCommand::Teams(a) => crate::bench::teams::run(a).await,
         BenchCommand::Egress(a) => egress(a).await,
         BenchCommand::Dispatch(a) => {
             // Ctrl-C or SIGTERM drops the benchmark, whose guards stop the children and

@@ -11,6 +11,7 @@ pub mod computer;
 pub mod context;
 pub mod egress;
 pub mod generate;
+pub mod goal;
 pub mod guest;
 pub mod image;
 pub mod login;
@@ -22,6 +23,8 @@ pub mod runner_run;
 pub mod serve;
 pub mod session;
 pub mod source;
+pub mod subtask;
+pub mod team;
 pub mod token;
 
 use clap::Parser;
@@ -98,6 +101,9 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Chat(args) => chat::run(args).await,
         Command::Computer(args) => computer::run(args).await,
         Command::Session(args) => session::run(args).await,
+        Command::Team(args) => team::run(args).await,
+        Command::Goal(args) => goal::run(args).await,
+        Command::Subtask(args) => subtask::run(args).await,
         Command::Artifact(args) => artifact::run(args).await,
         Command::Backup(args) => backup::run(args).await,
         Command::Restore(args) => backup::restore(args).await,

@@ -262,6 +262,18 @@ impl MachineClient {
         Ok(())
     }
 
+    /// Forwards a team-tool call of the running turn (its opaque id decides who calls).
+    pub async fn team_tool(
+        &self,
+        generation: i64,
+        call: &crate::api::teams::TeamToolCall,
+    ) -> Result<serde_json::Value, MachineError> {
+        let answer: crate::api::teams::TeamToolAnswer = self
+            .call("runner/v1/team-tools", Some(generation), call)
+            .await?;
+        Ok(answer.result)
+    }
+
     pub async fn disconnect(&self, generation: i64) -> Result<(), MachineError> {
         let _: serde_json::Value = self
             .call(

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod hermes_link;
 pub mod model;
 pub mod receipts;
+pub mod team_tools;
 pub mod turns;
 pub mod worker;
 pub mod worker_turn;
@@ -664,6 +665,8 @@ async fn worker_turn(
         hermes_home: &shared.hermes_home,
         allowed_profiles: &shared.config.allowed_profiles,
         exports: &exports,
+        control: &shared.client,
+        generation,
     };
     with_events(shared, generation, command_id, |tx| {
         worker_turn::turn(host, p, tx, stop)

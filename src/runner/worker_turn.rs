@@ -36,6 +36,9 @@ pub struct WorkerHost<'a> {
     pub allowed_profiles: &'a [String],
     /// `computer_export` and the turn's attachments.
     pub exports: &'a TurnExports,
+    /// The control plane, for team-tool calls of an admin agent's turn.
+    pub control: &'a super::client::MachineClient,
+    pub generation: i64,
 }
 
 /// The tools of a computer agent's turn, and nothing else.
@@ -140,6 +143,13 @@ pub async fn turn(
         .take(&agent)
         .await
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
+    let mut tools = tool_schemas();
+    let mut system = system_prompt(&p.computer.guest_cwd);
+    if p.team_tools.is_some() {
+        let list = tools.as_array_mut().expect("an array");
+        list.extend(super::team_tools::schemas());
+        system.push_str(super::team_tools::SYSTEM_NOTE);
+    }
     let history: Vec<Value> = p
         .history
         .iter()
@@ -149,10 +159,10 @@ pub async fn turn(
         .send(&json!({
             "type": "turn",
             "model": settings.to_wire(),
-            "tools": tool_schemas(),
+            "tools": tools,
             "message": message,
             "history": history,
-            "system": system_prompt(&p.computer.guest_cwd),
+            "system": system,
         }))
         .await
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
@@ -199,6 +209,11 @@ pub async fn turn(
                 );
                 let result = if stop.is_cancelled() {
                     json!({ "error": "not run: the turn was stopped" })
+                } else if let (Some(id), true) =
+                    (&p.team_tools, super::team_tools::is_team_tool(&name))
+                {
+                    super::team_tools::forward(host.control, host.generation, id, &name, &args)
+                        .await
                 } else {
                     run_tool(&guest, &name, &args, &stop, host.exports).await
                 };

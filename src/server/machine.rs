@@ -28,6 +28,7 @@ pub fn routes() -> Router<AppState> {
         .route("/runner/v1/commands/{id}/start", post(command_start))
         .route("/runner/v1/commands/{id}/complete", post(command_complete))
         .route("/runner/v1/commands/{id}/events", post(command_events))
+        .route("/runner/v1/team-tools", post(team_tool_call))
 }
 
 /// An authenticated Runner instance (any generation).
@@ -255,4 +256,23 @@ async fn command_events(
         .append_events(&current.runner_id, current.generation, id, p.events)
         .await?;
     Ok(Json(serde_json::json!({ "accepted": count })))
+}
+
+/// A team-tool call of an admin agent's model, forwarded by the Runner running its turn.
+/// The opaque tool id decides who calls: account, source, session and agent are bound to
+/// it on this side, and it works only while its turn runs on this Runner connection.
+async fn team_tool_call(
+    State(state): State<AppState>,
+    current: Current,
+    Body(p): Body<crate::api::teams::TeamToolCall>,
+) -> Result<Json<crate::api::teams::TeamToolAnswer>, ApiError> {
+    let (runner, generation) = (current.runner_id.clone(), current.generation);
+    let result = state
+        .store
+        .call(move |c| {
+            super::store::team_tools::call(c, &runner, generation, &p.tool_id, &p.name, &p.args)
+        })
+        .await?;
+    state.queue.kick();
+    Ok(Json(crate::api::teams::TeamToolAnswer { result }))
 }

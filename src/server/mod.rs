@@ -12,6 +12,7 @@ pub mod login;
 mod machine;
 pub mod queue;
 mod routes;
+mod scheduler;
 pub mod store;
 
 use std::future::Future;
@@ -132,6 +133,7 @@ pub async fn serve(
             .clone()
             .sweep_forever(state.config.retention, state.artifacts.clone()),
     );
+    let scheduler = tokio::spawn(state.queue.clone().schedule_forever());
     let app = router(state);
     let result = conn::serve_connections(listener, app, limits, async move {
         shutdown.await;
@@ -139,5 +141,6 @@ pub async fn serve(
     })
     .await;
     sweeper.abort();
+    scheduler.abort();
     result
 }

@@ -76,6 +76,8 @@ pub struct Queue {
     limits: QueueLimits,
     /// Turns true when the server begins to shut down: waits answer at once.
     shutdown: watch::Receiver<bool>,
+    /// Wakes the team scheduler (`scheduler.rs`) after any change it may act on.
+    sched: Arc<tokio::sync::Notify>,
 }
 
 impl Queue {
@@ -85,7 +87,25 @@ impl Queue {
             hub: Arc::default(),
             limits,
             shutdown,
+            sched: Arc::default(),
         }
+    }
+
+    /// Asks the team scheduler for a pass (cheap; passes coalesce).
+    pub fn kick(&self) {
+        self.sched.notify_one();
+    }
+
+    pub(super) fn sched(&self) -> &tokio::sync::Notify {
+        &self.sched
+    }
+
+    pub(super) fn limits(&self) -> QueueLimits {
+        self.limits
+    }
+
+    pub(super) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.clone()
     }
 
     pub fn store(&self) -> &Store {
@@ -108,7 +128,8 @@ impl Queue {
         Ok(done)
     }
 
-    fn wake(&self, runner_id: &str, enqueued: bool) {
+    pub(super) fn wake(&self, runner_id: &str, enqueued: bool) {
+        self.sched.notify_one();
         let signals = self.hub.signals(runner_id);
         if enqueued {
             signals.work.notify_waiters();
@@ -188,9 +209,18 @@ impl Queue {
     }
 
     /// Admits a chat turn and queues it on the agent's Runner.
+    /// A user's message in the session a goal came from also re-authorizes that goal when
+    /// it was stopped, waiting or blocked (`goals::resume_by_chat`).
     pub async fn chat(&self, admission: Admission) -> Result<(SessionRow, TurnRow), StoreError> {
-        self.change(move |c, limits| sessions::admit_turn(c, &admission, limits))
-            .await
+        let admitted = self
+            .change(move |c, limits| {
+                let admitted = sessions::admit_turn(c, &admission, limits)?;
+                super::store::goals::resume_by_chat(c, &admitted.0.id)?;
+                Ok(admitted)
+            })
+            .await?;
+        self.kick();
+        Ok(admitted)
     }
 
     pub async fn session_stop(

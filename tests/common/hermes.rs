@@ -113,6 +113,15 @@ pub struct WorkerSetup {
 /// [`WorkerSetup`], or `None` where Hermes or Docker is missing outside CI (see
 /// `require_hermes`, `require_docker`). `image` is only asked for when both are there.
 pub fn worker_setup(image: impl FnOnce() -> String, script: Value) -> Option<WorkerSetup> {
+    worker_setup_with(image, script, &[])
+}
+
+/// [`worker_setup`] with extra `yy runner run` arguments.
+pub fn worker_setup_with(
+    image: impl FnOnce() -> String,
+    script: Value,
+    runner_args: &[&str],
+) -> Option<WorkerSetup> {
     let hermes = super::require_hermes()?;
     if !super::require_docker() {
         return None;
@@ -148,7 +157,8 @@ pub fn worker_setup(image: impl FnOnce() -> String, script: Value) -> Option<Wor
         "computer",
     ])
     .ok();
-    let (runner, _) = env.start_online(&reg, "a", 0);
+    let runner = env.start_runner_with(&reg, "a", runner_args);
+    env.wait_online(&reg.id, 0);
     Some(WorkerSetup {
         env,
         server,

@@ -409,18 +409,26 @@ impl Env {
 
     /// Starts `yy runner run` with its own data directory `name`.
     pub fn start_runner(&self, reg: &Registered, name: &str) -> RunnerProc {
+        self.start_runner_with(reg, name, &[])
+    }
+
+    /// [`Env::start_runner`] with `extra` arguments (`--max-computers 4`, ...).
+    pub fn start_runner_with(&self, reg: &Registered, name: &str, extra: &[&str]) -> RunnerProc {
         let log = self.path(&format!("runner-{name}-{}.log", rand_suffix()));
+        let data = self.path(&format!("runner-data-{name}"));
+        let mut args = vec![
+            "runner",
+            "run",
+            "--config",
+            reg.config.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--shutdown-grace",
+            "5s",
+        ];
+        args.extend_from_slice(extra);
         let child = self
-            .command(&[
-                "runner",
-                "run",
-                "--config",
-                reg.config.to_str().unwrap(),
-                "--data-dir",
-                self.path(&format!("runner-data-{name}")).to_str().unwrap(),
-                "--shutdown-grace",
-                "5s",
-            ])
+            .command(&args)
             .env("YY_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

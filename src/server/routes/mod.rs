@@ -8,6 +8,7 @@ mod computers;
 mod egress;
 mod runners;
 mod sessions;
+mod teams;
 
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -143,6 +144,26 @@ pub fn admin() -> Router<AppState> {
         )
         .route("/api/v1/sessions/{id}/stop", post(sessions::session_stop))
         .route("/api/v1/sessions/{id}/close", post(sessions::session_close))
+        .route(
+            "/api/v1/teams",
+            get(teams::team_list).post(teams::team_create),
+        )
+        .route("/api/v1/teams/{name}", get(teams::team_show))
+        .route("/api/v1/teams/{name}/members", post(teams::team_add))
+        .route(
+            "/api/v1/teams/{name}/members/remove",
+            post(teams::team_remove),
+        )
+        .route("/api/v1/teams/{name}/archive", post(teams::team_archive))
+        .route(
+            "/api/v1/goals",
+            get(teams::goal_list).post(teams::goal_create),
+        )
+        .route("/api/v1/goals/{id}", get(teams::goal_show))
+        .route("/api/v1/goals/{id}/stop", post(teams::goal_stop))
+        .route("/api/v1/goals/{id}/resume", post(teams::goal_resume))
+        .route("/api/v1/subtasks", get(teams::subtask_list))
+        .route("/api/v1/subtasks/{id}", get(teams::subtask_show))
 }
 
 /// `?archived=true` includes archived rows in a list.

@@ -1,6 +1,6 @@
 //! Agents: persistent identities with a profile, a source and an execution environment.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::catalog::{self, ProfileRow, conflict_on_unique};
 use super::{StoreError, new_id, not_found};
@@ -93,10 +93,17 @@ fn check_env(profile: &ProfileRow, env: AgentEnv) -> Result<(), StoreError> {
 /// IMMEDIATE transaction, so concurrent creators cannot pass the limit together.
 pub fn create(conn: &mut Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let agent = create_in(&tx, new)?;
+    tx.commit()?;
+    Ok(agent)
+}
+
+/// [`create`] inside the caller's transaction (team tools create members this way).
+pub fn create_in(tx: &Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreError> {
     let source = match new.source {
-        Some(s) => catalog::get_source(&tx, s)?,
+        Some(s) => catalog::get_source(tx, s)?,
         None => {
-            let mut active = catalog::list_sources(&tx, false)?;
+            let mut active = catalog::list_sources(tx, false)?;
             match active.len() {
                 1 => active.remove(0),
                 0 => {
@@ -118,7 +125,7 @@ pub fn create(conn: &mut Connection, new: NewAgent<'_>) -> Result<AgentRow, Stor
             source.name
         )));
     }
-    let profile = catalog::get_profile(&tx, new.profile)?;
+    let profile = catalog::get_profile(tx, new.profile)?;
     if profile.archived_at.is_some() {
         return Err(StoreError::Invalid(format!(
             "profile {:?} is archived",
@@ -152,9 +159,7 @@ pub fn create(conn: &mut Connection, new: NewAgent<'_>) -> Result<AgentRow, Stor
         ],
     )
     .map_err(|e| conflict_on_unique(e, "agent", new.name))?;
-    let agent = get(&tx, new.account_id, &id)?;
-    tx.commit()?;
-    Ok(agent)
+    get(tx, new.account_id, &id)
 }
 
 pub fn list(conn: &Connection, archived: bool) -> Result<Vec<AgentRow>, StoreError> {
@@ -208,6 +213,22 @@ pub fn update(
     }
     let env = change.env.unwrap_or(agent.env);
     check_env(&profile, env)?;
+    if env == AgentEnv::Host && agent.env != AgentEnv::Host {
+        let isolated: bool = tx
+            .query_row(
+                "SELECT isolated FROM agent_origins WHERE agent_id = ?1",
+                [&agent.id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(false);
+        if isolated {
+            return Err(StoreError::Forbidden(format!(
+                "agent {:?} was created by an isolated team admin (or is a temporary helper): it stays in its computer and never runs on the host",
+                agent.name
+            )));
+        }
+    }
     if env != agent.env
         && let Some(session) = super::sessions::running_session(&tx, &agent.id)?
     {

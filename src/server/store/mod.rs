@@ -10,11 +10,19 @@ pub mod artifacts;
 pub mod catalog;
 pub mod commands;
 pub mod computers;
+pub mod goals;
 mod migrate;
+pub mod prompts;
 pub mod retention;
 pub mod runners;
+pub mod schedule;
 mod session_ends;
 pub mod sessions;
+pub mod subtasks;
+#[cfg(test)]
+mod team_tests;
+pub mod team_tools;
+pub mod teams;
 #[cfg(test)]
 mod tests;
 
@@ -199,7 +207,9 @@ sql_words!(
     crate::api::states::ComputerState,
     crate::api::states::SessionState,
     crate::api::states::TurnState,
-    crate::api::machine::CommandKind
+    crate::api::machine::CommandKind,
+    crate::api::teams::GoalState,
+    crate::api::teams::SubtaskState
 );
 
 /// A new random id.

@@ -234,7 +234,19 @@ pub fn admit_turn(
     limits: QueueLimits,
 ) -> Result<(SessionRow, TurnRow), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let agent = agents::get(&tx, &a.account_id, &a.agent)?;
+    let admitted = admit_in(&tx, a, limits)?;
+    tx.commit()?;
+    Ok(admitted)
+}
+
+/// [`admit_turn`] inside the caller's transaction (the scheduler records what it admitted
+/// in the same one).
+pub fn admit_in(
+    tx: &Connection,
+    a: &Admission,
+    limits: QueueLimits,
+) -> Result<(SessionRow, TurnRow), StoreError> {
+    let agent = agents::get(tx, &a.account_id, &a.agent)?;
     if agent.account_id != a.account_id && !a.admin {
         return Err(StoreError::NotFound(format!(
             "no agent named {:?}: see `yy agent list`",
@@ -254,8 +266,8 @@ pub fn admit_turn(
             agent.name
         )));
     }
-    let source = catalog::get_source(&tx, &agent.source)?;
-    let runner = runners::enabled_for_source(&tx, &source)?;
+    let source = catalog::get_source(tx, &agent.source)?;
+    let runner = runners::enabled_for_source(tx, &source)?;
     if !runner.allowed_profiles.contains(&agent.profile) {
         return Err(StoreError::Forbidden(format!(
             "profile {:?} of agent {:?} is not among runner {}'s allowedProfiles ({}); register the runner with --profile {}",
@@ -283,8 +295,8 @@ pub fn admit_turn(
             runner.id
         )));
     }
-    let profile = catalog::get_profile(&tx, &agent.profile)?;
-    if let Some(busy) = running_session(&tx, &agent.id)? {
+    let profile = catalog::get_profile(tx, &agent.profile)?;
+    if let Some(busy) = running_session(tx, &agent.id)? {
         return Err(StoreError::Conflict(format!(
             "agent {:?} is already in a turn (session {busy}); wait for it or stop it with `yy session stop {busy}`",
             agent.name
@@ -303,7 +315,7 @@ pub fn admit_turn(
     let now = now_ms();
     let session = match a.session.as_deref() {
         Some(key) => {
-            let s = get(&tx, key)?;
+            let s = get(tx, key)?;
             if s.agent_id != agent.id {
                 return Err(StoreError::Invalid(format!(
                     "session {} belongs to agent {:?}, not {:?}",
@@ -333,7 +345,7 @@ pub fn admit_turn(
                  VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
                 params![id, agent.account_id, agent.id, SessionState::Idle, now],
             )?;
-            get(&tx, &id)?
+            get(tx, &id)?
         }
     };
     // A session continued on another Runner starts a new Hermes session there and takes
@@ -346,10 +358,10 @@ pub fn admit_turn(
     };
     // Also carried on the same Runner: Hermes forgets sessions when its connection drops
     // (a Runner restart), and the Runner then starts a new one seeded with this history.
-    let history = history(&tx, &session.id)?;
+    let history = history(tx, &session.id)?;
     let turn_id = new_id();
     let command = if isolated {
-        let (image, network) = runners::computer_settings(&tx, &runner.id)?;
+        let (image, network) = runners::computer_settings(tx, &runner.id)?;
         let image = image.ok_or_else(|| {
             StoreError::Invalid(format!(
                 "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
@@ -366,7 +378,7 @@ pub fn admit_turn(
                     profile.name
                 ))
             })?;
-        let computer = computers::record(&tx, &agent, &runner.id, &image, &cwd)?;
+        let computer = computers::record(tx, &agent, &runner.id, &image, &cwd)?;
         if computer.state.is_busy() {
             return Err(StoreError::Conflict(format!(
                 "computer {} of agent {:?} is {}; try again when it has settled (`yy computer show {}`)",
@@ -374,19 +386,32 @@ pub fn admit_turn(
             )));
         }
         let lease = computers::next_lease(&computer, &agent, &image, &cwd, network);
+        // Team tools: only while the agent may manage a team, checked at every turn.
+        let team_tools = if agent.manage_team {
+            Some(super::team_tools::grant(
+                tx,
+                &agent,
+                &source.id,
+                &session.id,
+                &turn_id,
+            )?)
+        } else {
+            None
+        };
         let payload = WorkerTurnPayload {
+            team_tools,
             session_id: session.id.clone(),
             turn_id: turn_id.clone(),
             profile: profile.name.clone(),
             message: a.message.clone(),
             history,
             computer: lease.clone(),
-            attachments: artifacts::attachable(&tx, &a.account_id, &a.attachments)?,
+            attachments: artifacts::attachable(tx, &a.account_id, &a.attachments)?,
         };
         let turn = RunnerCommand::WorkerTurn(payload.clone());
-        let command = commands::enqueue_in(&tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?;
-        artifacts::link(&tx, &command, &payload)?;
-        computers::hold(&tx, &lease, &runner.id, &command.id)?;
+        let command = commands::enqueue_in(tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?;
+        artifacts::link(tx, &command, &payload)?;
+        computers::hold(tx, &lease, &runner.id, &command.id)?;
         command
     } else {
         let turn = RunnerCommand::SessionTurn(TurnPayload {
@@ -401,7 +426,7 @@ pub fn admit_turn(
             message: a.message.clone(),
             history,
         });
-        commands::enqueue_in(&tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?
+        commands::enqueue_in(tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?
     };
     let seq: i64 = tx.query_row(
         "SELECT coalesce(max(seq), 0) + 1 FROM session_turns WHERE session_id = ?1",
@@ -433,9 +458,8 @@ pub fn admit_turn(
             SessionState::Running
         ],
     )?;
-    let session = get(&tx, &session.id)?;
-    let turn = get_turn(&tx, &turn_id)?;
-    tx.commit()?;
+    let session = get(tx, &session.id)?;
+    let turn = get_turn(tx, &turn_id)?;
     Ok((session, turn))
 }
 

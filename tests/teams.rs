@@ -1,0 +1,774 @@
+//! Teams and goals end to end: a scripted admin model (hermes-agent 0.19's own loop in the
+//! Worker) builds a team with its team tools, members' turns run in their computers on a
+//! real Docker engine, the admin reviews through the control plane's scheduler, and the
+//! result comes back to the session the goal came from.
+
+mod common;
+mod computer_support;
+
+use std::time::Duration;
+
+use common::hermes::{WorkerSetup, worker_setup_with};
+use common::{Env, Server, wait_for};
+use computer_support::test_image;
+use serde_json::{Value, json};
+
+fn setup(script: Value) -> Option<WorkerSetup> {
+    setup_with(script, "4")
+}
+
+fn tool(name: &str, arguments: Value) -> Value {
+    json!({ "name": name, "arguments": arguments })
+}
+
+const GOAL: &str = "Quarterly report";
+
+/// The admin's first turn: two members, a team, a goal, two subtasks (#2 after #1).
+fn plan_steps(members: &[&str]) -> Value {
+    let creates: Vec<Value> = members
+        .iter()
+        .map(|m| tool("team_create_member", json!({ "name": m })))
+        .collect();
+    let mut subtasks = vec![tool(
+        "subtask_add",
+        json!({ "goal": GOAL, "title": "Collect data", "owner": members[0],
+                "criteria": "data.txt with a total line" }),
+    )];
+    if members.len() > 1 {
+        subtasks.push(tool(
+            "subtask_add",
+            json!({ "goal": GOAL, "title": "Summarize", "owner": members[1],
+                    "criteria": "one sentence", "deps": ["#1"] }),
+        ));
+    }
+    json!([
+        { "tool_calls": creates },
+        { "tool_call": tool("team_create", json!({ "name": "crew", "members": members })) },
+        { "tool_call": tool("goal_create", json!({ "team": "crew", "title": GOAL,
+                                                   "criteria": "data with a total, then a summary" })) },
+        { "tool_calls": subtasks },
+        { "text": "The team is at work." }
+    ])
+}
+
+fn goal_of(s: &WorkerSetup) -> Value {
+    let list = s.env.json(&["goal", "list"]);
+    list.as_array().unwrap()[0].clone()
+}
+
+/// Waits until the goal is completed and its delivery turn has ended; the goal's view.
+fn wait_completed(s: &WorkerSetup, id: &str) -> Value {
+    wait_for(
+        Duration::from_secs(400),
+        "the goal to complete and be delivered",
+        || {
+            let g = s.env.json(&["goal", "show", id]);
+            if g["state"] != "completed" && g["state"] != "active" {
+                panic!("the goal ended otherwise: {g:#}");
+            }
+            let d = g["deliveries"].as_array()?.first()?.clone();
+            let turn = d["turn_id"].as_str()?;
+            let session = s.env.json(&["session", "show", d["session_id"].as_str()?]);
+            let t = session["turns"]
+                .as_array()?
+                .iter()
+                .find(|t| t["id"] == turn)?
+                .clone();
+            (t["state"] != "queued" && t["state"] != "running").then_some(g)
+        },
+    )
+}
+
+/// Model requests that took a step of the `by_prompt` entry `key`.
+fn requests_of(s: &WorkerSetup, key: &str) -> Vec<Value> {
+    s.model
+        .steps()
+        .into_iter()
+        .filter(|r| {
+            r["step"]
+                .as_str()
+                .is_some_and(|k| k.starts_with(&format!("{key}#")))
+        })
+        .collect()
+}
+
+fn offered(request: &Value) -> Vec<String> {
+    request["body"]["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_admin_model_builds_a_team_reviews_reworks_and_the_result_comes_back_once() {
+    let review = "[yy team review]";
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            { "match": review, "steps": [
+                { "tool_call": tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1",
+                    "decision": "rework", "note": "add the total line and export the file" })) },
+                { "text": "Sent the data back." },
+                { "tool_call": tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1", "decision": "accept" })) },
+                { "text": "Data accepted." },
+                { "tool_calls": [
+                    tool("subtask_review", json!({ "goal": GOAL, "subtask": "#2", "decision": "accept" })),
+                    tool("goal_complete", json!({ "goal": GOAL, "summary": "The report is in data.txt." }))
+                ] },
+                { "text": "Goal complete." }
+            ] },
+            { "match": "[yy goal result]", "steps": [ { "text": "Your report is ready." } ] },
+            { "match": "[yy subtask] #1", "steps": [
+                { "text": "q1: 10" },
+                { "tool_call": tool("terminal", json!({ "command": "printf 'q1: 10\\ntotal: 10\\n' > data.txt" })) },
+                { "tool_call": tool("computer_export", json!({ "path": "data.txt" })) },
+                { "text": "data.txt with the total, exported" }
+            ] },
+            { "match": "[yy subtask] #2", "steps": [ { "text": "Summary: the total is 10." } ] },
+            { "match": "Build the team", "steps": plan_steps(&["writer", "editor"]) }
+        ]
+    })) else {
+        return;
+    };
+    let out = s.env.run(&[
+        "chat",
+        "box",
+        "Build the team and deliver the quarterly report",
+    ]);
+    out.ok();
+    assert!(out.stdout.contains("The team is at work."), "{out:?}");
+    let origin = common::session_of(&out);
+
+    // What the admin's tools made: members without manage_team, in computers.
+    for m in ["writer", "editor"] {
+        let a = s.env.json(&["agent", "show", m]);
+        assert_eq!(a["manage_team"], false, "{a}");
+        assert_eq!(a["env"], "computer", "{a}");
+    }
+    let team = s.env.json(&["team", "show", "crew"]);
+    assert_eq!(team["admin"], "box");
+    assert_eq!(team["members"].as_array().unwrap().len(), 3);
+    let goal = goal_of(&s);
+    assert_eq!(goal["origin_session_id"], origin.as_str());
+    let id = goal["id"].as_str().unwrap().to_string();
+
+    let g = wait_completed(&s, &id);
+    assert_eq!(g["state"], "completed", "{g:#}");
+    assert_eq!(g["summary"], "The report is in data.txt.");
+    let subs = g["subtasks"].as_array().unwrap();
+    assert_eq!(subs[0]["state"], "accepted");
+    assert_eq!(subs[0]["attempts"], 2, "one rework: {g:#}");
+    assert_eq!(subs[0]["note"], "add the total line and export the file");
+    assert_eq!(subs[1]["state"], "accepted");
+    assert_eq!(subs[1]["deps"][0], subs[0]["id"]);
+    let artifact = subs[0]["result"]["artifacts"][0].clone();
+    assert_eq!(artifact["name"], "data.txt", "{g:#}");
+    let artifact_id = artifact["id"].as_str().unwrap();
+    let file = s.env.path("data.txt");
+    s.env
+        .run(&["artifact", "get", artifact_id, "-o", file.to_str().unwrap()])
+        .ok();
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "q1: 10\ntotal: 10\n"
+    );
+
+    // Delivered to the origin session exactly once, with the artifact.
+    let deliveries = g["deliveries"].as_array().unwrap();
+    assert_eq!(deliveries.len(), 1, "{g:#}");
+    assert_eq!(deliveries[0]["state"], "delivered");
+    assert_eq!(deliveries[0]["session_id"], origin.as_str());
+    let session = s.env.json(&["session", "show", &origin]);
+    let results: Vec<&Value> = session["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            t["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("[yy goal result]")
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "{session:#}");
+    assert!(
+        results[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(artifact_id)
+    );
+    assert_eq!(results[0]["final_text"], "Your report is ready.");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        s.env.json(&["session", "show", &origin])["turns"]
+            .as_array()
+            .unwrap()
+            .len(),
+        session["turns"].as_array().unwrap().len(),
+        "nothing delivered twice"
+    );
+
+    // The admin's model had team tools; the members' models had none.
+    let admin_tools = offered(&requests_of(&s, "Build the team")[0]);
+    assert!(
+        admin_tools.iter().any(|t| t == "subtask_review"),
+        "{admin_tools:?}"
+    );
+    for key in ["[yy subtask] #1", "[yy subtask] #2"] {
+        for r in requests_of(&s, key) {
+            let tools = offered(&r);
+            assert!(tools.contains(&"terminal".to_string()));
+            assert!(
+                !tools.iter().any(|t| t.starts_with("team_")
+                    || t.starts_with("goal_")
+                    || t.starts_with("subtask_")),
+                "a member has no team tools: {tools:?}"
+            );
+        }
+    }
+    assert_eq!(requests_of(&s, review).len(), 6, "three review turns");
+    // The tool id never reached a model.
+    for r in s.model.steps() {
+        assert!(!r["body"].to_string().contains("yytt_"), "{r}");
+    }
+
+    // The id of the admin's first turn, presented after that turn ended, is refused even
+    // on the live Runner connection that ran it.
+    let db = rusqlite::Connection::open_with_flags(
+        s.env.data_dir().join("yy.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let (plan_turn, payload): (String, String) = db
+        .query_row(
+            "SELECT t.id, c.payload FROM session_turns t JOIN runner_commands c ON c.id = t.command_id
+             WHERE t.session_id = ?1 ORDER BY t.seq LIMIT 1",
+            [&origin],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let payload: Value = serde_json::from_str(&payload).unwrap();
+    let old_id = payload["content"]["team_tools"]
+        .as_str()
+        .or(payload["team_tools"].as_str())
+        .unwrap_or_else(|| panic!("{payload}"))
+        .to_string();
+    let runner = s.env.json(&["runner", "show", &s.reg.id]);
+    let call = |id: &str| {
+        common::machine(
+            &s.server,
+            "/runner/v1/team-tools",
+            &s.reg.token,
+            runner["instance_id"].as_str().unwrap(),
+            runner["generation"].as_i64(),
+            &[],
+            &json!({ "tool_id": id, "name": "goal_status", "args": { "goal": id } }).to_string(),
+        )
+    };
+    let (status, body) = call(&old_id);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.to_string().contains(&plan_turn) && body.to_string().contains("ended"),
+        "{body}"
+    );
+    let (status, _) = call("yytt_guessed");
+    assert_eq!(status, 403);
+
+    // The watch of an ended goal prints its tree as JSON events and exits.
+    let watch = s.env.run(&["goal", "watch", &id, "--json"]);
+    watch.ok();
+    let events: Vec<Value> = watch
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["kind"], "goal");
+    assert_eq!(events[0]["state"], "completed");
+    assert_eq!(events.iter().filter(|e| e["kind"] == "subtask").count(), 2);
+    let list = s.env.json(&["subtask", "list", "--goal", &id]);
+    assert_eq!(list.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_control_plane_restart_leaves_the_running_turn_uncertain_unreplayed_and_the_goal_finishes() {
+    let review = "[yy team review]";
+    let Some(mut s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            { "match": review, "steps": [
+                { "tool_call": tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1",
+                    "decision": "rework", "note": "the last turn's outcome is unknown: do it again" })) },
+                { "text": "Asked again." },
+                { "tool_calls": [
+                    tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1", "decision": "accept" })),
+                    tool("goal_complete", json!({ "goal": GOAL, "summary": "done after a restart" }))
+                ] },
+                { "text": "Goal complete." }
+            ] },
+            { "match": "[yy goal result]", "steps": [ { "text": "Delivered." } ] },
+            { "match": "[yy subtask] #1", "steps": [
+                { "text": "a slow first answer that the restart cuts off", "delay_ms": 1500 },
+                { "text": "second attempt" }
+            ] },
+            { "match": "Build the team", "steps": plan_steps(&["writer"]) }
+        ]
+    })) else {
+        return;
+    };
+    s.env
+        .run(&["chat", "box", "Build the team, one member"])
+        .ok();
+    let id = goal_of(&s)["id"].as_str().unwrap().to_string();
+    // The member's slow turn is running: restart the control plane on the same address.
+    wait_for(Duration::from_secs(120), "the member's turn to run", || {
+        let g = s.env.json(&["goal", "show", &id]);
+        let sub = &g["subtasks"][0];
+        (sub["state"] == "running" && !requests_of(&s, "[yy subtask] #1").is_empty()).then_some(())
+    });
+    let addr = s.server.addr();
+    let old = std::mem::replace(&mut s.server, placeholder(&s.env));
+    assert_eq!(old.terminate(), 0);
+    s.server = Server::start_with(&s.env, &s.env.data_dir(), &addr, &[]);
+
+    let g = wait_completed(&s, &id);
+    assert_eq!(g["state"], "completed", "{g:#}");
+    let sub = &g["subtasks"][0];
+    assert_eq!(sub["attempts"], 2);
+    assert_eq!(sub["result"]["text"], "second attempt");
+    let session = s
+        .env
+        .json(&["session", "show", sub["session_id"].as_str().unwrap()]);
+    let states: Vec<&str> = session["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["uncertain", "complete"], "{session:#}");
+    // The uncertain turn's model call happened once: never replayed.
+    let firsts = requests_of(&s, "[yy subtask] #1")
+        .into_iter()
+        .filter(|r| r["step"] == "[yy subtask] #1#0")
+        .count();
+    assert_eq!(firsts, 1);
+    assert_eq!(g["deliveries"].as_array().unwrap().len(), 1);
+}
+
+/// A server to hold the place of one being restarted (never used).
+fn placeholder(env: &Env) -> Server {
+    Server::start(env, &env.path("placeholder-data"))
+}
+
+#[test]
+fn team_and_goal_commands_refuse_bad_input_and_limits_with_their_messages() {
+    let env = Env::new();
+    let _server = env.bootstrap();
+    env.run(&["source", "create", "main"]).ok();
+    env.run(&["profile", "create", "default", "--cwd", "/workspace"])
+        .ok();
+    for (name, envname) in [
+        ("boss", "computer"),
+        ("m1", "computer"),
+        ("m2", "computer"),
+        ("hb", "host"),
+    ] {
+        env.run(&[
+            "agent",
+            "create",
+            name,
+            "--profile",
+            "default",
+            "--env",
+            envname,
+        ])
+        .ok();
+    }
+    // The admin needs manage_team.
+    env.run(&[
+        "team", "create", "crew", "--admin", "boss", "--member", "m1",
+    ])
+    .fails(4, "--manage-team");
+    env.run(&["agent", "update", "boss", "--manage-team"]).ok();
+    assert_eq!(env.json(&["agent", "show", "boss"])["manage_team"], true);
+    let both = env.run(&[
+        "agent",
+        "update",
+        "boss",
+        "--manage-team",
+        "--no-manage-team",
+    ]);
+    assert_eq!(both.code, 2, "{both:?}");
+    // Team size: 2-8 with the admin.
+    env.run(&[
+        "team", "create", "solo", "--admin", "boss", "--member", "boss",
+    ])
+    .fails(6, "team size limit");
+    let out = env.run(&[
+        "team", "create", "crew", "--admin", "boss", "--member", "m1",
+    ]);
+    out.ok();
+    let team_id = out.stdout.trim().to_string();
+    assert_eq!(
+        env.json(&["team", "show", "crew"])["id"],
+        team_id.as_str(),
+        "create prints the id"
+    );
+    env.run(&[
+        "team", "create", "crew", "--admin", "boss", "--member", "m1",
+    ])
+    .fails(6, "crew");
+    env.json(&["team", "add", "crew", "m2"]);
+    env.run(&["team", "remove", "crew", "boss"])
+        .fails(2, "admin");
+    env.json(&["team", "remove", "crew", "m2"]);
+    env.run(&["team", "remove", "crew", "m1"])
+        .fails(6, "team size limit");
+    assert_eq!(env.json(&["team", "list"]).as_array().unwrap().len(), 1);
+
+    // A goal: printed id; stop and resume; a host admin is refused with the reason.
+    let out = env.run(&[
+        "goal",
+        "create",
+        "--team",
+        "crew",
+        "--title",
+        "t",
+        "--criteria",
+        "c",
+    ]);
+    out.ok();
+    let goal = out.stdout.trim().to_string();
+    let g = env.json(&["goal", "show", &goal]);
+    assert_eq!(g["state"], "active");
+    assert_eq!(env.json(&["goal", "stop", &goal])["state"], "stopped");
+    let g = env.json(&["goal", "resume", &goal]);
+    assert_eq!(
+        (g["state"].as_str(), g["generation"].as_i64()),
+        (Some("active"), Some(2))
+    );
+    assert!(
+        env.json(&["subtask", "list", "--goal", &goal])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    env.run(&["goal", "show", "nope"]).fails(5, "no goal");
+    env.run(&["agent", "update", "hb", "--manage-team"]).ok();
+    env.run(&["team", "create", "hosts", "--admin", "hb", "--member", "m1"])
+        .ok();
+    env.run(&[
+        "goal",
+        "create",
+        "--team",
+        "hosts",
+        "--title",
+        "t",
+        "--criteria",
+        "c",
+    ])
+    .fails(2, "runs on the host");
+    // Revoke: final for old work, and resume says what is missing.
+    env.run(&["agent", "update", "boss", "--no-manage-team"])
+        .ok();
+    wait_for(
+        Duration::from_secs(10),
+        "the scheduler to stop the goal",
+        || (env.json(&["goal", "show", &goal])["state"] == "stopped").then_some(()),
+    );
+    env.run(&["goal", "resume", &goal])
+        .fails(4, "--manage-team");
+    // Archive is final: its goals are cancelled.
+    env.json(&["team", "archive", "crew"]);
+    assert_eq!(env.json(&["goal", "show", &goal])["state"], "cancelled");
+    env.run(&["goal", "resume", &goal]).fails(6, "final");
+}
+
+#[test]
+fn two_goals_at_once_keep_one_turn_per_agent_and_four_slots() {
+    let members = ["m1", "m2", "m3", "m4", "m5"];
+    let mut subtasks = Vec::new();
+    let mut accepts = Vec::new();
+    for goal in ["Goal A", "Goal B"] {
+        for (i, m) in members.iter().enumerate() {
+            subtasks.push(tool(
+                "subtask_add",
+                json!({ "goal": goal, "title": format!("{goal} part {}", i + 1), "owner": m, "criteria": "done" }),
+            ));
+            accepts.push(tool(
+                "subtask_review",
+                json!({ "goal": goal, "subtask": format!("#{}", i + 1), "decision": "accept" }),
+            ));
+        }
+    }
+    for goal in ["Goal A", "Goal B"] {
+        accepts.push(tool(
+            "goal_complete",
+            json!({ "goal": goal, "summary": "all parts done" }),
+        ));
+    }
+    // Every review turn accepts whatever is in review and tries to complete both goals
+    // (the refusals are answers the model gets).
+    let mut reviews = Vec::new();
+    for _ in 0..16 {
+        reviews.push(json!({ "tool_calls": accepts }));
+        reviews.push(json!({ "text": "reviewed" }));
+    }
+    let member_steps: Vec<Value> = (0..10)
+        .map(|_| json!({ "text": "part done", "delay_ms": 200 }))
+        .collect();
+    let creates: Vec<Value> = members
+        .iter()
+        .map(|m| tool("team_create_member", json!({ "name": m })))
+        .collect();
+    let Some(s) = setup_with(
+        json!({
+            "steps": [],
+            "by_prompt": [
+                { "match": "[yy team review]", "steps": reviews },
+                { "match": "[yy goal result]", "steps": [ { "text": "A is done." }, { "text": "B is done." } ] },
+                { "match": "[yy subtask]", "steps": member_steps },
+                { "match": "Two goals", "steps": [
+                    { "tool_calls": creates },
+                    { "tool_call": tool("team_create", json!({ "name": "crew", "members": members })) },
+                    { "tool_calls": [
+                        tool("goal_create", json!({ "team": "crew", "title": "Goal A", "criteria": "five parts" })),
+                        tool("goal_create", json!({ "team": "crew", "title": "Goal B", "criteria": "five parts" }))
+                    ] },
+                    { "tool_calls": subtasks },
+                    { "text": "Both goals are under way." }
+                ] }
+            ]
+        }),
+        "8",
+    ) else {
+        return;
+    };
+    s.env.run(&["chat", "box", "Two goals at once"]).ok();
+    let goals = s.env.json(&["goal", "list"]);
+    let ids: Vec<String> = goals
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    for id in &ids {
+        let g = wait_completed(&s, id);
+        assert_eq!(g["accepted"], 5, "{g:#}");
+        assert_eq!(g["deliveries"].as_array().unwrap().len(), 1);
+    }
+    // Every turn's admission and end, from the control plane's own records.
+    let db = rusqlite::Connection::open_with_flags(
+        s.env.data_dir().join("yy.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut stmt = db
+        .prepare(
+            "SELECT s.agent_id, t.created_at, t.finished_at FROM session_turns t
+             JOIN sessions s ON s.id = t.session_id ORDER BY t.created_at",
+        )
+        .unwrap();
+    let turns: Vec<(String, i64, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        turns.len() >= 14,
+        "1 plan + 10 parts + reviews + 2 deliveries: {}",
+        turns.len()
+    );
+    let mut most = 0;
+    for (i, (agent, start, end)) in turns.iter().enumerate() {
+        let at_once = turns
+            .iter()
+            .filter(|(_, s2, e2)| s2 <= start && start < e2)
+            .count();
+        most = most.max(at_once);
+        for (j, (a2, s2, e2)) in turns.iter().enumerate() {
+            if i != j && a2 == agent {
+                assert!(
+                    end <= s2 || e2 <= start,
+                    "one turn at a time per agent: {turns:?}"
+                );
+            }
+        }
+    }
+    assert!(most <= 4, "at most 4 turns at once, saw {most}");
+    assert_eq!(most, 4, "the slots were used: {turns:?}");
+}
+
+fn setup_with(script: Value, computers: &str) -> Option<WorkerSetup> {
+    let s = worker_setup_with(
+        || test_image().id.clone(),
+        script,
+        &["--max-computers", computers],
+    )?;
+    s.env.run(&["agent", "update", "box", "--manage-team"]).ok();
+    Some(s)
+}
+
+#[test]
+fn a_stopped_goal_runs_no_further_turn_until_it_is_resumed() {
+    let generic_review = json!({ "tool_calls": [
+        tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1", "decision": "accept" })),
+        tool("goal_complete", json!({ "goal": GOAL, "summary": "done after a resume" }))
+    ] });
+    let mut reviews = Vec::new();
+    for _ in 0..4 {
+        reviews.push(generic_review.clone());
+        reviews.push(json!({ "text": "reviewed" }));
+    }
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            { "match": "[yy team review]", "steps": reviews },
+            { "match": "[yy goal result]", "steps": [ { "text": "It stopped." }, { "text": "It is done." } ] },
+            { "match": "[yy subtask] #1", "steps": [
+                { "text": "a slow answer the stop interrupts", "delay_ms": 1500 },
+                { "text": "second attempt" }
+            ] },
+            { "match": "Build the team", "steps": plan_steps(&["writer"]) }
+        ]
+    })) else {
+        return;
+    };
+    s.env
+        .run(&["chat", "box", "Build the team, then stop"])
+        .ok();
+    let id = goal_of(&s)["id"].as_str().unwrap().to_string();
+    wait_for(Duration::from_secs(120), "the member's turn to run", || {
+        let g = s.env.json(&["goal", "show", &id]);
+        (g["subtasks"][0]["state"] == "running" && !requests_of(&s, "[yy subtask] #1").is_empty())
+            .then_some(())
+    });
+    assert_eq!(s.env.json(&["goal", "stop", &id])["state"], "stopped");
+    // Its running turn is stopped, the subtask goes back to the queue, and nothing runs.
+    let g = wait_for(Duration::from_secs(60), "the member's turn to end", || {
+        let g = s.env.json(&["goal", "show", &id]);
+        (g["subtasks"][0]["state"] == "queued").then_some(g)
+    });
+    let member_session = g["subtasks"][0]["session_id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_secs(5));
+    let session = s.env.json(&["session", "show", &member_session]);
+    let turns = session["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1, "no further turn: {session:#}");
+    assert_eq!(turns[0]["state"], "interrupted");
+    assert_eq!(requests_of(&s, "[yy subtask] #1").len(), 1);
+    assert_eq!(s.env.json(&["goal", "show", &id])["state"], "stopped");
+
+    // A user's resume: a new authorization, and the work goes on to the end.
+    let g = s.env.json(&["goal", "resume", &id]);
+    assert_eq!(g["generation"], 2);
+    let g = wait_for(
+        Duration::from_secs(300),
+        "the resumed goal to complete",
+        || {
+            let g = s.env.json(&["goal", "show", &id]);
+            let delivered = g["deliveries"]
+                .as_array()
+                .is_some_and(|d| d.len() == 2 && d.iter().all(|d| d["state"] == "delivered"));
+            (g["state"] == "completed" && delivered).then_some(g)
+        },
+    );
+    let sub = &g["subtasks"][0];
+    assert_eq!(sub["result"]["text"], "second attempt");
+    assert_eq!(
+        sub["attempts"], 1,
+        "attempts count from zero in the new authorization"
+    );
+    // One delivery for the stop, one for the completion, each exactly once.
+    let gens: Vec<i64> = g["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["generation"].as_i64().unwrap())
+        .collect();
+    assert_eq!(gens, [1, 2]);
+}
+
+#[test]
+fn a_temporary_helper_works_in_its_own_computer_and_retires_with_its_goal() {
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            { "match": "[yy team review]", "steps": [
+                { "tool_calls": [
+                    tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1", "decision": "accept" })),
+                    tool("goal_complete", json!({ "goal": GOAL, "summary": "the helper did it" }))
+                ] },
+                { "text": "Done." }
+            ] },
+            { "match": "[yy goal result]", "steps": [ { "text": "Delivered." } ] },
+            { "match": "[yy subtask] #1", "steps": [
+                { "tool_call": tool("terminal", json!({ "command": "echo helped > helped.txt" })) },
+                { "tool_call": tool("computer_export", json!({ "path": "helped.txt" })) },
+                { "text": "helped.txt exported" }
+            ] },
+            { "match": "Build the team", "steps": [
+                { "tool_call": tool("team_create_member", json!({ "name": "writer" })) },
+                { "tool_call": tool("team_create", json!({ "name": "crew", "members": ["writer"] })) },
+                { "tool_call": tool("goal_create", json!({ "team": "crew", "title": GOAL, "criteria": "c" })) },
+                { "tool_call": tool("helper_create", json!({ "goal": GOAL, "name": "temp1" })) },
+                { "tool_call": tool("subtask_add", json!({ "goal": GOAL, "title": "Help", "owner": "temp1", "criteria": "a file" })) },
+                { "text": "A helper is at work." }
+            ] }
+        ]
+    })) else {
+        return;
+    };
+    s.env
+        .run(&["chat", "box", "Build the team with a helper"])
+        .ok();
+    let helper = s.env.json(&["agent", "show", "temp1"]);
+    assert_eq!(helper["env"], "computer");
+    assert_eq!(helper["manage_team"], false);
+    let helper_id = helper["id"].as_str().unwrap().to_string();
+    let id = goal_of(&s)["id"].as_str().unwrap().to_string();
+    let g = wait_completed(&s, &id);
+    let sub = &g["subtasks"][0];
+    assert_eq!(sub["owner"], "temp1");
+    let artifact = sub["result"]["artifacts"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Retired with its goal: the agent archived, its computer removed on the Runner; its
+    // session and exported file stay.
+    let archived = s.env.json(&["agent", "show", &helper_id]);
+    assert!(archived["archived_at"].is_string(), "{archived}");
+    let computer = wait_for(
+        Duration::from_secs(60),
+        "the helper's computer removed",
+        || {
+            let all = s.env.json(&["computer", "list", "--removed"]);
+            all.as_array()?
+                .iter()
+                .find(|c| c["agent"] == "temp1" && c["state"] == "removed")
+                .cloned()
+        },
+    );
+    let filter = format!("label=yy.computer={}", computer["id"].as_str().unwrap());
+    let left = computer_support::docker(&["ps", "-aq", "--filter", &filter]);
+    assert!(left.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout).trim(),
+        "",
+        "the container is gone"
+    );
+    assert!(
+        !s.env
+            .path("runner-data-a")
+            .join("workspaces")
+            .join(computer["id"].as_str().unwrap())
+            .exists(),
+        "and its workspace"
+    );
+    s.env
+        .json(&["session", "show", sub["session_id"].as_str().unwrap()]);
+    s.env.json(&["artifact", "show", &artifact]);
+}
