@@ -280,6 +280,12 @@ _yy() {
             yy__subcmd__computer,rm)
                 cmd="yy__subcmd__computer__subcmd__rm"
                 ;;
+            yy__subcmd__computer,screen)
+                cmd="yy__subcmd__computer__subcmd__screen"
+                ;;
+            yy__subcmd__computer,screenshot)
+                cmd="yy__subcmd__computer__subcmd__screenshot"
+                ;;
             yy__subcmd__computer,show)
                 cmd="yy__subcmd__computer__subcmd__show"
                 ;;
@@ -303,6 +309,12 @@ _yy() {
                 ;;
             yy__subcmd__computer__subcmd__help,rm)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__rm"
+                ;;
+            yy__subcmd__computer__subcmd__help,screen)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__screen"
+                ;;
+            yy__subcmd__computer__subcmd__help,screenshot)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__screenshot"
                 ;;
             yy__subcmd__computer__subcmd__help,show)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__show"
@@ -490,6 +502,12 @@ _yy() {
             yy__subcmd__help__subcmd__computer,rm)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__rm"
                 ;;
+            yy__subcmd__help__subcmd__computer,screen)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__screen"
+                ;;
+            yy__subcmd__help__subcmd__computer,screenshot)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__screenshot"
+                ;;
             yy__subcmd__help__subcmd__computer,show)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__show"
                 ;;
@@ -507,6 +525,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__image,list)
                 cmd="yy__subcmd__help__subcmd__image__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__image,prepare)
+                cmd="yy__subcmd__help__subcmd__image__subcmd__prepare"
                 ;;
             yy__subcmd__help__subcmd__image,verify)
                 cmd="yy__subcmd__help__subcmd__image__subcmd__verify"
@@ -610,6 +631,9 @@ _yy() {
             yy__subcmd__image,list)
                 cmd="yy__subcmd__image__subcmd__list"
                 ;;
+            yy__subcmd__image,prepare)
+                cmd="yy__subcmd__image__subcmd__prepare"
+                ;;
             yy__subcmd__image,verify)
                 cmd="yy__subcmd__image__subcmd__verify"
                 ;;
@@ -621,6 +645,9 @@ _yy() {
                 ;;
             yy__subcmd__image__subcmd__help,list)
                 cmd="yy__subcmd__image__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__image__subcmd__help,prepare)
+                cmd="yy__subcmd__image__subcmd__help__subcmd__prepare"
                 ;;
             yy__subcmd__image__subcmd__help,verify)
                 cmd="yy__subcmd__image__subcmd__help__subcmd__verify"
@@ -2036,7 +2063,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer)
-            opts="-h -V --server --help --version create list show stop rm exec audit help"
+            opts="-h -V --server --help --version create list show stop rm exec screenshot screen audit help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2120,7 +2147,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer__subcmd__help)
-            opts="create list show stop rm exec audit help"
+            opts="create list show stop rm exec screenshot screen audit help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2217,6 +2244,34 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__computer__subcmd__help__subcmd__screen)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__screenshot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__computer__subcmd__help__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -2270,6 +2325,50 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__screen)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__screenshot)
+            opts="-o -h -V --output --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -2946,7 +3045,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__computer)
-            opts="create list show stop rm exec audit"
+            opts="create list show stop rm exec screenshot screen audit"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3016,6 +3115,34 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__computer__subcmd__rm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__screen)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__screenshot)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3128,7 +3255,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__image)
-            opts="build verify list"
+            opts="build prepare verify list"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3156,6 +3283,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__image__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__image__subcmd__prepare)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3758,7 +3899,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image)
-            opts="-h -V --server --help --version build verify list help"
+            opts="-h -V --server --help --version build prepare verify list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3776,12 +3917,16 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image__subcmd__build)
-            opts="-h -V --mirror --security-mirror --suite --packages --binary --tag --cache-dir --lock --no-updates --fresh --server --help --version"
+            opts="-h -V --recipe --mirror --security-mirror --suite --packages --binary --tag --cache-dir --lock --update-lock --no-updates --fresh --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --recipe)
+                    COMPREPLY=($(compgen -W "base desktop" -- "${cur}"))
+                    return 0
+                    ;;
                 --mirror)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -3826,7 +3971,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image__subcmd__help)
-            opts="build verify list help"
+            opts="build prepare verify list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3881,6 +4026,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__image__subcmd__help__subcmd__prepare)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__image__subcmd__help__subcmd__verify)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -3902,6 +4061,60 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__image__subcmd__prepare)
+            opts="-h -V --recipe --mirror --security-mirror --suite --packages --binary --tag --cache-dir --lock --update-lock --no-updates --fresh --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --recipe)
+                    COMPREPLY=($(compgen -W "base desktop" -- "${cur}"))
+                    return 0
+                    ;;
+                --mirror)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --security-mirror)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --suite)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --packages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binary)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cache-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

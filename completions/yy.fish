@@ -398,17 +398,19 @@ complete -c yy -n "__fish_yy_using_subcommand chat" -l server -d 'The yy server 
 complete -c yy -n "__fish_yy_using_subcommand chat" -l json -d 'Print events as JSON lines (NDJSON) instead of text'
 complete -c yy -n "__fish_yy_using_subcommand chat" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand chat" -s V -l version -d 'Print version'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -s h -l help -d 'Print help'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -s V -l version -d 'Print version'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -f -a "create" -d 'Provision (or return) the private computer of a computer agent, and wait until it runs'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -f -a "list" -d 'List computers'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -f -a "show" -d 'Show one computer (id or unique id prefix)'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -f -a "stop" -d 'Stop a computer: its container is removed, its workspace kept; the next create recreates it'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -f -a "rm" -d 'Remove a computer and delete its workspace'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -f -a "exec" -d 'Run a diagnostic command in a running computer (audited; exit 1 when it fails)'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -f -a "audit" -d 'Show the audit log of operator actions on computers, newest first'
-complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec audit help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "create" -d 'Provision (or return) the private computer of a computer agent, and wait until it runs'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "list" -d 'List computers'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "show" -d 'Show one computer (id or unique id prefix)'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "stop" -d 'Stop a computer: its container is removed, its workspace kept; the next create recreates it'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "rm" -d 'Remove a computer and delete its workspace'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "exec" -d 'Run a diagnostic command in a running computer (audited; exit 1 when it fails)'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "screenshot" -d 'Save a screenshot of a desktop computer\'s display as PNG (audited)'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "screen" -d 'Send one screen action (click, type, key, ...) to a desktop computer (audited); prints the cursor position and the current frame id'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "audit" -d 'Show the audit log of operator actions on computers, newest first'
+complete -c yy -n "__fish_yy_using_subcommand computer; and not __fish_seen_subcommand_from create list show stop rm exec screenshot screen audit help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from create" -l agent -d 'A --env computer agent' -r
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from create" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from create" -l json -d 'Print JSON instead of a table'
@@ -437,6 +439,15 @@ complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcomma
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from exec" -l json -d 'Print the result as JSON'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from exec" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from exec" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screenshot" -s o -l output -d 'Where to write the PNG (replaced atomically)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screenshot" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screenshot" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screenshot" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screenshot" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screen" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screen" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screen" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screen" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from audit" -l limit -r
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from audit" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from audit" -l json -d 'Print JSON instead of a table'
@@ -448,6 +459,8 @@ complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcomma
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from help" -f -a "stop" -d 'Stop a computer: its container is removed, its workspace kept; the next create recreates it'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from help" -f -a "rm" -d 'Remove a computer and delete its workspace'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from help" -f -a "exec" -d 'Run a diagnostic command in a running computer (audited; exit 1 when it fails)'
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from help" -f -a "screenshot" -d 'Save a screenshot of a desktop computer\'s display as PNG (audited)'
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from help" -f -a "screen" -d 'Send one screen action (click, type, key, ...) to a desktop computer (audited); prints the cursor position and the current frame id'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from help" -f -a "audit" -d 'Show the audit log of operator actions on computers, newest first'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c yy -n "__fish_yy_using_subcommand session; and not __fish_seen_subcommand_from list show stop close help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
@@ -587,26 +600,47 @@ complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "turn" -d 'Measure a computer agent\'s turn (the isolated Worker, its tool in the agent\'s computer) against a host agent\'s turn with the same scripted model: one tool call, then the answer'
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "egress" -d 'Measure the egress proxy on loopback: added connect latency (CONNECT and its answer against a direct connect) and bulk throughput through the tunnel against direct'
 complete -c yy -n "__fish_yy_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
-complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -s h -l help -d 'Print help'
-complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -s V -l version -d 'Print version'
-complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -f -a "build" -d 'Build the computer image from Debian packages (no registry needed); prints the full image ID as the last line'
-complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -f -a "verify" -d 'Start a throw-away hardened computer from IMAGE_ID and check it; exits 1 if any check fails'
-complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -f -a "list" -d 'List the yy computer images on this Docker engine'
-complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build verify list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build prepare verify list help" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build prepare verify list help" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build prepare verify list help" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build prepare verify list help" -f -a "build" -d 'Build the computer image from Debian packages (no registry needed); prints the full image ID as the last line'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build prepare verify list help" -f -a "prepare" -d 'Build an image from a recipe, run the verify ladder on it and print its full image ID (for `yy runner update --computer-image`); exits 1 on the first failed step'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build prepare verify list help" -f -a "verify" -d 'Start a throw-away hardened computer from IMAGE_ID and check it; exits 1 if any check fails'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build prepare verify list help" -f -a "list" -d 'List the yy computer images on this Docker engine'
+complete -c yy -n "__fish_yy_using_subcommand image; and not __fish_seen_subcommand_from build prepare verify list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l recipe -d 'The recipe (images/RECIPE): base (command-line tools) or desktop (adds a display, a window manager, Firefox ESR and CJK/emoji fonts)' -r -f -a "base\t''
+desktop\t''"
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l mirror -d 'Debian mirror for debootstrap' -r
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l security-mirror -d 'Mirror for SUITE-security updates' -r
-complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l suite -d 'Debian suite (default: this host\'s release codename, else bookworm)' -r
-complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l packages -d 'Package list, one per line (default: the list built into yy, images/base/packages.txt)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l suite -d 'Debian suite (default: the one the recipe pins, bookworm)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l packages -d 'Package list, one per line (default: the recipe\'s list built into yy, images/RECIPE/packages.txt)' -r -F
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l binary -d 'The guest agent binary (default: this yy, which must be statically linked)' -r -F
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l tag -d 'Also tag the image (e.g. yy-computer:latest); computers still use the full ID' -r
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l cache-dir -d 'Cache of root filesystems, by recipe' -r -F
-complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l lock -d 'Write the package lock here (default: images/base/packages.lock when that directory exists under the current directory)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l lock -d 'The package lock (name=version sha256 per line): when it exists, the installed packages must match it, else it is written (default: images/RECIPE/packages.lock when that directory exists under the current directory, else the lock built into yy)' -r -F
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l update-lock -d 'Accept installed packages that differ from the lock (e.g. after a Debian security update) and rewrite the lock file'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l no-updates -d 'Do not apply SUITE-updates and SUITE-security (point release only)'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -l fresh -d 'Rebuild the root filesystem even when a cached one matches the recipe'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from build" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l recipe -d 'The recipe (images/RECIPE): base (command-line tools) or desktop (adds a display, a window manager, Firefox ESR and CJK/emoji fonts)' -r -f -a "base\t''
+desktop\t''"
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l mirror -d 'Debian mirror for debootstrap' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l security-mirror -d 'Mirror for SUITE-security updates' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l suite -d 'Debian suite (default: the one the recipe pins, bookworm)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l packages -d 'Package list, one per line (default: the recipe\'s list built into yy, images/RECIPE/packages.txt)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l binary -d 'The guest agent binary (default: this yy, which must be statically linked)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l tag -d 'Also tag the image (e.g. yy-computer:latest); computers still use the full ID' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l cache-dir -d 'Cache of root filesystems, by recipe' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l lock -d 'The package lock (name=version sha256 per line): when it exists, the installed packages must match it, else it is written (default: images/RECIPE/packages.lock when that directory exists under the current directory, else the lock built into yy)' -r -F
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l update-lock -d 'Accept installed packages that differ from the lock (e.g. after a Debian security update) and rewrite the lock file'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l no-updates -d 'Do not apply SUITE-updates and SUITE-security (point release only)'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l fresh -d 'Rebuild the root filesystem even when a cached one matches the recipe'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -l json -d 'Print JSON instead of a table'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -s h -l help -d 'Print help'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from prepare" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from verify" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from verify" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from verify" -s h -l help -d 'Print help'
@@ -616,6 +650,7 @@ complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "build" -d 'Build the computer image from Debian packages (no registry needed); prints the full image ID as the last line'
+complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "prepare" -d 'Build an image from a recipe, run the verify ladder on it and print its full image ID (for `yy runner update --computer-image`); exits 1 on the first failed step'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "verify" -d 'Start a throw-away hardened computer from IMAGE_ID and check it; exits 1 if any check fails'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the yy computer images on this Docker engine'
 complete -c yy -n "__fish_yy_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -720,6 +755,8 @@ complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_f
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from computer" -f -a "stop" -d 'Stop a computer: its container is removed, its workspace kept; the next create recreates it'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from computer" -f -a "rm" -d 'Remove a computer and delete its workspace'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from computer" -f -a "exec" -d 'Run a diagnostic command in a running computer (audited; exit 1 when it fails)'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from computer" -f -a "screenshot" -d 'Save a screenshot of a desktop computer\'s display as PNG (audited)'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from computer" -f -a "screen" -d 'Send one screen action (click, type, key, ...) to a desktop computer (audited); prints the cursor position and the current frame id'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from computer" -f -a "audit" -d 'Show the audit log of operator actions on computers, newest first'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from session" -f -a "list" -d 'List sessions, newest first'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from session" -f -a "show" -d 'Show a session and its transcript'
@@ -737,6 +774,7 @@ complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_f
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "turn" -d 'Measure a computer agent\'s turn (the isolated Worker, its tool in the agent\'s computer) against a host agent\'s turn with the same scripted model: one tool call, then the answer'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "egress" -d 'Measure the egress proxy on loopback: added connect latency (CONNECT and its answer against a direct connect) and bulk throughput through the tunnel against direct'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "build" -d 'Build the computer image from Debian packages (no registry needed); prints the full image ID as the last line'
+complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "prepare" -d 'Build an image from a recipe, run the verify ladder on it and print its full image ID (for `yy runner update --computer-image`); exits 1 on the first failed step'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "verify" -d 'Start a throw-away hardened computer from IMAGE_ID and check it; exits 1 if any check fails'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "list" -d 'List the yy computer images on this Docker engine'
 complete -c yy -n "__fish_yy_using_subcommand help; and __fish_seen_subcommand_from guest" -f -a "serve" -d 'Speak the guest protocol (JSON lines) on stdin/stdout until stdin closes'

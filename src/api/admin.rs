@@ -372,6 +372,18 @@ impl Client {
         self.act_with("computers", id, "exec", p).await
     }
 
+    /// Enqueues a screen action; its result is a [`crate::computer::screen::ScreenResult`].
+    pub async fn computer_screen(
+        &self,
+        id: &str,
+        action: &crate::computer::screen::ScreenAction,
+    ) -> Result<Command> {
+        let body = super::computers::ComputerScreen {
+            action: action.clone(),
+        };
+        self.act_with("computers", id, "screen", &body).await
+    }
+
     /// Waits until no Runner command is in flight for the computer.
     pub async fn computer_settled(&self, mut c: Computer) -> Result<Computer> {
         while !c.is_settled() {

@@ -129,6 +129,22 @@ pub struct ExecResult {
     pub duration_ms: u64,
 }
 
+/// Body of `POST /api/v1/computers/{id}/screen`: one screen action (desktop images).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComputerScreen {
+    #[serde(flatten)]
+    pub action: crate::computer::screen::ScreenAction,
+}
+
+/// Payload of the `computer.screen` Runner command.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScreenPayload {
+    pub computer_id: String,
+    pub fence: i64,
+    #[serde(flatten)]
+    pub action: crate::computer::screen::ScreenAction,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecPayload {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::computers::{ComputerRef, ExecPayload, StartPayload};
+use super::computers::{ComputerRef, ExecPayload, ScreenPayload, StartPayload};
 use super::sessions::{SessionRef, TurnPayload, WorkerTurnPayload};
 
 pub use super::states::CommandState;
@@ -212,6 +212,8 @@ super::states::word_enum! {
         ComputerRemove = "computer.remove",
         /// An admin diagnostic command in a running computer.
         ComputerExec = "computer.exec",
+        /// An operator's screen action (screenshot, click, ...) on a desktop computer.
+        ComputerScreen = "computer.screen",
         /// A computer agent's turn through the Worker.
         WorkerTurn = "worker.turn",
         /// The egress proxy's recent decisions (read-only).
@@ -252,7 +254,8 @@ impl CommandKind {
             CommandKind::ComputerStart
             | CommandKind::ComputerStop
             | CommandKind::ComputerRemove
-            | CommandKind::ComputerExec => Settles::Computer,
+            | CommandKind::ComputerExec
+            | CommandKind::ComputerScreen => Settles::Computer,
             CommandKind::WorkerTurn => Settles::Both,
             CommandKind::Ping
             | CommandKind::Fetch
@@ -291,6 +294,8 @@ pub enum RunnerCommand {
     ComputerRemove(ComputerRef),
     #[serde(rename = "computer.exec")]
     ComputerExec(ExecPayload),
+    #[serde(rename = "computer.screen")]
+    ComputerScreen(ScreenPayload),
     #[serde(rename = "worker.turn")]
     WorkerTurn(WorkerTurnPayload),
     #[serde(rename = "egress.log")]
@@ -317,6 +322,7 @@ impl RunnerCommand {
             RunnerCommand::ComputerStop(_) => CommandKind::ComputerStop,
             RunnerCommand::ComputerRemove(_) => CommandKind::ComputerRemove,
             RunnerCommand::ComputerExec(_) => CommandKind::ComputerExec,
+            RunnerCommand::ComputerScreen(_) => CommandKind::ComputerScreen,
             RunnerCommand::WorkerTurn(_) => CommandKind::WorkerTurn,
             RunnerCommand::EgressLog(_) => CommandKind::EgressLog,
         }

@@ -68,6 +68,11 @@ pub enum ComputerCommand {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+    /// Save a screenshot of a desktop computer's display as PNG (audited)
+    Screenshot(super::computer_screen::ScreenshotArgs),
+    /// Send one screen action (click, type, key, ...) to a desktop computer (audited);
+    /// prints the cursor position and the current frame id
+    Screen(super::computer_screen::ScreenArgs),
     /// Show the audit log of operator actions on computers, newest first
     Audit {
         #[arg(long, default_value_t = 50)]
@@ -204,6 +209,8 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
             json,
             argv,
         } => exec(&client, &id, timeout, json, argv).await,
+        ComputerCommand::Screenshot(a) => super::computer_screen::screenshot(&client, a).await,
+        ComputerCommand::Screen(a) => super::computer_screen::screen(&client, a).await,
         ComputerCommand::Audit { limit, json } => {
             let list = client.audit_list(limit).await?;
             output::list(

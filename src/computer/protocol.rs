@@ -85,6 +85,14 @@ pub enum Op {
         path: String,
     },
     Version,
+    /// A screen action on the desktop (desktop images; starts the display if needed).
+    Screen(crate::computer::screen::ScreenAction),
+    /// Start the display (Xvfb and the window manager) unless it runs.
+    Display,
+    /// Start, kill or report the browser with its profile in the workspace.
+    Browser {
+        action: crate::computer::screen::BrowserAction,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -252,5 +260,16 @@ mod tests {
         );
         let version: Request = serde_json::from_str(r#"{"id":1,"op":"version"}"#).unwrap();
         assert_eq!(version.op, Op::Version);
+        let click: Request =
+            serde_json::from_str(r#"{"id":2,"op":"screen","action":"left_click","x":5,"y":6}"#)
+                .unwrap();
+        assert_eq!(
+            click.op,
+            Op::Screen(crate::computer::screen::ScreenAction::LeftClick { x: 5, y: 6 })
+        );
+        assert_eq!(
+            serde_json::to_string(&click).unwrap(),
+            r#"{"id":2,"op":"screen","action":"left_click","x":5,"y":6}"#
+        );
     }
 }

@@ -281,6 +281,26 @@ impl GuestSession {
         self.call(Op::Stat { path: path.into() }).await
     }
 
+    /// One screen action (desktop images).
+    pub async fn screen(
+        &self,
+        action: crate::computer::screen::ScreenAction,
+    ) -> Result<crate::computer::screen::ScreenResult, ComputerError> {
+        self.call(Op::Screen(action)).await
+    }
+
+    /// Starts the display unless it runs.
+    pub async fn display(&self) -> Result<crate::computer::screen::DisplayResult, ComputerError> {
+        self.call(Op::Display).await
+    }
+
+    pub async fn browser(
+        &self,
+        action: crate::computer::screen::BrowserAction,
+    ) -> Result<crate::computer::screen::BrowserResult, ComputerError> {
+        self.call(Op::Browser { action }).await
+    }
+
     /// Exports a snapshot of a file into `sink`, checking order, size and SHA-256.
     pub async fn export(
         &self,

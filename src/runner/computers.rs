@@ -340,7 +340,10 @@ impl Computers {
                 .await
                 .map_err(|e| PoolError::Egress(format!("cannot set up the egress network: {e}")))?,
         };
-        let spec = self.spec(p, network);
+        let mut spec = self.spec(p, network);
+        if self.provider.is_desktop_image(&p.image_id).await {
+            spec.limits = Limits::desktop();
+        }
         // A container under the owner's name from an earlier lease goes first.
         let _ = self.provider.remove(&spec.name()).await;
         let launched = self.provider.launch(&spec).await;
@@ -377,7 +380,7 @@ impl Computers {
         let started = StartResult {
             container_id: created.id,
             name: created.name,
-            resources: serde_json::to_value(&self.limits).unwrap_or_default(),
+            resources: serde_json::to_value(&spec.limits).unwrap_or_default(),
         };
         Ok((started, guest))
     }
@@ -522,6 +525,18 @@ impl Computers {
                 None,
             )
             .await?;
+        Ok(serde_json::to_value(result)?)
+    }
+
+    /// True when the image has a display, a window manager and a browser.
+    pub async fn is_desktop(&self, image: &str) -> bool {
+        self.provider.is_desktop_image(image).await
+    }
+
+    /// An operator's screen action on the computer's display.
+    pub async fn screen(&self, p: crate::api::computers::ScreenPayload) -> Outcome {
+        let guest = self.guest_under(&p.computer_id, p.fence).await?;
+        let result = guest.screen(p.action).await?;
         Ok(serde_json::to_value(result)?)
     }
 

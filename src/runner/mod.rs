@@ -10,6 +10,7 @@ pub mod exec;
 pub mod hermes_link;
 pub mod model;
 pub mod receipts;
+pub mod screen_tools;
 pub mod turns;
 pub mod worker;
 pub mod worker_turn;
@@ -604,6 +605,7 @@ async fn execute(
             async { Ok(pool()?.stop(p).await?) }.await
         }
         RunnerCommand::ComputerExec(p) => async { Ok(pool()?.exec(p).await?) }.await,
+        RunnerCommand::ComputerScreen(p) => async { Ok(pool()?.screen(p).await?) }.await,
         RunnerCommand::WorkerTurn(p) => worker_turn(shared, generation, &cmd.id, p, stop).await,
         RunnerCommand::EgressLog(q) => async { Ok(pool()?.egress().log(q).await?) }.await,
     };

@@ -38,8 +38,9 @@ pub struct WorkerHost<'a> {
     pub exports: &'a TurnExports,
 }
 
-/// The tools of a computer agent's turn, and nothing else.
-pub fn tool_schemas() -> Value {
+/// The tools of a computer agent's turn, and nothing else; a desktop computer adds the
+/// screen tools.
+pub fn tool_schemas(desktop: bool) -> Value {
     let tool = |name: &str, description: &str, properties: Value, required: &[&str]| {
         json!({
             "type": "function",
@@ -86,6 +87,12 @@ pub fn tool_schemas() -> Value {
         .as_array_mut()
         .expect("an array")
         .push(TurnExports::schema());
+    if desktop {
+        tools
+            .as_array_mut()
+            .expect("an array")
+            .extend(super::screen_tools::schemas());
+    }
     tools
 }
 
@@ -134,6 +141,7 @@ pub async fn turn(
         Some(note) => format!("{note}\n\n{}", p.message),
         None => p.message.clone(),
     };
+    let desktop = host.pool.is_desktop(&p.computer.image_id).await;
     let agent = p.computer.agent_id.clone();
     let mut worker = host
         .workers
@@ -149,10 +157,10 @@ pub async fn turn(
         .send(&json!({
             "type": "turn",
             "model": settings.to_wire(),
-            "tools": tool_schemas(),
+            "tools": tool_schemas(desktop),
             "message": message,
             "history": history,
-            "system": system_prompt(&p.computer.guest_cwd),
+            "system": system_prompt(&p.computer.guest_cwd, desktop),
         }))
         .await
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
@@ -204,9 +212,16 @@ pub async fn turn(
                 };
                 send(
                     event_types::TOOL_COMPLETE,
-                    json!({ "tool_id": call_id, "name": name, "args": args, "result": result }),
+                    json!({ "tool_id": call_id, "name": name, "args": args,
+                            "result": super::screen_tools::for_event(&result) }),
                 );
-                let content = serde_json::to_string(&result).expect("serializes");
+                // A multimodal envelope (a screenshot) goes over as it is: the Worker hands
+                // it to Hermes, which gives the image to vision models.
+                let content = if result["_multimodal"] == json!(true) {
+                    result
+                } else {
+                    Value::String(serde_json::to_string(&result).expect("serializes"))
+                };
                 if let Err(e) = worker
                     .send(&json!({ "type": "tool_result", "call_id": call_id, "content": content }))
                     .await
@@ -279,10 +294,20 @@ fn interrupted(p: &WorkerTurnPayload, why: &str) -> Result<Value, CommandFailure
     Ok(result("interrupted", "", None))
 }
 
-fn system_prompt(cwd: &str) -> String {
-    format!(
+fn system_prompt(cwd: &str, desktop: bool) -> String {
+    let mut text = format!(
         "You work in your own isolated Linux computer. Your tools run there, in your working directory {cwd}; nothing on any other machine is reachable through them. Files you write stay in that directory."
-    )
+    );
+    if desktop {
+        text.push_str(&format!(
+            " It has a {}x{} desktop: take a screenshot to see it, then click, type and press keys; commands you run show their windows there (DISPLAY={}). Firefox ESR (`firefox-esr --profile {cwd}/{}`) keeps its profile in your working directory.",
+            crate::computer::screen::WIDTH,
+            crate::computer::screen::HEIGHT,
+            crate::computer::screen::DISPLAY,
+            crate::computer::screen::BROWSER_PROFILE,
+        ));
+    }
+    text
 }
 
 /// Runs one tool call in the guest. Every failure is an answer to the model, not an error
@@ -296,6 +321,9 @@ async fn run_tool(
 ) -> Value {
     if name == "computer_export" {
         return exports.export(guest, args).await;
+    }
+    if super::screen_tools::is_screen_tool(name) {
+        return super::screen_tools::run(guest, name, args).await;
     }
     let text = |key: &str| args[key].as_str().map(str::to_string);
     let outcome: Result<Value, String> = match name {

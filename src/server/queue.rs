@@ -187,6 +187,16 @@ impl Queue {
         .await
     }
 
+    pub async fn computer_screen(
+        &self,
+        account_id: String,
+        id: String,
+        action: crate::computer::screen::ScreenAction,
+    ) -> Result<CommandRow, StoreError> {
+        self.change(move |c, limits| computers::screen(c, &account_id, &id, &action, limits))
+            .await
+    }
+
     /// Admits a chat turn and queues it on the agent's Runner.
     pub async fn chat(&self, admission: Admission) -> Result<(SessionRow, TurnRow), StoreError> {
         self.change(move |c, limits| sessions::admit_turn(c, &admission, limits))

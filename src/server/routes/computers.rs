@@ -98,6 +98,17 @@ pub async fn computer_exec(
     Ok(Json(cmd.view(false)))
 }
 
+pub async fn computer_screen(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::ComputerScreen>,
+) -> Result<Json<machine::Command>, ApiError> {
+    let account = caller.account.id.clone();
+    let cmd = state.queue.computer_screen(account, id, p.action).await?;
+    Ok(Json(cmd.view(false)))
+}
+
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {

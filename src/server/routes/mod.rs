@@ -134,6 +134,10 @@ pub fn admin() -> Router<AppState> {
             "/api/v1/computers/{id}/exec",
             post(computers::computer_exec),
         )
+        .route(
+            "/api/v1/computers/{id}/screen",
+            post(computers::computer_screen),
+        )
         .route("/api/v1/audit", get(computers::audit_list))
         .route("/api/v1/sessions", get(sessions::session_list))
         .route("/api/v1/sessions/{id}", get(sessions::session_show))
