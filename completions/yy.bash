@@ -238,6 +238,9 @@ _yy() {
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
                 ;;
+            yy__subcmd__bench,screen)
+                cmd="yy__subcmd__bench__subcmd__screen"
+                ;;
             yy__subcmd__bench,turn)
                 cmd="yy__subcmd__bench__subcmd__turn"
                 ;;
@@ -258,6 +261,9 @@ _yy() {
                 ;;
             yy__subcmd__bench__subcmd__help,help)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__help"
+                ;;
+            yy__subcmd__bench__subcmd__help,screen)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__screen"
                 ;;
             yy__subcmd__bench__subcmd__help,turn)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__turn"
@@ -483,6 +489,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__bench,egress)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__egress"
+                ;;
+            yy__subcmd__help__subcmd__bench,screen)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__screen"
                 ;;
             yy__subcmd__help__subcmd__bench,turn)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__turn"
@@ -1717,7 +1726,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer artifacts backup turn egress help"
+            opts="-h -V --server --help --version dispatch computer artifacts backup turn egress screen help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1881,7 +1890,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer artifacts backup turn egress help"
+            opts="dispatch computer artifacts backup turn egress screen help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1978,6 +1987,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__bench__subcmd__help__subcmd__screen)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__bench__subcmd__help__subcmd__turn)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -1985,6 +2008,28 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__screen)
+            opts="-h -V --samples --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2919,7 +2964,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer artifacts backup turn egress"
+            opts="dispatch computer artifacts backup turn egress screen"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2989,6 +3034,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench__subcmd__egress)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__bench__subcmd__screen)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
