@@ -268,6 +268,9 @@ _yy() {
             yy__subcmd__bench__subcmd__help,turn)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__turn"
                 ;;
+            yy__subcmd__computer,attach)
+                cmd="yy__subcmd__computer__subcmd__attach"
+                ;;
             yy__subcmd__computer,audit)
                 cmd="yy__subcmd__computer__subcmd__audit"
                 ;;
@@ -297,6 +300,9 @@ _yy() {
                 ;;
             yy__subcmd__computer,stop)
                 cmd="yy__subcmd__computer__subcmd__stop"
+                ;;
+            yy__subcmd__computer__subcmd__help,attach)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__attach"
                 ;;
             yy__subcmd__computer__subcmd__help,audit)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__audit"
@@ -495,6 +501,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__bench,turn)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__turn"
+                ;;
+            yy__subcmd__help__subcmd__computer,attach)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__attach"
                 ;;
             yy__subcmd__help__subcmd__computer,audit)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__audit"
@@ -2108,8 +2117,26 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer)
-            opts="-h -V --server --help --version create list show stop rm exec screenshot screen audit help"
+            opts="-h -V --server --help --version create list show stop rm exec attach screenshot screen audit help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__attach)
+            opts="-h -V --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2192,8 +2219,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer__subcmd__help)
-            opts="create list show stop rm exec screenshot screen audit help"
+            opts="create list show stop rm exec attach screenshot screen audit help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__attach)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -3104,8 +3145,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__computer)
-            opts="create list show stop rm exec screenshot screen audit"
+            opts="create list show stop rm exec attach screenshot screen audit"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__attach)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -431,3 +431,39 @@ fn the_model_and_the_operator_share_the_screen() {
     audit.ok();
     assert!(audit.stdout.contains("computer.screen"), "{audit:?}");
 }
+
+/// `yy computer attach` (read-only) shows the running turn's tool calls and outputs as
+/// they happen, and detaches on Ctrl-C.
+#[test]
+fn attach_shows_the_running_turn_live() {
+    let Some(s) = common::hermes::worker_setup(
+        || prepared().1.clone(),
+        serde_json::json!([
+            {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 2; echo agent-output-$((40+2))"}}},
+            {"text": "finished"}
+        ]),
+    ) else {
+        return;
+    };
+    let computer = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let attach = s.env.background(&s.server, &["computer", "attach", &id]);
+    std::thread::sleep(Duration::from_millis(500));
+    s.env.run(&["chat", "box", "run it"]).ok();
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = attach.0.as_ref().unwrap().id() as i32;
+    // SAFETY: signalling the child this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
+    let out = attach.output();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("read-only"), "{stderr}");
+    assert!(stdout.contains("[tool terminal started]"), "{stdout}");
+    assert!(stdout.contains("agent-output-42"), "{stdout}");
+    assert!(stdout.contains("finished"), "{stdout}");
+    assert!(stdout.contains("ended complete"), "{stdout}");
+    assert!(stderr.contains("detached"), "{stderr}");
+}

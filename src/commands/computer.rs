@@ -68,6 +68,9 @@ pub enum ComputerCommand {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+    /// Watch what the computer's agent does, read-only: the running turn's tool calls and
+    /// their outputs as they happen, turn after turn, until Ctrl-C
+    Attach(super::computer_attach::AttachArgs),
     /// Save a screenshot of a desktop computer's display as PNG (audited)
     Screenshot(super::computer_screen::ScreenshotArgs),
     /// Send one screen action (click, type, key, ...) to a desktop computer (audited);
@@ -210,6 +213,7 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
             argv,
         } => exec(&client, &id, timeout, json, argv).await,
         ComputerCommand::Screenshot(a) => super::computer_screen::screenshot(&client, a).await,
+        ComputerCommand::Attach(a) => super::computer_attach::attach(&client, a).await,
         ComputerCommand::Screen(a) => super::computer_screen::screen(&client, a).await,
         ComputerCommand::Audit { limit, json } => {
             let list = client.audit_list(limit).await?;
