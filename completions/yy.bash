@@ -280,6 +280,9 @@ _yy() {
             yy__subcmd__computer,exec)
                 cmd="yy__subcmd__computer__subcmd__exec"
                 ;;
+            yy__subcmd__computer,handback)
+                cmd="yy__subcmd__computer__subcmd__handback"
+                ;;
             yy__subcmd__computer,help)
                 cmd="yy__subcmd__computer__subcmd__help"
                 ;;
@@ -312,6 +315,9 @@ _yy() {
                 ;;
             yy__subcmd__computer__subcmd__help,exec)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__exec"
+                ;;
+            yy__subcmd__computer__subcmd__help,handback)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__handback"
                 ;;
             yy__subcmd__computer__subcmd__help,help)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__help"
@@ -513,6 +519,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__computer,exec)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__exec"
+                ;;
+            yy__subcmd__help__subcmd__computer,handback)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__handback"
                 ;;
             yy__subcmd__help__subcmd__computer,list)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__list"
@@ -2117,7 +2126,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer)
-            opts="-h -V --server --help --version create list show stop rm exec attach screenshot screen audit help"
+            opts="-h -V --server --help --version create list show stop rm exec attach handback screenshot screen audit help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2135,7 +2144,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer__subcmd__attach)
-            opts="-h -V --json --server --help --version"
+            opts="-h -V --json --control --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2218,8 +2227,30 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__computer__subcmd__handback)
+            opts="-h -V --note --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --note)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__computer__subcmd__help)
-            opts="create list show stop rm exec attach screenshot screen audit help"
+            opts="create list show stop rm exec attach handback screenshot screen audit help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2275,6 +2306,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer__subcmd__help__subcmd__exec)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__handback)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3145,7 +3190,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__computer)
-            opts="create list show stop rm exec attach screenshot screen audit"
+            opts="create list show stop rm exec attach handback screenshot screen audit"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3201,6 +3246,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__computer__subcmd__exec)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__handback)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -467,3 +467,131 @@ fn attach_shows_the_running_turn_live() {
     assert!(stdout.contains("ended complete"), "{stdout}");
     assert!(stderr.contains("detached"), "{stderr}");
 }
+
+/// Lines of a child's stream, as they come, on a channel.
+fn lines_of(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+            let hit = l.contains(needle);
+            seen.push(l);
+            if hit {
+                return;
+            }
+        }
+    }
+    panic!("no line with {needle:?} in {seen:#?}");
+}
+
+/// Takeover: `attach --control` waits for the tool in flight, the model's next tool does
+/// not run, the operator's commands run in the same container (the agent's background
+/// process is alive), detaching leaves the model paused, and the handback note reaches
+/// the model's next request.
+#[test]
+fn an_operator_takes_over_and_hands_back_with_a_note() {
+    let Some(s) = common::hermes::worker_setup(
+        || prepared().1.clone(),
+        serde_json::json!([
+            {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 600 >/dev/null 2>&1 & echo $! > bg.pid; sleep 3; echo first-done"}}},
+            {"tool_call": {"name": "terminal", "arguments": {"command": "echo second > second.txt"}}},
+            {"text": "resumed after the handback"}
+        ]),
+    ) else {
+        return;
+    };
+    let computer = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
+    let chat = s
+        .env
+        .background(&s.server, &["chat", "box", "do two steps"]);
+    // The first tool is running once it wrote the background process's pid.
+    common::wait_for(Duration::from_secs(60), "the first tool", || {
+        ws.join("bg.pid").exists().then_some(())
+    });
+    let started = std::time::Instant::now();
+    let mut attach = s
+        .env
+        .command(&["computer", "attach", &id, "--control"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = lines_of(attach.stdout.take().unwrap());
+    let err = lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_line(&err, "you have control", &mut seen);
+    // Control came only after the tool in flight (sleep 3) finished.
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "control after {:?}: {seen:?}",
+        started.elapsed()
+    );
+    let mut stdin = attach.stdin.take().unwrap();
+    use std::io::Write;
+    writeln!(
+        stdin,
+        "kill -0 $(cat bg.pid) && echo bg-alive; echo operator > op.txt"
+    )
+    .unwrap();
+    let mut printed = Vec::new();
+    wait_line(&out, "bg-alive", &mut printed);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("op.txt")).unwrap(),
+        "operator\n"
+    );
+    // The model's next tool did not run.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!ws.join("second.txt").exists(), "the next tool ran");
+    // Detach: control ends, the model stays paused.
+    drop(stdin);
+    let status = attach.wait().unwrap();
+    assert!(status.success());
+    wait_line(&err, "stays paused", &mut seen);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!ws.join("second.txt").exists(), "resumed by itself");
+    let shown = s.env.json(&["session", "list"]);
+    assert_eq!(shown[0]["state"], "running", "{shown}");
+
+    let note = "I logged in for you; the page is open";
+    s.env
+        .run(&["computer", "handback", &id, "--note", note])
+        .ok();
+    let done = chat.output();
+    let chat_out = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{chat_out}");
+    assert!(
+        chat_out.contains("resumed after the handback"),
+        "{chat_out}"
+    );
+    // The waiting tool was not run; its answer carried the note to the model.
+    assert!(!ws.join("second.txt").exists());
+    let steps = s.model.steps();
+    let last = steps.last().unwrap()["body"].to_string();
+    assert!(last.contains(note), "{last}");
+    assert!(
+        last.contains("first-done"),
+        "the tool results so far are kept"
+    );
+    // Nothing is paused any more: a second handback is a conflict.
+    s.env
+        .run(&["computer", "handback", &id, "--note", "again"])
+        .fails(6, "not paused");
+    let audit = s.env.run(&["computer", "audit"]);
+    assert!(audit.stdout.contains("computer.control"), "{audit:?}");
+    assert!(audit.stdout.contains("computer.handback"), "{audit:?}");
+}

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::computers::{ComputerRef, ExecPayload, ScreenPayload, StartPayload};
+use super::computers::{ComputerRef, ExecPayload, PausePayload, ScreenPayload, StartPayload};
 use super::sessions::{SessionRef, TurnPayload, WorkerTurnPayload};
 
 pub use super::states::CommandState;
@@ -214,6 +214,11 @@ super::states::word_enum! {
         ComputerExec = "computer.exec",
         /// An operator's screen action (screenshot, click, ...) on a desktop computer.
         ComputerScreen = "computer.screen",
+        /// Pause the computer's model at its next tool call (an operator takes control);
+        /// done once no tool is in flight.
+        ComputerPause = "computer.pause",
+        /// Resume the paused model with the operator's note (handback).
+        ComputerResume = "computer.resume",
         /// A computer agent's turn through the Worker.
         WorkerTurn = "worker.turn",
         /// The egress proxy's recent decisions (read-only).
@@ -255,7 +260,9 @@ impl CommandKind {
             | CommandKind::ComputerStop
             | CommandKind::ComputerRemove
             | CommandKind::ComputerExec
-            | CommandKind::ComputerScreen => Settles::Computer,
+            | CommandKind::ComputerScreen
+            | CommandKind::ComputerPause
+            | CommandKind::ComputerResume => Settles::Computer,
             CommandKind::WorkerTurn => Settles::Both,
             CommandKind::Ping
             | CommandKind::Fetch
@@ -296,6 +303,10 @@ pub enum RunnerCommand {
     ComputerExec(ExecPayload),
     #[serde(rename = "computer.screen")]
     ComputerScreen(ScreenPayload),
+    #[serde(rename = "computer.pause")]
+    ComputerPause(PausePayload),
+    #[serde(rename = "computer.resume")]
+    ComputerResume(PausePayload),
     #[serde(rename = "worker.turn")]
     WorkerTurn(WorkerTurnPayload),
     #[serde(rename = "egress.log")]
@@ -323,6 +334,8 @@ impl RunnerCommand {
             RunnerCommand::ComputerRemove(_) => CommandKind::ComputerRemove,
             RunnerCommand::ComputerExec(_) => CommandKind::ComputerExec,
             RunnerCommand::ComputerScreen(_) => CommandKind::ComputerScreen,
+            RunnerCommand::ComputerPause(_) => CommandKind::ComputerPause,
+            RunnerCommand::ComputerResume(_) => CommandKind::ComputerResume,
             RunnerCommand::WorkerTurn(_) => CommandKind::WorkerTurn,
             RunnerCommand::EgressLog(_) => CommandKind::EgressLog,
         }

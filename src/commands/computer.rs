@@ -69,8 +69,12 @@ pub enum ComputerCommand {
         argv: Vec<String>,
     },
     /// Watch what the computer's agent does, read-only: the running turn's tool calls and
-    /// their outputs as they happen, turn after turn, until Ctrl-C
+    /// their outputs as they happen, turn after turn, until Ctrl-C; with --control, take
+    /// the computer over
     Attach(super::computer_attach::AttachArgs),
+    /// Hand a computer taken over with `attach --control` back to its model, with a note
+    /// that enters the model's next segment
+    Handback(super::computer_attach::HandbackArgs),
     /// Save a screenshot of a desktop computer's display as PNG (audited)
     Screenshot(super::computer_screen::ScreenshotArgs),
     /// Send one screen action (click, type, key, ...) to a desktop computer (audited);
@@ -214,6 +218,7 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
         } => exec(&client, &id, timeout, json, argv).await,
         ComputerCommand::Screenshot(a) => super::computer_screen::screenshot(&client, a).await,
         ComputerCommand::Attach(a) => super::computer_attach::attach(&client, a).await,
+        ComputerCommand::Handback(a) => super::computer_attach::handback(&client, a).await,
         ComputerCommand::Screen(a) => super::computer_screen::screen(&client, a).await,
         ComputerCommand::Audit { limit, json } => {
             let list = client.audit_list(limit).await?;

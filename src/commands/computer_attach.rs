@@ -8,17 +8,39 @@ use clap::Args;
 
 use crate::api::admin::LONG_POLL_MS;
 use crate::api::client::Client;
+use crate::api::computers::{ComputerExec, ExecResult};
 use crate::api::sessions::{SessionEvent, event_types};
 use crate::output;
+use tokio::io::AsyncBufReadExt;
 
 #[derive(Debug, Args)]
 pub struct AttachArgs {
     /// Computer id (or unique prefix)
     pub id: String,
     /// Print events as JSON lines (NDJSON) instead of text
-    #[arg(long)]
+    #[arg(long, conflicts_with = "control")]
     pub json: bool,
+    /// Take control: the model is paused at its next tool call (the tool in flight
+    /// finishes first), then each line typed runs in the computer; control is renewed
+    /// while attached and ends on Ctrl-D, Ctrl-C or a lost connection; the model stays
+    /// paused until `yy computer handback`
+    #[arg(long)]
+    pub control: bool,
 }
+
+#[derive(Debug, Args)]
+pub struct HandbackArgs {
+    /// Computer id (or unique prefix)
+    pub id: String,
+    /// What the model should know about what you did (enters its next model segment)
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub note: String,
+    #[command(flatten)]
+    pub json: super::JsonFlag,
+}
+
+/// How often control is renewed while attached (it lasts 30 s).
+const RENEW_EVERY: Duration = Duration::from_secs(10);
 
 /// The longest tool output shown per call (the rest is cut, saying so).
 const SHOWN_OUTPUT: usize = 2000;
@@ -141,7 +163,99 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
     }
 }
 
+/// Runs one typed line in the computer (as `yy computer exec ID -- sh -c LINE`).
+async fn run_line(client: &Client, id: &str, line: &str) -> anyhow::Result<()> {
+    let params = ComputerExec {
+        argv: vec!["/bin/sh".into(), "-c".into(), line.into()],
+        timeout_ms: Some(600_000),
+        output_cap_bytes: None,
+    };
+    let cmd = client.computer_exec(id, &params).await?;
+    let cmd = client.wait_command(&cmd.id, None).await?;
+    let r: ExecResult = super::runner_ops::result_of(cmd, "exec")?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(output::clean_text(&r.stdout).as_bytes())?;
+    out.write_all(output::clean_text(&r.stderr).as_bytes())?;
+    if r.exit_code != Some(0) {
+        writeln!(
+            out,
+            "[exit {}]",
+            r.exit_code
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "by signal".into())
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
+    let c = client.computer_control(id).await?;
+    let fence = c.control_fence;
+    eprintln!(
+        "[control fence {fence}: the model pauses at its next tool call; waiting for the tool in flight to finish]"
+    );
+    let mut renew = tokio::time::interval(RENEW_EVERY);
+    renew.tick().await;
+    let pause = c.command_id.clone().unwrap_or_default();
+    let waited = async {
+        let cmd = client.wait_command(&pause, None).await?;
+        super::runner_ops::result_of::<serde_json::Value>(cmd, "pause")
+    };
+    tokio::pin!(waited);
+    loop {
+        tokio::select! {
+            r = &mut waited => { r?; break; }
+            _ = renew.tick() => { client.computer_control_renew(id, fence, false).await?; }
+        }
+    }
+    eprintln!(
+        "[you have control of computer {id}; the model is paused. Each line runs in the computer (sh -c, in the workspace); Ctrl-D detaches]"
+    );
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let ended: anyhow::Result<()> = loop {
+        tokio::select! {
+            line = lines.next_line() => match line {
+                Ok(Some(l)) if l.trim().is_empty() => {}
+                Ok(Some(l)) => {
+                    if let Err(e) = run_line(client, id, &l).await {
+                        eprintln!("error: {e:#}");
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e.into()),
+            },
+            _ = renew.tick() => {
+                if let Err(e) = client.computer_control_renew(id, fence, false).await {
+                    break Err(e.into());
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+        }
+    };
+    // Detaching ends control; nothing resumes by itself.
+    let _ = client.computer_control_renew(id, fence, true).await;
+    eprintln!(
+        "[control released; the model stays paused until `yy computer handback {id} --note ...`]"
+    );
+    ended
+}
+
+pub async fn handback(client: &Client, a: HandbackArgs) -> anyhow::Result<()> {
+    let c = client.computer_handback(&a.id, &a.note).await?;
+    if a.json.json {
+        return output::json(&c);
+    }
+    Ok(output::print(&format!(
+        "handed computer {} back (control fence {}); the model resumes with your note",
+        c.computer_id, c.control_fence
+    ))?)
+}
+
 pub async fn attach(client: &Client, a: AttachArgs) -> anyhow::Result<()> {
+    if a.control {
+        return control(client, &a.id).await;
+    }
     tokio::select! {
         r = follow(client, &a.id, a.json) => r,
         _ = tokio::signal::ctrl_c() => {

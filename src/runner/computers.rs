@@ -43,6 +43,8 @@ pub struct Computers {
     egress: Egress,
     /// The connection generation, recorded in container labels.
     pub generation: Mutex<i64>,
+    /// Models paused by an operator's takeover.
+    pub pauses: super::pauses::Pauses,
 }
 
 /// Why a computer operation on this Runner failed.
@@ -121,6 +123,7 @@ impl Computers {
             reserved: Mutex::default(),
             slot_freed: tokio::sync::Notify::new(),
             guests: tokio::sync::Mutex::default(),
+            pauses: Default::default(),
             egress,
             generation: Mutex::new(0),
         })

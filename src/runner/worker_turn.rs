@@ -14,6 +14,7 @@ use super::CommandFailure;
 use super::artifacts::TurnExports;
 use super::computers::Computers;
 use super::model;
+use super::pauses::Gate;
 use super::worker::{WorkerError, Workers};
 use crate::api::sessions::{
     ComputerReady, TurnEventIn, TurnResult, WorkerTurnPayload, event_types,
@@ -205,10 +206,28 @@ pub async fn turn(
                     event_types::TOOL_START,
                     json!({ "tool_id": call_id, "name": name }),
                 );
+                let computer = &p.computer.computer_id;
+                let paused = || {
+                    send(
+                        event_types::WAITING,
+                        json!({ "message": "paused: an operator has control of the computer; the model waits for `yy computer handback`" }),
+                    )
+                };
                 let result = if stop.is_cancelled() {
                     json!({ "error": "not run: the turn was stopped" })
                 } else {
-                    run_tool(&guest, &name, &args, &stop, host.exports).await
+                    match host.pool.pauses.enter(computer, &stop, paused).await {
+                        Gate::Run => {
+                            let r = run_tool(&guest, &name, &args, &stop, host.exports).await;
+                            host.pool.pauses.leave(computer);
+                            r
+                        }
+                        Gate::HandedBack(note) => json!({
+                            "not_run": "an operator took control of the computer before this tool ran and has handed it back; the computer may have changed, so look again before you go on",
+                            "operator_note": note,
+                        }),
+                        Gate::Stopped => json!({ "error": "not run: the turn was stopped" }),
+                    }
                 };
                 send(
                     event_types::TOOL_COMPLETE,

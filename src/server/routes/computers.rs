@@ -109,6 +109,55 @@ pub async fn computer_screen(
     Ok(Json(cmd.view(false)))
 }
 
+pub async fn computer_control(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+) -> Result<Json<wire::Control>, ApiError> {
+    let account = caller.account.id.clone();
+    Ok(Json(state.queue.control_take(account, id).await?))
+}
+
+pub async fn computer_control_renew(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::ControlFence>,
+) -> Result<Json<wire::Control>, ApiError> {
+    let account = caller.account.id.clone();
+    let c = state
+        .queue
+        .control_renew(account, id, p.control_fence, false)
+        .await?;
+    Ok(Json(c))
+}
+
+pub async fn computer_control_release(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::ControlFence>,
+) -> Result<Json<wire::Control>, ApiError> {
+    let account = caller.account.id.clone();
+    let c = state
+        .queue
+        .control_renew(account, id, p.control_fence, true)
+        .await?;
+    Ok(Json(c))
+}
+
+pub async fn computer_handback(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::Handback>,
+) -> Result<Json<wire::Control>, ApiError> {
+    let account = caller.account.id.clone();
+    Ok(Json(
+        state.queue.control_handback(account, id, p.note).await?,
+    ))
+}
+
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {

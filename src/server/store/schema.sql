@@ -200,3 +200,11 @@ CREATE TABLE artifacts (
 CREATE INDEX artifacts_session ON artifacts(session_id, created_at);
 CREATE INDEX artifacts_command ON artifacts(command_id);
 CREATE INDEX artifacts_turn ON artifacts(turn_id);
+
+CREATE TABLE computer_controls (
+    computer_id   TEXT PRIMARY KEY REFERENCES computers(id),
+    control_fence INTEGER NOT NULL,
+    holder        TEXT REFERENCES accounts(id),
+    expires_at    INTEGER,
+    paused        INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1))
+);
