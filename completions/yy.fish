@@ -456,6 +456,8 @@ complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcomma
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screenshot" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screenshot" -s h -l help -d 'Print help'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screenshot" -s V -l version -d 'Print version'
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screen" -l fence -d 'The control fence you hold (`attach --control` prints it); needed for input while anyone has control, refused when stale' -r
+complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screen" -l frame -d 'Only act while this is the current frame (the latest screenshot\'s id); refused when the screen was captured again since' -r
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screen" -l server -d 'The yy server to talk to (overrides YY_SERVER and the stored login\'s server)' -r
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screen" -l json -d 'Print JSON instead of a table'
 complete -c yy -n "__fish_yy_using_subcommand computer; and __fish_seen_subcommand_from screen" -s h -l help -d 'Print help'

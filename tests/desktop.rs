@@ -554,6 +554,59 @@ fn an_operator_takes_over_and_hands_back_with_a_note() {
         std::fs::read_to_string(ws.join("op.txt")).unwrap(),
         "operator\n"
     );
+    // Screen input under control needs the current fence and a current frame.
+    let fence_line = seen.iter().find(|l| l.contains("control fence")).unwrap();
+    assert!(fence_line.contains("control fence 1:"), "{fence_line}");
+    s.env
+        .run(&["computer", "screen", &id, "move_cursor", "5", "5"])
+        .fails(6, "needs the current control fence");
+    s.env
+        .run(&[
+            "computer",
+            "screen",
+            &id,
+            "move_cursor",
+            "5",
+            "5",
+            "--fence",
+            "0",
+        ])
+        .fails(6, "stale");
+    let shot = s.env.path("f.png");
+    let shot = shot.to_str().unwrap();
+    let first = s.env.json(&["computer", "screenshot", &id, "-o", shot]);
+    let frame = first["frame_id"].as_str().unwrap().to_string();
+    let moved = s.env.json(&[
+        "computer",
+        "screen",
+        &id,
+        "move_cursor",
+        "7",
+        "8",
+        "--fence",
+        "1",
+        "--frame",
+        &frame,
+    ]);
+    assert_eq!(
+        (moved["x"].as_i64(), moved["y"].as_i64()),
+        (Some(7), Some(8))
+    );
+    s.env.json(&["computer", "screenshot", &id, "-o", shot]);
+    s.env
+        .run(&[
+            "computer",
+            "screen",
+            &id,
+            "left_click",
+            "9",
+            "9",
+            "--fence",
+            "1",
+            "--frame",
+            &frame,
+        ])
+        .fails(1, "not the current frame");
     // The model's next tool did not run.
     std::thread::sleep(Duration::from_secs(2));
     assert!(!ws.join("second.txt").exists(), "the next tool ran");

@@ -377,9 +377,13 @@ impl Client {
         &self,
         id: &str,
         action: &crate::computer::screen::ScreenAction,
+        control_fence: Option<i64>,
+        frame_id: Option<&str>,
     ) -> Result<Command> {
         let body = super::computers::ComputerScreen {
             action: action.clone(),
+            control_fence,
+            frame_id: frame_id.map(str::to_string),
         };
         self.act_with("computers", id, "screen", &body).await
     }

@@ -181,6 +181,13 @@ pub struct PausePayload {
 pub struct ComputerScreen {
     #[serde(flatten)]
     pub action: crate::computer::screen::ScreenAction,
+    /// The control fence the operator holds; required for input while anyone holds
+    /// control, and refused when it is not the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_fence: Option<i64>,
+    /// Run only while this is the current frame (the latest screenshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_id: Option<String>,
 }
 
 /// Payload of the `computer.screen` Runner command.
@@ -188,6 +195,8 @@ pub struct ComputerScreen {
 pub struct ScreenPayload {
     pub computer_id: String,
     pub fence: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_id: Option<String>,
     #[serde(flatten)]
     pub action: crate::computer::screen::ScreenAction,
 }

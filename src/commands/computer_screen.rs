@@ -35,6 +35,14 @@ pub struct ScreenArgs {
     /// The action's arguments
     #[arg(value_name = "ARG", allow_negative_numbers = true)]
     pub args: Vec<String>,
+    /// The control fence you hold (`attach --control` prints it); needed for input while
+    /// anyone has control, refused when stale
+    #[arg(long, value_name = "N")]
+    pub fence: Option<i64>,
+    /// Only act while this is the current frame (the latest screenshot's id); refused
+    /// when the screen was captured again since
+    #[arg(long, value_name = "FRAME_ID")]
+    pub frame: Option<String>,
     #[command(flatten)]
     pub json: JsonFlag,
 }
@@ -145,14 +153,22 @@ pub fn parse_action(action: &str, args: &[String]) -> anyhow::Result<ScreenActio
 }
 
 /// Runs one action as a Runner command and waits for its answer.
-pub async fn act(client: &Client, id: &str, action: &ScreenAction) -> anyhow::Result<ScreenResult> {
-    let cmd = client.computer_screen(id, action).await?;
+pub async fn act(
+    client: &Client,
+    id: &str,
+    action: &ScreenAction,
+    control_fence: Option<i64>,
+    frame_id: Option<&str>,
+) -> anyhow::Result<ScreenResult> {
+    let cmd = client
+        .computer_screen(id, action, control_fence, frame_id)
+        .await?;
     let cmd = client.wait_command(&cmd.id, None).await?;
     super::runner_ops::result_of(cmd, action.name())
 }
 
 pub async fn screenshot(client: &Client, a: ScreenshotArgs) -> anyhow::Result<()> {
-    let r = act(client, &a.id, &ScreenAction::Screenshot).await?;
+    let r = act(client, &a.id, &ScreenAction::Screenshot, None, None).await?;
     let png = r
         .png_bytes()
         .ok_or_else(|| CliError::failure("the screenshot came back without a PNG"))?;
@@ -181,7 +197,7 @@ pub async fn screenshot(client: &Client, a: ScreenshotArgs) -> anyhow::Result<()
 
 pub async fn screen(client: &Client, a: ScreenArgs) -> anyhow::Result<()> {
     let action = parse_action(&a.action, &a.args)?;
-    let r = act(client, &a.id, &action).await?;
+    let r = act(client, &a.id, &action, a.fence, a.frame.as_deref()).await?;
     if a.json.json {
         output::json(&r)
     } else {

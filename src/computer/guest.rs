@@ -169,6 +169,13 @@ async fn handle(req: Request, ws: Arc<Workspace>, tx: Out, inflight: Inflight) {
         Op::List { path } => blocking(id, move || list(&ws, &path)).await,
         Op::Stat { path } => blocking(id, move || stat(&ws, &path)).await,
         Op::Screen(action) => blocking(id, move || super::screen::act(ws.root(), &action)).await,
+        Op::ScreenAt { frame_id, action } => {
+            blocking(id, move || {
+                super::screen::check_frame(&frame_id)?;
+                super::screen::act(ws.root(), &action)
+            })
+            .await
+        }
         Op::Display => blocking(id, move || super::screen::ensure_display(ws.root())).await,
         Op::Browser { action } => {
             blocking(id, move || super::screen::browser(ws.root(), action)).await

@@ -284,6 +284,25 @@ pub fn ensure_display(cwd: &Path) -> Result<DisplayResult, OpError> {
 static FRAME_SEQ: AtomicU64 = AtomicU64::new(0);
 static LAST_FRAME: Mutex<String> = Mutex::new(String::new());
 
+/// Refuses input aimed at a frame that is not the latest screenshot.
+pub fn check_frame(frame_id: &str) -> Result<(), OpError> {
+    let current = LAST_FRAME.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if current == frame_id {
+        return Ok(());
+    }
+    Err(OpError::new(
+        codes::STALE_FRAME,
+        format!(
+            "frame {frame_id:?} is not the current frame ({}): the screen may have changed; take a new screenshot",
+            if current.is_empty() {
+                "none yet"
+            } else {
+                &current
+            }
+        ),
+    ))
+}
+
 /// A frame id unique across guest restarts: start time of this guest and a sequence.
 fn next_frame_id() -> String {
     static EPOCH: std::sync::OnceLock<u64> = std::sync::OnceLock::new();

@@ -289,6 +289,19 @@ impl GuestSession {
         self.call(Op::Screen(action)).await
     }
 
+    /// A screen action that the guest runs only while `frame_id` is the current frame.
+    pub async fn screen_at(
+        &self,
+        frame_id: &str,
+        action: crate::computer::screen::ScreenAction,
+    ) -> Result<crate::computer::screen::ScreenResult, ComputerError> {
+        self.call(Op::ScreenAt {
+            frame_id: frame_id.into(),
+            action,
+        })
+        .await
+    }
+
     /// Starts the display unless it runs.
     pub async fn display(&self) -> Result<crate::computer::screen::DisplayResult, ComputerError> {
         self.call(Op::Display).await

@@ -539,7 +539,10 @@ impl Computers {
     /// An operator's screen action on the computer's display.
     pub async fn screen(&self, p: crate::api::computers::ScreenPayload) -> Outcome {
         let guest = self.guest_under(&p.computer_id, p.fence).await?;
-        let result = guest.screen(p.action).await?;
+        let result = match &p.frame_id {
+            Some(frame) => guest.screen_at(frame, p.action).await?,
+            None => guest.screen(p.action).await?,
+        };
         Ok(serde_json::to_value(result)?)
     }
 

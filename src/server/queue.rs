@@ -192,9 +192,14 @@ impl Queue {
         account_id: String,
         id: String,
         action: crate::computer::screen::ScreenAction,
+        control_fence: Option<i64>,
+        frame_id: Option<String>,
     ) -> Result<CommandRow, StoreError> {
-        self.change(move |c, limits| computers::screen(c, &account_id, &id, &action, limits))
-            .await
+        self.change(move |c, limits| {
+            super::store::control::check_input(c, &account_id, &id, &action, control_fence)?;
+            computers::screen(c, &account_id, &id, &action, frame_id, limits)
+        })
+        .await
     }
 
     /// An operator takes control of a computer (the model pauses at its next tool call).

@@ -105,7 +105,10 @@ pub async fn computer_screen(
     Body(p): Body<wire::ComputerScreen>,
 ) -> Result<Json<machine::Command>, ApiError> {
     let account = caller.account.id.clone();
-    let cmd = state.queue.computer_screen(account, id, p.action).await?;
+    let cmd = state
+        .queue
+        .computer_screen(account, id, p.action, p.control_fence, p.frame_id)
+        .await?;
     Ok(Json(cmd.view(false)))
 }
 

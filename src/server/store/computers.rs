@@ -435,6 +435,7 @@ pub fn screen(
     account_id: &str,
     id: &str,
     action: &crate::computer::screen::ScreenAction,
+    frame_id: Option<String>,
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -448,6 +449,7 @@ pub fn screen(
     let command = RunnerCommand::ComputerScreen(crate::api::computers::ScreenPayload {
         computer_id: c.id.clone(),
         fence: c.fence,
+        frame_id: frame_id.clone(),
         action: action.clone(),
     });
     let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, 60_000, limits)?;
@@ -462,7 +464,7 @@ pub fn screen(
         account_id,
         "computer.screen",
         &c.id,
-        &serde_json::json!({ "action": detail, "fence": c.fence, "command_id": cmd.id }),
+        &serde_json::json!({ "action": detail, "fence": c.fence, "frame_id": frame_id, "command_id": cmd.id }),
     )?;
     tx.commit()?;
     Ok(cmd)

@@ -64,6 +64,40 @@ fn view(id: &str, r: &Row, now: i64, command_id: Option<String>) -> Control {
     }
 }
 
+/// Screen input (anything but looking) under control: while an operator's control is live
+/// only they may send input, with their current fence; a fence that is given must be the
+/// current one and live.
+pub fn check_input(
+    conn: &Connection,
+    account_id: &str,
+    id: &str,
+    action: &crate::computer::screen::ScreenAction,
+    control_fence: Option<i64>,
+) -> Result<(), StoreError> {
+    use crate::computer::screen::ScreenAction as A;
+    let looking = matches!(
+        action,
+        A::Screenshot | A::GetScreenSize | A::GetCursorPosition
+    );
+    let c = get(conn, id)?;
+    let now = now_ms();
+    let r = row(conn, &c.id)?;
+    let live = r
+        .as_ref()
+        .and_then(|r| r.live_holder(now).map(str::to_string));
+    match (control_fence, r, live) {
+        (Some(f), Some(r), Some(h)) if f == r.fence && h == account_id => Ok(()),
+        (Some(f), r, _) => Err(StoreError::Conflict(format!(
+            "control fence {f} of computer {id} is stale or no longer held (current {}): take control again",
+            r.map(|r| r.fence).unwrap_or(0)
+        ))),
+        (None, _, Some(_)) if !looking => Err(StoreError::Conflict(format!(
+            "computer {id} is under an operator's control: input needs the current control fence (--fence)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The computer's control as it stands (nobody, fence 0, when never taken).
 pub fn show(conn: &Connection, id: &str) -> Result<Control, StoreError> {
     let c = get(conn, id)?;
