@@ -648,3 +648,71 @@ fn an_operator_takes_over_and_hands_back_with_a_note() {
     assert!(audit.stdout.contains("computer.control"), "{audit:?}");
     assert!(audit.stdout.contains("computer.handback"), "{audit:?}");
 }
+
+/// A lost connection (the attached CLI killed) ends control within 30 s: input without a
+/// fence is refused while the control lives and accepted after; the model stays paused.
+#[test]
+fn a_lost_connection_ends_control_and_the_model_stays_paused() {
+    let Some(s) = common::hermes::worker_setup(
+        || prepared().1.clone(),
+        serde_json::json!([
+            {"tool_call": {"name": "terminal", "arguments": {"command": "echo one > one.txt"}}},
+            {"tool_call": {"name": "terminal", "arguments": {"command": "echo two > two.txt"}}},
+            {"text": "done"}
+        ]),
+    ) else {
+        return;
+    };
+    let computer = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
+    // Take control before the turn: the model is paused at its first tool call.
+    let mut attach = s
+        .env
+        .command(&["computer", "attach", &id, "--control"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_line(&err, "you have control", &mut seen);
+    let chat = s.env.background(&s.server, &["chat", "box", "two steps"]);
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(!ws.join("one.txt").exists(), "a tool ran under control");
+    // The connection is lost: no release, no more renewals.
+    attach.kill().unwrap();
+    attach.wait().unwrap();
+    let lost = std::time::Instant::now();
+    s.env
+        .run(&["computer", "screen", &id, "move_cursor", "1", "1"])
+        .fails(6, "under an operator's control");
+    common::wait_for(Duration::from_secs(40), "control to end", || {
+        let out = s
+            .env
+            .run(&["computer", "screen", &id, "move_cursor", "1", "1"]);
+        (out.code == 0).then_some(())
+    });
+    assert!(
+        lost.elapsed() <= Duration::from_secs(31),
+        "{:?}",
+        lost.elapsed()
+    );
+    // Nothing resumed by itself.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!ws.join("one.txt").exists(), "resumed by itself");
+    let sessions = s.env.json(&["session", "list"]);
+    assert_eq!(sessions[0]["state"], "running", "{sessions}");
+    s.env
+        .run(&["computer", "handback", &id, "--note", "ok"])
+        .ok();
+    let done = chat.output();
+    assert!(done.status.success(), "{done:?}");
+    // The first tool call waited and was answered with the note; the second ran.
+    assert!(!ws.join("one.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("two.txt")).unwrap(),
+        "two\n"
+    );
+}
