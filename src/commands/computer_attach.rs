@@ -213,6 +213,7 @@ async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
         "[you have control of computer {id}; the model is paused. Each line runs in the computer (sh -c, in the workspace); Ctrl-D detaches]"
     );
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut eof = false;
     let ended: anyhow::Result<()> = loop {
         tokio::select! {
             line = lines.next_line() => match line {
@@ -222,7 +223,10 @@ async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
                         eprintln!("error: {e:#}");
                     }
                 }
-                Ok(None) => break Ok(()),
+                Ok(None) => {
+                    eof = true;
+                    break Ok(());
+                }
                 Err(e) => break Err(e.into()),
             },
             _ = renew.tick() => {
@@ -235,6 +239,28 @@ async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
     };
     // Detaching ends control; nothing resumes by itself.
     let _ = client.computer_control_renew(id, fence, true).await;
+    use std::io::IsTerminal;
+    // On a terminal, Ctrl-D offers the handback (after Ctrl-C the terminal's next line may
+    // already be taken by the reader above, so it does not ask).
+    if ended.is_ok() && eof && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        eprint!(
+            "[control released] hand computer {id} back now? Type a note for the model and Enter (empty: leave it paused): "
+        );
+        let note = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        })
+        .await??;
+        let note = note.trim();
+        if !note.is_empty() {
+            let c = client.computer_handback(id, note).await?;
+            eprintln!(
+                "[handed back (control fence {}); the model resumes with your note]",
+                c.control_fence
+            );
+            return Ok(());
+        }
+    }
     eprintln!(
         "[control released; the model stays paused until `yy computer handback {id} --note ...`]"
     );
