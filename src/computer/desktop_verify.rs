@@ -2,8 +2,9 @@
 //! PNG of the display's size, the browser starts and writes its profile, and the profile
 //! survives a browser kill and a computer recreate (same workspace, new container).
 
+use super::browser::BrowserAction;
 use super::docker::Provider;
-use super::screen::{BrowserAction, HEIGHT, ScreenAction, WIDTH, png_size};
+use super::screen::{HEIGHT, ScreenAction, WIDTH, png_size};
 use super::session::GuestSession;
 use super::{ComputerError, ComputerSpec};
 

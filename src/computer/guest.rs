@@ -178,7 +178,7 @@ async fn handle(req: Request, ws: Arc<Workspace>, tx: Out, inflight: Inflight) {
         }
         Op::Display => blocking(id, move || super::screen::ensure_display(ws.root())).await,
         Op::Browser { action } => {
-            blocking(id, move || super::screen::browser(ws.root(), action)).await
+            blocking(id, move || super::browser::browser(ws.root(), action)).await
         }
     };
     let _ = tx.send(bytes).await;

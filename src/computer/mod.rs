@@ -9,6 +9,7 @@
 //! * [`rootfs`], [`image`], [`tarball`], [`image_verify`]: building, listing and verifying
 //!   the image.
 
+pub mod browser;
 pub mod confine;
 pub mod desktop_verify;
 pub mod docker;

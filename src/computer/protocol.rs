@@ -97,7 +97,7 @@ pub enum Op {
     Display,
     /// Start, kill or report the browser with its profile in the workspace.
     Browser {
-        action: crate::computer::screen::BrowserAction,
+        action: crate::computer::browser::BrowserAction,
     },
 }
 

@@ -309,8 +309,8 @@ impl GuestSession {
 
     pub async fn browser(
         &self,
-        action: crate::computer::screen::BrowserAction,
-    ) -> Result<crate::computer::screen::BrowserResult, ComputerError> {
+        action: crate::computer::browser::BrowserAction,
+    ) -> Result<crate::computer::browser::BrowserResult, ComputerError> {
         self.call(Op::Browser { action }).await
     }
 
