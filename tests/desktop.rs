@@ -59,6 +59,7 @@ fn prepare_builds_a_desktop_image_that_passes_the_ladder() {
         "network interfaces",
         "root read-only",
         "display up",
+        "fonts",
         "complete screenshot",
         "browser starts, writes its profile",
         "profile survives a browser kill",

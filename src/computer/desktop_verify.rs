@@ -5,6 +5,7 @@
 use super::browser::BrowserAction;
 use super::docker::Provider;
 use super::screen::{HEIGHT, ScreenAction, WIDTH, png_size};
+use super::protocol::ExecParams;
 use super::session::GuestSession;
 use super::{ComputerError, ComputerSpec};
 
@@ -36,6 +37,30 @@ pub async fn ladder(
         Err(e) => err_text(&e),
     };
     if !add("display up", size.clone(), got) {
+        return Ok(());
+    }
+    // Pages in Chinese and with emoji render as text, not boxes: fontconfig has both.
+    let fonts = session
+        .exec(
+            ExecParams::shell(
+                "zh=$(fc-list :lang=zh family | head -n 1); emoji=$(fc-list :charset=1f600 family | head -n 1); echo \"zh=${zh:-none} emoji=${emoji:-none}\"",
+            ),
+            None,
+        )
+        .await;
+    let got = match fonts {
+        Ok(r) if r.exit_code == Some(0) => {
+            let line = r.stdout.trim().to_string();
+            if line.contains("zh=none") || line.contains("emoji=none") {
+                line
+            } else {
+                "Chinese and emoji fonts".into()
+            }
+        }
+        Ok(r) => format!("exit {:?}: {}", r.exit_code, r.stderr.trim()),
+        Err(e) => err_text(&e),
+    };
+    if !add("fonts", "Chinese and emoji fonts".into(), got) {
         return Ok(());
     }
     let want = format!("valid PNG {size} with a frame id");
