@@ -620,6 +620,14 @@ fn an_operator_takes_over_and_hands_back_with_a_note() {
     assert!(!ws.join("second.txt").exists(), "resumed by itself");
     let shown = s.env.json(&["session", "list"]);
     assert_eq!(shown[0]["state"], "running", "{shown}");
+    let c = s.env.json(&["computer", "show", &id]);
+    assert_eq!(c["control"]["paused"], true, "{c}");
+    assert!(c["control"]["holder"].is_null(), "released: {c}");
+    let text = s.env.run(&["computer", "show", &id]);
+    assert!(
+        text.stdout.contains("paused until `yy computer handback`"),
+        "{text:?}"
+    );
 
     let note = "I logged in for you; the page is open";
     s.env

@@ -54,6 +54,9 @@ pub struct Computer {
     /// The network mode it was last started with: `none` or `public-web`.
     #[serde(default)]
     pub network: NetworkMode,
+    /// An operator's control (takeover), when it was ever taken; shown by `show`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<Control>,
 }
 
 impl Computer {

@@ -147,10 +147,28 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
         ),
         ("last error", opt(&c.last_error)),
         ("why", why(c)),
+        ("control", control_shown(c)),
         ("created", c.created_at.clone()),
         ("updated", c.updated_at.clone()),
     ];
     output::show(c, json, fields)
+}
+
+/// Who controls the computer and whether its model is paused.
+fn control_shown(c: &Computer) -> String {
+    let Some(k) = &c.control else {
+        return "-".into();
+    };
+    let held = match (&k.holder, &k.expires_at) {
+        (Some(h), Some(until)) => format!("held by {h} until {until}"),
+        _ => "nobody".into(),
+    };
+    let paused = if k.paused {
+        "; the model is paused until `yy computer handback`"
+    } else {
+        ""
+    };
+    format!("fence {}, {held}{paused}", k.control_fence)
 }
 
 /// What the state means for the next step, when it is not obvious: a lease that a new

@@ -4,8 +4,8 @@
 
 use super::browser::BrowserAction;
 use super::docker::Provider;
-use super::screen::{HEIGHT, ScreenAction, WIDTH, png_size};
 use super::protocol::ExecParams;
+use super::screen::{HEIGHT, ScreenAction, WIDTH, png_size};
 use super::session::GuestSession;
 use super::{ComputerError, ComputerSpec};
 

@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 
-use super::{many, one};
+use super::many;
 
 use crate::api::computers::{
     self as wire, EXEC_DEFAULT_TIMEOUT_MS, EXEC_MAX_OUTPUT_CAP, EXEC_MAX_TIMEOUT_MS,
@@ -36,7 +36,18 @@ pub async fn computer_show(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Computer>, ApiError> {
-    one(&state, move |c| computers::get(c, &id)).await
+    // With the control of a computer ever taken over (paused or not).
+    let shown = state
+        .store
+        .call(move |c| {
+            let row = computers::get(c, &id)?;
+            let control = crate::server::store::control::show(c, &row.id)?;
+            let mut view = wire::Computer::from(row);
+            view.control = (control.control_fence > 0).then_some(control);
+            Ok(view)
+        })
+        .await?;
+    Ok(Json(shown))
 }
 
 pub async fn computer_create(

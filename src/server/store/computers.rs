@@ -60,6 +60,7 @@ impl From<ComputerRow> for wire::Computer {
             created_at: rfc3339(r.created_at),
             updated_at: rfc3339(r.updated_at),
             network: r.network,
+            control: None,
         }
     }
 }

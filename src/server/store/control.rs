@@ -107,7 +107,17 @@ pub fn show(conn: &Connection, id: &str) -> Result<Control, StoreError> {
         expires_at: None,
         paused: false,
     });
-    Ok(view(&c.id, &r, now_ms(), None))
+    let mut v = view(&c.id, &r, now_ms(), None);
+    // People read this: the holder by name.
+    if let Some(h) = &v.holder {
+        v.holder = conn
+            .query_row("SELECT username FROM accounts WHERE id = ?1", [h], |r| {
+                r.get(0)
+            })
+            .optional()?
+            .or(v.holder.take());
+    }
+    Ok(v)
 }
 
 /// Takes control: refused while another operator's control is live. Raises the control
