@@ -236,6 +236,12 @@ pub async fn turn(
                 );
                 // A multimodal envelope (a screenshot) goes over as it is: the Worker hands
                 // it to Hermes, which gives the image to vision models.
+                // A stop that came while the tool ran reaches the Worker before the result,
+                // so its model loop ends instead of asking the model again.
+                if stop.is_cancelled() && stopping.is_none() {
+                    stopping = Some(tokio::time::Instant::now() + STOP_GRACE);
+                    let _ = worker.send(&json!({ "type": "interrupt" })).await;
+                }
                 let content = if result["_multimodal"] == json!(true) {
                     result
                 } else {
