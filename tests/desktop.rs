@@ -143,8 +143,13 @@ fn the_lock_is_checked_at_build() {
     // --update-lock accepts what was installed and rewrites the lock.
     let mut update = args.to_vec();
     update.push("--update-lock");
-    env.run(&update).ok();
+    let built = env.run(&update);
+    built.ok();
     assert_eq!(std::fs::read_to_string(&lock).unwrap(), text);
+    // That build made an untagged image of its own: remove it.
+    let id = built.stdout.lines().last().unwrap_or_default();
+    assert!(id.starts_with("sha256:"), "{built:#?}");
+    let _ = docker(&["rmi", id]);
     // A recipe that does not exist is a usage error.
     let kde = env.run(&["image", "prepare", "--recipe", "kde"]);
     assert_eq!(kde.code, 2, "{kde:#?}");
