@@ -10,6 +10,7 @@ use crate::api::admin::LONG_POLL_MS;
 use crate::api::client::Client;
 use crate::api::computers::{ComputerExec, ExecResult};
 use crate::api::sessions::{SessionEvent, event_types};
+use crate::error::{CliError, Exit};
 use crate::output;
 use tokio::io::AsyncBufReadExt;
 
@@ -207,6 +208,14 @@ async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
         tokio::select! {
             r = &mut waited => { r?; break; }
             _ = renew.tick() => { client.computer_control_renew(id, fence, false).await?; }
+            _ = tokio::signal::ctrl_c() => {
+                let _ = client.computer_control_renew(id, fence, true).await;
+                return Err(CliError::new(
+                    Exit::Cancelled,
+                    format!("interrupted; control released, and the model stays paused until `yy computer handback {id}`"),
+                )
+                .into());
+            }
         }
     }
     eprintln!(
