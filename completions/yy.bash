@@ -247,6 +247,9 @@ _yy() {
             yy__subcmd__bench,help)
                 cmd="yy__subcmd__bench__subcmd__help"
                 ;;
+            yy__subcmd__bench,screen)
+                cmd="yy__subcmd__bench__subcmd__screen"
+                ;;
             yy__subcmd__bench,teams)
                 cmd="yy__subcmd__bench__subcmd__teams"
                 ;;
@@ -271,11 +274,17 @@ _yy() {
             yy__subcmd__bench__subcmd__help,help)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__help"
                 ;;
+            yy__subcmd__bench__subcmd__help,screen)
+                cmd="yy__subcmd__bench__subcmd__help__subcmd__screen"
+                ;;
             yy__subcmd__bench__subcmd__help,teams)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__teams"
                 ;;
             yy__subcmd__bench__subcmd__help,turn)
                 cmd="yy__subcmd__bench__subcmd__help__subcmd__turn"
+                ;;
+            yy__subcmd__computer,attach)
+                cmd="yy__subcmd__computer__subcmd__attach"
                 ;;
             yy__subcmd__computer,audit)
                 cmd="yy__subcmd__computer__subcmd__audit"
@@ -286,6 +295,9 @@ _yy() {
             yy__subcmd__computer,exec)
                 cmd="yy__subcmd__computer__subcmd__exec"
                 ;;
+            yy__subcmd__computer,handback)
+                cmd="yy__subcmd__computer__subcmd__handback"
+                ;;
             yy__subcmd__computer,help)
                 cmd="yy__subcmd__computer__subcmd__help"
                 ;;
@@ -295,11 +307,20 @@ _yy() {
             yy__subcmd__computer,rm)
                 cmd="yy__subcmd__computer__subcmd__rm"
                 ;;
+            yy__subcmd__computer,screen)
+                cmd="yy__subcmd__computer__subcmd__screen"
+                ;;
+            yy__subcmd__computer,screenshot)
+                cmd="yy__subcmd__computer__subcmd__screenshot"
+                ;;
             yy__subcmd__computer,show)
                 cmd="yy__subcmd__computer__subcmd__show"
                 ;;
             yy__subcmd__computer,stop)
                 cmd="yy__subcmd__computer__subcmd__stop"
+                ;;
+            yy__subcmd__computer__subcmd__help,attach)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__attach"
                 ;;
             yy__subcmd__computer__subcmd__help,audit)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__audit"
@@ -310,6 +331,9 @@ _yy() {
             yy__subcmd__computer__subcmd__help,exec)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__exec"
                 ;;
+            yy__subcmd__computer__subcmd__help,handback)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__handback"
+                ;;
             yy__subcmd__computer__subcmd__help,help)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__help"
                 ;;
@@ -318,6 +342,12 @@ _yy() {
                 ;;
             yy__subcmd__computer__subcmd__help,rm)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__rm"
+                ;;
+            yy__subcmd__computer__subcmd__help,screen)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__screen"
+                ;;
+            yy__subcmd__computer__subcmd__help,screenshot)
+                cmd="yy__subcmd__computer__subcmd__help__subcmd__screenshot"
                 ;;
             yy__subcmd__computer__subcmd__help,show)
                 cmd="yy__subcmd__computer__subcmd__help__subcmd__show"
@@ -538,11 +568,17 @@ _yy() {
             yy__subcmd__help__subcmd__bench,egress)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__egress"
                 ;;
+            yy__subcmd__help__subcmd__bench,screen)
+                cmd="yy__subcmd__help__subcmd__bench__subcmd__screen"
+                ;;
             yy__subcmd__help__subcmd__bench,teams)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__teams"
                 ;;
             yy__subcmd__help__subcmd__bench,turn)
                 cmd="yy__subcmd__help__subcmd__bench__subcmd__turn"
+                ;;
+            yy__subcmd__help__subcmd__computer,attach)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__attach"
                 ;;
             yy__subcmd__help__subcmd__computer,audit)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__audit"
@@ -553,11 +589,20 @@ _yy() {
             yy__subcmd__help__subcmd__computer,exec)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__exec"
                 ;;
+            yy__subcmd__help__subcmd__computer,handback)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__handback"
+                ;;
             yy__subcmd__help__subcmd__computer,list)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__list"
                 ;;
             yy__subcmd__help__subcmd__computer,rm)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__rm"
+                ;;
+            yy__subcmd__help__subcmd__computer,screen)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__screen"
+                ;;
+            yy__subcmd__help__subcmd__computer,screenshot)
+                cmd="yy__subcmd__help__subcmd__computer__subcmd__screenshot"
                 ;;
             yy__subcmd__help__subcmd__computer,show)
                 cmd="yy__subcmd__help__subcmd__computer__subcmd__show"
@@ -594,6 +639,9 @@ _yy() {
                 ;;
             yy__subcmd__help__subcmd__image,list)
                 cmd="yy__subcmd__help__subcmd__image__subcmd__list"
+                ;;
+            yy__subcmd__help__subcmd__image,prepare)
+                cmd="yy__subcmd__help__subcmd__image__subcmd__prepare"
                 ;;
             yy__subcmd__help__subcmd__image,verify)
                 cmd="yy__subcmd__help__subcmd__image__subcmd__verify"
@@ -721,6 +769,9 @@ _yy() {
             yy__subcmd__image,list)
                 cmd="yy__subcmd__image__subcmd__list"
                 ;;
+            yy__subcmd__image,prepare)
+                cmd="yy__subcmd__image__subcmd__prepare"
+                ;;
             yy__subcmd__image,verify)
                 cmd="yy__subcmd__image__subcmd__verify"
                 ;;
@@ -732,6 +783,9 @@ _yy() {
                 ;;
             yy__subcmd__image__subcmd__help,list)
                 cmd="yy__subcmd__image__subcmd__help__subcmd__list"
+                ;;
+            yy__subcmd__image__subcmd__help,prepare)
+                cmd="yy__subcmd__image__subcmd__help__subcmd__prepare"
                 ;;
             yy__subcmd__image__subcmd__help,verify)
                 cmd="yy__subcmd__image__subcmd__help__subcmd__verify"
@@ -1857,7 +1911,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer artifacts backup turn teams egress help"
+            opts="-h -V --server --help --version dispatch computer artifacts backup turn teams egress screen help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2021,7 +2075,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__help)
-            opts="dispatch computer artifacts backup turn teams egress help"
+            opts="dispatch computer artifacts backup turn teams egress screen help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2118,6 +2172,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__bench__subcmd__help__subcmd__screen)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__bench__subcmd__help__subcmd__teams)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -2139,6 +2207,28 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__bench__subcmd__screen)
+            opts="-h -V --samples --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2243,8 +2333,26 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer)
-            opts="-h -V --server --help --version create list show stop rm exec audit help"
+            opts="-h -V --server --help --version create list show stop rm exec attach handback screenshot screen audit help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__attach)
+            opts="-h -V --json --control --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2326,9 +2434,45 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        yy__subcmd__computer__subcmd__help)
-            opts="create list show stop rm exec audit help"
+        yy__subcmd__computer__subcmd__handback)
+            opts="-h -V --note --json --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --note)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help)
+            opts="create list show stop rm exec attach handback screenshot screen audit help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__attach)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2382,6 +2526,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__computer__subcmd__help__subcmd__handback)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__computer__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -2411,6 +2569,34 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer__subcmd__help__subcmd__rm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__screen)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__help__subcmd__screenshot)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2477,6 +2663,58 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__screen)
+            opts="-h -V --fence --frame --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --fence)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --frame)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__computer__subcmd__screenshot)
+            opts="-o -h -V --output --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -3285,7 +3523,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__bench)
-            opts="dispatch computer artifacts backup turn teams egress"
+            opts="dispatch computer artifacts backup turn teams egress screen"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3368,6 +3606,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__help__subcmd__bench__subcmd__screen)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__help__subcmd__bench__subcmd__teams)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -3425,8 +3677,22 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__computer)
-            opts="create list show stop rm exec audit"
+            opts="create list show stop rm exec attach handback screenshot screen audit"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__attach)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -3480,6 +3746,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__help__subcmd__computer__subcmd__handback)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__help__subcmd__computer__subcmd__list)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -3495,6 +3775,34 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__computer__subcmd__rm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__screen)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__computer__subcmd__screenshot)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3705,7 +4013,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__image)
-            opts="build verify list"
+            opts="build prepare verify list"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3733,6 +4041,20 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help__subcmd__image__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__help__subcmd__image__subcmd__prepare)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -4475,7 +4797,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image)
-            opts="-h -V --server --help --version build verify list help"
+            opts="-h -V --server --help --version build prepare verify list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -4493,12 +4815,16 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image__subcmd__build)
-            opts="-h -V --mirror --security-mirror --suite --packages --binary --tag --cache-dir --lock --no-updates --fresh --server --help --version"
+            opts="-h -V --recipe --mirror --security-mirror --suite --packages --binary --tag --cache-dir --lock --update-lock --no-updates --fresh --server --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --recipe)
+                    COMPREPLY=($(compgen -W "base desktop" -- "${cur}"))
+                    return 0
+                    ;;
                 --mirror)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -4543,7 +4869,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image__subcmd__help)
-            opts="build verify list help"
+            opts="build prepare verify list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -4598,6 +4924,20 @@ _yy() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        yy__subcmd__image__subcmd__help__subcmd__prepare)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         yy__subcmd__image__subcmd__help__subcmd__verify)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -4619,6 +4959,60 @@ _yy() {
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        yy__subcmd__image__subcmd__prepare)
+            opts="-h -V --recipe --mirror --security-mirror --suite --packages --binary --tag --cache-dir --lock --update-lock --no-updates --fresh --json --server --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --recipe)
+                    COMPREPLY=($(compgen -W "base desktop" -- "${cur}"))
+                    return 0
+                    ;;
+                --mirror)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --security-mirror)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --suite)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --packages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binary)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cache-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

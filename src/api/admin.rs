@@ -373,6 +373,55 @@ impl Client {
         self.act_with("computers", id, "exec", p).await
     }
 
+    /// Enqueues a screen action; its result is a [`crate::computer::screen::ScreenResult`].
+    pub async fn computer_screen(
+        &self,
+        id: &str,
+        action: &crate::computer::screen::ScreenAction,
+        control_fence: Option<i64>,
+        frame_id: Option<&str>,
+    ) -> Result<Command> {
+        let body = super::computers::ComputerScreen {
+            action: action.clone(),
+            control_fence,
+            frame_id: frame_id.map(str::to_string),
+        };
+        self.act_with("computers", id, "screen", &body).await
+    }
+
+    /// Takes control of a computer; the answer names the pause command to wait for.
+    pub async fn computer_control(&self, id: &str) -> Result<super::computers::Control> {
+        self.act("computers", id, "control").await
+    }
+
+    /// Renews (or with `release`, gives up) the control held under `fence`.
+    pub async fn computer_control_renew(
+        &self,
+        id: &str,
+        fence: i64,
+        release: bool,
+    ) -> Result<super::computers::Control> {
+        let body = super::computers::ControlFence {
+            control_fence: fence,
+        };
+        let action = if release {
+            "control/release"
+        } else {
+            "control/renew"
+        };
+        self.act_with("computers", id, action, &body).await
+    }
+
+    /// Resumes the paused model with a note.
+    pub async fn computer_handback(
+        &self,
+        id: &str,
+        note: &str,
+    ) -> Result<super::computers::Control> {
+        let body = super::computers::Handback { note: note.into() };
+        self.act_with("computers", id, "handback", &body).await
+    }
+
     /// Waits until no Runner command is in flight for the computer.
     pub async fn computer_settled(&self, mut c: Computer) -> Result<Computer> {
         while !c.is_settled() {

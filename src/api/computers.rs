@@ -54,6 +54,9 @@ pub struct Computer {
     /// The network mode it was last started with: `none` or `public-web`.
     #[serde(default)]
     pub network: NetworkMode,
+    /// An operator's control (takeover), when it was ever taken; shown by `show`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<Control>,
 }
 
 impl Computer {
@@ -127,6 +130,78 @@ pub struct ExecResult {
     pub timed_out: bool,
     pub cancelled: bool,
     pub duration_ms: u64,
+}
+
+/// How long an operator's control lasts unless renewed.
+pub const CONTROL_TTL_MS: i64 = 30_000;
+/// The longest handback note.
+pub const MAX_NOTE_CHARS: usize = 4000;
+
+/// An operator's control of a computer (`yy computer attach --control`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Control {
+    pub computer_id: String,
+    /// Raised by every take; only the current one may renew or release.
+    pub control_fence: i64,
+    /// The account in control; absent when nobody is (released or expired).
+    pub holder: Option<String>,
+    pub expires_at: Option<String>,
+    /// The model waits at its next tool call until a handback.
+    pub paused: bool,
+    /// The Runner command that pauses (take) or resumes (handback) the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
+}
+
+/// Body of renew and release: the control fence the caller holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlFence {
+    pub control_fence: i64,
+}
+
+/// Body of `POST /api/v1/computers/{id}/handback`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Handback {
+    #[serde(default)]
+    pub note: String,
+}
+
+/// Payload of `computer.pause` and `computer.resume`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PausePayload {
+    pub computer_id: String,
+    pub control_fence: i64,
+    /// With `computer.resume`: the operator's note for the model's next segment.
+    #[serde(default)]
+    pub note: String,
+}
+
+/// Body of `POST /api/v1/computers/{id}/screen`: one screen action (desktop images).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComputerScreen {
+    #[serde(flatten)]
+    pub action: crate::computer::screen::ScreenAction,
+    /// The control fence the operator holds; required for input while anyone holds
+    /// control, and refused when it is not the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_fence: Option<i64>,
+    /// Run only while this is the current frame (the latest screenshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_id: Option<String>,
+}
+
+/// Payload of the `computer.screen` Runner command.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScreenPayload {
+    pub computer_id: String,
+    pub fence: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_id: Option<String>,
+    #[serde(flatten)]
+    pub action: crate::computer::screen::ScreenAction,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

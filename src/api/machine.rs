@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::computers::{ComputerRef, ExecPayload, StartPayload};
+use super::computers::{ComputerRef, ExecPayload, PausePayload, ScreenPayload, StartPayload};
 use super::sessions::{SessionRef, TurnPayload, WorkerTurnPayload};
 
 pub use super::states::CommandState;
@@ -212,6 +212,13 @@ super::states::word_enum! {
         ComputerRemove = "computer.remove",
         /// An admin diagnostic command in a running computer.
         ComputerExec = "computer.exec",
+        /// An operator's screen action (screenshot, click, ...) on a desktop computer.
+        ComputerScreen = "computer.screen",
+        /// Pause the computer's model at its next tool call (an operator takes control);
+        /// done once no tool is in flight.
+        ComputerPause = "computer.pause",
+        /// Resume the paused model with the operator's note (handback).
+        ComputerResume = "computer.resume",
         /// A computer agent's turn through the Worker.
         WorkerTurn = "worker.turn",
         /// The egress proxy's recent decisions (read-only).
@@ -252,7 +259,10 @@ impl CommandKind {
             CommandKind::ComputerStart
             | CommandKind::ComputerStop
             | CommandKind::ComputerRemove
-            | CommandKind::ComputerExec => Settles::Computer,
+            | CommandKind::ComputerExec
+            | CommandKind::ComputerScreen
+            | CommandKind::ComputerPause
+            | CommandKind::ComputerResume => Settles::Computer,
             CommandKind::WorkerTurn => Settles::Both,
             CommandKind::Ping
             | CommandKind::Fetch
@@ -291,6 +301,12 @@ pub enum RunnerCommand {
     ComputerRemove(ComputerRef),
     #[serde(rename = "computer.exec")]
     ComputerExec(ExecPayload),
+    #[serde(rename = "computer.screen")]
+    ComputerScreen(ScreenPayload),
+    #[serde(rename = "computer.pause")]
+    ComputerPause(PausePayload),
+    #[serde(rename = "computer.resume")]
+    ComputerResume(PausePayload),
     #[serde(rename = "worker.turn")]
     WorkerTurn(WorkerTurnPayload),
     #[serde(rename = "egress.log")]
@@ -317,6 +333,9 @@ impl RunnerCommand {
             RunnerCommand::ComputerStop(_) => CommandKind::ComputerStop,
             RunnerCommand::ComputerRemove(_) => CommandKind::ComputerRemove,
             RunnerCommand::ComputerExec(_) => CommandKind::ComputerExec,
+            RunnerCommand::ComputerScreen(_) => CommandKind::ComputerScreen,
+            RunnerCommand::ComputerPause(_) => CommandKind::ComputerPause,
+            RunnerCommand::ComputerResume(_) => CommandKind::ComputerResume,
             RunnerCommand::WorkerTurn(_) => CommandKind::WorkerTurn,
             RunnerCommand::EgressLog(_) => CommandKind::EgressLog,
         }

@@ -14,6 +14,7 @@ pub mod egress;
 mod harness;
 mod measure;
 mod report;
+pub mod screen;
 
 use std::io::Write;
 use std::path::PathBuf;

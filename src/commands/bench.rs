@@ -62,6 +62,13 @@ pub enum BenchCommand {
     /// The proxy, a target server (on 127.0.0.2) and the clients run in this process; no
     /// Docker engine or network beyond loopback is used.
     Egress(EgressBenchArgs),
+    /// Measure a desktop computer's screen through the guest agent: the screenshot round
+    /// trip (1280x800 PNG, decoded) and the input latency (a pointer move until the cursor
+    /// is read back there)
+    ///
+    /// Starts its own computer from the desktop IMAGE and removes it when done; missed
+    /// targets are reported, not failed.
+    Screen(crate::bench::screen::ScreenBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -113,6 +120,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Backup(a) => backup(a).await,
         BenchCommand::Turn(a) => crate::bench::turn::run(a).await,
         BenchCommand::Teams(a) => crate::bench::teams::run(a).await,
+        BenchCommand::Screen(a) => crate::bench::screen::run(a).await,
         BenchCommand::Egress(a) => egress(a).await,
         BenchCommand::Dispatch(a) => {
             // Ctrl-C or SIGTERM drops the benchmark, whose guards stop the children and

@@ -68,6 +68,18 @@ pub enum ComputerCommand {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+    /// Watch what the computer's agent does, read-only: the running turn's tool calls and
+    /// their outputs as they happen, turn after turn, until Ctrl-C; with --control, take
+    /// the computer over
+    Attach(super::computer_attach::AttachArgs),
+    /// Hand a computer taken over with `attach --control` back to its model, with a note
+    /// that enters the model's next segment
+    Handback(super::computer_attach::HandbackArgs),
+    /// Save a screenshot of a desktop computer's display as PNG (audited)
+    Screenshot(super::computer_screen::ScreenshotArgs),
+    /// Send one screen action (click, type, key, ...) to a desktop computer (audited);
+    /// prints the cursor position and the current frame id
+    Screen(super::computer_screen::ScreenArgs),
     /// Show the audit log of operator actions on computers, newest first
     Audit {
         #[arg(long, default_value_t = 50)]
@@ -135,10 +147,28 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
         ),
         ("last error", opt(&c.last_error)),
         ("why", why(c)),
+        ("control", control_shown(c)),
         ("created", c.created_at.clone()),
         ("updated", c.updated_at.clone()),
     ];
     output::show(c, json, fields)
+}
+
+/// Who controls the computer and whether its model is paused.
+fn control_shown(c: &Computer) -> String {
+    let Some(k) = &c.control else {
+        return "-".into();
+    };
+    let held = match (&k.holder, &k.expires_at) {
+        (Some(h), Some(until)) => format!("held by {h} until {until}"),
+        _ => "nobody".into(),
+    };
+    let paused = if k.paused {
+        "; the model is paused until `yy computer handback`"
+    } else {
+        ""
+    };
+    format!("fence {}, {held}{paused}", k.control_fence)
 }
 
 /// What the state means for the next step, when it is not obvious: a lease that a new
@@ -204,6 +234,10 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
             json,
             argv,
         } => exec(&client, &id, timeout, json, argv).await,
+        ComputerCommand::Screenshot(a) => super::computer_screen::screenshot(&client, a).await,
+        ComputerCommand::Attach(a) => super::computer_attach::attach(&client, a).await,
+        ComputerCommand::Handback(a) => super::computer_attach::handback(&client, a).await,
+        ComputerCommand::Screen(a) => super::computer_screen::screen(&client, a).await,
         ComputerCommand::Audit { limit, json } => {
             let list = client.audit_list(limit).await?;
             output::list(

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use super::JsonFlag;
 use crate::computer::docker::Provider;
 use crate::computer::image::{self, BuildOptions};
+use crate::computer::recipes;
 use crate::computer::{ComputerError, image_verify};
 use crate::error::CliError;
 use crate::output;
@@ -23,6 +24,9 @@ pub enum ImageCommand {
     /// Build the computer image from Debian packages (no registry needed); prints the full
     /// image ID as the last line
     Build(BuildArgs),
+    /// Build an image from a recipe, run the verify ladder on it and print its full image
+    /// ID (for `yy runner update --computer-image`); exits 1 on the first failed step
+    Prepare(PrepareArgs),
     /// Start a throw-away hardened computer from IMAGE_ID and check it; exits 1 if any
     /// check fails
     Verify {
@@ -37,17 +41,30 @@ pub enum ImageCommand {
 }
 
 #[derive(Debug, Args)]
+pub struct PrepareArgs {
+    #[command(flatten)]
+    pub build: BuildArgs,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+#[derive(Debug, Args)]
 pub struct BuildArgs {
+    /// The recipe (images/RECIPE): base (command-line tools) or desktop (adds a display, a
+    /// window manager, Firefox ESR and CJK/emoji fonts)
+    #[arg(long, value_name = "RECIPE", default_value = "base", value_parser = ["base", "desktop"])]
+    pub recipe: String,
     /// Debian mirror for debootstrap
     #[arg(long, value_name = "URL", default_value = image::DEFAULT_MIRROR)]
     pub mirror: String,
     /// Mirror for SUITE-security updates
     #[arg(long, value_name = "URL", default_value = image::DEFAULT_SECURITY_MIRROR)]
     pub security_mirror: String,
-    /// Debian suite (default: this host's release codename, else bookworm)
+    /// Debian suite (default: the one the recipe pins, bookworm)
     #[arg(long, value_name = "SUITE")]
     pub suite: Option<String>,
-    /// Package list, one per line (default: the list built into yy, images/base/packages.txt)
+    /// Package list, one per line (default: the recipe's list built into yy,
+    /// images/RECIPE/packages.txt)
     #[arg(long, value_name = "FILE")]
     pub packages: Option<PathBuf>,
     /// The guest agent binary (default: this yy, which must be statically linked)
@@ -59,10 +76,15 @@ pub struct BuildArgs {
     /// Cache of root filesystems, by recipe
     #[arg(long, value_name = "DIR", default_value = image::DEFAULT_CACHE_DIR)]
     pub cache_dir: PathBuf,
-    /// Write the package lock here (default: images/base/packages.lock when that directory
-    /// exists under the current directory)
+    /// The package lock (name=version sha256 per line): when it exists, the installed
+    /// packages must match it, else it is written (default: images/RECIPE/packages.lock
+    /// when that directory exists under the current directory, else the lock built into yy)
     #[arg(long, value_name = "FILE")]
     pub lock: Option<PathBuf>,
+    /// Accept installed packages that differ from the lock (e.g. after a Debian security
+    /// update) and rewrite the lock file
+    #[arg(long)]
+    pub update_lock: bool,
     /// Do not apply SUITE-updates and SUITE-security (point release only)
     #[arg(long)]
     pub no_updates: bool,
@@ -78,17 +100,19 @@ fn cli(e: ComputerError) -> anyhow::Error {
 pub async fn run(args: ImageArgs) -> anyhow::Result<()> {
     match args.command {
         ImageCommand::Build(b) => build(b).await,
+        ImageCommand::Prepare(p) => prepare(p).await,
         ImageCommand::Verify { image, json } => verify(&image, json.json).await,
         ImageCommand::List(json) => list(json.json).await,
     }
 }
 
-async fn build(b: BuildArgs) -> anyhow::Result<()> {
+fn options(b: BuildArgs) -> anyhow::Result<BuildOptions> {
+    let recipe = recipes::builtin(&b.recipe).map_err(cli)?;
     let lock_out = b.lock.or_else(|| {
-        let dir = PathBuf::from("images/base");
-        dir.is_dir().then(|| dir.join("packages.lock"))
+        let dir = PathBuf::from("images").join(recipe.name);
+        (b.packages.is_none() && dir.is_dir()).then(|| dir.join("packages.lock"))
     });
-    let opts = BuildOptions {
+    Ok(BuildOptions {
         mirror: b.mirror,
         security_mirror: b.security_mirror,
         suite: b.suite,
@@ -99,13 +123,24 @@ async fn build(b: BuildArgs) -> anyhow::Result<()> {
         lock_out,
         updates: !b.no_updates,
         fresh: b.fresh,
-    };
+        recipe,
+        update_lock: b.update_lock,
+    })
+}
+
+/// Progress lines on stderr, only on a terminal (warnings always).
+fn progress_for(command: &'static str) -> impl Fn(&str) {
     let terminal = std::io::stderr().is_terminal();
-    let progress = move |line: &str| {
+    move |line: &str| {
         if terminal || line.starts_with("warning:") {
-            eprintln!("yy image build: {line}");
+            eprintln!("yy image {command}: {line}");
         }
-    };
+    }
+}
+
+async fn build(b: BuildArgs) -> anyhow::Result<()> {
+    let opts = options(b)?;
+    let progress = progress_for("build");
     let started = std::time::Instant::now();
     let built = image::build(&opts, &progress).await.map_err(cli)?;
     progress(&format!(
@@ -119,33 +154,82 @@ async fn build(b: BuildArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Build, then the verify ladder; the image ID is printed once it passed.
+async fn prepare(p: PrepareArgs) -> anyhow::Result<()> {
+    let json = p.json.json;
+    let opts = options(p.build)?;
+    let progress = progress_for("prepare");
+    let started = std::time::Instant::now();
+    let built = image::build(&opts, &progress).await.map_err(cli)?;
+    progress(&format!(
+        "built {} ({} recipe, {} packages) in {:.1}s; verifying",
+        built.image_id,
+        built.recipe_name,
+        built.packages,
+        started.elapsed().as_secs_f64()
+    ));
+    let provider = Provider::connect().await.map_err(cli)?;
+    let report = image_verify::verify_image_with(&provider, &built.image_id, &|c| {
+        progress(&format!(
+            "{} {}: {}",
+            if c.ok { "PASS" } else { "FAIL" },
+            c.name,
+            c.got
+        ))
+    })
+    .await
+    .map_err(cli)?;
+    show_report(&report, json)?;
+    report_result(&report)?;
+    progress(&format!(
+        "ready in {:.1}s: yy runner update RUNNER --computer-image {}",
+        started.elapsed().as_secs_f64(),
+        built.image_id
+    ));
+    if !json {
+        output::print(&built.image_id)?;
+    }
+    Ok(())
+}
+
 async fn verify(image: &str, as_json: bool) -> anyhow::Result<()> {
     crate::computer::validate_image_id(image).map_err(cli)?;
     let provider = Provider::connect().await.map_err(cli)?;
     let report = image_verify::verify_image(&provider, image)
         .await
         .map_err(cli)?;
+    show_report(&report, as_json)?;
+    report_result(&report)
+}
+
+fn show_report(report: &image_verify::Report, as_json: bool) -> anyhow::Result<()> {
     if as_json {
-        output::json(&report)?;
-    } else {
-        let rows = report
-            .checks
-            .iter()
-            .map(|c| {
-                vec![
-                    if c.ok { "PASS" } else { "FAIL" }.to_string(),
-                    c.name.clone(),
-                    c.want.clone(),
-                    c.got.clone(),
-                ]
-            })
-            .collect();
-        output::print(&output::table(&["result", "check", "want", "got"], rows))?;
+        return output::json(report);
     }
+    let rows = report
+        .checks
+        .iter()
+        .map(|c| {
+            vec![
+                if c.ok { "PASS" } else { "FAIL" }.to_string(),
+                c.name.clone(),
+                c.want.clone(),
+                c.got.clone(),
+            ]
+        })
+        .collect();
+    Ok(output::print(&output::table(
+        &["result", "check", "want", "got"],
+        rows,
+    ))?)
+}
+
+fn report_result(report: &image_verify::Report) -> anyhow::Result<()> {
     let failed = report.checks.iter().filter(|c| !c.ok).count();
     if failed > 0 {
         return Err(CliError::failure(format!(
-            "image {image} failed {failed} of {} checks",
+            "image {} failed {failed} of {} checks",
+            report.image,
             report.checks.len()
         ))
         .into());

@@ -8,6 +8,8 @@ pub mod backup;
 pub mod bench;
 pub mod chat;
 pub mod computer;
+pub mod computer_attach;
+pub mod computer_screen;
 pub mod context;
 pub mod egress;
 pub mod generate;

@@ -168,6 +168,18 @@ async fn handle(req: Request, ws: Arc<Workspace>, tx: Out, inflight: Inflight) {
         } => blocking(id, move || write(&ws, &path, &content, mode)).await,
         Op::List { path } => blocking(id, move || list(&ws, &path)).await,
         Op::Stat { path } => blocking(id, move || stat(&ws, &path)).await,
+        Op::Screen(action) => blocking(id, move || super::screen::act(ws.root(), &action)).await,
+        Op::ScreenAt { frame_id, action } => {
+            blocking(id, move || {
+                super::screen::check_frame(&frame_id)?;
+                super::screen::act(ws.root(), &action)
+            })
+            .await
+        }
+        Op::Display => blocking(id, move || super::screen::ensure_display(ws.root())).await,
+        Op::Browser { action } => {
+            blocking(id, move || super::browser::browser(ws.root(), action)).await
+        }
     };
     let _ = tx.send(bytes).await;
 }

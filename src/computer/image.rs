@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use super::docker::Provider;
+use super::recipes::{self, BuiltinRecipe};
 use super::rootfs::{self, Recipe};
 use super::tarball::{TarBuilder, is_static_elf};
 use super::{ComputerError, GUEST_BINARY, GUEST_HOME, GUEST_UID, labels};
@@ -54,6 +55,10 @@ pub struct BuildOptions {
     pub updates: bool,
     /// Rebuild the root filesystem even if a cached one matches.
     pub fresh: bool,
+    /// The built-in recipe: its pinned suite and package list apply unless overridden.
+    pub recipe: BuiltinRecipe,
+    /// Accept installed packages that differ from the lock, and rewrite the lock.
+    pub update_lock: bool,
 }
 
 impl Default for BuildOptions {
@@ -69,6 +74,8 @@ impl Default for BuildOptions {
             lock_out: None,
             updates: true,
             fresh: false,
+            recipe: recipes::BASE,
+            update_lock: false,
         }
     }
 }
@@ -81,6 +88,8 @@ pub struct Built {
     pub recipe: String,
     pub binary_sha256: String,
     pub packages: usize,
+    /// The built-in recipe's name (`base`, `desktop`).
+    pub recipe_name: String,
     pub rootfs: PathBuf,
     pub reused_rootfs: bool,
     pub reused_base: bool,
@@ -158,10 +167,12 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
     let packages_text = match &opts.packages_file {
         Some(p) => std::fs::read_to_string(p)
             .map_err(|e| ComputerError::Invalid(format!("package list {}: {e}", p.display())))?,
-        None => DEFAULT_PACKAGES.to_string(),
+        None => opts.recipe.packages.to_string(),
     };
     let recipe = Recipe::new(
-        opts.suite.clone(),
+        opts.suite
+            .clone()
+            .or_else(|| Some(opts.recipe.suite.to_string())),
         &opts.mirror,
         &opts.security_mirror,
         opts.updates,
@@ -171,10 +182,7 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
     let root = rootfs::ensure(&recipe, &opts.cache_dir, opts.fresh, progress).await?;
     let lock = std::fs::read_to_string(&root.lock_file)
         .map_err(|e| ComputerError::Io(format!("reading {}: {e}", root.lock_file.display())))?;
-    if let Some(out) = &opts.lock_out {
-        crate::fsutil::write_atomic(out, lock.as_bytes(), 0o644)
-            .map_err(|e| ComputerError::Io(format!("writing {}: {e}", out.display())))?;
-    }
+    check_or_write_lock(opts, &lock, progress)?;
     let recipe_digest = recipe.digest(&lock);
 
     let base_label = format!("{}-{}", recipe.key(), root.build_id);
@@ -189,8 +197,16 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
         }
     };
     progress("adding the guest agent layer");
-    let layer = layer_tar(&root.dir, &agent.data)?;
-    let image_id = commit_layer(&provider, &base_id, layer, &agent, &recipe_digest).await?;
+    let layer = layer_tar(&root.dir, &agent.data, opts.recipe.desktop)?;
+    let image_id = commit_layer(
+        &provider,
+        &base_id,
+        layer,
+        &agent,
+        &recipe_digest,
+        &opts.recipe,
+    )
+    .await?;
     if let Some(tag) = &opts.tag {
         let (repo, t) = split_tag(tag);
         let o = TagImageOptionsBuilder::new().repo(repo).tag(t).build();
@@ -203,10 +219,55 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
         recipe: recipe_digest,
         binary_sha256: agent.sha256,
         packages: lock.lines().count(),
+        recipe_name: opts.recipe.name.to_string(),
         rootfs: root.dir,
         reused_rootfs: root.reused,
         reused_base,
     })
+}
+
+/// Compares the installed packages with the expected lock (the lock file when it exists,
+/// else the recipe's built-in lock unless the package list was overridden), then writes
+/// the lock file when it is missing or `--update-lock` accepted a change.
+fn check_or_write_lock(
+    opts: &BuildOptions,
+    lock: &str,
+    progress: &dyn Fn(&str),
+) -> Result<(), ComputerError> {
+    let existing = match &opts.lock_out {
+        Some(p) if p.exists() => Some((
+            std::fs::read_to_string(p)
+                .map_err(|e| ComputerError::Io(format!("reading {}: {e}", p.display())))?,
+            p.display().to_string(),
+        )),
+        Some(_) => None,
+        None if opts.packages_file.is_none() => Some((
+            opts.recipe.lock.to_string(),
+            format!("of the {} recipe built into yy", opts.recipe.name),
+        )),
+        None => None,
+    };
+    let same = match &existing {
+        Some((want, source)) => match recipes::check_lock(want, lock, source) {
+            Ok(()) => true,
+            Err(e) if !opts.update_lock => return Err(e),
+            Err(e) => {
+                progress(&format!(
+                    "warning: accepting a new lock (--update-lock): {e}"
+                ));
+                false
+            }
+        },
+        None => false,
+    };
+    if let Some(out) = &opts.lock_out
+        && !same
+    {
+        crate::fsutil::write_atomic(out, lock.as_bytes(), 0o644)
+            .map_err(|e| ComputerError::Io(format!("writing {}: {e}", out.display())))?;
+        progress(&format!("wrote the package lock {}", out.display()));
+    }
+    Ok(())
 }
 
 /// `repo:tag` (a colon after the last slash), else `repo` with tag `latest`.
@@ -298,8 +359,25 @@ async fn import_rootfs(
         .ok_or_else(|| ComputerError::Docker("the import did not report an image ID".into()))
 }
 
-/// The top layer: accounts with user `yy` (1000), its home and the guest agent.
-fn layer_tar(rootfs: &Path, binary: &[u8]) -> Result<Vec<u8>, ComputerError> {
+/// Firefox ESR policies of the desktop image: no updates, telemetry or first-run pages
+/// (the image is immutable and the guest has no network unless the proxy is on).
+const FIREFOX_POLICIES: &str = r#"{
+  "policies": {
+    "DisableAppUpdate": true,
+    "DisableTelemetry": true,
+    "DisableFirefoxStudies": true,
+    "DontCheckDefaultBrowser": true,
+    "OverrideFirstRunPage": "",
+    "OverridePostUpdatePage": "",
+    "NoDefaultBookmarks": true,
+    "UserMessaging": {"WhatsNew": false, "ExtensionRecommendations": false, "FeatureRecommendations": false, "UrlbarInterventions": false, "SkipOnboarding": true, "MoreFromMozilla": false}
+  }
+}
+"#;
+
+/// The top layer: accounts with user `yy` (1000), its home and the guest agent (and, on
+/// a desktop, the browser's policies).
+fn layer_tar(rootfs: &Path, binary: &[u8], desktop: bool) -> Result<Vec<u8>, ComputerError> {
     let read = |rel: &str| {
         std::fs::read_to_string(rootfs.join(rel))
             .map_err(|e| ComputerError::Io(format!("reading {rel} of the root filesystem: {e}")))
@@ -344,6 +422,18 @@ fn layer_tar(rootfs: &Path, binary: &[u8]) -> Result<Vec<u8>, ComputerError> {
             }
         }
     }
+    if desktop {
+        let dist = "usr/lib/firefox-esr/distribution";
+        t.dir(dist, 0o755, 0, 0).map_err(io)?;
+        t.file(
+            &format!("{dist}/policies.json"),
+            0o644,
+            0,
+            0,
+            FIREFOX_POLICIES.as_bytes(),
+        )
+        .map_err(io)?;
+    }
     t.dir("usr/local/bin", 0o755, 0, 0).map_err(io)?;
     t.file(GUEST_BINARY.trim_start_matches('/'), 0o755, 0, 0, binary)
         .map_err(io)?;
@@ -356,6 +446,7 @@ async fn commit_layer(
     layer: Vec<u8>,
     agent: &Agent,
     recipe: &str,
+    builtin: &BuiltinRecipe,
 ) -> Result<String, ComputerError> {
     let docker = provider.docker();
     let helper = docker
@@ -374,7 +465,7 @@ async fn commit_layer(
         docker
             .upload_to_container(&helper, Some(o), bollard::body_full(Bytes::from(layer)))
             .await?;
-        let changes = [
+        let mut changes = vec![
             format!("USER {}", super::GUEST_USER),
             format!("WORKDIR {GUEST_HOME}"),
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
@@ -389,8 +480,13 @@ async fn commit_layer(
                 labels::BINARY,
                 agent.sha256
             ),
-        ]
-        .join("\n");
+            format!("LABEL {}=\"{}\"", labels::RECIPE_NAME, builtin.name),
+        ];
+        if builtin.desktop {
+            // Commands the agent runs find the display the guest agent starts.
+            changes.push(format!("ENV DISPLAY={}", super::screen::DISPLAY));
+        }
+        let changes = changes.join("\n");
         let o = CommitContainerOptionsBuilder::new()
             .container(&helper)
             .changes(&changes)

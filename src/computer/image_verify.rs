@@ -26,15 +26,27 @@ pub struct Report {
     pub checks: Vec<Check>,
 }
 
-impl Report {
+/// The report being written, telling each check as it lands.
+struct Ladder<'a> {
+    report: Report,
+    notify: &'a (dyn Fn(&Check) + Sync),
+}
+
+impl Ladder<'_> {
     fn add(&mut self, name: &str, want: impl Into<String>, got: impl Into<String>) {
         let (want, got) = (want.into(), got.into());
-        self.checks.push(Check {
+        let check = Check {
             name: name.into(),
             ok: want == got,
             want,
             got,
-        });
+        };
+        (self.notify)(&check);
+        self.report.checks.push(check);
+    }
+
+    fn failed(&self) -> bool {
+        self.report.checks.iter().any(|c| !c.ok)
     }
 }
 
@@ -72,6 +84,17 @@ fn status_field(status: &str, key: &str) -> String {
 /// Starts a throw-away computer from `image` and checks it. Errors only when the check
 /// itself cannot run (no engine, no such image); failed checks are in the report.
 pub async fn verify_image(provider: &Provider, image: &str) -> Result<Report, ComputerError> {
+    verify_image_with(provider, image, &|_| {}).await
+}
+
+/// [`verify_image`], telling each check to `notify` as it lands. Desktop images go on up
+/// the desktop ladder (display, screenshot, browser, profile persistence), which stops at
+/// the first failed step.
+pub async fn verify_image_with(
+    provider: &Provider,
+    image: &str,
+    notify: &(dyn Fn(&Check) + Sync),
+) -> Result<Report, ComputerError> {
     validate_image_id(image)?;
     let inspect =
         provider
@@ -84,11 +107,14 @@ pub async fn verify_image(provider: &Provider, image: &str) -> Result<Report, Co
                 }
                 other => other,
             })?;
-    let image_version = inspect
-        .config
-        .and_then(|c| c.labels)
-        .and_then(|l| l.get(labels::VERSION).cloned())
+    let image_labels = inspect.config.and_then(|c| c.labels).unwrap_or_default();
+    let image_version = image_labels
+        .get(labels::VERSION)
+        .cloned()
         .unwrap_or_else(|| "missing".into());
+    let desktop = image_labels
+        .get(labels::RECIPE_NAME)
+        .is_some_and(|n| n == "desktop");
     let run = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
     let workspace = PathBuf::from(VERIFY_DIR).join(&run);
     let spec = ComputerSpec {
@@ -101,18 +127,33 @@ pub async fn verify_image(provider: &Provider, image: &str) -> Result<Report, Co
         generation: 0,
         workspace_host_dir: workspace.clone(),
         guest_cwd: GUEST_CWD.into(),
-        limits: Limits::default(),
+        limits: if desktop {
+            Limits::desktop()
+        } else {
+            Limits::default()
+        },
         network: Default::default(),
     };
-    let mut report = Report {
-        image: image.into(),
-        ok: false,
-        checks: Vec::new(),
+    let mut report = Ladder {
+        report: Report {
+            image: image.into(),
+            ok: false,
+            checks: Vec::new(),
+        },
+        notify,
     };
     let created = provider.create(&spec).await;
     let result = match created {
         Ok(c) => {
-            let r = checks(provider, &c.id, &spec, &image_version, &mut report).await;
+            let mut r = checks(provider, &c.id, &spec, &image_version, &mut report).await;
+            if r.is_ok() && desktop && !report.failed() {
+                r = super::desktop_verify::ladder(provider, &c.id, &spec, &mut |n, w, g| {
+                    report.add(n, w, g);
+                    !report.failed()
+                })
+                .await;
+            }
+            let _ = provider.remove(&spec.name()).await;
             let _ = provider.remove(&c.id).await;
             r
         }
@@ -129,6 +170,7 @@ pub async fn verify_image(provider: &Provider, image: &str) -> Result<Report, Co
     };
     let _ = std::fs::remove_dir_all(&workspace);
     result?;
+    let mut report = report.report;
     report.ok = !report.checks.is_empty() && report.checks.iter().all(|c| c.ok);
     Ok(report)
 }
@@ -138,7 +180,7 @@ async fn checks(
     id: &str,
     spec: &ComputerSpec,
     image_version: &str,
-    report: &mut Report,
+    report: &mut Ladder<'_>,
 ) -> Result<(), ComputerError> {
     let drifts = provider.verify(id, spec).await?;
     let got = if drifts.is_empty() {

@@ -9,14 +9,18 @@
 //! * [`rootfs`], [`image`], [`tarball`], [`image_verify`]: building, listing and verifying
 //!   the image.
 
+pub mod browser;
 pub mod confine;
+pub mod desktop_verify;
 pub mod docker;
 pub mod guest;
 pub mod host_read;
 pub mod image;
 pub mod image_verify;
 pub mod protocol;
+pub mod recipes;
 pub mod rootfs;
+pub mod screen;
 pub mod session;
 pub mod tarball;
 pub mod verify;
@@ -48,6 +52,8 @@ pub mod labels {
     pub const RECIPE: &str = "yy.recipe";
     pub const BINARY: &str = "yy.binary";
     pub const BASE: &str = "yy.base";
+    /// The built-in recipe an image was made from (`base`, `desktop`).
+    pub const RECIPE_NAME: &str = "yy.recipe.name";
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -240,6 +246,18 @@ fn validate_label(what: &str, v: &str) -> Result<(), ComputerError> {
 }
 
 impl Limits {
+    /// Limits a desktop computer needs: a browser has many processes and threads (which
+    /// count against the pids limit) and caches in the home directory.
+    pub fn desktop() -> Limits {
+        Limits {
+            memory_bytes: 2 << 30,
+            nano_cpus: 1_000_000_000,
+            pids: 1024,
+            tmp_bytes: 512 << 20,
+            home_bytes: 256 << 20,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), ComputerError> {
         let bad = |m: String| Err(ComputerError::Invalid(m));
         if self.memory_bytes < 64 << 20 {

@@ -85,6 +85,20 @@ pub enum Op {
         path: String,
     },
     Version,
+    /// A screen action on the desktop (desktop images; starts the display if needed).
+    Screen(crate::computer::screen::ScreenAction),
+    /// A screen action that only runs while `frame_id` is the current frame (the latest
+    /// screenshot): input aimed at an older picture of the screen is refused.
+    ScreenAt {
+        frame_id: String,
+        action: crate::computer::screen::ScreenAction,
+    },
+    /// Start the display (Xvfb and the window manager) unless it runs.
+    Display,
+    /// Start, kill or report the browser with its profile in the workspace.
+    Browser {
+        action: crate::computer::browser::BrowserAction,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -155,6 +169,8 @@ pub mod codes {
     pub const TOO_LARGE: &str = "too_large";
     pub const SPAWN: &str = "spawn_failed";
     pub const IO: &str = "io";
+    /// A screen input named a frame that is no longer the current one.
+    pub const STALE_FRAME: &str = "stale_frame";
 }
 
 /// What an exec answers; the same shape travels on to the admin API.
@@ -252,5 +268,16 @@ mod tests {
         );
         let version: Request = serde_json::from_str(r#"{"id":1,"op":"version"}"#).unwrap();
         assert_eq!(version.op, Op::Version);
+        let click: Request =
+            serde_json::from_str(r#"{"id":2,"op":"screen","action":"left_click","x":5,"y":6}"#)
+                .unwrap();
+        assert_eq!(
+            click.op,
+            Op::Screen(crate::computer::screen::ScreenAction::LeftClick { x: 5, y: 6 })
+        );
+        assert_eq!(
+            serde_json::to_string(&click).unwrap(),
+            r#"{"id":2,"op":"screen","action":"left_click","x":5,"y":6}"#
+        );
     }
 }

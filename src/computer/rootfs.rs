@@ -103,7 +103,7 @@ impl Recipe {
 
     fn canonical(&self) -> String {
         format!(
-            "yy-rootfs-v1\nsuite={}\nmirror={}\nupdates={}\nsecurity_mirror={}\npackages={}\n",
+            "yy-rootfs-v2\nsuite={}\nmirror={}\nupdates={}\nsecurity_mirror={}\npackages={}\n",
             self.suite,
             self.mirror,
             self.updates,
@@ -237,8 +237,9 @@ pub async fn ensure(
         ];
         run("chroot", &chroot_args, "applying updates failed").await?;
     }
-    slim(&partial).map_err(|e| io_err("slimming the root filesystem", e))?;
+    // Before slimming: the lock hashes the downloaded .deb files, which slimming removes.
     let lock = package_lock(&partial).await?;
+    slim(&partial).map_err(|e| io_err("slimming the root filesystem", e))?;
     crate::fsutil::write_atomic(&lock_file, lock.as_bytes(), 0o644)
         .map_err(|e| io_err(&lock_file.display().to_string(), e))?;
     if dir.exists() {
@@ -375,14 +376,19 @@ fn slim(root: &Path) -> io::Result<()> {
     )
 }
 
-/// Installed packages as `name=version`, sorted bytewise (C locale), one per line.
+/// Installed packages as `name=version sha256`, sorted bytewise (C locale), one per line;
+/// the digest is that of the `.deb` installed (left in var/cache/apt/archives by
+/// debootstrap and apt-get, both of which check it against the signed archive index).
 async fn package_lock(root: &Path) -> Result<String, ComputerError> {
     let out = tokio::process::Command::new("dpkg-query")
         .arg(format!(
             "--admindir={}",
             root.join("var/lib/dpkg").display()
         ))
-        .args(["-W", "-f=${db:Status-Abbrev}${Package}=${Version}\\n"])
+        .args([
+            "-W",
+            "-f=${db:Status-Abbrev}${Package}=${Version} ${Architecture}\\n",
+        ])
         .output()
         .await
         .map_err(|e| ComputerError::Io(format!("cannot run dpkg-query: {e}")))?;
@@ -392,7 +398,34 @@ async fn package_lock(root: &Path) -> Result<String, ComputerError> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok(lock_lines(&String::from_utf8_lossy(&out.stdout)))
+    let listed = lock_lines(&String::from_utf8_lossy(&out.stdout));
+    let archives = root.join("var/cache/apt/archives");
+    tokio::task::spawn_blocking(move || hash_debs(&listed, &archives))
+        .await
+        .map_err(|e| ComputerError::Io(e.to_string()))?
+}
+
+/// Turns `name=version arch` lines into `name=version sha256` from the archive files.
+fn hash_debs(listed: &str, archives: &Path) -> Result<String, ComputerError> {
+    let mut out = String::new();
+    for line in listed.lines() {
+        let (pkg, arch) = line.split_once(' ').unwrap_or((line, ""));
+        let (name, version) = pkg.split_once('=').unwrap_or((pkg, ""));
+        let file = archives.join(deb_file_name(name, version, arch));
+        let data = fs::read(&file).map_err(|e| {
+            ComputerError::Io(format!(
+                "cannot hash the installed package {pkg} ({}: {e}); rebuild with --fresh",
+                file.display()
+            ))
+        })?;
+        out.push_str(&format!("{pkg} {}\n", hex::encode(Sha256::digest(&data))));
+    }
+    Ok(out)
+}
+
+/// The archive file name apt and debootstrap give a package (the epoch colon escaped).
+fn deb_file_name(name: &str, version: &str, arch: &str) -> String {
+    format!("{name}_{}_{arch}.deb", version.replacen(':', "%3a", 1))
 }
 
 fn lock_lines(dpkg_output: &str) -> String {
@@ -441,5 +474,17 @@ mod tests {
     fn locks_keep_installed_packages_sorted() {
         let out = "ii bash=5.2\nrc gone=1\nii apt=2.6.1\nii  git=1:2.39\n";
         assert_eq!(lock_lines(out), "apt=2.6.1\nbash=5.2\ngit=1:2.39\n");
+        assert_eq!(
+            deb_file_name("git", "1:2.39.5-0+deb12u3", "amd64"),
+            "git_1%3a2.39.5-0+deb12u3_amd64.deb"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a_1_all.deb"), b"x").unwrap();
+        let lock = hash_debs("a=1 all\n", dir.path()).unwrap();
+        assert_eq!(
+            lock,
+            "a=1 2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881\n"
+        );
+        assert!(hash_debs("b=1 all\n", dir.path()).is_err());
     }
 }

@@ -295,6 +295,39 @@ impl GuestSession {
         self.call(Op::Stat { path: path.into() }).await
     }
 
+    /// One screen action (desktop images).
+    pub async fn screen(
+        &self,
+        action: crate::computer::screen::ScreenAction,
+    ) -> Result<crate::computer::screen::ScreenResult, ComputerError> {
+        self.call(Op::Screen(action)).await
+    }
+
+    /// A screen action that the guest runs only while `frame_id` is the current frame.
+    pub async fn screen_at(
+        &self,
+        frame_id: &str,
+        action: crate::computer::screen::ScreenAction,
+    ) -> Result<crate::computer::screen::ScreenResult, ComputerError> {
+        self.call(Op::ScreenAt {
+            frame_id: frame_id.into(),
+            action,
+        })
+        .await
+    }
+
+    /// Starts the display unless it runs.
+    pub async fn display(&self) -> Result<crate::computer::screen::DisplayResult, ComputerError> {
+        self.call(Op::Display).await
+    }
+
+    pub async fn browser(
+        &self,
+        action: crate::computer::browser::BrowserAction,
+    ) -> Result<crate::computer::browser::BrowserResult, ComputerError> {
+        self.call(Op::Browser { action }).await
+    }
+
     /// Exports a snapshot of a file into `sink`, checking order, size and SHA-256.
     pub async fn export(
         &self,

@@ -43,6 +43,8 @@ pub struct Computers {
     egress: Egress,
     /// The connection generation, recorded in container labels.
     pub generation: Mutex<i64>,
+    /// Models paused by an operator's takeover.
+    pub pauses: super::pauses::Pauses,
 }
 
 /// Why a computer operation on this Runner failed.
@@ -121,6 +123,7 @@ impl Computers {
             reserved: Mutex::default(),
             slot_freed: tokio::sync::Notify::new(),
             guests: tokio::sync::Mutex::default(),
+            pauses: Default::default(),
             egress,
             generation: Mutex::new(0),
         })
@@ -340,7 +343,10 @@ impl Computers {
                 .await
                 .map_err(|e| PoolError::Egress(format!("cannot set up the egress network: {e}")))?,
         };
-        let spec = self.spec(p, network);
+        let mut spec = self.spec(p, network);
+        if self.provider.is_desktop_image(&p.image_id).await {
+            spec.limits = Limits::desktop();
+        }
         // A container under the owner's name from an earlier lease goes first.
         let _ = self.provider.remove(&spec.name()).await;
         let launched = self.provider.launch(&spec).await;
@@ -377,7 +383,7 @@ impl Computers {
         let started = StartResult {
             container_id: created.id,
             name: created.name,
-            resources: serde_json::to_value(&self.limits).unwrap_or_default(),
+            resources: serde_json::to_value(&spec.limits).unwrap_or_default(),
         };
         Ok((started, guest))
     }
@@ -522,6 +528,21 @@ impl Computers {
                 None,
             )
             .await?;
+        Ok(serde_json::to_value(result)?)
+    }
+
+    /// True when the image has a display, a window manager and a browser.
+    pub async fn is_desktop(&self, image: &str) -> bool {
+        self.provider.is_desktop_image(image).await
+    }
+
+    /// An operator's screen action on the computer's display.
+    pub async fn screen(&self, p: crate::api::computers::ScreenPayload) -> Outcome {
+        let guest = self.guest_under(&p.computer_id, p.fence).await?;
+        let result = match &p.frame_id {
+            Some(frame) => guest.screen_at(frame, p.action).await?,
+            None => guest.screen(p.action).await?,
+        };
         Ok(serde_json::to_value(result)?)
     }
 

@@ -9,8 +9,10 @@ pub mod config;
 pub mod exec;
 pub mod hermes_link;
 pub mod model;
+pub mod pauses;
 pub mod receipts;
 pub mod team_tools;
+pub mod screen_tools;
 pub mod turns;
 pub mod worker;
 pub mod worker_turn;
@@ -605,6 +607,18 @@ async fn execute(
             async { Ok(pool()?.stop(p).await?) }.await
         }
         RunnerCommand::ComputerExec(p) => async { Ok(pool()?.exec(p).await?) }.await,
+        RunnerCommand::ComputerScreen(p) => async { Ok(pool()?.screen(p).await?) }.await,
+        RunnerCommand::ComputerPause(p) => {
+            async { Ok(pool()?.pauses.pause(&p.computer_id, p.control_fence).await) }.await
+        }
+        RunnerCommand::ComputerResume(p) => {
+            async {
+                Ok(pool()?
+                    .pauses
+                    .resume(&p.computer_id, p.control_fence, &p.note))
+            }
+            .await
+        }
         RunnerCommand::WorkerTurn(p) => worker_turn(shared, generation, &cmd.id, p, stop).await,
         RunnerCommand::EgressLog(q) => async { Ok(pool()?.egress().log(q).await?) }.await,
     };

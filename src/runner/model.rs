@@ -16,6 +16,9 @@ pub struct ModelSettings {
     pub model: String,
     pub base_url: Option<String>,
     pub api_mode: Option<String>,
+    /// `model.supports_vision` (Hermes's own key): whether screenshots reach the model as
+    /// images; unset, Hermes decides from its model catalogue.
+    pub supports_vision: Option<bool>,
     pub api_key: Secret,
     /// The file the settings came from, for logs and errors.
     pub source: PathBuf,
@@ -41,6 +44,7 @@ impl ModelSettings {
             "model": self.model,
             "base_url": self.base_url,
             "api_mode": self.api_mode,
+            "supports_vision": self.supports_vision,
             "api_key": self.api_key.expose(),
         })
     }
@@ -126,11 +130,15 @@ pub fn resolve(hermes_home: &Path, profile: &str) -> Result<ModelSettings, Strin
                 })?
         }
     };
+    let supports_vision = model
+        .and_then(|m| m.get("supports_vision"))
+        .and_then(|v| v.as_bool());
     Ok(ModelSettings {
         provider,
         model: name,
         base_url,
         api_mode,
+        supports_vision,
         api_key: Secret::new(api_key),
         source: config,
     })

@@ -9,6 +9,7 @@
 #   Runner -> Worker  {"type": "turn", "model": {...}, "tools": [...], "message": ...,
 #                      "history": [...], "system": ...}
 #                     {"type": "tool_result", "call_id": ..., "content": ...}
+#                       (content: a string, or a {"_multimodal": true, ...} envelope)
 #                     {"type": "interrupt"}
 #   Worker -> Runner  {"type": "ready", "hermes_version": ...}
 #                     {"type": "delta", "text": ...}
@@ -104,6 +105,11 @@ class WorkerAgent(AIAgent):
                     content = "not run: the turn was stopped"
                 else:
                     content = reply.get("content", "")
+                    if isinstance(content, dict) and content.get("_multimodal") is True:
+                        # A screenshot: Hermes decides, like for its own computer_use
+                        # tool, whether the model gets the image or the text summary.
+                        content.pop("frame_id", None)
+                        content = self._tool_result_content_for_active_model(name, content)
             messages.append(make_tool_result_message(name, content, call.id))
 
     def _repair_tool_call(self, tool_name):
@@ -139,6 +145,11 @@ def run_turn(turn):
         checkpoints_enabled=False,
         stream_delta_callback=lambda text: text and send({"type": "delta", "text": text}),
     )
+    if model.get("supports_vision") is not None:
+        # The profile's model.supports_vision, which the Worker's private HERMES_HOME
+        # does not carry: screenshots reach the model as images only if it sees them.
+        vision = bool(model["supports_vision"])
+        agent._model_supports_vision = lambda: vision
     # This turn's tools, and nothing else.
     agent.tools = tools
     agent.valid_tool_names = {t["function"]["name"] for t in tools}

@@ -14,6 +14,7 @@ use super::CommandFailure;
 use super::artifacts::TurnExports;
 use super::computers::Computers;
 use super::model;
+use super::pauses::Gate;
 use super::worker::{WorkerError, Workers};
 use crate::api::sessions::{
     ComputerReady, TurnEventIn, TurnResult, WorkerTurnPayload, event_types,
@@ -41,8 +42,9 @@ pub struct WorkerHost<'a> {
     pub generation: i64,
 }
 
-/// The tools of a computer agent's turn, and nothing else.
-pub fn tool_schemas() -> Value {
+/// The tools of a computer agent's turn, and nothing else; a desktop computer adds the
+/// screen tools.
+pub fn tool_schemas(desktop: bool) -> Value {
     let tool = |name: &str, description: &str, properties: Value, required: &[&str]| {
         json!({
             "type": "function",
@@ -89,6 +91,12 @@ pub fn tool_schemas() -> Value {
         .as_array_mut()
         .expect("an array")
         .push(TurnExports::schema());
+    if desktop {
+        tools
+            .as_array_mut()
+            .expect("an array")
+            .extend(super::screen_tools::schemas());
+    }
     tools
 }
 
@@ -137,14 +145,15 @@ pub async fn turn(
         Some(note) => format!("{note}\n\n{}", p.message),
         None => p.message.clone(),
     };
+    let desktop = host.pool.is_desktop(&p.computer.image_id).await;
     let agent = p.computer.agent_id.clone();
     let mut worker = host
         .workers
         .take(&agent)
         .await
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
-    let mut tools = tool_schemas();
-    let mut system = system_prompt(&p.computer.guest_cwd);
+    let mut tools = tool_schemas(desktop);
+    let mut system = system_prompt(&p.computer.guest_cwd, desktop);
     if p.team_tools.is_some() {
         let list = tools.as_array_mut().expect("an array");
         list.extend(super::team_tools::schemas());
@@ -207,6 +216,13 @@ pub async fn turn(
                     event_types::TOOL_START,
                     json!({ "tool_id": call_id, "name": name }),
                 );
+                let computer = &p.computer.computer_id;
+                let paused = || {
+                    send(
+                        event_types::WAITING,
+                        json!({ "message": "paused: an operator has control of the computer; the model waits for `yy computer handback`" }),
+                    )
+                };
                 let result = if stop.is_cancelled() {
                     json!({ "error": "not run: the turn was stopped" })
                 } else if let (Some(id), true) =
@@ -215,13 +231,37 @@ pub async fn turn(
                     super::team_tools::forward(host.control, host.generation, id, &name, &args)
                         .await
                 } else {
-                    run_tool(&guest, &name, &args, &stop, host.exports).await
+                    match host.pool.pauses.enter(computer, &stop, paused).await {
+                        Gate::Run => {
+                            let r = run_tool(&guest, &name, &args, &stop, host.exports).await;
+                            host.pool.pauses.leave(computer);
+                            r
+                        }
+                        Gate::HandedBack(note) => json!({
+                            "not_run": "an operator took control of the computer before this tool ran and has handed it back; the computer may have changed, so look again before you go on",
+                            "operator_note": note,
+                        }),
+                        Gate::Stopped => json!({ "error": "not run: the turn was stopped" }),
+                    }
                 };
                 send(
                     event_types::TOOL_COMPLETE,
-                    json!({ "tool_id": call_id, "name": name, "args": args, "result": result }),
+                    json!({ "tool_id": call_id, "name": name, "args": args,
+                            "result": super::screen_tools::for_event(&result) }),
                 );
-                let content = serde_json::to_string(&result).expect("serializes");
+                // A multimodal envelope (a screenshot) goes over as it is: the Worker hands
+                // it to Hermes, which gives the image to vision models.
+                // A stop that came while the tool ran reaches the Worker before the result,
+                // so its model loop ends instead of asking the model again.
+                if stop.is_cancelled() && stopping.is_none() {
+                    stopping = Some(tokio::time::Instant::now() + STOP_GRACE);
+                    let _ = worker.send(&json!({ "type": "interrupt" })).await;
+                }
+                let content = if result["_multimodal"] == json!(true) {
+                    result
+                } else {
+                    Value::String(serde_json::to_string(&result).expect("serializes"))
+                };
                 if let Err(e) = worker
                     .send(&json!({ "type": "tool_result", "call_id": call_id, "content": content }))
                     .await
@@ -294,10 +334,20 @@ fn interrupted(p: &WorkerTurnPayload, why: &str) -> Result<Value, CommandFailure
     Ok(result("interrupted", "", None))
 }
 
-fn system_prompt(cwd: &str) -> String {
-    format!(
+fn system_prompt(cwd: &str, desktop: bool) -> String {
+    let mut text = format!(
         "You work in your own isolated Linux computer. Your tools run there, in your working directory {cwd}; nothing on any other machine is reachable through them. Files you write stay in that directory."
-    )
+    );
+    if desktop {
+        text.push_str(&format!(
+            " It has a {}x{} desktop: take a screenshot to see it, then click, type and press keys; commands you run show their windows there (DISPLAY={}). Firefox ESR (`firefox-esr --profile {cwd}/{}`) keeps its profile in your working directory.",
+            crate::computer::screen::WIDTH,
+            crate::computer::screen::HEIGHT,
+            crate::computer::screen::DISPLAY,
+            crate::computer::screen::BROWSER_PROFILE,
+        ));
+    }
+    text
 }
 
 /// Runs one tool call in the guest. Every failure is an answer to the model, not an error
@@ -311,6 +361,9 @@ async fn run_tool(
 ) -> Value {
     if name == "computer_export" {
         return exports.export(guest, args).await;
+    }
+    if super::screen_tools::is_screen_tool(name) {
+        return super::screen_tools::run(guest, name, args).await;
     }
     let text = |key: &str| args[key].as_str().map(str::to_string);
     let outcome: Result<Value, String> = match name {

@@ -208,6 +208,61 @@ impl Queue {
         .await
     }
 
+    pub async fn computer_screen(
+        &self,
+        account_id: String,
+        id: String,
+        action: crate::computer::screen::ScreenAction,
+        control_fence: Option<i64>,
+        frame_id: Option<String>,
+    ) -> Result<CommandRow, StoreError> {
+        self.change(move |c, limits| {
+            super::store::control::check_input(c, &account_id, &id, &action, control_fence)?;
+            computers::screen(c, &account_id, &id, &action, frame_id, limits)
+        })
+        .await
+    }
+
+    /// An operator takes control of a computer (the model pauses at its next tool call).
+    pub async fn control_take(
+        &self,
+        account_id: String,
+        id: String,
+    ) -> Result<crate::api::computers::Control, StoreError> {
+        self.change(move |c, limits| super::store::control::take(c, &account_id, &id, limits))
+            .await
+            .map(|(c, _)| c)
+    }
+
+    /// Renews or releases an operator's control under the fence they hold.
+    pub async fn control_renew(
+        &self,
+        account_id: String,
+        id: String,
+        fence: i64,
+        release: bool,
+    ) -> Result<crate::api::computers::Control, StoreError> {
+        self.change(move |c, _| {
+            super::store::control::renew_or_release(c, &account_id, &id, fence, release)
+        })
+        .await
+        .map(|(c, _)| c)
+    }
+
+    /// Hands a paused computer back to its model with a note.
+    pub async fn control_handback(
+        &self,
+        account_id: String,
+        id: String,
+        note: String,
+    ) -> Result<crate::api::computers::Control, StoreError> {
+        self.change(move |c, limits| {
+            super::store::control::handback(c, &account_id, &id, &note, limits)
+        })
+        .await
+        .map(|(c, _)| c)
+    }
+
     /// Admits a chat turn and queues it on the agent's Runner.
     /// A user's message in the session a goal came from also re-authorizes that goal when
     /// it was stopped, waiting or blocked (`goals::resume_by_chat`).
@@ -635,6 +690,12 @@ impl Touches for (SessionRow, Option<CommandRow>) {
 impl Touches for (SessionRow, TurnRow) {
     fn touches(&self) -> Option<String> {
         Some(self.1.runner_id.clone())
+    }
+}
+
+impl Touches for (crate::api::computers::Control, Option<CommandRow>) {
+    fn touches(&self) -> Option<String> {
+        self.1.as_ref().map(|c| c.runner_id.clone())
     }
 }
 

@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 
-use super::{many, one};
+use super::many;
 
 use crate::api::computers::{
     self as wire, EXEC_DEFAULT_TIMEOUT_MS, EXEC_MAX_OUTPUT_CAP, EXEC_MAX_TIMEOUT_MS,
@@ -36,7 +36,18 @@ pub async fn computer_show(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Computer>, ApiError> {
-    one(&state, move |c| computers::get(c, &id)).await
+    // With the control of a computer ever taken over (paused or not).
+    let shown = state
+        .store
+        .call(move |c| {
+            let row = computers::get(c, &id)?;
+            let control = crate::server::store::control::show(c, &row.id)?;
+            let mut view = wire::Computer::from(row);
+            view.control = (control.control_fence > 0).then_some(control);
+            Ok(view)
+        })
+        .await?;
+    Ok(Json(shown))
 }
 
 pub async fn computer_create(
@@ -96,6 +107,69 @@ pub async fn computer_exec(
         .computer_exec(account, id, p.argv, timeout_ms, cap)
         .await?;
     Ok(Json(cmd.view(false)))
+}
+
+pub async fn computer_screen(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::ComputerScreen>,
+) -> Result<Json<machine::Command>, ApiError> {
+    let account = caller.account.id.clone();
+    let cmd = state
+        .queue
+        .computer_screen(account, id, p.action, p.control_fence, p.frame_id)
+        .await?;
+    Ok(Json(cmd.view(false)))
+}
+
+pub async fn computer_control(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+) -> Result<Json<wire::Control>, ApiError> {
+    let account = caller.account.id.clone();
+    Ok(Json(state.queue.control_take(account, id).await?))
+}
+
+pub async fn computer_control_renew(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::ControlFence>,
+) -> Result<Json<wire::Control>, ApiError> {
+    let account = caller.account.id.clone();
+    let c = state
+        .queue
+        .control_renew(account, id, p.control_fence, false)
+        .await?;
+    Ok(Json(c))
+}
+
+pub async fn computer_control_release(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::ControlFence>,
+) -> Result<Json<wire::Control>, ApiError> {
+    let account = caller.account.id.clone();
+    let c = state
+        .queue
+        .control_renew(account, id, p.control_fence, true)
+        .await?;
+    Ok(Json(c))
+}
+
+pub async fn computer_handback(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::Handback>,
+) -> Result<Json<wire::Control>, ApiError> {
+    let account = caller.account.id.clone();
+    Ok(Json(
+        state.queue.control_handback(account, id, p.note).await?,
+    ))
 }
 
 #[derive(Debug, serde::Deserialize)]

@@ -135,6 +135,26 @@ pub fn admin() -> Router<AppState> {
             "/api/v1/computers/{id}/exec",
             post(computers::computer_exec),
         )
+        .route(
+            "/api/v1/computers/{id}/screen",
+            post(computers::computer_screen),
+        )
+        .route(
+            "/api/v1/computers/{id}/control",
+            post(computers::computer_control),
+        )
+        .route(
+            "/api/v1/computers/{id}/control/renew",
+            post(computers::computer_control_renew),
+        )
+        .route(
+            "/api/v1/computers/{id}/control/release",
+            post(computers::computer_control_release),
+        )
+        .route(
+            "/api/v1/computers/{id}/handback",
+            post(computers::computer_handback),
+        )
         .route("/api/v1/audit", get(computers::audit_list))
         .route("/api/v1/sessions", get(sessions::session_list))
         .route("/api/v1/sessions/{id}", get(sessions::session_show))

@@ -557,6 +557,9 @@ fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String
         RunnerCommand::ComputerExec(p) => conn
             .query_row(computer_sql, [&p.computer_id], |r| r.get(0))
             .optional()?,
+        RunnerCommand::ComputerScreen(p) => conn
+            .query_row(computer_sql, [&p.computer_id], |r| r.get(0))
+            .optional()?,
         _ => None,
     };
     let Some(agent) = agent else {

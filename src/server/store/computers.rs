@@ -60,6 +60,7 @@ impl From<ComputerRow> for wire::Computer {
             created_at: rfc3339(r.created_at),
             updated_at: rfc3339(r.updated_at),
             network: r.network,
+            control: None,
         }
     }
 }
@@ -423,6 +424,48 @@ pub fn exec(
         "computer.exec",
         &c.id,
         &serde_json::json!({ "argv": argv, "fence": c.fence, "command_id": cmd.id }),
+    )?;
+    tx.commit()?;
+    Ok(cmd)
+}
+
+/// Queues an operator's screen action in a running computer under its current fence,
+/// and audits it (typed text is audited by length only).
+pub fn screen(
+    conn: &mut Connection,
+    account_id: &str,
+    id: &str,
+    action: &crate::computer::screen::ScreenAction,
+    frame_id: Option<String>,
+    limits: QueueLimits,
+) -> Result<CommandRow, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let c = get(&tx, id)?;
+    if c.state != ComputerState::Running {
+        return Err(StoreError::Conflict(format!(
+            "computer {id} is {}, not running: start it with `yy computer create --agent {}`",
+            c.state, c.agent
+        )));
+    }
+    let command = RunnerCommand::ComputerScreen(crate::api::computers::ScreenPayload {
+        computer_id: c.id.clone(),
+        fence: c.fence,
+        frame_id: frame_id.clone(),
+        action: action.clone(),
+    });
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, 60_000, limits)?;
+    let detail = match action {
+        crate::computer::screen::ScreenAction::TypeText { text } => {
+            serde_json::json!({ "action": "type_text", "chars": text.chars().count() })
+        }
+        other => serde_json::to_value(other).unwrap_or_default(),
+    };
+    audit(
+        &tx,
+        account_id,
+        "computer.screen",
+        &c.id,
+        &serde_json::json!({ "action": detail, "fence": c.fence, "frame_id": frame_id, "command_id": cmd.id }),
     )?;
     tx.commit()?;
     Ok(cmd)

@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod commands;
 pub mod computers;
 pub mod goals;
+pub mod control;
 mod migrate;
 pub mod prompts;
 pub mod retention;

@@ -322,3 +322,11 @@ CREATE TABLE agent_origins (
     created_by TEXT NOT NULL REFERENCES agents(id),
     isolated   INTEGER NOT NULL CHECK (isolated IN (0, 1))
 );
+
+CREATE TABLE computer_controls (
+    computer_id   TEXT PRIMARY KEY REFERENCES computers(id),
+    control_fence INTEGER NOT NULL,
+    holder        TEXT REFERENCES accounts(id),
+    expires_at    INTEGER,
+    paused        INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1))
+);

@@ -583,3 +583,83 @@ fn retention_drops_delivered_big_results_then_deletes_finished_commands() {
     );
     assert!(retention::give_back_space(&w.conn).is_ok());
 }
+
+#[test]
+fn control_fences_only_grow_and_end_unless_renewed() {
+    use super::control;
+    let mut w = world();
+    let generation = w.connect();
+    let (c, start) =
+        computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
+    assert!(
+        matches!(
+            control::take(&mut w.conn, &w.account, &c.id, QueueLimits::default()),
+            Err(StoreError::Conflict(_))
+        ),
+        "nothing to take over before it runs"
+    );
+    let start = start.unwrap();
+    w.run(generation, &start.id);
+    w.complete(generation, &start.id, Outcome::Done).unwrap();
+    let other = accounts::create(&w.conn, "other", "hash", true).unwrap().id;
+
+    let (taken, pause) =
+        control::take(&mut w.conn, &w.account, &c.id, QueueLimits::default()).unwrap();
+    assert_eq!((taken.control_fence, taken.paused), (1, true));
+    assert_eq!(
+        pause.unwrap().kind,
+        crate::api::machine::CommandKind::ComputerPause
+    );
+    // Another operator is refused while the control is live.
+    assert!(matches!(
+        control::take(&mut w.conn, &other, &c.id, QueueLimits::default()),
+        Err(StoreError::Conflict(m)) if m.contains("controlled by another operator")
+    ));
+    control::renew_or_release(&mut w.conn, &w.account, &c.id, 1, false).unwrap();
+    // Taking again raises the fence; the old fence can no longer renew.
+    let (again, _) = control::take(&mut w.conn, &w.account, &c.id, QueueLimits::default()).unwrap();
+    assert_eq!(again.control_fence, 2);
+    assert!(matches!(
+        control::renew_or_release(&mut w.conn, &w.account, &c.id, 1, false),
+        Err(StoreError::Conflict(m)) if m.contains("stale")
+    ));
+    // Control not renewed in time ends; the model stays paused.
+    w.conn
+        .execute(
+            "UPDATE computer_controls SET expires_at = 1 WHERE computer_id = ?1",
+            [&c.id],
+        )
+        .unwrap();
+    assert!(matches!(
+        control::renew_or_release(&mut w.conn, &w.account, &c.id, 2, false),
+        Err(StoreError::Conflict(m)) if m.contains("ended")
+    ));
+    let shown = control::show(&w.conn, &c.id).unwrap();
+    assert_eq!((shown.holder, shown.paused), (None, true));
+    // Then anyone may take it, raising the fence again, or hand it back.
+    let (third, _) = control::take(&mut w.conn, &other, &c.id, QueueLimits::default()).unwrap();
+    assert_eq!(third.control_fence, 3);
+    assert!(
+        matches!(
+            control::handback(&mut w.conn, &w.account, &c.id, "x", QueueLimits::default()),
+            Err(StoreError::Conflict(_))
+        ),
+        "not while another operator holds it"
+    );
+    let (back, resume) =
+        control::handback(&mut w.conn, &other, &c.id, "note", QueueLimits::default()).unwrap();
+    assert!(!back.paused && back.holder.is_none());
+    assert_eq!(
+        resume.unwrap().kind,
+        crate::api::machine::CommandKind::ComputerResume
+    );
+    assert!(matches!(
+        control::handback(&mut w.conn, &other, &c.id, "again", QueueLimits::default()),
+        Err(StoreError::Conflict(m)) if m.contains("not paused")
+    ));
+    let long = "x".repeat(crate::api::computers::MAX_NOTE_CHARS + 1);
+    assert!(matches!(
+        control::handback(&mut w.conn, &other, &c.id, &long, QueueLimits::default()),
+        Err(StoreError::Invalid(_))
+    ));
+}

@@ -1,0 +1,322 @@
+//! `yy computer attach`: watch what a computer's agent does, read-only: the running turn's
+//! tool calls and their outputs as they happen, turn after turn, until Ctrl-C.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::api::admin::LONG_POLL_MS;
+use crate::api::client::Client;
+use crate::api::computers::{ComputerExec, ExecResult};
+use crate::api::sessions::{SessionEvent, event_types};
+use crate::error::{CliError, Exit};
+use crate::output;
+use tokio::io::AsyncBufReadExt;
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// Computer id (or unique prefix)
+    pub id: String,
+    /// Print events as JSON lines (NDJSON) instead of text
+    #[arg(long, conflicts_with = "control")]
+    pub json: bool,
+    /// Take control: the model is paused at its next tool call (the tool in flight
+    /// finishes first), then each line typed runs in the computer; control is renewed
+    /// while attached and ends on Ctrl-D, Ctrl-C or a lost connection; the model stays
+    /// paused until `yy computer handback`
+    #[arg(long)]
+    pub control: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HandbackArgs {
+    /// Computer id (or unique prefix)
+    pub id: String,
+    /// What the model should know about what you did (enters its next model segment)
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub note: String,
+    #[command(flatten)]
+    pub json: super::JsonFlag,
+}
+
+/// How often control is renewed while attached (it lasts 30 s).
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+
+/// The longest tool output shown per call (the rest is cut, saying so).
+const SHOWN_OUTPUT: usize = 2000;
+
+/// A tool result for a person: its `stdout`/`stderr`/`error` if it has them, else JSON;
+/// cut at [`SHOWN_OUTPUT`] and escaped (it comes from the model and the guest).
+pub fn result_text(result: &serde_json::Value) -> String {
+    let mut text = String::new();
+    for key in ["error", "stdout", "stderr", "text"] {
+        if let Some(s) = result[key].as_str().filter(|s| !s.is_empty()) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(s);
+        }
+    }
+    if text.is_empty() {
+        text = result.to_string();
+    }
+    let mut shown: String = text.chars().take(SHOWN_OUTPUT).collect();
+    if shown.len() < text.len() {
+        shown.push_str(&format!(" [... {} more bytes]", text.len() - shown.len()));
+    }
+    output::clean_text(&shown).into_owned()
+}
+
+fn show(e: &SessionEvent) -> anyhow::Result<()> {
+    let name = || output::clean(e.payload["name"].as_str().unwrap_or("?")).into_owned();
+    let mut out = std::io::stdout().lock();
+    match e.kind.as_str() {
+        event_types::TEXT_DELTA => {
+            let text = e.payload["text"].as_str().unwrap_or_default();
+            out.write_all(output::clean_text(text).as_bytes())?;
+        }
+        event_types::TOOL_START => writeln!(out, "\n[tool {} started]", name())?,
+        event_types::TOOL_COMPLETE => {
+            let args = output::clean(&e.payload["args"].to_string()).into_owned();
+            writeln!(out, "[tool {} {args}]", name())?;
+            writeln!(out, "{}", result_text(&e.payload["result"]))?;
+        }
+        event_types::ERROR => writeln!(
+            out,
+            "[error: {}]",
+            output::clean(e.payload["message"].as_str().unwrap_or("?"))
+        )?,
+        event_types::WAITING => writeln!(
+            out,
+            "[{}]",
+            output::clean(e.payload["message"].as_str().unwrap_or("waiting"))
+        )?,
+        _ => {}
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<()> {
+    let c = client.computer_show(computer).await?;
+    eprintln!(
+        "attached to computer {} (agent {}), read-only; Ctrl-C detaches",
+        c.id,
+        output::clean(&c.agent)
+    );
+    // (session, last event seq) of the turn being followed.
+    let mut current: Option<(String, i64)> = None;
+    let mut told_idle = false;
+    loop {
+        let Some((session, after)) = current.clone() else {
+            let running = client
+                .session_list(Some(&c.agent))
+                .await?
+                .into_iter()
+                .filter(|s| s.state == "running")
+                .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
+            match running {
+                Some(s) => {
+                    eprintln!("[session {} is running]", s.id);
+                    // Start at its newest turn's first event: what happened so far in it.
+                    current = Some((s.id, 0));
+                    told_idle = false;
+                }
+                None => {
+                    if !told_idle {
+                        eprintln!("[no turn is running; waiting for one]");
+                        told_idle = true;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+            continue;
+        };
+        let page = client
+            .session_events(&session, after, LONG_POLL_MS, None)
+            .await?;
+        let turn_id = page.turn.as_ref().map(|t| t.id.clone());
+        for e in &page.events {
+            if after == 0 && Some(&e.turn_id) != turn_id.as_ref() {
+                continue; // an earlier turn of the session
+            }
+            if json {
+                output::print(&serde_json::to_string(e)?)?;
+            } else {
+                show(e)?;
+            }
+        }
+        let last = page.events.last().map(|e| e.seq).unwrap_or(after);
+        match page.turn.filter(|t| t.is_final()) {
+            Some(t) if last == after || page.events.is_empty() => {
+                if json {
+                    output::print(&serde_json::to_string(
+                        &serde_json::json!({ "type": "turn.end", "turn": t }),
+                    )?)?;
+                } else {
+                    output::print(&format!("\n[turn {} ended {}]", t.id, t.state))?;
+                }
+                current = None;
+            }
+            _ => current = Some((session, last)),
+        }
+    }
+}
+
+/// Runs one typed line in the computer (as `yy computer exec ID -- sh -c LINE`).
+async fn run_line(client: &Client, id: &str, line: &str) -> anyhow::Result<()> {
+    let params = ComputerExec {
+        argv: vec!["/bin/sh".into(), "-c".into(), line.into()],
+        timeout_ms: Some(600_000),
+        output_cap_bytes: None,
+    };
+    let cmd = client.computer_exec(id, &params).await?;
+    let cmd = client.wait_command(&cmd.id, None).await?;
+    let r: ExecResult = super::runner_ops::result_of(cmd, "exec")?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(output::clean_text(&r.stdout).as_bytes())?;
+    out.write_all(output::clean_text(&r.stderr).as_bytes())?;
+    if r.exit_code != Some(0) {
+        writeln!(
+            out,
+            "[exit {}]",
+            r.exit_code
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "by signal".into())
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
+    let c = client.computer_control(id).await?;
+    let fence = c.control_fence;
+    eprintln!(
+        "[control fence {fence}: the model pauses at its next tool call; waiting for the tool in flight to finish]"
+    );
+    let mut renew = tokio::time::interval(RENEW_EVERY);
+    renew.tick().await;
+    let pause = c.command_id.clone().unwrap_or_default();
+    let waited = async {
+        let cmd = client.wait_command(&pause, None).await?;
+        super::runner_ops::result_of::<serde_json::Value>(cmd, "pause")
+    };
+    tokio::pin!(waited);
+    loop {
+        tokio::select! {
+            r = &mut waited => { r?; break; }
+            _ = renew.tick() => { client.computer_control_renew(id, fence, false).await?; }
+            _ = tokio::signal::ctrl_c() => {
+                let _ = client.computer_control_renew(id, fence, true).await;
+                return Err(CliError::new(
+                    Exit::Cancelled,
+                    format!("interrupted; control released, and the model stays paused until `yy computer handback {id}`"),
+                )
+                .into());
+            }
+        }
+    }
+    eprintln!(
+        "[you have control of computer {id}; the model is paused. Each line runs in the computer (sh -c, in the workspace); Ctrl-D detaches]"
+    );
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut eof = false;
+    let ended: anyhow::Result<()> = loop {
+        tokio::select! {
+            line = lines.next_line() => match line {
+                Ok(Some(l)) if l.trim().is_empty() => {}
+                Ok(Some(l)) => {
+                    if let Err(e) = run_line(client, id, &l).await {
+                        eprintln!("error: {e:#}");
+                    }
+                }
+                Ok(None) => {
+                    eof = true;
+                    break Ok(());
+                }
+                Err(e) => break Err(e.into()),
+            },
+            _ = renew.tick() => {
+                if let Err(e) = client.computer_control_renew(id, fence, false).await {
+                    break Err(e.into());
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+        }
+    };
+    // Detaching ends control; nothing resumes by itself.
+    let _ = client.computer_control_renew(id, fence, true).await;
+    use std::io::IsTerminal;
+    // On a terminal, Ctrl-D offers the handback (after Ctrl-C the terminal's next line may
+    // already be taken by the reader above, so it does not ask).
+    if ended.is_ok() && eof && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        eprint!(
+            "[control released] hand computer {id} back now? Type a note for the model and Enter (empty: leave it paused): "
+        );
+        let note = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        })
+        .await??;
+        let note = note.trim();
+        if !note.is_empty() {
+            let c = client.computer_handback(id, note).await?;
+            eprintln!(
+                "[handed back (control fence {}); the model resumes with your note]",
+                c.control_fence
+            );
+            return Ok(());
+        }
+    }
+    eprintln!(
+        "[control released; the model stays paused until `yy computer handback {id} --note ...`]"
+    );
+    ended
+}
+
+pub async fn handback(client: &Client, a: HandbackArgs) -> anyhow::Result<()> {
+    let c = client.computer_handback(&a.id, &a.note).await?;
+    if a.json.json {
+        return output::json(&c);
+    }
+    Ok(output::print(&format!(
+        "handed computer {} back (control fence {}); the model resumes with your note",
+        c.computer_id, c.control_fence
+    ))?)
+}
+
+pub async fn attach(client: &Client, a: AttachArgs) -> anyhow::Result<()> {
+    if a.control {
+        return control(client, &a.id).await;
+    }
+    tokio::select! {
+        r = follow(client, &a.id, a.json) => r,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("detached");
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_shown_cut_and_escaped() {
+        let r = serde_json::json!({"exit_code": 0, "stdout": "hi\n", "stderr": ""});
+        assert_eq!(result_text(&r), "hi\n");
+        let r = serde_json::json!({"error": "no \u{1b}[31mcolour"});
+        assert!(!result_text(&r).contains('\u{1b}'));
+        let long = serde_json::json!({"stdout": "x".repeat(5000)});
+        let t = result_text(&long);
+        assert!(
+            t.ends_with("[... 3000 more bytes]"),
+            "{}",
+            &t[t.len() - 40..]
+        );
+        assert_eq!(result_text(&serde_json::json!({"x": 1})), r#"{"x":1}"#);
+    }
+}

@@ -1,0 +1,754 @@
+//! The desktop of a computer, driven by the guest agent: the X display (Xvfb, started on
+//! first use with a window manager), screen actions through XTEST (named and shaped like
+//! the cua computer-server command set) and the browser with its profile in the
+//! workspace. Pure Rust X11 (x11rb), so the static guest needs no C library.
+//!
+//! The wire types live here too: they are part of the guest protocol
+//! ([`super::protocol::Op::Screen`], `Display`, `Browser`).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::{Deserialize, Serialize};
+use x11rb::connection::Connection;
+use x11rb::protocol::xproto::{self, ConnectionExt as _};
+use x11rb::protocol::xtest::ConnectionExt as _;
+use x11rb::rust_connection::RustConnection;
+
+use super::confine::OpError;
+use super::protocol::codes;
+
+/// The display the guest agent runs (and `DISPLAY` in desktop images).
+pub const DISPLAY: &str = ":0";
+/// The display's size: what the model sees and what operators get.
+pub const WIDTH: u16 = 1280;
+pub const HEIGHT: u16 = 800;
+/// The browser's profile, relative to the workspace root (so it persists with it).
+pub use super::browser::BROWSER_PROFILE;
+const XVFB: &str = "/usr/bin/Xvfb";
+const WINDOW_MANAGER: &str = "/usr/bin/openbox";
+const SOCKET: &str = "/tmp/.X11-unix/X0";
+/// The most pixels a drag path may list.
+const MAX_DRAG_POINTS: usize = 1000;
+/// The most characters one type_text sends.
+const MAX_TYPE_CHARS: usize = 10_000;
+
+/// One screen action, named like cua's computer-server commands.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum ScreenAction {
+    Screenshot,
+    LeftClick {
+        x: i32,
+        y: i32,
+    },
+    RightClick {
+        x: i32,
+        y: i32,
+    },
+    DoubleClick {
+        x: i32,
+        y: i32,
+    },
+    MoveCursor {
+        x: i32,
+        y: i32,
+    },
+    /// Press the left button at the first point, move through the rest, release at the
+    /// last.
+    Drag {
+        path: Vec<(i32, i32)>,
+    },
+    TypeText {
+        text: String,
+    },
+    /// One key by name (`Return`, `Escape`, `a`, `F5`, ...).
+    PressKey {
+        key: String,
+    },
+    /// Keys pressed in order and released in reverse (`["ctrl", "l"]`).
+    Hotkey {
+        keys: Vec<String>,
+    },
+    /// Scroll by `dy` notches down (negative: up) and `dx` right (negative: left), at
+    /// (x, y) when given.
+    Scroll {
+        #[serde(default)]
+        dx: i32,
+        #[serde(default)]
+        dy: i32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        x: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        y: Option<i32>,
+    },
+    GetScreenSize,
+    GetCursorPosition,
+}
+
+impl ScreenAction {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ScreenAction::Screenshot => "screenshot",
+            ScreenAction::LeftClick { .. } => "left_click",
+            ScreenAction::RightClick { .. } => "right_click",
+            ScreenAction::DoubleClick { .. } => "double_click",
+            ScreenAction::MoveCursor { .. } => "move_cursor",
+            ScreenAction::Drag { .. } => "drag",
+            ScreenAction::TypeText { .. } => "type_text",
+            ScreenAction::PressKey { .. } => "press_key",
+            ScreenAction::Hotkey { .. } => "hotkey",
+            ScreenAction::Scroll { .. } => "scroll",
+            ScreenAction::GetScreenSize => "get_screen_size",
+            ScreenAction::GetCursorPosition => "get_cursor_position",
+        }
+    }
+}
+
+/// What a screen action answers. Every answer names the current frame (the frame id of
+/// the last screenshot); a screenshot adds the PNG.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ScreenResult {
+    pub action: String,
+    pub width: u16,
+    pub height: u16,
+    /// Cursor position after the action.
+    pub x: i32,
+    pub y: i32,
+    /// The id of the latest screenshot (this one's, for a screenshot); empty before any.
+    pub frame_id: String,
+    /// The screenshot, PNG, base64 (standard, padded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub png: Option<String>,
+}
+
+impl ScreenResult {
+    /// The decoded PNG of a screenshot.
+    pub fn png_bytes(&self) -> Option<Vec<u8>> {
+        self.png.as_deref().and_then(|p| B64.decode(p).ok())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DisplayResult {
+    pub display: String,
+    pub width: u16,
+    pub height: u16,
+    /// False when the display was already running.
+    pub started: bool,
+}
+
+pub(super) fn io_err(what: &str, e: impl std::fmt::Display) -> OpError {
+    OpError::new(codes::IO, format!("{what}: {e}"))
+}
+
+fn no_display(e: impl std::fmt::Display) -> OpError {
+    OpError::new(
+        codes::IO,
+        format!("the display {DISPLAY} does not answer: {e}"),
+    )
+}
+
+// ---- the display -------------------------------------------------------------------------
+
+static START: Mutex<()> = Mutex::new(());
+
+fn log_file(name: &str) -> Stdio {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(std::env::temp_dir().join(name))
+        .map(Stdio::from)
+        .unwrap_or_else(|_| Stdio::null())
+}
+
+/// Spawns a long-lived program in its own session: it outlives the guest session (and
+/// is reaped by the container's init).
+pub(super) fn spawn_detached(
+    program: &str,
+    args: &[&str],
+    log: &str,
+    cwd: &Path,
+) -> Result<u32, OpError> {
+    use std::os::unix::process::CommandExt;
+    let child = Command::new(program)
+        .args(args)
+        .current_dir(cwd)
+        .env("DISPLAY", DISPLAY)
+        .env_remove("YY_LOG")
+        .stdin(Stdio::null())
+        .stdout(log_file(log))
+        .stderr(log_file(log))
+        .process_group(0)
+        .spawn()
+        .map_err(|e| OpError::new(codes::SPAWN, format!("cannot run {program}: {e}")))?;
+    Ok(child.id())
+}
+
+fn connect() -> Result<(RustConnection, usize), OpError> {
+    x11rb::connect(Some(DISPLAY)).map_err(no_display)
+}
+
+/// Starts Xvfb and the window manager unless the display answers already.
+pub fn ensure_display(cwd: &Path) -> Result<DisplayResult, OpError> {
+    let _guard = START.lock().unwrap_or_else(|e| e.into_inner());
+    if let Ok((conn, n)) = connect() {
+        let s = &conn.setup().roots[n];
+        return Ok(DisplayResult {
+            display: DISPLAY.into(),
+            width: s.width_in_pixels,
+            height: s.height_in_pixels,
+            started: false,
+        });
+    }
+    if !Path::new(XVFB).exists() {
+        return Err(OpError::new(
+            codes::NOT_FOUND,
+            "this computer has no display (its image is not a desktop image; build one with `yy image prepare --recipe desktop`)",
+        ));
+    }
+    // A socket left by a killed server would make Xvfb refuse the display number.
+    let _ = std::fs::remove_file(SOCKET);
+    let _ = std::fs::remove_file("/tmp/.X0-lock");
+    let size = format!("{WIDTH}x{HEIGHT}x24");
+    spawn_detached(
+        XVFB,
+        &[
+            DISPLAY,
+            "-screen",
+            "0",
+            &size,
+            "-nolisten",
+            "tcp",
+            "-dpi",
+            "96",
+            "-noreset",
+        ],
+        "yy-xvfb.log",
+        cwd,
+    )?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let conn = loop {
+        match connect() {
+            Ok(c) => break c,
+            Err(e) if Instant::now() > deadline => {
+                let log = std::fs::read_to_string(std::env::temp_dir().join("yy-xvfb.log"))
+                    .unwrap_or_default();
+                let tail: String = log.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
+                return Err(OpError::new(
+                    codes::IO,
+                    format!("{}; Xvfb said: {tail}", e.message),
+                ));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    if Path::new(WINDOW_MANAGER).exists() {
+        spawn_detached(WINDOW_MANAGER, &[], "yy-wm.log", cwd)?;
+    }
+    let s = &conn.0.setup().roots[conn.1];
+    Ok(DisplayResult {
+        display: DISPLAY.into(),
+        width: s.width_in_pixels,
+        height: s.height_in_pixels,
+        started: true,
+    })
+}
+
+// ---- screen actions ----------------------------------------------------------------------
+
+static FRAME_SEQ: AtomicU64 = AtomicU64::new(0);
+static LAST_FRAME: Mutex<String> = Mutex::new(String::new());
+
+/// Refuses input aimed at a frame that is not the latest screenshot.
+pub fn check_frame(frame_id: &str) -> Result<(), OpError> {
+    let current = LAST_FRAME.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if current == frame_id {
+        return Ok(());
+    }
+    Err(OpError::new(
+        codes::STALE_FRAME,
+        format!(
+            "frame {frame_id:?} is not the current frame ({}): the screen may have changed; take a new screenshot",
+            if current.is_empty() {
+                "none yet"
+            } else {
+                &current
+            }
+        ),
+    ))
+}
+
+/// A frame id unique across guest restarts: start time of this guest and a sequence.
+fn next_frame_id() -> String {
+    static EPOCH: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(|| crate::timefmt::now_ms() as u64);
+    let seq = FRAME_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    format!("f{epoch:x}-{seq}")
+}
+
+struct Screen {
+    conn: RustConnection,
+    root: xproto::Window,
+    width: u16,
+    height: u16,
+}
+
+const KEY_PRESS: u8 = xproto::KEY_PRESS_EVENT;
+const KEY_RELEASE: u8 = xproto::KEY_RELEASE_EVENT;
+const BUTTON_PRESS: u8 = xproto::BUTTON_PRESS_EVENT;
+const BUTTON_RELEASE: u8 = xproto::BUTTON_RELEASE_EVENT;
+const MOTION: u8 = xproto::MOTION_NOTIFY_EVENT;
+
+impl Screen {
+    fn open(cwd: &Path) -> Result<Screen, OpError> {
+        ensure_display(cwd)?;
+        let (conn, n) = connect()?;
+        let s = &conn.setup().roots[n];
+        let (root, width, height) = (s.root, s.width_in_pixels, s.height_in_pixels);
+        Ok(Screen {
+            conn,
+            root,
+            width,
+            height,
+        })
+    }
+
+    fn fake(&self, kind: u8, detail: u8, x: i16, y: i16) -> Result<(), OpError> {
+        self.conn
+            .xtest_fake_input(kind, detail, 0, self.root, x, y, 0)
+            .map_err(no_display)?;
+        Ok(())
+    }
+
+    /// Waits until the server has processed everything sent so far.
+    fn sync(&self) -> Result<(), OpError> {
+        self.conn
+            .get_input_focus()
+            .map_err(no_display)?
+            .reply()
+            .map_err(no_display)?;
+        Ok(())
+    }
+
+    fn check_point(&self, x: i32, y: i32) -> Result<(i16, i16), OpError> {
+        if x < 0 || y < 0 || x >= i32::from(self.width) || y >= i32::from(self.height) {
+            return Err(OpError::bad(format!(
+                "({x}, {y}) is outside the {}x{} screen",
+                self.width, self.height
+            )));
+        }
+        Ok((x as i16, y as i16))
+    }
+
+    fn move_to(&self, x: i32, y: i32) -> Result<(), OpError> {
+        let (x, y) = self.check_point(x, y)?;
+        self.fake(MOTION, 0, x, y)
+    }
+
+    fn click(&self, x: i32, y: i32, button: u8, times: u32) -> Result<(), OpError> {
+        self.move_to(x, y)?;
+        for _ in 0..times {
+            self.fake(BUTTON_PRESS, button, 0, 0)?;
+            self.fake(BUTTON_RELEASE, button, 0, 0)?;
+        }
+        Ok(())
+    }
+
+    fn cursor(&self) -> Result<(i32, i32), OpError> {
+        let r = self
+            .conn
+            .query_pointer(self.root)
+            .map_err(no_display)?
+            .reply()
+            .map_err(no_display)?;
+        Ok((i32::from(r.root_x), i32::from(r.root_y)))
+    }
+
+    fn screenshot(&self) -> Result<Vec<u8>, OpError> {
+        let reply = self
+            .conn
+            .get_image(
+                xproto::ImageFormat::Z_PIXMAP,
+                self.root,
+                0,
+                0,
+                self.width,
+                self.height,
+                u32::MAX,
+            )
+            .map_err(no_display)?
+            .reply()
+            .map_err(no_display)?;
+        let (w, h) = (usize::from(self.width), usize::from(self.height));
+        let bpp = reply.data.len() / (w * h).max(1);
+        if bpp < 3 || reply.depth < 24 {
+            return Err(OpError::new(
+                codes::IO,
+                format!("unsupported screen format: depth {}", reply.depth),
+            ));
+        }
+        // Z-pixmap at depth 24 on a little-endian server: B, G, R, (pad) per pixel.
+        let mut rgb = Vec::with_capacity(w * h * 3);
+        for px in reply.data.chunks_exact(bpp).take(w * h) {
+            rgb.extend_from_slice(&[px[2], px[1], px[0]]);
+        }
+        encode_png(self.width, self.height, &rgb)
+    }
+
+    /// The keyboard map: keycode range and keysyms per keycode.
+    fn keymap(&self) -> Result<Keymap, OpError> {
+        let setup = self.conn.setup();
+        let (min, max) = (setup.min_keycode, setup.max_keycode);
+        let r = self
+            .conn
+            .get_keyboard_mapping(min, max - min + 1)
+            .map_err(no_display)?
+            .reply()
+            .map_err(no_display)?;
+        Ok(Keymap {
+            min,
+            per: r.keysyms_per_keycode as usize,
+            syms: r.keysyms,
+        })
+    }
+
+    /// Presses (and releases) one keysym, with Shift when the keysym is on the shifted
+    /// level, remapping a spare keycode when no key carries it.
+    fn tap_keysym(&self, map: &Keymap, sym: u32) -> Result<(), OpError> {
+        let shift = map.find(SHIFT_L).map(|(k, _)| k);
+        if let Some((code, level)) = map.find(sym) {
+            let shifted = level == 1;
+            if shifted && let Some(s) = shift {
+                self.fake(KEY_PRESS, s, 0, 0)?;
+            }
+            self.fake(KEY_PRESS, code, 0, 0)?;
+            self.fake(KEY_RELEASE, code, 0, 0)?;
+            if shifted && let Some(s) = shift {
+                self.fake(KEY_RELEASE, s, 0, 0)?;
+            }
+            return Ok(());
+        }
+        let spare = map.spare().ok_or_else(|| {
+            OpError::new(codes::IO, "no spare keycode to type this character with")
+        })?;
+        let syms = vec![sym; map.per.max(1)];
+        self.conn
+            .change_keyboard_mapping(1, spare, map.per.max(1) as u8, &syms)
+            .map_err(no_display)?;
+        self.sync()?;
+        // Clients reload the map on MappingNotify; give them a moment before the key.
+        std::thread::sleep(Duration::from_millis(20));
+        self.fake(KEY_PRESS, spare, 0, 0)?;
+        self.fake(KEY_RELEASE, spare, 0, 0)?;
+        self.sync()?;
+        std::thread::sleep(Duration::from_millis(20));
+        let none = vec![0u32; map.per.max(1)];
+        self.conn
+            .change_keyboard_mapping(1, spare, map.per.max(1) as u8, &none)
+            .map_err(no_display)?;
+        Ok(())
+    }
+
+    fn keycode(&self, map: &Keymap, name: &str) -> Result<u8, OpError> {
+        let sym = keysym(name)
+            .ok_or_else(|| OpError::bad(format!("{name:?} is not a key name this guest knows")))?;
+        map.find(sym)
+            .map(|(k, _)| k)
+            .ok_or_else(|| OpError::bad(format!("no key on this keyboard produces {name:?}")))
+    }
+}
+
+struct Keymap {
+    min: u8,
+    per: usize,
+    syms: Vec<u32>,
+}
+
+impl Keymap {
+    /// The keycode and level (0 plain, 1 shifted) that produce `sym`.
+    fn find(&self, sym: u32) -> Option<(u8, usize)> {
+        for level in 0..self.per.min(2) {
+            for (i, chunk) in self.syms.chunks(self.per.max(1)).enumerate() {
+                if chunk.get(level) == Some(&sym) {
+                    return Some((self.min + i as u8, level));
+                }
+            }
+        }
+        None
+    }
+
+    /// The highest keycode with no symbols at all.
+    fn spare(&self) -> Option<u8> {
+        self.syms
+            .chunks(self.per.max(1))
+            .enumerate()
+            .rev()
+            .find(|(_, c)| c.iter().all(|&s| s == 0))
+            .map(|(i, _)| self.min + i as u8)
+    }
+}
+
+const SHIFT_L: u32 = 0xffe1;
+
+/// The X keysym of a character.
+pub fn char_keysym(c: char) -> u32 {
+    match c {
+        '\n' | '\r' => 0xff0d,
+        '\t' => 0xff09,
+        '\u{8}' => 0xff08,
+        c if (' '..='~').contains(&c) || ('\u{a0}'..='\u{ff}').contains(&c) => c as u32,
+        c => 0x0100_0000 | c as u32,
+    }
+}
+
+/// The keysym of a key name (case-insensitive for named keys; one character for itself).
+pub fn keysym(name: &str) -> Option<u32> {
+    let mut chars = name.chars();
+    if let (Some(c), None) = (chars.next(), chars.clone().next()) {
+        return Some(char_keysym(c.to_ascii_lowercase()));
+    }
+    let lower = name.to_ascii_lowercase();
+    let sym = match lower.as_str() {
+        "return" | "enter" => 0xff0d,
+        "tab" => 0xff09,
+        "escape" | "esc" => 0xff1b,
+        "backspace" => 0xff08,
+        "delete" | "del" => 0xffff,
+        "insert" => 0xff63,
+        "space" => 0x20,
+        "home" => 0xff50,
+        "left" => 0xff51,
+        "up" => 0xff52,
+        "right" => 0xff53,
+        "down" => 0xff54,
+        "pageup" | "page_up" | "prior" => 0xff55,
+        "pagedown" | "page_down" | "next" => 0xff56,
+        "end" => 0xff57,
+        "shift" | "shift_l" => SHIFT_L,
+        "ctrl" | "control" | "control_l" => 0xffe3,
+        "alt" | "alt_l" => 0xffe9,
+        "super" | "super_l" | "cmd" | "command" | "win" | "meta" => 0xffeb,
+        "menu" => 0xff67,
+        "print" => 0xff61,
+        f if f.starts_with('f') => {
+            let n: u32 = f[1..].parse().ok().filter(|n| (1..=24).contains(n))?;
+            0xffbe + n - 1
+        }
+        _ => return None,
+    };
+    Some(sym)
+}
+
+/// Encodes 8-bit RGB as PNG (fast compression: screenshots are taken often).
+pub fn encode_png(width: u16, height: u16, rgb: &[u8]) -> Result<Vec<u8>, OpError> {
+    let mut out = Vec::with_capacity(rgb.len() / 8);
+    {
+        let mut enc = png::Encoder::new(&mut out, u32::from(width), u32::from(height));
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(png::Compression::Fast);
+        let mut w = enc.write_header().map_err(|e| io_err("png", e))?;
+        w.write_image_data(rgb).map_err(|e| io_err("png", e))?;
+    }
+    Ok(out)
+}
+
+/// Width and height of a PNG, if it is a valid one (all chunks and the image data are
+/// decoded, so a truncated file fails).
+pub fn png_size(data: &[u8]) -> Result<(u32, u32), String> {
+    let decoder = png::Decoder::new(std::io::Cursor::new(data));
+    let mut reader = decoder.read_info().map_err(|e| e.to_string())?;
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).map_err(|e| e.to_string())?;
+    Ok((info.width, info.height))
+}
+
+/// Runs one screen action on the display (starting it first if needed).
+pub fn act(cwd: &Path, action: &ScreenAction) -> Result<ScreenResult, OpError> {
+    let s = Screen::open(cwd)?;
+    let mut png = None;
+    match action {
+        ScreenAction::Screenshot => {
+            s.sync()?;
+            let data = s.screenshot()?;
+            let id = next_frame_id();
+            *LAST_FRAME.lock().unwrap_or_else(|e| e.into_inner()) = id;
+            png = Some(B64.encode(data));
+        }
+        ScreenAction::LeftClick { x, y } => s.click(*x, *y, 1, 1)?,
+        ScreenAction::RightClick { x, y } => s.click(*x, *y, 3, 1)?,
+        ScreenAction::DoubleClick { x, y } => s.click(*x, *y, 1, 2)?,
+        ScreenAction::MoveCursor { x, y } => s.move_to(*x, *y)?,
+        ScreenAction::Drag { path } => {
+            if path.len() < 2 || path.len() > MAX_DRAG_POINTS {
+                return Err(OpError::bad(format!(
+                    "a drag path has 2 to {MAX_DRAG_POINTS} points"
+                )));
+            }
+            for &(x, y) in path {
+                s.check_point(x, y)?;
+            }
+            s.move_to(path[0].0, path[0].1)?;
+            s.fake(BUTTON_PRESS, 1, 0, 0)?;
+            for &(x, y) in &path[1..] {
+                s.move_to(x, y)?;
+                s.sync()?;
+            }
+            s.fake(BUTTON_RELEASE, 1, 0, 0)?;
+        }
+        ScreenAction::TypeText { text } => {
+            if text.chars().count() > MAX_TYPE_CHARS {
+                return Err(OpError::bad(format!(
+                    "type_text takes at most {MAX_TYPE_CHARS} characters at a time"
+                )));
+            }
+            let map = s.keymap()?;
+            for c in text.chars() {
+                s.tap_keysym(&map, char_keysym(c))?;
+            }
+        }
+        ScreenAction::PressKey { key } => {
+            let map = s.keymap()?;
+            let code = s.keycode(&map, key)?;
+            s.fake(KEY_PRESS, code, 0, 0)?;
+            s.fake(KEY_RELEASE, code, 0, 0)?;
+        }
+        ScreenAction::Hotkey { keys } => {
+            if keys.is_empty() || keys.len() > 8 {
+                return Err(OpError::bad("a hotkey names 1 to 8 keys"));
+            }
+            let map = s.keymap()?;
+            let codes = keys
+                .iter()
+                .map(|k| s.keycode(&map, k))
+                .collect::<Result<Vec<_>, _>>()?;
+            for &c in &codes {
+                s.fake(KEY_PRESS, c, 0, 0)?;
+            }
+            for &c in codes.iter().rev() {
+                s.fake(KEY_RELEASE, c, 0, 0)?;
+            }
+        }
+        ScreenAction::Scroll { dx, dy, x, y } => {
+            if let (Some(x), Some(y)) = (x, y) {
+                s.move_to(*x, *y)?;
+            }
+            let notches = |n: i32, neg: u8, pos: u8| {
+                (if n < 0 { neg } else { pos }, n.unsigned_abs().min(100))
+            };
+            for (button, count) in [notches(*dy, 4, 5), notches(*dx, 6, 7)] {
+                for _ in 0..count {
+                    s.fake(BUTTON_PRESS, button, 0, 0)?;
+                    s.fake(BUTTON_RELEASE, button, 0, 0)?;
+                }
+            }
+        }
+        ScreenAction::GetScreenSize | ScreenAction::GetCursorPosition => {}
+    }
+    s.sync()?;
+    // A window manager may hold pointer events under a synchronous grab for a moment (a
+    // click to focus): answer once the pointer is where the action put it.
+    let target = match action {
+        ScreenAction::LeftClick { x, y }
+        | ScreenAction::RightClick { x, y }
+        | ScreenAction::DoubleClick { x, y }
+        | ScreenAction::MoveCursor { x, y } => Some((*x, *y)),
+        ScreenAction::Drag { path } => path.last().copied(),
+        ScreenAction::Scroll {
+            x: Some(x),
+            y: Some(y),
+            ..
+        } => Some((*x, *y)),
+        _ => None,
+    };
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let (x, y) = loop {
+        let at = s.cursor()?;
+        if target.is_none_or(|t| t == at) || Instant::now() > deadline {
+            break at;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    Ok(ScreenResult {
+        action: action.name().into(),
+        width: s.width,
+        height: s.height,
+        x,
+        y,
+        frame_id: LAST_FRAME.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        png,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_have_cua_names_and_shapes() {
+        let a: ScreenAction =
+            serde_json::from_str(r#"{"action":"left_click","x":10,"y":20}"#).unwrap();
+        assert_eq!(a, ScreenAction::LeftClick { x: 10, y: 20 });
+        assert_eq!(a.name(), "left_click");
+        let d: ScreenAction =
+            serde_json::from_str(r#"{"action":"drag","path":[[1,2],[3,4]]}"#).unwrap();
+        assert_eq!(
+            d,
+            ScreenAction::Drag {
+                path: vec![(1, 2), (3, 4)]
+            }
+        );
+        let s: ScreenAction = serde_json::from_str(r#"{"action":"scroll","dy":-3}"#).unwrap();
+        assert_eq!(
+            s,
+            ScreenAction::Scroll {
+                dx: 0,
+                dy: -3,
+                x: None,
+                y: None
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&ScreenAction::GetCursorPosition).unwrap(),
+            r#"{"action":"get_cursor_position"}"#
+        );
+    }
+
+    #[test]
+    fn keys_map_to_keysyms() {
+        assert_eq!(keysym("Return"), Some(0xff0d));
+        assert_eq!(keysym("ctrl"), Some(0xffe3));
+        assert_eq!(keysym("F5"), Some(0xffc2));
+        assert_eq!(keysym("a"), Some(0x61));
+        assert_eq!(keysym("A"), Some(0x61));
+        assert_eq!(keysym("F99"), None);
+        assert_eq!(keysym("nokey"), None);
+        assert_eq!(char_keysym('é'), 0xe9);
+        assert_eq!(char_keysym('中'), 0x0100_4e2d);
+        assert_eq!(char_keysym('\n'), 0xff0d);
+        let map = Keymap {
+            min: 8,
+            per: 2,
+            syms: vec![0x61, 0x41, 0, 0, 0x31, 0x21],
+        };
+        assert_eq!(map.find(0x41), Some((8, 1)));
+        assert_eq!(map.find(0x31), Some((10, 0)));
+        assert_eq!(map.spare(), Some(9));
+    }
+
+    #[test]
+    fn pngs_round_trip_with_their_size() {
+        let rgb = vec![200u8; 4 * 3 * 3];
+        let png = encode_png(4, 3, &rgb).unwrap();
+        assert_eq!(png_size(&png).unwrap(), (4, 3));
+        assert!(png_size(&png[..png.len() - 20]).is_err());
+        assert!(png_size(b"not a png").is_err());
+        assert_ne!(next_frame_id(), next_frame_id());
+    }
+}

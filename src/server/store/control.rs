@@ -1,0 +1,270 @@
+//! An operator's control of a computer (takeover): take (raises the control fence, pauses
+//! the model at its next tool call through a `computer.pause` Runner command), renew within
+//! [`CONTROL_TTL_MS`], release, and hand back (a `computer.resume` with the note). Control
+//! that is not renewed simply ends at `expires_at`; the model stays paused until a handback.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::StoreError;
+use super::commands::{self, CommandRow, QueueLimits};
+use super::computers::{audit, get};
+use crate::api::computers::{CONTROL_TTL_MS, Control, MAX_NOTE_CHARS, PausePayload};
+use crate::api::machine::RunnerCommand;
+use crate::api::states::ComputerState;
+use crate::timefmt::{now_ms, rfc3339};
+
+struct Row {
+    fence: i64,
+    holder: Option<String>,
+    expires_at: Option<i64>,
+    paused: bool,
+}
+
+impl Row {
+    /// The holder, if their control has not expired at `now`.
+    fn live_holder(&self, now: i64) -> Option<&str> {
+        match (&self.holder, self.expires_at) {
+            (Some(h), Some(e)) if e > now => Some(h),
+            _ => None,
+        }
+    }
+}
+
+fn row(conn: &Connection, id: &str) -> Result<Option<Row>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT control_fence, holder, expires_at, paused FROM computer_controls
+             WHERE computer_id = ?1",
+            [id],
+            |r| {
+                Ok(Row {
+                    fence: r.get(0)?,
+                    holder: r.get(1)?,
+                    expires_at: r.get(2)?,
+                    paused: r.get::<_, i64>(3)? == 1,
+                })
+            },
+        )
+        .optional()?)
+}
+
+fn view(id: &str, r: &Row, now: i64, command_id: Option<String>) -> Control {
+    let live = r.live_holder(now).is_some();
+    Control {
+        computer_id: id.into(),
+        control_fence: r.fence,
+        holder: if live { r.holder.clone() } else { None },
+        expires_at: if live {
+            r.expires_at.map(rfc3339)
+        } else {
+            None
+        },
+        paused: r.paused,
+        command_id,
+    }
+}
+
+/// Screen input (anything but looking) under control: while an operator's control is live
+/// only they may send input, with their current fence; a fence that is given must be the
+/// current one and live.
+pub fn check_input(
+    conn: &Connection,
+    account_id: &str,
+    id: &str,
+    action: &crate::computer::screen::ScreenAction,
+    control_fence: Option<i64>,
+) -> Result<(), StoreError> {
+    use crate::computer::screen::ScreenAction as A;
+    let looking = matches!(
+        action,
+        A::Screenshot | A::GetScreenSize | A::GetCursorPosition
+    );
+    let c = get(conn, id)?;
+    let now = now_ms();
+    let r = row(conn, &c.id)?;
+    let live = r
+        .as_ref()
+        .and_then(|r| r.live_holder(now).map(str::to_string));
+    match (control_fence, r, live) {
+        (Some(f), Some(r), Some(h)) if f == r.fence && h == account_id => Ok(()),
+        (Some(f), r, _) => Err(StoreError::Conflict(format!(
+            "control fence {f} of computer {id} is stale or no longer held (current {}): take control again",
+            r.map(|r| r.fence).unwrap_or(0)
+        ))),
+        (None, _, Some(_)) if !looking => Err(StoreError::Conflict(format!(
+            "computer {id} is under an operator's control: input needs the current control fence (--fence)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The computer's control as it stands (nobody, fence 0, when never taken).
+pub fn show(conn: &Connection, id: &str) -> Result<Control, StoreError> {
+    let c = get(conn, id)?;
+    let r = row(conn, &c.id)?.unwrap_or(Row {
+        fence: 0,
+        holder: None,
+        expires_at: None,
+        paused: false,
+    });
+    let mut v = view(&c.id, &r, now_ms(), None);
+    // People read this: the holder by name.
+    if let Some(h) = &v.holder {
+        v.holder = conn
+            .query_row("SELECT username FROM accounts WHERE id = ?1", [h], |r| {
+                r.get(0)
+            })
+            .optional()?
+            .or(v.holder.take());
+    }
+    Ok(v)
+}
+
+/// Takes control: refused while another operator's control is live. Raises the control
+/// fence, marks the model paused and queues the pause on the computer's Runner.
+pub fn take(
+    conn: &mut Connection,
+    account_id: &str,
+    id: &str,
+    limits: QueueLimits,
+) -> Result<(Control, Option<CommandRow>), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let c = get(&tx, id)?;
+    if c.state != ComputerState::Running {
+        return Err(StoreError::Conflict(format!(
+            "computer {id} is {}, not running: there is nothing to take over",
+            c.state
+        )));
+    }
+    let now = now_ms();
+    let old = row(&tx, &c.id)?;
+    if let Some(r) = &old
+        && let Some(h) = r.live_holder(now)
+        && h != account_id
+    {
+        return Err(StoreError::Conflict(format!(
+            "computer {id} is controlled by another operator until {}",
+            rfc3339(r.expires_at.unwrap_or(now))
+        )));
+    }
+    let fence = old.as_ref().map(|r| r.fence).unwrap_or(0) + 1;
+    let expires = now + CONTROL_TTL_MS;
+    tx.execute(
+        "INSERT INTO computer_controls (computer_id, control_fence, holder, expires_at, paused)
+         VALUES (?1, ?2, ?3, ?4, 1)
+         ON CONFLICT(computer_id) DO UPDATE SET control_fence = ?2, holder = ?3,
+             expires_at = ?4, paused = 1",
+        params![c.id, fence, account_id, expires],
+    )?;
+    let command = RunnerCommand::ComputerPause(PausePayload {
+        computer_id: c.id.clone(),
+        control_fence: fence,
+        note: String::new(),
+    });
+    // The pause is done once the tool in flight ended: give it the longest tool's time.
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, 3_600_000 + 30_000, limits)?;
+    audit(
+        &tx,
+        account_id,
+        "computer.control",
+        &c.id,
+        &serde_json::json!({ "control_fence": fence, "command_id": cmd.id }),
+    )?;
+    let r = row(&tx, &c.id)?.expect("just written");
+    tx.commit()?;
+    Ok((view(&c.id, &r, now, Some(cmd.id.clone())), Some(cmd)))
+}
+
+/// Renews (`release` false) or releases the caller's control under `fence`.
+pub fn renew_or_release(
+    conn: &mut Connection,
+    account_id: &str,
+    id: &str,
+    fence: i64,
+    release: bool,
+) -> Result<(Control, Option<CommandRow>), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let c = get(&tx, id)?;
+    let now = now_ms();
+    let r = row(&tx, &c.id)?.ok_or_else(|| {
+        StoreError::Conflict(format!("nobody has taken control of computer {id}"))
+    })?;
+    if r.fence != fence {
+        return Err(StoreError::Conflict(format!(
+            "control fence {fence} of computer {id} is stale (now {}): control was taken again",
+            r.fence
+        )));
+    }
+    if r.live_holder(now) != Some(account_id) {
+        return Err(StoreError::Conflict(format!(
+            "your control of computer {id} ended (not renewed within {} s, or released); the model stays paused until `yy computer handback`",
+            CONTROL_TTL_MS / 1000
+        )));
+    }
+    if release {
+        tx.execute(
+            "UPDATE computer_controls SET holder = NULL, expires_at = NULL WHERE computer_id = ?1",
+            [&c.id],
+        )?;
+    } else {
+        tx.execute(
+            "UPDATE computer_controls SET expires_at = ?2 WHERE computer_id = ?1",
+            params![c.id, now + CONTROL_TTL_MS],
+        )?;
+    }
+    let r = row(&tx, &c.id)?.expect("exists");
+    tx.commit()?;
+    Ok((view(&c.id, &r, now, None), None))
+}
+
+/// Hands the computer back: the paused model resumes with `note` in its next segment.
+/// Refused while another operator's control is live, and when nothing is paused.
+pub fn handback(
+    conn: &mut Connection,
+    account_id: &str,
+    id: &str,
+    note: &str,
+    limits: QueueLimits,
+) -> Result<(Control, Option<CommandRow>), StoreError> {
+    if note.chars().count() > MAX_NOTE_CHARS {
+        return Err(StoreError::Invalid(format!(
+            "a handback note is at most {MAX_NOTE_CHARS} characters"
+        )));
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let c = get(&tx, id)?;
+    let now = now_ms();
+    let r = row(&tx, &c.id)?.filter(|r| r.paused).ok_or_else(|| {
+        StoreError::Conflict(format!(
+            "computer {id} is not paused: nothing to hand back (take control first)"
+        ))
+    })?;
+    if let Some(h) = r.live_holder(now)
+        && h != account_id
+    {
+        return Err(StoreError::Conflict(format!(
+            "computer {id} is controlled by another operator; only they can hand it back now"
+        )));
+    }
+    tx.execute(
+        "UPDATE computer_controls SET holder = NULL, expires_at = NULL, paused = 0
+         WHERE computer_id = ?1",
+        [&c.id],
+    )?;
+    let command = RunnerCommand::ComputerResume(PausePayload {
+        computer_id: c.id.clone(),
+        control_fence: r.fence,
+        note: note.to_string(),
+    });
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, 60_000, limits)?;
+    audit(
+        &tx,
+        account_id,
+        "computer.handback",
+        &c.id,
+        &serde_json::json!({ "control_fence": r.fence, "note_chars": note.chars().count(), "command_id": cmd.id }),
+    )?;
+    let r = row(&tx, &c.id)?.expect("exists");
+    tx.commit()?;
+    Ok((view(&c.id, &r, now, Some(cmd.id.clone())), Some(cmd)))
+}

@@ -1,0 +1,746 @@
+//! Desktop computers against the real Docker engine: `yy image prepare --recipe desktop`
+//! (build, lock check, verify ladder), and the guest agent's screen actions on the real
+//! Xvfb display. The desktop image has its own tag (`YY_TEST_DESKTOP_TAG`, default
+//! `yy-computer:desktop-test`); its root filesystem is cached under /var/tmp/yy, so only the
+//! first run downloads Firefox and the fonts.
+
+mod common;
+mod computer_support;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use yy::computer::docker::Provider;
+use yy::computer::protocol::ExecParams;
+use yy::computer::screen::{ScreenAction, ScreenResult, png_size};
+use yy::computer::session::GuestSession;
+use yy::computer::{ComputerError, Limits};
+
+use common::{BIN, Env};
+use computer_support::{Fixture, docker};
+
+fn tag() -> String {
+    std::env::var("YY_TEST_DESKTOP_TAG").unwrap_or_else(|_| "yy-computer:desktop-test".into())
+}
+
+/// The lock this test run writes: the packages the build installed. (Checking against the
+/// repository's lock would fail the suite whenever Debian publishes an update; that lock's
+/// shape is checked by the unit tests of `computer::recipes`.)
+fn lock() -> String {
+    format!(
+        "{}/desktop-{}.lock",
+        env!("CARGO_TARGET_TMPDIR"),
+        std::process::id()
+    )
+}
+
+/// Runs `yy image prepare --recipe desktop` once per test binary: the output and the ID.
+fn prepared() -> &'static (common::Out, String) {
+    static PREPARED: OnceLock<(common::Out, String)> = OnceLock::new();
+    PREPARED.get_or_init(|| {
+        let env = Env::new();
+        let tag = tag();
+        let old = docker(&["image", "inspect", "--format", "{{.Id}}", &tag]);
+        let lock = lock();
+        let _ = std::fs::remove_file(&lock);
+        let out = env.run(&[
+            "image", "prepare", "--recipe", "desktop", "--binary", BIN, "--tag", &tag, "--lock",
+            &lock,
+        ]);
+        assert_eq!(out.code, 0, "prepare failed: {out:#?}");
+        let id = out.stdout.lines().last().unwrap_or_default().to_string();
+        let old = String::from_utf8_lossy(&old.stdout).trim().to_string();
+        if !old.is_empty() && old != id {
+            let _ = docker(&["rmi", &old]);
+        }
+        (out, id)
+    })
+}
+
+#[test]
+fn prepare_builds_a_desktop_image_that_passes_the_ladder() {
+    if !common::require_docker() {
+        return;
+    }
+    let (out, id) = prepared();
+    assert!(id.starts_with("sha256:") && id.len() == 71, "{out:#?}");
+    for step in [
+        "guest agent",
+        "network interfaces",
+        "root read-only",
+        "display up",
+        "fonts",
+        "complete screenshot",
+        "browser starts, writes its profile",
+        "profile survives a browser kill",
+        "profile survives a recreate",
+    ] {
+        let row = out
+            .stdout
+            .lines()
+            .find(|l| l.contains(step))
+            .unwrap_or_else(|| panic!("no step {step:?} in {}", out.stdout));
+        assert!(row.contains("PASS"), "{row}");
+    }
+    assert!(!out.stdout.contains("FAIL"), "{}", out.stdout);
+    // The image says what it is, and runs computers with the display set.
+    let labels = computer_support::docker_ok(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{index .Config.Labels \"yy.recipe.name\"}} {{json .Config.Env}}",
+        id,
+    ]);
+    assert!(labels.starts_with("desktop "), "{labels}");
+    assert!(labels.contains("DISPLAY=:0"), "{labels}");
+    // verify on its own gives the same ladder, as JSON.
+    let env = Env::new();
+    let v = env.run(&["image", "verify", id, "--json"]);
+    assert_eq!(v.code, 0, "{v:#?}");
+    let report = v.json();
+    assert_eq!(report["ok"], true);
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"profile survives a recreate"), "{names:?}");
+}
+
+#[test]
+fn the_lock_is_checked_at_build() {
+    if !common::require_docker() {
+        return;
+    }
+    prepared();
+    let env = Env::new();
+    // One digest changed: the build refuses and names the package.
+    let text = std::fs::read_to_string(lock()).unwrap();
+    assert!(
+        text.lines()
+            .all(|l| l.split(' ').nth(1).is_some_and(|h| h.len() == 64))
+    );
+    let line = text.lines().find(|l| l.starts_with("xvfb=")).unwrap();
+    let (pkg, digest) = line.split_once(' ').unwrap();
+    let flipped = if digest.starts_with('0') { "1" } else { "0" };
+    let tampered = text.replace(line, &format!("{pkg} {flipped}{}", &digest[1..]));
+    let lock = env.path("desktop.lock");
+    std::fs::write(&lock, &tampered).unwrap();
+    let lock_arg = lock.to_str().unwrap();
+    let args = [
+        "image", "build", "--recipe", "desktop", "--binary", BIN, "--lock", lock_arg,
+    ];
+    // (The test binary is dynamically linked, so a warning line comes first.)
+    let refused = env.run(&args);
+    assert_eq!(refused.code, 1, "{refused:#?}");
+    let last = refused.stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: ") && last.contains("~ xvfb=") && last.contains("--update-lock"),
+        "{refused:#?}"
+    );
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), tampered);
+    // --update-lock accepts what was installed and rewrites the lock.
+    let mut update = args.to_vec();
+    update.push("--update-lock");
+    let built = env.run(&update);
+    built.ok();
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), text);
+    // That build made an untagged image of its own: remove it.
+    let id = built.stdout.lines().last().unwrap_or_default();
+    assert!(id.starts_with("sha256:"), "{built:#?}");
+    let _ = docker(&["rmi", id]);
+    // A recipe that does not exist is a usage error.
+    let kde = env.run(&["image", "prepare", "--recipe", "kde"]);
+    assert_eq!(kde.code, 2, "{kde:#?}");
+    assert!(
+        kde.stderr.contains("'kde'") && kde.stderr.contains("desktop"),
+        "{kde:#?}"
+    );
+}
+
+async fn act(s: &GuestSession, a: ScreenAction) -> ScreenResult {
+    let name = a.name();
+    s.screen(a)
+        .await
+        .unwrap_or_else(|e| panic!("{name} failed: {e}"))
+}
+
+async fn shot(s: &GuestSession) -> (ScreenResult, Vec<u8>) {
+    let r = act(s, ScreenAction::Screenshot).await;
+    let png = r.png_bytes().expect("a screenshot has a PNG");
+    assert_eq!(png_size(&png).unwrap(), (1280, 800));
+    (r, png)
+}
+
+async fn wait_for_file(s: &GuestSession, path: &str) -> String {
+    for _ in 0..100 {
+        if let Ok((_, data)) = s.read(path, None).await {
+            return String::from_utf8_lossy(&data).into_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{path} never appeared");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screen_actions_drive_the_real_display() {
+    if !common::require_docker() {
+        return;
+    }
+    let (_, image) = prepared();
+    let mut f = Fixture::new(image);
+    f.spec.limits = Limits::desktop();
+    let p = Provider::connect().await.unwrap();
+    let (_created, s) = p.launch(&f.spec).await.unwrap();
+
+    let d = s.display().await.unwrap();
+    assert_eq!((d.width, d.height), (1280, 800));
+    let size = act(&s, ScreenAction::GetScreenSize).await;
+    assert_eq!((size.width, size.height), (1280, 800));
+    let (first, _) = shot(&s).await;
+    assert!(!first.frame_id.is_empty());
+
+    // A terminal window in the top left corner.
+    let started = s
+        .exec(
+            ExecParams::shell(
+                "setsid xterm -geometry 100x30+0+0 -e bash --norc >/dev/null 2>&1 < /dev/null &",
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(started.exit_code, Some(0), "{started:?}");
+    // The window is mapped once the screen changes.
+    let blank = shot(&s).await.1;
+    let mut before = blank.clone();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        before = shot(&s).await.1;
+        if before != blank {
+            break;
+        }
+    }
+    assert_ne!(before, blank, "the xterm never appeared");
+
+    // A click lands where it was asked for.
+    let click = act(&s, ScreenAction::LeftClick { x: 200, y: 150 }).await;
+    assert_eq!((click.x, click.y), (200, 150));
+    let pos = act(&s, ScreenAction::GetCursorPosition).await;
+    assert_eq!((pos.x, pos.y), (200, 150));
+
+    // Typing goes to the focused window: the screen changes and the shell runs it.
+    let (before_frame, before) = shot(&s).await;
+    act(
+        &s,
+        ScreenAction::TypeText {
+            text: "echo Typed-OK: $((6*7)) > typed.txt".into(),
+        },
+    )
+    .await;
+    act(
+        &s,
+        ScreenAction::PressKey {
+            key: "Return".into(),
+        },
+    )
+    .await;
+    assert_eq!(wait_for_file(&s, "typed.txt").await, "Typed-OK: 42\n");
+    let (after_frame, after) = shot(&s).await;
+    assert_ne!(before, after, "the screen did not change after type_text");
+    assert_ne!(before_frame.frame_id, after_frame.frame_id);
+
+    // A hotkey: Ctrl+U clears the line; then a command typed after it runs alone.
+    act(
+        &s,
+        ScreenAction::TypeText {
+            text: "junk".into(),
+        },
+    )
+    .await;
+    act(
+        &s,
+        ScreenAction::Hotkey {
+            keys: vec!["ctrl".into(), "u".into()],
+        },
+    )
+    .await;
+    act(
+        &s,
+        ScreenAction::TypeText {
+            text: "echo hot > hot.txt\n".into(),
+        },
+    )
+    .await;
+    assert_eq!(wait_for_file(&s, "hot.txt").await, "hot\n");
+
+    // The other pointer actions leave the cursor where they end.
+    let m = act(&s, ScreenAction::MoveCursor { x: 640, y: 400 }).await;
+    assert_eq!((m.x, m.y), (640, 400));
+    let d = act(
+        &s,
+        ScreenAction::Drag {
+            path: vec![(100, 100), (300, 200), (500, 300)],
+        },
+    )
+    .await;
+    assert_eq!((d.x, d.y), (500, 300));
+    let dc = act(&s, ScreenAction::DoubleClick { x: 50, y: 60 }).await;
+    assert_eq!((dc.x, dc.y), (50, 60));
+    let sc = act(
+        &s,
+        ScreenAction::Scroll {
+            dx: 0,
+            dy: 3,
+            x: Some(70),
+            y: Some(80),
+        },
+    )
+    .await;
+    assert_eq!((sc.x, sc.y), (70, 80));
+    let rc = act(&s, ScreenAction::RightClick { x: 900, y: 700 }).await;
+    assert_eq!((rc.x, rc.y), (900, 700));
+    act(
+        &s,
+        ScreenAction::PressKey {
+            key: "Escape".into(),
+        },
+    )
+    .await;
+    // The current frame id travels with every answer.
+    assert_eq!(rc.frame_id, after_frame.frame_id);
+
+    // Bad input is refused with a clear reason, not half-done.
+    let e = s
+        .screen(ScreenAction::LeftClick { x: 5000, y: 10 })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, ComputerError::Op { message, .. } if message.contains("outside the 1280x800")),
+        "{e}"
+    );
+    let e = s
+        .screen(ScreenAction::PressKey {
+            key: "NoSuchKey".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("NoSuchKey"), "{e}");
+    s.close().await;
+}
+
+/// A computer agent on the desktop image: the model gets the screen tools, a screenshot
+/// reaches it as an image (the way Hermes's own computer_use tool hands images over), the
+/// events keep no image bytes, and an operator sees and drives the same screen through the
+/// control plane.
+#[test]
+fn the_model_and_the_operator_share_the_screen() {
+    use base64::Engine;
+    let Some(s) = common::hermes::worker_setup(
+        || prepared().1.clone(),
+        serde_json::json!([
+            {"tool_call": {"name": "screenshot", "arguments": {}}},
+            {"tool_call": {"name": "left_click", "arguments": {"x": 321, "y": 123}}},
+            {"tool_call": {"name": "left_click", "arguments": {"x": 9999, "y": 1}}},
+            {"text": "Saw the screen"}
+        ]),
+    ) else {
+        return;
+    };
+    // The profile says its model sees images (Hermes's own model.supports_vision key).
+    let config = s.env.path("hermes-home").join("config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "  api_mode: chat_completions\n",
+            "  api_mode: chat_completions\n  supports_vision: true\n",
+        ),
+    )
+    .unwrap();
+    let out = s.env.run(&["chat", "box", "look at your screen"]);
+    out.ok();
+    assert!(out.stdout.contains("Saw the screen"), "{out:?}");
+
+    let steps = s.model.steps();
+    let offered: Vec<&str> = steps[0]["body"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    for name in yy::runner::screen_tools::NAMES {
+        assert!(offered.contains(&name), "{name} not offered: {offered:?}");
+    }
+    // The screenshot's tool message is multi-part: text and a PNG of the whole screen.
+    let messages = steps[1]["body"]["messages"].as_array().unwrap();
+    let tool = messages.iter().rfind(|m| m["role"] == "tool").unwrap();
+    let parts = tool["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{tool}"));
+    let url = parts
+        .iter()
+        .find_map(|p| p["image_url"]["url"].as_str())
+        .unwrap_or_else(|| panic!("no image in {tool}"));
+    let b64 = url.strip_prefix("data:image/png;base64,").unwrap();
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    assert_eq!(png_size(&png).unwrap(), (1280, 800));
+
+    // The turn's record keeps the frame id and the size, not the image.
+    let session = common::session_of(&out);
+    let shown = s.env.json(&["session", "show", &session]);
+    let tools = shown["turns"][0]["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["name"], "screenshot");
+    assert!(
+        tools[0]["result"]["frame_id"]
+            .as_str()
+            .unwrap()
+            .starts_with('f')
+    );
+    assert!(
+        tools[0]["result"]["image"]["base64_bytes"]
+            .as_u64()
+            .unwrap()
+            > 1000
+    );
+    assert!(!shown.to_string().contains("data:image/png"));
+    assert_eq!(tools[1]["result"]["x"], 321);
+    assert_eq!(tools[1]["result"]["y"], 123);
+    assert!(
+        tools[2]["result"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("outside the 1280x800 screen"),
+        "{}",
+        tools[2]
+    );
+
+    // The operator: the same screen, the cursor where the model left it.
+    let list = s.env.json(&["computer", "list"]);
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    let shot = s.env.path("shot.png");
+    let out = s
+        .env
+        .run(&["computer", "screenshot", &id, "-o", shot.to_str().unwrap()]);
+    out.ok();
+    assert!(out.stdout.contains("1280x800"), "{out:?}");
+    let data = std::fs::read(&shot).unwrap();
+    assert_eq!(png_size(&data).unwrap(), (1280, 800));
+    let out = s
+        .env
+        .run(&["computer", "screen", &id, "get_cursor_position"]);
+    out.ok();
+    assert!(out.stdout.contains("cursor 321,123"), "{out:?}");
+    let moved = s
+        .env
+        .json(&["computer", "screen", &id, "move_cursor", "10", "20"]);
+    assert_eq!(
+        (moved["x"].as_i64(), moved["y"].as_i64()),
+        (Some(10), Some(20))
+    );
+    s.env
+        .run(&["computer", "screen", &id, "left_click", "1"])
+        .fails(2, "X Y");
+    s.env
+        .run(&["computer", "screen", &id, "press_key", "NoSuchKey"])
+        .fails(1, "NoSuchKey");
+    let audit = s.env.run(&["computer", "audit"]);
+    audit.ok();
+    assert!(audit.stdout.contains("computer.screen"), "{audit:?}");
+}
+
+/// `yy computer attach` (read-only) shows the running turn's tool calls and outputs as
+/// they happen, and detaches on Ctrl-C.
+#[test]
+fn attach_shows_the_running_turn_live() {
+    let Some(s) = common::hermes::worker_setup(
+        || prepared().1.clone(),
+        serde_json::json!([
+            {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 2; echo agent-output-$((40+2))"}}},
+            {"text": "finished"}
+        ]),
+    ) else {
+        return;
+    };
+    let computer = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let attach = s.env.background(&s.server, &["computer", "attach", &id]);
+    std::thread::sleep(Duration::from_millis(500));
+    s.env.run(&["chat", "box", "run it"]).ok();
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = attach.0.as_ref().unwrap().id() as i32;
+    // SAFETY: signalling the child this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
+    let out = attach.output();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("read-only"), "{stderr}");
+    assert!(stdout.contains("[tool terminal started]"), "{stdout}");
+    assert!(stdout.contains("agent-output-42"), "{stdout}");
+    assert!(stdout.contains("finished"), "{stdout}");
+    assert!(stdout.contains("ended complete"), "{stdout}");
+    assert!(stderr.contains("detached"), "{stderr}");
+}
+
+/// Lines of a child's stream, as they come, on a channel.
+fn lines_of(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+            let hit = l.contains(needle);
+            seen.push(l);
+            if hit {
+                return;
+            }
+        }
+    }
+    panic!("no line with {needle:?} in {seen:#?}");
+}
+
+/// Takeover: `attach --control` waits for the tool in flight, the model's next tool does
+/// not run, the operator's commands run in the same container (the agent's background
+/// process is alive), detaching leaves the model paused, and the handback note reaches
+/// the model's next request.
+#[test]
+fn an_operator_takes_over_and_hands_back_with_a_note() {
+    let Some(s) = common::hermes::worker_setup(
+        || prepared().1.clone(),
+        serde_json::json!([
+            {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 600 >/dev/null 2>&1 & echo $! > bg.pid; sleep 3; echo first-done"}}},
+            {"tool_call": {"name": "terminal", "arguments": {"command": "echo second > second.txt"}}},
+            {"text": "resumed after the handback"}
+        ]),
+    ) else {
+        return;
+    };
+    let computer = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
+    let chat = s
+        .env
+        .background(&s.server, &["chat", "box", "do two steps"]);
+    // The first tool is running once it wrote the background process's pid.
+    common::wait_for(Duration::from_secs(60), "the first tool", || {
+        ws.join("bg.pid").exists().then_some(())
+    });
+    let started = std::time::Instant::now();
+    let mut attach = s
+        .env
+        .command(&["computer", "attach", &id, "--control"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = lines_of(attach.stdout.take().unwrap());
+    let err = lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_line(&err, "you have control", &mut seen);
+    // Control came only after the tool in flight (sleep 3) finished.
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "control after {:?}: {seen:?}",
+        started.elapsed()
+    );
+    let mut stdin = attach.stdin.take().unwrap();
+    use std::io::Write;
+    writeln!(
+        stdin,
+        "kill -0 $(cat bg.pid) && echo bg-alive; echo operator > op.txt"
+    )
+    .unwrap();
+    let mut printed = Vec::new();
+    wait_line(&out, "bg-alive", &mut printed);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("op.txt")).unwrap(),
+        "operator\n"
+    );
+    // Screen input under control needs the current fence and a current frame.
+    let fence_line = seen.iter().find(|l| l.contains("control fence")).unwrap();
+    assert!(fence_line.contains("control fence 1:"), "{fence_line}");
+    s.env
+        .run(&["computer", "screen", &id, "move_cursor", "5", "5"])
+        .fails(6, "needs the current control fence");
+    s.env
+        .run(&[
+            "computer",
+            "screen",
+            &id,
+            "move_cursor",
+            "5",
+            "5",
+            "--fence",
+            "0",
+        ])
+        .fails(6, "stale");
+    let shot = s.env.path("f.png");
+    let shot = shot.to_str().unwrap();
+    let first = s.env.json(&["computer", "screenshot", &id, "-o", shot]);
+    let frame = first["frame_id"].as_str().unwrap().to_string();
+    let moved = s.env.json(&[
+        "computer",
+        "screen",
+        &id,
+        "move_cursor",
+        "7",
+        "8",
+        "--fence",
+        "1",
+        "--frame",
+        &frame,
+    ]);
+    assert_eq!(
+        (moved["x"].as_i64(), moved["y"].as_i64()),
+        (Some(7), Some(8))
+    );
+    s.env.json(&["computer", "screenshot", &id, "-o", shot]);
+    s.env
+        .run(&[
+            "computer",
+            "screen",
+            &id,
+            "left_click",
+            "9",
+            "9",
+            "--fence",
+            "1",
+            "--frame",
+            &frame,
+        ])
+        .fails(1, "not the current frame");
+    // The model's next tool did not run.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!ws.join("second.txt").exists(), "the next tool ran");
+    // Detach: control ends, the model stays paused.
+    drop(stdin);
+    let status = attach.wait().unwrap();
+    assert!(status.success());
+    wait_line(&err, "stays paused", &mut seen);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!ws.join("second.txt").exists(), "resumed by itself");
+    let shown = s.env.json(&["session", "list"]);
+    assert_eq!(shown[0]["state"], "running", "{shown}");
+    let c = s.env.json(&["computer", "show", &id]);
+    assert_eq!(c["control"]["paused"], true, "{c}");
+    assert!(c["control"]["holder"].is_null(), "released: {c}");
+    let text = s.env.run(&["computer", "show", &id]);
+    assert!(
+        text.stdout.contains("paused until `yy computer handback`"),
+        "{text:?}"
+    );
+
+    let note = "I logged in for you; the page is open";
+    s.env
+        .run(&["computer", "handback", &id, "--note", note])
+        .ok();
+    let done = chat.output();
+    let chat_out = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{chat_out}");
+    assert!(
+        chat_out.contains("resumed after the handback"),
+        "{chat_out}"
+    );
+    // The waiting tool was not run; its answer carried the note to the model.
+    assert!(!ws.join("second.txt").exists());
+    let steps = s.model.steps();
+    let last = steps.last().unwrap()["body"].to_string();
+    assert!(last.contains(note), "{last}");
+    assert!(
+        last.contains("first-done"),
+        "the tool results so far are kept"
+    );
+    // Nothing is paused any more: a second handback is a conflict.
+    s.env
+        .run(&["computer", "handback", &id, "--note", "again"])
+        .fails(6, "not paused");
+    let audit = s.env.run(&["computer", "audit"]);
+    assert!(audit.stdout.contains("computer.control"), "{audit:?}");
+    assert!(audit.stdout.contains("computer.handback"), "{audit:?}");
+}
+
+/// A lost connection (the attached CLI killed) ends control within 30 s: input without a
+/// fence is refused while the control lives and accepted after; the model stays paused.
+#[test]
+fn a_lost_connection_ends_control_and_the_model_stays_paused() {
+    let Some(s) = common::hermes::worker_setup(
+        || prepared().1.clone(),
+        serde_json::json!([
+            {"tool_call": {"name": "terminal", "arguments": {"command": "echo one > one.txt"}}},
+            {"tool_call": {"name": "terminal", "arguments": {"command": "echo two > two.txt"}}},
+            {"text": "done"}
+        ]),
+    ) else {
+        return;
+    };
+    let computer = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
+    // Take control before the turn: the model is paused at its first tool call.
+    let mut attach = s
+        .env
+        .command(&["computer", "attach", &id, "--control"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_line(&err, "you have control", &mut seen);
+    let chat = s.env.background(&s.server, &["chat", "box", "two steps"]);
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(!ws.join("one.txt").exists(), "a tool ran under control");
+    // The connection is lost: no release, no more renewals.
+    attach.kill().unwrap();
+    attach.wait().unwrap();
+    let lost = std::time::Instant::now();
+    s.env
+        .run(&["computer", "screen", &id, "move_cursor", "1", "1"])
+        .fails(6, "under an operator's control");
+    common::wait_for(Duration::from_secs(40), "control to end", || {
+        let out = s
+            .env
+            .run(&["computer", "screen", &id, "move_cursor", "1", "1"]);
+        (out.code == 0).then_some(())
+    });
+    assert!(
+        lost.elapsed() <= Duration::from_secs(31),
+        "{:?}",
+        lost.elapsed()
+    );
+    // Nothing resumed by itself.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!ws.join("one.txt").exists(), "resumed by itself");
+    let sessions = s.env.json(&["session", "list"]);
+    assert_eq!(sessions[0]["state"], "running", "{sessions}");
+    s.env
+        .run(&["computer", "handback", &id, "--note", "ok"])
+        .ok();
+    let done = chat.output();
+    assert!(done.status.success(), "{done:?}");
+    // The first tool call waited and was answered with the note; the second ran.
+    assert!(!ws.join("one.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("two.txt")).unwrap(),
+        "two\n"
+    );
+}
