@@ -360,9 +360,12 @@ async fn import_rootfs(
 }
 
 /// Firefox ESR policies of the desktop image: no updates, telemetry or first-run pages
-/// (the image is immutable and the guest has no network unless the proxy is on).
+/// (the image is immutable and the guest has no network unless the proxy is on), and the
+/// system proxy, locked: on a `public-web` computer that is the egress proxy its commands
+/// use (Firefox reads `http_proxy`/`https_proxy`/`no_proxy` when no desktop settings exist).
 const FIREFOX_POLICIES: &str = r#"{
   "policies": {
+    "Proxy": {"Mode": "system", "Locked": true},
     "DisableAppUpdate": true,
     "DisableTelemetry": true,
     "DisableFirefoxStudies": true,
@@ -527,4 +530,17 @@ pub async fn list(provider: &Provider) -> Result<Vec<ImageRow>, ComputerError> {
             id: i.id,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    #[test]
+    fn the_browser_uses_the_system_proxy_and_cannot_change_it() {
+        let p: serde_json::Value = serde_json::from_str(FIREFOX_POLICIES).unwrap();
+        assert_eq!(p["policies"]["Proxy"]["Mode"], "system");
+        assert_eq!(p["policies"]["Proxy"]["Locked"], true);
+        assert_eq!(p["policies"]["DisableAppUpdate"], true);
+    }
 }
