@@ -107,7 +107,7 @@ CREATE INDEX helpers_account ON helpers(account_id, retired_at);
 -- Opaque per-turn ids for team tools: bound to the turn's account, source, session and
 -- agent; valid only while that turn is queued or running.
 CREATE TABLE tool_grants (
-    id         TEXT PRIMARY KEY,
+    id         TEXT PRIMARY KEY,                    -- SHA-256 (hex) of the opaque id
     turn_id    TEXT NOT NULL UNIQUE,
     account_id TEXT NOT NULL REFERENCES accounts(id),
     source_id  TEXT NOT NULL REFERENCES sources(id),

@@ -14,13 +14,15 @@ use crate::api::machine::CommandState;
 use crate::api::params::AgentEnv;
 use crate::api::states::TurnState;
 use crate::api::teams::{GoalState, SubtaskInputs};
+use crate::server::auth::token_hash;
 use crate::timefmt::now_ms;
 
 /// Temporary helpers one account may have at once, and in all.
 pub const MAX_ACTIVE_HELPERS: i64 = 8;
 pub const MAX_HELPERS_TOTAL: i64 = 32;
 
-/// Writes a new tool id for the turn being admitted (inside its transaction).
+/// Writes a new tool id for the turn being admitted (inside its transaction); like every
+/// credential, only its SHA-256 is stored.
 pub fn grant(
     conn: &Connection,
     agent: &AgentRow,
@@ -36,7 +38,15 @@ pub fn grant(
     conn.execute(
         "INSERT INTO tool_grants (id, turn_id, account_id, source_id, session_id, agent_id, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![id, turn_id, agent.account_id, source_id, session_id, agent.id, now_ms()],
+        params![
+            token_hash(&id),
+            turn_id,
+            agent.account_id,
+            source_id,
+            session_id,
+            agent.id,
+            now_ms()
+        ],
     )?;
     Ok(id)
 }
@@ -66,7 +76,7 @@ pub fn check(
         .query_row(
             "SELECT g.turn_id, g.account_id, g.source_id, g.session_id, g.agent_id
              FROM tool_grants g WHERE g.id = ?1",
-            [tool_id],
+            [token_hash(tool_id)],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )
         .optional()?;
