@@ -103,6 +103,9 @@ _yy() {
             yy__subcmd__account,list)
                 cmd="yy__subcmd__account__subcmd__list"
                 ;;
+            yy__subcmd__account,ls)
+                cmd="yy__subcmd__account__subcmd__list"
+                ;;
             yy__subcmd__account,passwd)
                 cmd="yy__subcmd__account__subcmd__passwd"
                 ;;
@@ -154,6 +157,9 @@ _yy() {
             yy__subcmd__agent,list)
                 cmd="yy__subcmd__agent__subcmd__list"
                 ;;
+            yy__subcmd__agent,ls)
+                cmd="yy__subcmd__agent__subcmd__list"
+                ;;
             yy__subcmd__agent,show)
                 cmd="yy__subcmd__agent__subcmd__show"
                 ;;
@@ -185,6 +191,9 @@ _yy() {
                 cmd="yy__subcmd__artifact__subcmd__help"
                 ;;
             yy__subcmd__artifact,list)
+                cmd="yy__subcmd__artifact__subcmd__list"
+                ;;
+            yy__subcmd__artifact,ls)
                 cmd="yy__subcmd__artifact__subcmd__list"
                 ;;
             yy__subcmd__artifact,show)
@@ -275,6 +284,9 @@ _yy() {
                 cmd="yy__subcmd__computer__subcmd__help"
                 ;;
             yy__subcmd__computer,list)
+                cmd="yy__subcmd__computer__subcmd__list"
+                ;;
+            yy__subcmd__computer,ls)
                 cmd="yy__subcmd__computer__subcmd__list"
                 ;;
             yy__subcmd__computer,rm)
@@ -610,6 +622,9 @@ _yy() {
             yy__subcmd__image,list)
                 cmd="yy__subcmd__image__subcmd__list"
                 ;;
+            yy__subcmd__image,ls)
+                cmd="yy__subcmd__image__subcmd__list"
+                ;;
             yy__subcmd__image,verify)
                 cmd="yy__subcmd__image__subcmd__verify"
                 ;;
@@ -635,6 +650,9 @@ _yy() {
                 cmd="yy__subcmd__profile__subcmd__help"
                 ;;
             yy__subcmd__profile,list)
+                cmd="yy__subcmd__profile__subcmd__list"
+                ;;
+            yy__subcmd__profile,ls)
                 cmd="yy__subcmd__profile__subcmd__list"
                 ;;
             yy__subcmd__profile,show)
@@ -683,6 +701,9 @@ _yy() {
                 cmd="yy__subcmd__runner__subcmd__help"
                 ;;
             yy__subcmd__runner,list)
+                cmd="yy__subcmd__runner__subcmd__list"
+                ;;
+            yy__subcmd__runner,ls)
                 cmd="yy__subcmd__runner__subcmd__list"
                 ;;
             yy__subcmd__runner,ping)
@@ -760,6 +781,9 @@ _yy() {
             yy__subcmd__session,list)
                 cmd="yy__subcmd__session__subcmd__list"
                 ;;
+            yy__subcmd__session,ls)
+                cmd="yy__subcmd__session__subcmd__list"
+                ;;
             yy__subcmd__session,show)
                 cmd="yy__subcmd__session__subcmd__show"
                 ;;
@@ -793,6 +817,9 @@ _yy() {
             yy__subcmd__source,list)
                 cmd="yy__subcmd__source__subcmd__list"
                 ;;
+            yy__subcmd__source,ls)
+                cmd="yy__subcmd__source__subcmd__list"
+                ;;
             yy__subcmd__source,show)
                 cmd="yy__subcmd__source__subcmd__show"
                 ;;
@@ -823,6 +850,9 @@ _yy() {
             yy__subcmd__token,list)
                 cmd="yy__subcmd__token__subcmd__list"
                 ;;
+            yy__subcmd__token,ls)
+                cmd="yy__subcmd__token__subcmd__list"
+                ;;
             yy__subcmd__token,revoke)
                 cmd="yy__subcmd__token__subcmd__revoke"
                 ;;
@@ -842,16 +872,12 @@ _yy() {
 
     case "${cmd}" in
         yy)
-            opts="-h -V --server --help --version serve admin login logout whoami account token source profile agent runner chat computer session artifact backup restore bench image guest egress completions man help"
+            opts="-h -V --help --version serve admin login backup restore bench image guest egress completions man logout whoami account token source profile agent runner chat computer session artifact help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -860,7 +886,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__account)
-            opts="-h -V --server --help --version list show create disable enable passwd help"
+            opts="-h -V --server --help --version list ls show create disable enable passwd help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1098,16 +1124,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__admin)
-            opts="-h -V --server --help --version create help"
+            opts="-h -V --help --version create help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1116,7 +1138,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__admin__subcmd__create)
-            opts="-h -V --data-dir --username --password-stdin --json --server --help --version"
+            opts="-h -V --data-dir --username --password-stdin --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1127,10 +1149,6 @@ _yy() {
                     return 0
                     ;;
                 --username)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1184,7 +1202,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__agent)
-            opts="-h -V --server --help --version list show create update archive help"
+            opts="-h -V --server --help --version list ls show create update archive help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1414,7 +1432,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__artifact)
-            opts="-h -V --server --help --version list show get help"
+            opts="-h -V --server --help --version list ls show get help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1568,16 +1586,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__backup)
-            opts="-h -V --server --help --version create verify help"
+            opts="-h -V --help --version create verify help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1586,7 +1600,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__backup__subcmd__create)
-            opts="-o -h -V --data-dir --output --force --json --server --help --version"
+            opts="-o -h -V --data-dir --output --force --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1601,10 +1615,6 @@ _yy() {
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1672,16 +1682,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__backup__subcmd__verify)
-            opts="-h -V --json --server --help --version"
+            opts="-h -V --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1690,16 +1696,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench)
-            opts="-h -V --server --help --version dispatch computer artifacts backup turn egress help"
+            opts="-h -V --help --version dispatch computer artifacts backup turn egress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1708,17 +1710,13 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__artifacts)
-            opts="-h -V --samples --json --server --help --version"
+            opts="-h -V --samples --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --samples)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1730,7 +1728,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__backup)
-            opts="-h -V --size-mib --files --rounds --dir --json --server --help --version"
+            opts="-h -V --size-mib --files --rounds --dir --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1752,10 +1750,6 @@ _yy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1764,17 +1758,13 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__computer)
-            opts="-h -V --samples --json --server --help --version"
+            opts="-h -V --samples --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --samples)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1786,7 +1776,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__dispatch)
-            opts="-h -V --json --commands --latency-samples --long-polls --enqueuers --bin --server --help --version"
+            opts="-h -V --json --commands --latency-samples --long-polls --enqueuers --bin --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1812,10 +1802,6 @@ _yy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1824,7 +1810,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__egress)
-            opts="-h -V --samples --rounds --mib --json --server --help --version"
+            opts="-h -V --samples --rounds --mib --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1839,10 +1825,6 @@ _yy() {
                     return 0
                     ;;
                 --mib)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1966,7 +1948,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__bench__subcmd__turn)
-            opts="-h -V --hermes --samples --json --server --help --version"
+            opts="-h -V --hermes --samples --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1977,10 +1959,6 @@ _yy() {
                     return 0
                     ;;
                 --samples)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2018,16 +1996,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__completions)
-            opts="-h -V --server --help --version bash zsh fish"
+            opts="-h -V --help --version bash zsh fish"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2036,7 +2010,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__computer)
-            opts="-h -V --server --help --version create list show stop rm exec audit help"
+            opts="-h -V --server --help --version create list ls show stop rm exec audit help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2318,16 +2292,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__egress)
-            opts="-h -V --server --help --version serve help"
+            opts="-h -V --help --version serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2378,7 +2348,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__egress__subcmd__serve)
-            opts="-h -V --listen --deny-host --max-connections --idle-timeout --connect-timeout --server --help --version"
+            opts="-h -V --listen --deny-host --max-connections --idle-timeout --connect-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2404,10 +2374,6 @@ _yy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2416,16 +2382,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__guest)
-            opts="-h -V --server --help --version serve help"
+            opts="-h -V --help --version serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2476,17 +2438,13 @@ _yy() {
             return 0
             ;;
         yy__subcmd__guest__subcmd__serve)
-            opts="-h -V --workspace --server --help --version"
+            opts="-h -V --workspace --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --workspace)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2498,7 +2456,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__help)
-            opts="serve admin login logout whoami account token source profile agent runner chat computer session artifact backup restore bench image guest egress completions man help"
+            opts="serve admin login backup restore bench image guest egress completions man logout whoami account token source profile agent runner chat computer session artifact help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3758,16 +3716,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image)
-            opts="-h -V --server --help --version build verify list help"
+            opts="-h -V --help --version build verify list ls help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -3776,7 +3730,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image__subcmd__build)
-            opts="-h -V --mirror --security-mirror --suite --packages --binary --tag --cache-dir --lock --no-updates --fresh --server --help --version"
+            opts="-h -V --mirror --security-mirror --suite --packages --binary --tag --cache-dir --lock --no-updates --fresh --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3811,10 +3765,6 @@ _yy() {
                     return 0
                     ;;
                 --lock)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3896,16 +3846,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image__subcmd__list)
-            opts="-h -V --json --server --help --version"
+            opts="-h -V --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -3914,16 +3860,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__image__subcmd__verify)
-            opts="-h -V --json --server --help --version"
+            opts="-h -V --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -3932,17 +3874,13 @@ _yy() {
             return 0
             ;;
         yy__subcmd__login)
-            opts="-h -V --username --password-stdin --server --help --version"
+            opts="-h -V --username --password-stdin --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --username)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3972,17 +3910,13 @@ _yy() {
             return 0
             ;;
         yy__subcmd__man)
-            opts="-h -V --out-dir --server --help --version"
+            opts="-h -V --out-dir --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --out-dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3994,7 +3928,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__profile)
-            opts="-h -V --server --help --version list show create update archive help"
+            opts="-h -V --server --help --version list ls show create update archive help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -4208,17 +4142,13 @@ _yy() {
             return 0
             ;;
         yy__subcmd__restore)
-            opts="-h -V --data-dir --json --server --help --version"
+            opts="-h -V --data-dir --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --data-dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -4230,16 +4160,12 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner)
-            opts="-h -V --server --help --version run backup restore register list show ping fetch sessions commands cancel update egress-log disable help"
+            opts="-h -V --help --version run backup restore register list ls show ping fetch sessions commands cancel update egress-log disable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -4736,7 +4662,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__runner__subcmd__run)
-            opts="-h -V --config --data-dir --max-concurrent --shutdown-grace --max-computers --egress-network --egress-dns --server --help --version"
+            opts="-h -V --config --data-dir --max-concurrent --shutdown-grace --max-computers --egress-network --egress-dns --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -4767,10 +4693,6 @@ _yy() {
                     return 0
                     ;;
                 --egress-dns)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -4844,7 +4766,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__serve)
-            opts="-h -V --listen --data-dir --max-pending-commands --max-pending-bytes --allowed-host --header-timeout --body-timeout --max-connections --shutdown-grace --token-lifetime --retention --server --help --version"
+            opts="-h -V --listen --data-dir --max-pending-commands --max-pending-bytes --allowed-host --header-timeout --body-timeout --max-connections --shutdown-grace --token-lifetime --retention --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -4894,10 +4816,6 @@ _yy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --server)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -4906,7 +4824,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__session)
-            opts="-h -V --server --help --version list show stop close help"
+            opts="-h -V --server --help --version list ls show stop close help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -5084,7 +5002,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__source)
-            opts="-h -V --server --help --version list show create update archive help"
+            opts="-h -V --server --help --version list ls show create update archive help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -5298,7 +5216,7 @@ _yy() {
             return 0
             ;;
         yy__subcmd__token)
-            opts="-h -V --server --help --version list revoke help"
+            opts="-h -V --server --help --version list ls revoke help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

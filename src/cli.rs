@@ -1,7 +1,7 @@
 //! The command line: one `yy` with a subcommand per noun. Each noun's arguments live in its
 //! file under `commands/`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::commands::{
     account, admin, agent, artifact, backup, bench, chat, computer, egress, generate, guest, image,
@@ -23,9 +23,6 @@ use crate::commands::{
     propagate_version = true
 )]
 pub struct Cli {
-    /// The yy server to talk to (overrides YY_SERVER and the stored login's server)
-    #[arg(long, global = true, value_name = "URL")]
-    pub server: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -79,4 +76,56 @@ pub enum Command {
     Completions(generate::CompletionsArgs),
     /// Write man pages
     Man(generate::ManArgs),
+}
+
+/// The nouns whose commands talk to a yy server, and so take `--server`. `runner run` reads
+/// its server from its runner.json and is left out.
+const SERVER_NOUNS: &[&str] = &[
+    "logout", "whoami", "account", "token", "source", "profile", "agent", "runner", "chat",
+    "computer", "session", "artifact",
+];
+
+/// The id of `--server` in the parsed matches.
+pub const SERVER_ARG: &str = "server";
+
+/// The full command line: the derived one, with `--server` on the commands that talk to a
+/// server only (a global flag would show it on `yy serve` and `yy image build` too).
+pub fn command() -> clap::Command {
+    let server = clap::Arg::new(SERVER_ARG)
+        .long("server")
+        .value_name("URL")
+        .help("The yy server to talk to (overrides YY_SERVER and the stored login's server)");
+    let mut cmd = Cli::command();
+    for noun in SERVER_NOUNS {
+        let server = server.clone();
+        cmd = cmd.mut_subcommand(noun, move |sub| {
+            if sub.get_name() != "runner" {
+                return sub.arg(server.global(true));
+            }
+            let names: Vec<String> = sub
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .filter(|n| n != "run")
+                .collect();
+            names.into_iter().fold(sub, |sub, name| {
+                let server = server.clone();
+                sub.mut_subcommand(name, move |c| c.arg(server))
+            })
+        });
+    }
+    cmd
+}
+
+/// `--server` as given on the command line, wherever it was placed.
+pub fn server_flag(matches: &clap::ArgMatches) -> Option<String> {
+    let mut m = matches;
+    loop {
+        if let Ok(Some(v)) = m.try_get_one::<String>(SERVER_ARG) {
+            return Some(v.clone());
+        }
+        match m.subcommand() {
+            Some((_, sub)) => m = sub,
+            None => return None,
+        }
+    }
 }

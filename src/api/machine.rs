@@ -427,6 +427,10 @@ pub struct Command {
     /// Present only when one command is shown (lists leave results out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// Why a command that has not started yet is waiting (its Runner offline, or not
+    /// taken yet); only when one command is shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 impl Command {

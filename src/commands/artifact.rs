@@ -26,6 +26,7 @@ pub struct ArtifactArgs {
 #[derive(Debug, Subcommand)]
 pub enum ArtifactCommand {
     /// List artifacts, newest first (yours; an admin sees all)
+    #[command(visible_alias = "ls")]
     List {
         /// Only this session's artifacts
         #[arg(long, value_name = "ID")]

@@ -34,6 +34,7 @@ pub enum ComputerCommand {
         json: JsonFlag,
     },
     /// List computers
+    #[command(visible_alias = "ls")]
     List {
         /// Include removed computers
         #[arg(long)]
@@ -158,7 +159,13 @@ fn why(c: &Computer) -> String {
 /// Waits until no Runner command is in flight for the computer, prints it, and fails
 /// unless it ended in `state`.
 async fn settle(client: &Client, c: Computer, state: &str, json: JsonFlag) -> anyhow::Result<()> {
-    let c = client.computer_settled(c).await?;
+    let mut c = c;
+    while !c.is_settled() {
+        if let Some(cmd) = &c.last_command {
+            super::runner_ops::wait(client, cmd).await?;
+        }
+        c = client.computer_show(&c.id).await?;
+    }
     show(&c, json.json)?;
     if c.state == state {
         return Ok(());
@@ -238,7 +245,7 @@ async fn exec(
         output_cap_bytes: None,
     };
     let cmd = client.computer_exec(id, &params).await?;
-    let cmd = client.wait_command(&cmd.id, None).await?;
+    let cmd = super::runner_ops::wait(client, &cmd.id).await?;
     let result: ExecResult = super::runner_ops::result_of(cmd, "exec")?;
     if json {
         output::json(&result)?;

@@ -4,10 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use clap::{Args, CommandFactory, ValueEnum};
+use clap::{Args, ValueEnum};
 use clap_complete::Shell;
-
-use crate::cli::Cli;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ShellArg {
@@ -53,7 +51,7 @@ pub struct ManArgs {
 
 pub fn completion_script(shell: ShellArg) -> Vec<u8> {
     let mut out = Vec::new();
-    clap_complete::generate(shell.shell(), &mut Cli::command(), "yy", &mut out);
+    clap_complete::generate(shell.shell(), &mut crate::cli::command(), "yy", &mut out);
     out
 }
 
@@ -76,7 +74,7 @@ pub fn man_pages() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         }
         Ok(())
     }
-    let mut cmd = Cli::command();
+    let mut cmd = crate::cli::command();
     cmd.build();
     let mut out = Vec::new();
     walk(cmd, "yy".into(), &mut out)?;

@@ -33,6 +33,7 @@ pub enum ImageCommand {
         json: JsonFlag,
     },
     /// List the yy computer images on this Docker engine
+    #[command(visible_alias = "ls")]
     List(JsonFlag),
 }
 

@@ -31,6 +31,7 @@ pub enum RunnerCommand {
     /// Register a Runner for a source and write its private runner.json (mode 0600)
     Register(RegisterArgs),
     /// List Runners (tokens are never shown)
+    #[command(visible_alias = "ls")]
     List(JsonFlag),
     /// Show one Runner by id or unique id prefix
     Show(ById),

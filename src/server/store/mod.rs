@@ -10,6 +10,7 @@ pub mod artifacts;
 pub mod catalog;
 pub mod commands;
 pub mod computers;
+pub mod ids;
 mod migrate;
 pub mod retention;
 pub mod runners;
