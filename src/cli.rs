@@ -95,25 +95,20 @@ pub fn command() -> clap::Command {
         .long("server")
         .value_name("URL")
         .help("The yy server to talk to (overrides YY_SERVER and the stored login's server)");
-    let mut cmd = Cli::command();
-    for noun in SERVER_NOUNS {
-        let server = server.clone();
-        cmd = cmd.mut_subcommand(noun, move |sub| {
-            if sub.get_name() != "runner" {
-                return sub.arg(server.global(true));
-            }
-            let names: Vec<String> = sub
-                .get_subcommands()
-                .map(|c| c.get_name().to_string())
-                .filter(|n| n != "run")
-                .collect();
-            names.into_iter().fold(sub, |sub, name| {
-                let server = server.clone();
-                sub.mut_subcommand(name, move |c| c.arg(server))
-            })
-        });
-    }
-    cmd
+    // mut_subcommands keeps the order of --help (mut_subcommand would move each last).
+    let cmd = Cli::command().mut_subcommands(|sub| {
+        if !SERVER_NOUNS.contains(&sub.get_name()) {
+            return sub;
+        }
+        if sub.get_name() != "runner" {
+            return sub.arg(server.clone().global(true));
+        }
+        sub.mut_subcommands(|c| match c.get_name() {
+            "run" => c,
+            _ => c.arg(server.clone()),
+        })
+    });
+    crate::commands::complete::with_value_completers(cmd)
 }
 
 /// `--server` as given on the command line, wherever it was placed.
@@ -127,5 +122,46 @@ pub fn server_flag(matches: &clap::ArgMatches) -> Option<String> {
             Some((_, sub)) => m = sub,
             None => return None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::FromArgMatches;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<(Cli, Option<String>), clap::Error> {
+        let m = command().try_get_matches_from(args)?;
+        Ok((Cli::from_arg_matches(&m)?, server_flag(&m)))
+    }
+
+    #[test]
+    fn added_flags_and_completers_keep_positionals_in_their_order() {
+        let (cli, server) = parse(&["yy", "chat", "box", "hello", "--server", "http://s"]).unwrap();
+        match cli.command {
+            Command::Chat(c) => {
+                assert_eq!((c.agent.as_str(), c.message.as_str()), ("box", "hello"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(server.as_deref(), Some("http://s"));
+        let (_, server) = parse(&["yy", "session", "--server", "http://t", "list"]).unwrap();
+        assert_eq!(server.as_deref(), Some("http://t"));
+    }
+
+    #[test]
+    fn server_is_offered_only_where_a_server_is_talked_to() {
+        for args in [
+            &["yy", "serve", "--server", "http://s"][..],
+            &["yy", "image", "list", "--server", "http://s"],
+            &[
+                "yy", "runner", "run", "--config", "r.json", "--server", "http://s",
+            ],
+            &["yy", "--server", "http://s", "agent", "list"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
+        assert!(parse(&["yy", "runner", "list", "--server", "http://s"]).is_ok());
     }
 }

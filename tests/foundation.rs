@@ -654,3 +654,79 @@ fn usage_errors_exit_2() {
     assert_eq!(out.code, 0);
     assert!(out.stdout.contains("Exit codes"));
 }
+
+#[test]
+fn shell_completion_offers_the_servers_agent_names() {
+    let env = Env::new();
+    let _server = env.bootstrap();
+    env.run(&["source", "create", "main"]).ok();
+    env.run(&["profile", "create", "default", "--cwd", "/workspace"])
+        .ok();
+    for name in ["helper", "hacker", "other"] {
+        env.run(&[
+            "agent",
+            "create",
+            name,
+            "--profile",
+            "default",
+            "--env",
+            "host",
+        ])
+        .ok();
+    }
+    // What bash does at `yy chat h<TAB>`: the registration script `yy completions bash`
+    // prints, its function, and the yy on PATH answering.
+    let script = env.run(&["completions", "bash"]);
+    script.ok();
+    let bin_dir = std::path::Path::new(common::BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script_file = env.path("yy.bash");
+    std::fs::write(&script_file, &script.stdout).unwrap();
+    let complete = |line: &[&str]| {
+        let words = line
+            .iter()
+            .map(|w| format!("'{w}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let program = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={}; COMP_TYPE=9; \
+             _clap_complete_yy yy '{}' '{}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script_file.display(),
+            line.len() - 1,
+            line[line.len() - 1],
+            line[line.len() - 2],
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "-c", &program])
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", env.path(""))
+            .env("XDG_CONFIG_HOME", env.config_home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let mut got: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty() && !l.starts_with('-'))
+            .collect();
+        got.sort();
+        got
+    };
+    assert_eq!(complete(&["yy", "chat", "h"]), ["hacker", "helper"]);
+    assert_eq!(
+        complete(&["yy", "agent", "show", ""]),
+        ["hacker", "helper", "other"]
+    );
+    assert_eq!(
+        complete(&["yy", "computer", "create", "--agent", "o"]),
+        ["other"]
+    );
+    // Subcommands complete from the definitions, the ls alias too.
+    assert!(complete(&["yy", "sess"]).contains(&"session".to_string()));
+}

@@ -349,19 +349,25 @@ fn spawn_watched(
     (child, seen)
 }
 
-/// Waits for the line of `seen` that says "offline" and returns it with how long it took.
-fn offline_line(
+/// Waits for the first line of `seen` that contains `needle` and returns it with how long
+/// it took from `started`.
+fn line_with(
     seen: &std::sync::Arc<std::sync::Mutex<String>>,
+    needle: &str,
     started: std::time::Instant,
-    what: &str,
 ) -> (String, Duration) {
-    let said = wait_for(Duration::from_secs(15), what, || {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
         let text = seen.lock().unwrap().clone();
-        text.lines()
-            .find(|l| l.contains("offline"))
-            .map(str::to_string)
-    });
-    (said, started.elapsed())
+        if let Some(l) = text.lines().find(|l| l.contains(needle)) {
+            return (l.to_string(), started.elapsed());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {needle:?}; stderr so far: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -369,17 +375,44 @@ fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
     let Some(mut s) = setup(json!([{"text": "late but fine"}])) else {
         return;
     };
+    let runner = s.env.json(&["runner", "list"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     s.runner.kill9();
+    // The control plane notices within seconds that a killed Runner stopped polling.
+    wait_for(Duration::from_secs(15), "the Runner to be offline", || {
+        (s.env.json(&["runner", "show", &runner])["online"] == false).then_some(())
+    });
+
+    // Provisioning a computer waits for the Runner, says at once that it is offline, and
+    // Ctrl-C cancels it.
     let started = std::time::Instant::now();
-    let (mut chat, seen) = spawn_watched(&s, &["chat", "box", "are you there?"]);
-    let (said, took) = offline_line(&seen, started, "chat to say the Runner is offline");
-    eprintln!("chat said offline {took:?} after it started: {said}");
-    // Measured from the process start (a debug build, on a shared machine); the client
-    // itself asks after 250 ms.
+    let (mut create, seen) = spawn_watched(&s, &["computer", "create", "--agent", "box"]);
+    let (said, took) = line_with(&seen, "queued", started);
+    eprintln!("computer create said why it waits {took:?} after it started: {said}");
+    assert!(said.contains("offline"), "{said}");
+    // Measured from the process start (a debug build, on a shared machine).
     assert!(
         took < Duration::from_secs(2),
-        "said within a second or so of waiting ({took:?}): {}",
-        seen.lock().unwrap()
+        "said at once ({took:?}): {said}"
+    );
+    assert!(said.contains("Ctrl-C cancels it"), "{said}");
+    unsafe { libc::kill(create.id() as i32, libc::SIGINT) };
+    let status = create.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "{}", seen.lock().unwrap());
+    let (cancelled, _) = line_with(&seen, "cancelled", started);
+    assert!(cancelled.contains("interrupted"), "{cancelled}");
+
+    // A turn for the same Runner, now known to be offline: that is the first thing said.
+    let started = std::time::Instant::now();
+    let (mut chat, seen) = spawn_watched(&s, &["chat", "box", "are you there?"]);
+    let (said, took) = line_with(&seen, "queued", started);
+    eprintln!("chat said why it waits {took:?} after it started: {said}");
+    assert!(said.contains("offline"), "{said}");
+    assert!(
+        took < Duration::from_secs(2),
+        "said at once ({took:?}): {said}"
     );
     assert!(said.contains("Ctrl-C stops the turn"), "{said}");
     let _ = chat.kill();
@@ -401,18 +434,4 @@ fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
     s.env.run(&["session", "stop", prefix]).ok();
     let shown = s.env.json(&["session", "show", &session]);
     assert_eq!(shown["turns"][0]["state"], "interrupted", "{shown}");
-
-    // Provisioning a computer waits for the same Runner, and says so the same way.
-    let started = std::time::Instant::now();
-    let (mut create, seen) = spawn_watched(&s, &["computer", "create", "--agent", "box"]);
-    let (said, took) = offline_line(&seen, started, "computer create to say it is offline");
-    eprintln!("computer create said offline {took:?} after it started: {said}");
-    assert!(
-        took < Duration::from_secs(2),
-        "said within a second or so of waiting ({took:?}): {}",
-        seen.lock().unwrap()
-    );
-    assert!(said.contains("Ctrl-C cancels it"), "{said}");
-    let _ = create.kill();
-    let _ = create.wait();
 }

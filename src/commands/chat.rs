@@ -96,7 +96,7 @@ async fn stream(
         }
         // While queued, look again soon: whether its Runner is there can change.
         if page.waiting.is_some() {
-            wait_ms = 1000;
+            wait_ms = super::progress::QUEUED_LOOK_MS;
         }
         for event in page.events.iter().filter(|e| e.turn_id == turn_id) {
             if json {

@@ -7,6 +7,7 @@ pub mod artifact;
 pub mod backup;
 pub mod bench;
 pub mod chat;
+pub mod complete;
 pub mod computer;
 pub mod context;
 pub mod egress;
@@ -33,6 +34,8 @@ use crate::output;
 
 /// Runs the process and returns its exit code.
 pub fn main() -> i32 {
+    // A <TAB> in a shell with yy's completions runs `COMPLETE=SHELL yy -- ...`.
+    complete::answer_if_asked();
     let parsed = crate::cli::command()
         .try_get_matches()
         .and_then(|m| Ok((Cli::from_arg_matches(&m)?, crate::cli::server_flag(&m))));

@@ -12,11 +12,14 @@ use crate::output;
 const PLAIN_EVERY: Duration = Duration::from_secs(10);
 
 /// How long a wait for a live Runner goes unmentioned.
-const PATIENCE: Duration = Duration::from_secs(1);
+const PATIENCE: Duration = Duration::from_millis(500);
 
 /// How long the first look at something queued waits: short, so that an offline Runner
 /// is said well within a second.
 pub const FIRST_LOOK_MS: u64 = 250;
+
+/// How often something queued is looked at again: whether its Runner is there can change.
+pub const QUEUED_LOOK_MS: u64 = 500;
 
 fn terminal() -> bool {
     std::io::stderr().is_terminal()
@@ -53,7 +56,7 @@ impl Waiting {
             return;
         }
         // A live Runner usually takes work within moments: "not taken yet" is held back
-        // for a second so that every command does not flash it, while an offline Runner
+        // for half a second so that every command does not flash it, while an offline Runner
         // is said at once.
         if self.since.elapsed() < PATIENCE && !reason.contains("offline") {
             return;
