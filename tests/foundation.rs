@@ -730,3 +730,40 @@ fn shell_completion_offers_the_servers_agent_names() {
     // Subcommands complete from the definitions, the ls alias too.
     assert!(complete(&["yy", "sess"]).contains(&"session".to_string()));
 }
+
+/// `yy serve` on a terminal (a pseudo-terminal from script(1)) for a moment: what it wrote.
+fn serve_on_a_terminal(env: &Env, no_color: bool) -> String {
+    let data = env.path(if no_color {
+        "data-plain"
+    } else {
+        "data-colour"
+    });
+    let line = format!(
+        "timeout -s TERM 3 {} serve --listen 127.0.0.1:0 --data-dir {}",
+        common::BIN,
+        data.display()
+    );
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qfec", &line, "/dev/null"])
+        .env("YY_LOG", "info")
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR");
+    if no_color {
+        cmd.env("NO_COLOR", "1");
+    }
+    let out = cmd.output().expect("script(1) from util-linux");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn no_color_keeps_escape_codes_out_of_the_logs_even_on_a_terminal() {
+    let env = Env::new();
+    let coloured = serve_on_a_terminal(&env, false);
+    assert!(coloured.contains("listening on"), "{coloured}");
+    // The control: on a terminal, logs are coloured...
+    assert!(coloured.contains('\u{1b}'), "{coloured:?}");
+    // ... and with NO_COLOR they are not.
+    let plain = serve_on_a_terminal(&env, true);
+    assert!(plain.contains("listening on"), "{plain}");
+    assert!(!plain.contains('\u{1b}'), "{plain:?}");
+}

@@ -123,11 +123,15 @@ async fn stream(
         } else if let Some(text) = turn.final_text.as_deref().filter(|t| !t.is_empty()) {
             output::print(&output::clean_text(text))?;
         }
+        let error = turn.error.as_deref().unwrap_or("no reason given");
         return match turn.state.as_str() {
             "complete" => Ok(()),
+            "error" => Err(CliError::failure(format!("the turn failed: {error}")).into()),
+            "interrupted" => {
+                Err(CliError::failure(format!("the turn was interrupted: {error}")).into())
+            }
             state => Err(CliError::failure(format!(
-                "the turn ended {state}{}",
-                turn.error.map(|e| format!(": {e}")).unwrap_or_default()
+                "the turn ended without a certain outcome ({state}): {error}"
             ))
             .into()),
         };

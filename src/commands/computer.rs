@@ -131,7 +131,7 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
             "resources",
             c.resources
                 .as_ref()
-                .map(|r| r.to_string())
+                .map(resources_shown)
                 .unwrap_or_else(|| "-".into()),
         ),
         ("last error", opt(&c.last_error)),
@@ -140,6 +140,22 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
         ("updated", c.updated_at.clone()),
     ];
     output::show(c, json, fields)
+}
+
+/// A computer's limits in units people read ("memory 1 GiB, 1 CPU, 256 processes, ...").
+fn resources_shown(r: &serde_json::Value) -> String {
+    let Ok(l) = serde_json::from_value::<crate::computer::Limits>(r.clone()) else {
+        return output::plain(r);
+    };
+    let size = |n: i64| super::progress::human_bytes(n.max(0) as u64);
+    format!(
+        "memory {}, {} CPU, {} processes, /tmp {}, home {}",
+        size(l.memory_bytes),
+        l.nano_cpus as f64 / 1e9,
+        l.pids,
+        size(l.tmp_bytes),
+        size(l.home_bytes)
+    )
 }
 
 /// What the state means for the next step, when it is not obvious: a lease that a new
@@ -170,12 +186,11 @@ async fn settle(client: &Client, c: Computer, state: &str, json: JsonFlag) -> an
     if c.state == state {
         return Ok(());
     }
-    Err(CliError::failure(format!(
-        "computer {} is {}: {}",
-        c.id,
-        c.state,
-        c.last_error.as_deref().unwrap_or("no reason given")
-    ))
+    let why = c.last_error.as_deref().unwrap_or("no reason given");
+    Err(CliError::failure(match c.state.as_str() {
+        "failed" => format!("computer {} failed: {why}", c.id),
+        now => format!("computer {} ended up {now}, not {state}: {why}", c.id),
+    })
     .into())
 }
 
@@ -224,7 +239,7 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
                         e.account.clone(),
                         e.action.clone(),
                         e.target.clone(),
-                        e.detail.to_string(),
+                        output::cut(&output::plain(&e.detail), 60),
                     ]
                 },
             )

@@ -153,9 +153,15 @@ fn init_logging(command: &Command) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(colour())
         .with_target(false)
         .try_init();
+}
+
+/// Colour only on a terminal, and never with `NO_COLOR` set (no-color.org).
+pub fn colour() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 pub async fn run(command: Command) -> anyhow::Result<()> {

@@ -75,7 +75,7 @@ pub fn confirm(question: &str, yes: bool) -> anyhow::Result<()> {
     }
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return Err(CliError::usage(format!(
-            "{question} needs confirmation: pass --yes to confirm without a terminal"
+            "there is no terminal to ask \"{question}\": pass --yes to confirm"
         ))
         .into());
     }
