@@ -605,3 +605,29 @@ fn a_dynamic_yy_refuses_to_become_the_guest_agent_without_binary() {
     ])
     .fails(2, "crt-static");
 }
+
+/// The README builds yy with a plain `cargo build --release`: a dynamically linked yy, like
+/// this test's. `yy image build` without `--binary` takes the running yy, checks that it
+/// runs in the image, and ends with a full image ID that `yy image verify` passes.
+#[test]
+fn image_build_takes_the_readmes_dynamic_yy_and_the_image_verifies() {
+    if !common::require_docker() {
+        return;
+    }
+    let env = Env::new();
+    let lock = env.path("packages.lock");
+    let out = env.run(&["image", "build", "--lock", lock.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("dynamically linked: checking that it runs in the image"),
+        "{}",
+        out.stderr
+    );
+    let id = out.stdout.lines().last().unwrap_or_default().to_string();
+    assert!(id.starts_with("sha256:") && id.len() == 71, "{out:#?}");
+    let verified = env.run(&["image", "verify", &id]);
+    let _ = computer_support::docker(&["rmi", &id]);
+    assert_eq!(verified.code, 0, "{verified:#?}");
+    assert!(!verified.stdout.contains("FAIL"), "{}", verified.stdout);
+}

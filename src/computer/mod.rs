@@ -13,6 +13,7 @@ pub mod confine;
 pub mod docker;
 pub mod guest;
 pub mod image;
+pub mod image_rm;
 pub mod image_verify;
 pub mod protocol;
 pub mod rootfs;
