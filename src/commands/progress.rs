@@ -119,6 +119,8 @@ impl Progress {
     }
 
     fn new(what: String, total: Option<u64>, bytes: bool) -> Self {
+        // What is named may come from elsewhere (an artifact's name): cleaned once.
+        let what = output::clean(&what).into_owned();
         let bar = terminal().then(|| {
             let bar = match total {
                 Some(t) => ProgressBar::new(t),
@@ -213,23 +215,9 @@ impl Progress {
     }
 }
 
-/// Sizes as people read them: 512 B, 1.5 KiB, 128 MiB, 2.0 GiB.
+/// Sizes as people read them (one spelling everywhere: the artifacts' own).
 pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if v.fract() < 0.05 || v >= 100.0 {
-        format!("{v:.0} {}", UNITS[unit])
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
+    crate::api::artifacts::human_size(n)
 }
 
 /// Durations as people read them: 850ms, 4.2s, 3m 20s, 2h 5m.
@@ -252,15 +240,6 @@ pub fn human_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_read_as_people_write_them() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(134_217_728), "128 MiB");
-        assert_eq!(human_bytes(2 * 1024 * 1024 * 1024), "2 GiB");
-    }
 
     #[test]
     fn durations_read_as_people_write_them() {
