@@ -224,7 +224,16 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
         ("profiles", r.allowed_profiles.join(",")),
         ("artifact roots", r.artifact_roots.join(",")),
         ("server url", r.server_url.clone()),
-        ("hermes url", r.hermes_url.clone()),
+        (
+            "hermes url",
+            match &r.hermes_listen {
+                Some(listen) => format!(
+                    "{listen} (the Hermes this Runner started; registered: {})",
+                    r.hermes_url
+                ),
+                None => r.hermes_url.clone(),
+            },
+        ),
         ("created", r.created_at.clone()),
         ("disabled", opt(&r.disabled_at)),
     ];

@@ -290,6 +290,7 @@ fn status(shared: &Shared) -> RunnerStatus {
         hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default(),
+        hermes_listen: shared.hermes.supervised_url(),
     }
 }
 

@@ -72,6 +72,10 @@ impl From<RunnerRow> for views::Runner {
                 .status
                 .as_ref()
                 .and_then(|s| s["hostname"].as_str().map(str::to_string)),
+            hermes_listen: r
+                .status
+                .as_ref()
+                .and_then(|s| s["hermes_listen"].as_str().map(str::to_string)),
             computer_image: r.computer_image,
             network: r.network,
         }
