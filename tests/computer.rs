@@ -620,7 +620,7 @@ fn image_build_takes_the_readmes_dynamic_yy_and_the_image_verifies() {
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(
         out.stderr
-            .contains("dynamically linked: checking that it runs in the image"),
+            .contains("dynamically linked: the build checks that it runs in the image"),
         "{}",
         out.stderr
     );

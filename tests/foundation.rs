@@ -767,3 +767,38 @@ fn no_color_keeps_escape_codes_out_of_the_logs_even_on_a_terminal() {
     assert!(plain.contains("listening on"), "{plain}");
     assert!(!plain.contains('\u{1b}'), "{plain:?}");
 }
+
+#[test]
+fn a_server_without_a_login_says_so_and_typos_get_only_close_suggestions() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    // A server named by YY_SERVER that the stored login is not for.
+    let out = env.run_with(
+        &["agent", "list"],
+        "",
+        &[("YY_SERVER", "http://127.0.0.1:9")],
+    );
+    out.fails(4, "no login for http://127.0.0.1:9 (from YY_SERVER)");
+    assert!(
+        out.stderr
+            .contains(&format!("the stored login is for {}", server.url)),
+        "{out:?}"
+    );
+    // --server only where a server is talked to.
+    let out = env.run(&["image", "list", "--server", &server.url]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("unexpected argument '--server'"),
+        "{out:?}"
+    );
+    env.run(&["agent", "ls", "--server", &server.url]).ok();
+    // A slip of the fingers is suggested; a word that merely looks alike is not.
+    let out = env.run(&["agnet"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("unrecognized subcommand 'agnet'"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("'agent'"), "{out:?}");
+    assert!(!out.stderr.contains("guest"), "{out:?}");
+}

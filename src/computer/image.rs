@@ -123,7 +123,7 @@ async fn agent(binary: Option<&Path>, progress: &dyn Fn(&str)) -> Result<Agent, 
     if !is_static {
         let which = if given { "" } else { "the running yy, " };
         progress(&format!(
-            "{which}{shown} is dynamically linked: checking that it runs in the image"
+            "{which}{shown} is dynamically linked: the build checks that it runs in the image"
         ));
     }
     let out = tokio::process::Command::new(&path)
