@@ -84,12 +84,19 @@ async fn stream(
     let mut wait_ms = super::progress::FIRST_LOOK_MS;
     let mut waiting = Waiting::new("Ctrl-C stops the turn");
     let mut queued = false;
+    let mut told_json: Option<String> = None;
     loop {
         let page = client
             .session_events(session_id, after, wait_ms, Some(turn_id))
             .await?;
         wait_ms = LONG_POLL_MS;
-        // In --json mode the reason is in each page for the program to read.
+        // In --json mode a program gets each new reason as a line of its own.
+        if json && page.waiting.is_some() && page.waiting != told_json {
+            output::print(&serde_json::to_string(&serde_json::json!({
+                "type": "turn.waiting", "reason": page.waiting,
+            }))?)?;
+            told_json = page.waiting.clone();
+        }
         if !json && (page.waiting.is_some() || queued) {
             waiting.say(page.waiting.as_deref());
             queued = page.waiting.is_some();

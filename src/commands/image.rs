@@ -190,7 +190,7 @@ fn short(digest: &str) -> String {
 
 async fn list(as_json: bool) -> anyhow::Result<()> {
     let provider = Provider::connect().await.map_err(cli)?;
-    let rows = image::list(&provider).await.map_err(cli)?;
+    let rows = rm::list(&provider).await.map_err(cli)?;
     output::list(
         &rows,
         as_json,

@@ -68,9 +68,35 @@ pub async fn unused_bases(provider: &Provider) -> Result<Vec<String>, ComputerEr
         .collect())
 }
 
-/// yy's images, newest first (what `yy image list` shows).
+/// yy's images, newest first (what `yy image list` shows): committed by `yy image build`
+/// on top of one of its base images. An image built `FROM` a yy image inherits its labels
+/// but not that parent, and is not listed.
 pub async fn list(provider: &Provider) -> Result<Vec<ImageRow>, ComputerError> {
-    image::list(provider).await
+    let filters: HashMap<&str, Vec<String>> =
+        HashMap::from([("label", vec![labels::BASE.to_string()])]);
+    let opts = bollard::query_parameters::ListImagesOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let all = provider.docker().list_images(Some(opts)).await?;
+    let bases: HashSet<&str> = all
+        .iter()
+        .filter(|i| !i.labels.contains_key(labels::VERSION))
+        .map(|i| i.id.as_str())
+        .collect();
+    let parents: HashMap<&str, &str> = all
+        .iter()
+        .map(|i| (i.id.as_str(), i.parent_id.as_str()))
+        .collect();
+    Ok(image::list(provider)
+        .await?
+        .into_iter()
+        .filter(|r| {
+            parents
+                .get(r.id.as_str())
+                .is_some_and(|p| bases.contains(p))
+        })
+        .collect())
 }
 
 #[cfg(test)]
