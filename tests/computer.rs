@@ -589,23 +589,6 @@ fn the_computer_benchmark_measures_both_yy_and_the_docker_cli() {
     assert!(v["ok"].is_boolean(), "{v:#}");
 }
 
-#[test]
-fn a_dynamic_yy_refuses_to_become_the_guest_agent_without_binary() {
-    if yy::computer::tarball::is_static_elf(std::path::Path::new(BIN)).unwrap() {
-        // A static build is exactly what the image wants: nothing to refuse.
-        common::skipped("this build of yy is static");
-        return;
-    }
-    let env = Env::new();
-    env.run(&[
-        "image",
-        "build",
-        "--cache-dir",
-        env.path("cache").to_str().unwrap(),
-    ])
-    .fails(2, "crt-static");
-}
-
 /// The README builds yy with a plain `cargo build --release`: a dynamically linked yy, like
 /// this test's. `yy image build` without `--binary` takes the running yy, checks that it
 /// runs in the image, and ends with a full image ID that `yy image verify` passes.
