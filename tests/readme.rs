@@ -1,10 +1,10 @@
 //! The README's walkthrough and the CLI must not drift apart: every `yy` command of the
 //! fenced `sh` blocks of "Five minutes with yy" is parsed, verbatim (placeholders such as
-//! `<RUNNER-ID>` filled in), by this yy's own command line, and its first steps run against
-//! a fresh data directory.
+//! `<RUNNER-ID>` filled in), by this yy's own command line, and steps 1-5 run against a
+//! fresh data directory (paths and the server's address substituted).
 //!
-//! Not yet here: running steps 5-9 (Runner, supervised Hermes with the scripted model,
-//! image build, computers) in order against real Docker.
+//! Not yet here: running steps 6-9 (the Runner with its supervised Hermes and the scripted
+//! model, image build, computers) in order against real Docker.
 
 mod common;
 
@@ -142,4 +142,36 @@ fn the_walkthroughs_first_steps_run_as_written() {
         .filter_map(|a| a["name"].as_str())
         .collect();
     assert_eq!(names.len(), 2, "{agents}");
+
+    // Step 5: the Runner's registration, its Hermes settings in runner.json, no hand edit.
+    let register = commands
+        .iter()
+        .find(|c| c.starts_with("yy runner register"))
+        .expect("step 5");
+    let runner_dir = env.path("srv-yy-runner");
+    let config = env.path("runner.json");
+    let line = register
+        .replace("http://127.0.0.1:8420", &server.url)
+        .replace("/srv/yy-runner", runner_dir.to_str().unwrap())
+        .replace("/srv/exports", env.path("srv-exports").to_str().unwrap())
+        .replace("-o runner.json", &format!("-o {}", config.display()));
+    let words = shell_words::split(&line).unwrap();
+    let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+    let out = env.run(&args);
+    assert_eq!(out.code, 0, "the README's `{line}` failed: {out:#?}");
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    assert_eq!(
+        written["hermesCommand"],
+        serde_json::json!(["/opt/yy/hermes-venv/bin/hermes", "serve"]),
+        "{written}"
+    );
+    assert_eq!(
+        written["hermesHome"].as_str(),
+        Some(runner_dir.join("hermes-home").to_str().unwrap()),
+        "{written}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&config).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
 }
