@@ -1,7 +1,7 @@
 //! The command line: one `yy` with a subcommand per noun. Each noun's arguments live in its
 //! file under `commands/`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::commands::{
     account, admin, agent, artifact, backup, bench, chat, computer, egress, generate, guest, image,
@@ -24,9 +24,6 @@ use crate::commands::{goal, subtask, team};
     propagate_version = true
 )]
 pub struct Cli {
-    /// The yy server to talk to (overrides YY_SERVER and the stored login's server)
-    #[arg(long, global = true, value_name = "URL")]
-    pub server: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -86,4 +83,92 @@ pub enum Command {
     Completions(generate::CompletionsArgs),
     /// Write man pages
     Man(generate::ManArgs),
+}
+
+/// The nouns whose commands talk to a yy server, and so take `--server`. `runner run` reads
+/// its server from its runner.json and is left out.
+const SERVER_NOUNS: &[&str] = &[
+    "logout", "whoami", "account", "token", "source", "profile", "agent", "runner", "chat",
+    "computer", "session", "artifact", "team", "goal", "subtask",
+];
+
+/// The id of `--server` in the parsed matches.
+pub const SERVER_ARG: &str = "server";
+
+/// The full command line: the derived one, with `--server` on the commands that talk to a
+/// server only (a global flag would show it on `yy serve` and `yy image build` too).
+pub fn command() -> clap::Command {
+    let server = clap::Arg::new(SERVER_ARG)
+        .long("server")
+        .value_name("URL")
+        .help("The yy server to talk to (overrides YY_SERVER and the stored login's server)");
+    // mut_subcommands keeps the order of --help (mut_subcommand would move each last).
+    let cmd = Cli::command().mut_subcommands(|sub| {
+        if !SERVER_NOUNS.contains(&sub.get_name()) {
+            return sub;
+        }
+        if sub.get_name() != "runner" {
+            return sub.arg(server.clone().global(true));
+        }
+        sub.mut_subcommands(|c| match c.get_name() {
+            "run" => c,
+            _ => c.arg(server.clone()),
+        })
+    });
+    crate::commands::complete::with_value_completers(cmd)
+}
+
+/// `--server` as given on the command line, wherever it was placed.
+pub fn server_flag(matches: &clap::ArgMatches) -> Option<String> {
+    let mut m = matches;
+    loop {
+        if let Ok(Some(v)) = m.try_get_one::<String>(SERVER_ARG) {
+            return Some(v.clone());
+        }
+        match m.subcommand() {
+            Some((_, sub)) => m = sub,
+            None => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::FromArgMatches;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<(Cli, Option<String>), clap::Error> {
+        let m = command().try_get_matches_from(args)?;
+        Ok((Cli::from_arg_matches(&m)?, server_flag(&m)))
+    }
+
+    #[test]
+    fn added_flags_and_completers_keep_positionals_in_their_order() {
+        let (cli, server) = parse(&["yy", "chat", "box", "hello", "--server", "http://s"]).unwrap();
+        match cli.command {
+            Command::Chat(c) => {
+                assert_eq!((c.agent.as_str(), c.message.as_str()), ("box", "hello"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(server.as_deref(), Some("http://s"));
+        let (_, server) = parse(&["yy", "session", "--server", "http://t", "list"]).unwrap();
+        assert_eq!(server.as_deref(), Some("http://t"));
+    }
+
+    #[test]
+    fn server_is_offered_only_where_a_server_is_talked_to() {
+        for args in [
+            &["yy", "serve", "--server", "http://s"][..],
+            &["yy", "image", "list", "--server", "http://s"],
+            &[
+                "yy", "runner", "run", "--config", "r.json", "--server", "http://s",
+            ],
+            &["yy", "--server", "http://s", "agent", "list"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
+        assert!(parse(&["yy", "runner", "list", "--server", "http://s"]).is_ok());
+    }
 }

@@ -159,3 +159,49 @@ mod tests {
         assert!(!t.contains('\x1b'));
     }
 }
+
+/// A JSON value for a person: `key=value` pairs for an object (nested values compact),
+/// items joined by ", " for an array, strings without quotes.
+pub fn plain(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        Value::Object(map) if map.is_empty() => "-".into(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => format!("{k}={s}"),
+                other => format!("{k}={other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        Value::Array(items) => items.iter().map(plain).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+/// Cuts a long table cell to `max` characters, marking the cut with "…" (`show` and
+/// `--json` keep the whole value).
+pub fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod plain_tests {
+    use super::*;
+
+    #[test]
+    fn json_reads_as_words_and_long_cells_are_cut() {
+        let v = serde_json::json!({"argv": ["uname", "-a"], "exit": 0, "who": "ops"});
+        assert_eq!(plain(&v), r#"argv=["uname","-a"] exit=0 who=ops"#);
+        assert_eq!(plain(&serde_json::Value::Null), "-");
+        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(cut("abc", 4), "abc");
+    }
+}

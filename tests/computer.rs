@@ -589,19 +589,28 @@ fn the_computer_benchmark_measures_both_yy_and_the_docker_cli() {
     assert!(v["ok"].is_boolean(), "{v:#}");
 }
 
+/// The README builds yy with a plain `cargo build --release`: a dynamically linked yy, like
+/// this test's. `yy image build` without `--binary` takes the running yy, checks that it
+/// runs in the image, and ends with a full image ID that `yy image verify` passes.
 #[test]
-fn a_dynamic_yy_refuses_to_become_the_guest_agent_without_binary() {
-    if yy::computer::tarball::is_static_elf(std::path::Path::new(BIN)).unwrap() {
-        // A static build is exactly what the image wants: nothing to refuse.
-        common::skipped("this build of yy is static");
+fn image_build_takes_the_readmes_dynamic_yy_and_the_image_verifies() {
+    if !common::require_docker() {
         return;
     }
     let env = Env::new();
-    env.run(&[
-        "image",
-        "build",
-        "--cache-dir",
-        env.path("cache").to_str().unwrap(),
-    ])
-    .fails(2, "crt-static");
+    let lock = env.path("packages.lock");
+    let out = env.run(&["image", "build", "--lock", lock.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("dynamically linked: the build checks that it runs in the image"),
+        "{}",
+        out.stderr
+    );
+    let id = out.stdout.lines().last().unwrap_or_default().to_string();
+    assert!(id.starts_with("sha256:") && id.len() == 71, "{out:#?}");
+    let verified = env.run(&["image", "verify", &id]);
+    let _ = computer_support::docker(&["rmi", &id]);
+    assert_eq!(verified.code, 0, "{verified:#?}");
+    assert!(!verified.stdout.contains("FAIL"), "{}", verified.stdout);
 }

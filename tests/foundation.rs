@@ -654,3 +654,151 @@ fn usage_errors_exit_2() {
     assert_eq!(out.code, 0);
     assert!(out.stdout.contains("Exit codes"));
 }
+
+#[test]
+fn shell_completion_offers_the_servers_agent_names() {
+    let env = Env::new();
+    let _server = env.bootstrap();
+    env.run(&["source", "create", "main"]).ok();
+    env.run(&["profile", "create", "default", "--cwd", "/workspace"])
+        .ok();
+    for name in ["helper", "hacker", "other"] {
+        env.run(&[
+            "agent",
+            "create",
+            name,
+            "--profile",
+            "default",
+            "--env",
+            "host",
+        ])
+        .ok();
+    }
+    // What bash does at `yy chat h<TAB>`: the registration script `yy completions bash`
+    // prints, its function, and the yy on PATH answering.
+    let script = env.run(&["completions", "bash"]);
+    script.ok();
+    let bin_dir = std::path::Path::new(common::BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script_file = env.path("yy.bash");
+    std::fs::write(&script_file, &script.stdout).unwrap();
+    let complete = |line: &[&str]| {
+        let words = line
+            .iter()
+            .map(|w| format!("'{w}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let program = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={}; COMP_TYPE=9; \
+             _clap_complete_yy yy '{}' '{}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script_file.display(),
+            line.len() - 1,
+            line[line.len() - 1],
+            line[line.len() - 2],
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "-c", &program])
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", env.path(""))
+            .env("XDG_CONFIG_HOME", env.config_home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let mut got: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty() && !l.starts_with('-'))
+            .collect();
+        got.sort();
+        got
+    };
+    assert_eq!(complete(&["yy", "chat", "h"]), ["hacker", "helper"]);
+    assert_eq!(
+        complete(&["yy", "agent", "show", ""]),
+        ["hacker", "helper", "other"]
+    );
+    assert_eq!(
+        complete(&["yy", "computer", "create", "--agent", "o"]),
+        ["other"]
+    );
+    // Subcommands complete from the definitions, the ls alias too.
+    assert!(complete(&["yy", "sess"]).contains(&"session".to_string()));
+}
+
+/// `yy serve` on a terminal (a pseudo-terminal from script(1)) for a moment: what it wrote.
+fn serve_on_a_terminal(env: &Env, no_color: bool) -> String {
+    let data = env.path(if no_color {
+        "data-plain"
+    } else {
+        "data-colour"
+    });
+    let line = format!(
+        "timeout -s TERM 3 {} serve --listen 127.0.0.1:0 --data-dir {}",
+        common::BIN,
+        data.display()
+    );
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qfec", &line, "/dev/null"])
+        .env("YY_LOG", "info")
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR");
+    if no_color {
+        cmd.env("NO_COLOR", "1");
+    }
+    let out = cmd.output().expect("script(1) from util-linux");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn no_color_keeps_escape_codes_out_of_the_logs_even_on_a_terminal() {
+    let env = Env::new();
+    let coloured = serve_on_a_terminal(&env, false);
+    assert!(coloured.contains("listening on"), "{coloured}");
+    // The control: on a terminal, logs are coloured...
+    assert!(coloured.contains('\u{1b}'), "{coloured:?}");
+    // ... and with NO_COLOR they are not.
+    let plain = serve_on_a_terminal(&env, true);
+    assert!(plain.contains("listening on"), "{plain}");
+    assert!(!plain.contains('\u{1b}'), "{plain:?}");
+}
+
+#[test]
+fn a_server_without_a_login_says_so_and_typos_get_only_close_suggestions() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    // A server named by YY_SERVER that the stored login is not for.
+    let out = env.run_with(
+        &["agent", "list"],
+        "",
+        &[("YY_SERVER", "http://127.0.0.1:9")],
+    );
+    out.fails(4, "no login for http://127.0.0.1:9 (from YY_SERVER)");
+    assert!(
+        out.stderr
+            .contains(&format!("the stored login is for {}", server.url)),
+        "{out:?}"
+    );
+    // --server only where a server is talked to.
+    let out = env.run(&["image", "list", "--server", &server.url]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("unexpected argument '--server'"),
+        "{out:?}"
+    );
+    env.run(&["agent", "ls", "--server", &server.url]).ok();
+    // A slip of the fingers is suggested; a word that merely looks alike is not.
+    let out = env.run(&["agnet"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("unrecognized subcommand 'agnet'"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("'agent'"), "{out:?}");
+    assert!(!out.stderr.contains("guest"), "{out:?}");
+}

@@ -100,6 +100,23 @@ fn a_full_turn_with_a_tool_call_streams_to_the_cli_and_is_recorded() {
     let Some(s) = setup(tool_script()) else {
         return;
     };
+    // The Runner reports where the Hermes it started really listens (a free port on
+    // 127.0.0.1), not only the URL it was registered with.
+    let shown = s.env.json(&["runner", "show", &s.reg.id]);
+    let listen = shown["hermes_listen"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(listen.starts_with("http://127.0.0.1:"), "{shown}");
+    let text = s.env.run(&["runner", "show", &s.reg.id]);
+    assert!(
+        text.stdout
+            .contains(&format!("{listen} (the Hermes this Runner started")),
+        "{text:?}"
+    );
+    // It logs its Hermes home and the model settings it found there.
+    let log = s.runner.log();
+    assert!(log.contains("model settings found"), "{log}");
     let out = s.env.run(&["chat", "bot", "please run echo hi"]);
     out.ok();
     assert!(

@@ -317,24 +317,25 @@ fn the_worker_entry_speaks_every_api_mode_it_is_configured_with() {
     }
 }
 
-#[test]
-fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
-    let Some(mut s) = setup(json!([{"text": "late but fine"}])) else {
-        return;
-    };
-    s.runner.kill9();
-    let started = std::time::Instant::now();
-    let mut chat = s
+/// Runs `yy ARGS` in the background and returns it with its stderr as it grows.
+fn spawn_watched(
+    s: &Setup,
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::sync::Arc<std::sync::Mutex<String>>,
+) {
+    let mut child = s
         .env
-        .command(&["chat", "box", "are you there?"])
+        .command(args)
         .env("YY_SERVER", &s.server.url)
         .env("YY_TOKEN", s.env.stored_token())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // stderr is read on its own thread, so that the wait below never blocks on it.
-    let err = chat.stderr.take().unwrap();
+    // stderr is read on its own thread, so that the waits below never block on it.
+    let err = child.stderr.take().unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let sink = seen.clone();
     std::thread::spawn(move || {
@@ -345,25 +346,78 @@ fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
             line.clear();
         }
     });
-    let said = wait_for(
-        Duration::from_secs(15),
-        "chat to say the Runner is offline",
-        || {
-            let text = seen.lock().unwrap().clone();
-            text.lines()
-                .find(|l| l.contains("offline"))
-                .map(str::to_string)
-        },
-    );
+    (child, seen)
+}
+
+/// Waits for the first line of `seen` that contains `needle` and returns it with how long
+/// it took from `started`.
+fn line_with(
+    seen: &std::sync::Arc<std::sync::Mutex<String>>,
+    needle: &str,
+    started: std::time::Instant,
+) -> (String, Duration) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = seen.lock().unwrap().clone();
+        if let Some(l) = text.lines().find(|l| l.contains(needle)) {
+            return (l.to_string(), started.elapsed());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {needle:?}; stderr so far: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
+    let Some(mut s) = setup(json!([{"text": "late but fine"}])) else {
+        return;
+    };
+    let runner = s.env.json(&["runner", "list"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.runner.kill9();
+    // The control plane notices within seconds that a killed Runner stopped polling.
+    wait_for(Duration::from_secs(15), "the Runner to be offline", || {
+        (s.env.json(&["runner", "show", &runner])["online"] == false).then_some(())
+    });
+
+    // Provisioning a computer waits for the Runner, says at once that it is offline, and
+    // Ctrl-C cancels it.
+    let started = std::time::Instant::now();
+    let (mut create, seen) = spawn_watched(&s, &["computer", "create", "--agent", "box"]);
+    let (said, took) = line_with(&seen, "queued", started);
+    eprintln!("computer create said why it waits {took:?} after it started: {said}");
+    assert!(said.contains("offline"), "{said}");
+    // Measured from the process start (a debug build, on a shared machine).
     assert!(
-        started.elapsed() < Duration::from_secs(6),
-        "said soon after the turn was queued: {}",
-        seen.lock().unwrap()
+        took < Duration::from_secs(2),
+        "said at once ({took:?}): {said}"
+    );
+    assert!(said.contains("Ctrl-C cancels it"), "{said}");
+    unsafe { libc::kill(create.id() as i32, libc::SIGINT) };
+    let status = create.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "{}", seen.lock().unwrap());
+    let (cancelled, _) = line_with(&seen, "cancelled", started);
+    assert!(cancelled.contains("interrupted"), "{cancelled}");
+
+    // A turn for the same Runner, now known to be offline: that is the first thing said.
+    let started = std::time::Instant::now();
+    let (mut chat, seen) = spawn_watched(&s, &["chat", "box", "are you there?"]);
+    let (said, took) = line_with(&seen, "queued", started);
+    eprintln!("chat said why it waits {took:?} after it started: {said}");
+    assert!(said.contains("offline"), "{said}");
+    assert!(
+        took < Duration::from_secs(2),
+        "said at once ({took:?}): {said}"
     );
     assert!(said.contains("Ctrl-C stops the turn"), "{said}");
     let _ = chat.kill();
     let _ = chat.wait();
-    // The client went away; the queued turn is visible and stops.
+    // The client went away; the queued turn is visible and stops, by a unique id prefix.
     let session = session_of(&Out {
         code: 0,
         stdout: String::new(),
@@ -371,7 +425,13 @@ fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
     });
     let listed = s.env.json(&["session", "list"]);
     assert_eq!(listed[0]["state"], "running", "{listed}");
-    s.env.run(&["session", "stop", &session]).ok();
+    assert_eq!(listed[0]["last_turn"], "queued", "{listed}");
+    let table = s.env.run(&["session", "ls"]);
+    assert!(table.stdout.contains("queued"), "{table:?}");
+    let prefix = &session[..8];
+    let shown = s.env.json(&["session", "show", prefix]);
+    assert_eq!(shown["id"], session.as_str(), "a prefix names its session");
+    s.env.run(&["session", "stop", prefix]).ok();
     let shown = s.env.json(&["session", "show", &session]);
     assert_eq!(shown["turns"][0]["state"], "interrupted", "{shown}");
 }

@@ -422,17 +422,6 @@ impl Client {
         self.act_with("computers", id, "handback", &body).await
     }
 
-    /// Waits until no Runner command is in flight for the computer.
-    pub async fn computer_settled(&self, mut c: Computer) -> Result<Computer> {
-        while !c.is_settled() {
-            if let Some(cmd) = &c.last_command {
-                self.wait_command(cmd, None).await?;
-            }
-            c = self.computer_show(&c.id).await?;
-        }
-        Ok(c)
-    }
-
     // ---- artifacts ----
 
     /// Artifacts, newest first; only one session's when given.

@@ -49,6 +49,10 @@ pub struct RunnerStatus {
     /// Computers this Runner may run at once (0: computers not enabled).
     pub computers_capacity: u32,
     pub hostname: String,
+    /// Where the Hermes the Runner started itself listens (it binds a free port on
+    /// 127.0.0.1, whatever the registered Hermes URL says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hermes_listen: Option<String>,
 }
 
 /// Longest hostname a Runner may report (bytes).
@@ -90,6 +94,11 @@ impl RunnerStatus {
         }
         if self.hostname.contains('\0') {
             return Err("the hostname contains a NUL character".into());
+        }
+        if let Some(url) = &self.hermes_listen
+            && (url.len() > MAX_HOSTNAME || url::Url::parse(url).is_err())
+        {
+            return Err("the supervised Hermes address is not a URL".into());
         }
         Ok(())
     }
@@ -446,6 +455,10 @@ pub struct Command {
     /// Present only when one command is shown (lists leave results out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// Why a command that has not started yet is waiting (its Runner offline, or not
+    /// taken yet); only when one command is shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 impl Command {

@@ -33,6 +33,9 @@ pub struct Session {
     pub cleanup_reason: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// The state of its newest turn (`queued` while it waits for its Runner).
+    #[serde(default)]
+    pub last_turn: Option<String>,
     /// The transcript; present when one session is shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<Turn>>,

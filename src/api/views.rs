@@ -102,6 +102,9 @@ pub struct Runner {
     /// Computers the Runner may run at once (0: computers not enabled), as it reported.
     pub computers_capacity: Option<u64>,
     pub hostname: Option<String>,
+    /// Where the Hermes the Runner started itself listens, as it reported.
+    #[serde(default)]
+    pub hermes_listen: Option<String>,
     /// The image computers are created from (computers enabled), or none.
     pub computer_image: Option<String>,
     /// How its computers reach the network: `none`, or `public-web` through its egress

@@ -137,6 +137,7 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
             capabilities: vec!["fetch".into()],
             computers_capacity: 0,
             hostname: "bench".into(),
+            hermes_listen: None,
         })
         .await?
         .generation;

@@ -287,6 +287,7 @@ pub(super) async fn long_poll_rss(
         capabilities: vec![],
         computers_capacity: 0,
         hostname: "bench".into(),
+        hermes_listen: None,
     };
     let connected: Vec<(String, String, i64)> = futures_util::stream::iter(tokens)
         .map(|token| {

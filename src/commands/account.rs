@@ -15,6 +15,7 @@ pub struct AccountArgs {
 #[derive(Debug, Subcommand)]
 pub enum AccountCommand {
     /// List accounts
+    #[command(visible_alias = "ls")]
     List(JsonFlag),
     /// Show one account
     Show {

@@ -34,6 +34,7 @@ impl From<EnvArg> for AgentEnv {
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
     /// List agents
+    #[command(visible_alias = "ls")]
     List(ListArgs),
     /// Show one agent
     Show(ByName),

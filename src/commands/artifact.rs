@@ -2,10 +2,9 @@
 //! control plane: list, show, get. Also the transfers `yy chat --attach` and
 //! `yy runner fetch` use.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -26,6 +25,7 @@ pub struct ArtifactArgs {
 #[derive(Debug, Subcommand)]
 pub enum ArtifactCommand {
     /// List artifacts, newest first (yours; an admin sees all)
+    #[command(visible_alias = "ls")]
     List {
         /// Only this session's artifacts
         #[arg(long, value_name = "ID")]
@@ -154,7 +154,8 @@ pub async fn download(
         .into());
     }
     let mut sink = Sink::open(output)?;
-    let mut progress = Progress::new(&meta.name, meta.size);
+    // The name is untrusted text: Progress cleans it for the terminal.
+    let mut progress = super::progress::Progress::bytes(meta.name.clone(), Some(meta.size));
     let mut hasher = Sha256::new();
     let mut n = 0u64;
     let received = async {
@@ -165,7 +166,7 @@ pub async fn download(
             }
             hasher.update(&chunk);
             sink.write(&chunk)?;
-            progress.set(n);
+            progress.inc(chunk.len() as u64);
         }
         anyhow::Ok(())
     }
@@ -262,63 +263,6 @@ impl Sink {
     fn abandon(self) {
         if let Sink::File { tmp, .. } = self {
             let _ = std::fs::remove_file(tmp);
-        }
-    }
-}
-
-/// A progress bar on a terminal; otherwise a line on stderr every few seconds.
-struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-    name: String,
-    total: u64,
-    last_line: Instant,
-}
-
-impl Progress {
-    const EVERY: Duration = Duration::from_secs(2);
-
-    fn new(name: &str, total: u64) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(total);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
-                )
-                .expect("a valid template")
-                .progress_chars("=> "),
-            );
-            // The name is untrusted text: control characters are not printed.
-            bar.set_message(name.chars().filter(|c| !c.is_control()).collect::<String>());
-            bar
-        });
-        Progress {
-            bar,
-            name: name.chars().filter(|c| !c.is_control()).collect(),
-            total,
-            last_line: Instant::now(),
-        }
-    }
-
-    fn set(&mut self, n: u64) {
-        match &self.bar {
-            Some(bar) => bar.set_position(n),
-            None if self.last_line.elapsed() >= Self::EVERY && n < self.total => {
-                self.last_line = Instant::now();
-                eprintln!(
-                    "{}: {} of {} ({}%)",
-                    self.name,
-                    human_size(n),
-                    human_size(self.total),
-                    n * 100 / self.total.max(1)
-                );
-            }
-            None => {}
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
         }
     }
 }

@@ -5,6 +5,7 @@ use std::io::Write;
 use clap::Args;
 
 use super::context;
+use super::progress::Waiting;
 use crate::api::admin::LONG_POLL_MS;
 use crate::api::artifacts::MAX_ATTACHMENTS;
 use crate::api::client::Client;
@@ -80,26 +81,38 @@ async fn stream(
     let mut after = 0;
     let mut printed_text = false;
     // The first look comes back within a second, so that waiting is never silent.
-    let mut wait_ms = 1000;
-    let mut told_waiting: Option<String> = None;
+    let mut wait_ms = super::progress::FIRST_LOOK_MS;
+    let mut waiting = Waiting::new("Ctrl-C stops the turn");
+    let mut queued = false;
+    let mut told_json: Option<String> = None;
     loop {
         let page = client
             .session_events(session_id, after, wait_ms, Some(turn_id))
             .await?;
         wait_ms = LONG_POLL_MS;
-        if !json && page.waiting.is_some() && page.waiting != told_waiting {
-            let why = page.waiting.clone().unwrap_or_default();
-            eprintln!("[{why}; Ctrl-C stops the turn]");
-            told_waiting = page.waiting.clone();
+        // In --json mode a program gets each new reason as a line of its own.
+        if json && page.waiting.is_some() && page.waiting != told_json {
+            output::print(&serde_json::to_string(&serde_json::json!({
+                "type": "turn.waiting", "reason": page.waiting,
+            }))?)?;
+            told_json = page.waiting.clone();
+        }
+        if !json && (page.waiting.is_some() || queued) {
+            waiting.say(page.waiting.as_deref());
+            queued = page.waiting.is_some();
         }
         // While queued, look again soon: whether its Runner is there can change.
         if page.waiting.is_some() {
-            wait_ms = 2000;
+            wait_ms = super::progress::QUEUED_LOOK_MS;
         }
         for event in page.events.iter().filter(|e| e.turn_id == turn_id) {
             if json {
                 output::print(&serde_json::to_string(event)?)?;
+            } else if event.kind == event_types::WAITING {
+                // The Worker waits too (a full pool, a slow Hermes): said like the queue.
+                waiting.say(Some(event.payload["message"].as_str().unwrap_or("waiting")));
             } else {
+                waiting.clear();
                 printed_text |= show_event(event)?;
             }
         }
@@ -107,6 +120,7 @@ async fn stream(
         let Some(turn) = page.turn.filter(|t| t.is_final()) else {
             continue;
         };
+        waiting.clear();
         if json {
             output::print(&serde_json::to_string(
                 &serde_json::json!({ "type": "turn.end", "turn": turn }),
@@ -116,11 +130,15 @@ async fn stream(
         } else if let Some(text) = turn.final_text.as_deref().filter(|t| !t.is_empty()) {
             output::print(&output::clean_text(text))?;
         }
+        let error = turn.error.as_deref().unwrap_or("no reason given");
         return match turn.state.as_str() {
             "complete" => Ok(()),
+            "error" => Err(CliError::failure(format!("the turn failed: {error}")).into()),
+            "interrupted" => {
+                Err(CliError::failure(format!("the turn was interrupted: {error}")).into())
+            }
             state => Err(CliError::failure(format!(
-                "the turn ended {state}{}",
-                turn.error.map(|e| format!(": {e}")).unwrap_or_default()
+                "the turn ended without a certain outcome ({state}): {error}"
             ))
             .into()),
         };
@@ -150,10 +168,6 @@ fn show_event(e: &SessionEvent) -> anyhow::Result<bool> {
         event_types::ERROR => eprintln!(
             "[error: {}]",
             output::clean(e.payload["message"].as_str().unwrap_or("?"))
-        ),
-        event_types::WAITING => eprintln!(
-            "[{}; Ctrl-C stops the turn]",
-            output::clean(e.payload["message"].as_str().unwrap_or("waiting"))
         ),
         event_types::COMPUTER_READY => eprintln!(
             "[computer {} ready]",

@@ -34,6 +34,7 @@ pub enum ComputerCommand {
         json: JsonFlag,
     },
     /// List computers
+    #[command(visible_alias = "ls")]
     List {
         /// Include removed computers
         #[arg(long)]
@@ -142,7 +143,7 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
             "resources",
             c.resources
                 .as_ref()
-                .map(|r| r.to_string())
+                .map(resources_shown)
                 .unwrap_or_else(|| "-".into()),
         ),
         ("last error", opt(&c.last_error)),
@@ -171,6 +172,22 @@ fn control_shown(c: &Computer) -> String {
     format!("fence {}, {held}{paused}", k.control_fence)
 }
 
+/// A computer's limits in units people read ("memory 1 GiB, 1 CPU, 256 processes, ...").
+fn resources_shown(r: &serde_json::Value) -> String {
+    let Ok(l) = serde_json::from_value::<crate::computer::Limits>(r.clone()) else {
+        return output::plain(r);
+    };
+    let size = |n: i64| super::progress::human_bytes(n.max(0) as u64);
+    format!(
+        "memory {}, {} CPU, {} processes, /tmp {}, home {}",
+        size(l.memory_bytes),
+        l.nano_cpus as f64 / 1e9,
+        l.pids,
+        size(l.tmp_bytes),
+        size(l.home_bytes)
+    )
+}
+
 /// What the state means for the next step, when it is not obvious: a lease that a new
 /// connection generation ended means the container is gone and the next start is a new one.
 fn why(c: &Computer) -> String {
@@ -188,17 +205,22 @@ fn why(c: &Computer) -> String {
 /// Waits until no Runner command is in flight for the computer, prints it, and fails
 /// unless it ended in `state`.
 async fn settle(client: &Client, c: Computer, state: &str, json: JsonFlag) -> anyhow::Result<()> {
-    let c = client.computer_settled(c).await?;
+    let mut c = c;
+    while !c.is_settled() {
+        if let Some(cmd) = &c.last_command {
+            super::runner_ops::wait(client, cmd).await?;
+        }
+        c = client.computer_show(&c.id).await?;
+    }
     show(&c, json.json)?;
     if c.state == state {
         return Ok(());
     }
-    Err(CliError::failure(format!(
-        "computer {} is {}: {}",
-        c.id,
-        c.state,
-        c.last_error.as_deref().unwrap_or("no reason given")
-    ))
+    let why = c.last_error.as_deref().unwrap_or("no reason given");
+    Err(CliError::failure(match c.state.as_str() {
+        "failed" => format!("computer {} failed: {why}", c.id),
+        now => format!("computer {} ended up {now}, not {state}: {why}", c.id),
+    })
     .into())
 }
 
@@ -251,7 +273,7 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
                         e.account.clone(),
                         e.action.clone(),
                         e.target.clone(),
-                        e.detail.to_string(),
+                        output::cut(&output::plain(&e.detail), 60),
                     ]
                 },
             )
@@ -272,7 +294,7 @@ async fn exec(
         output_cap_bytes: None,
     };
     let cmd = client.computer_exec(id, &params).await?;
-    let cmd = client.wait_command(&cmd.id, None).await?;
+    let cmd = super::runner_ops::wait(client, &cmd.id).await?;
     let result: ExecResult = super::runner_ops::result_of(cmd, "exec")?;
     if json {
         output::json(&result)?;

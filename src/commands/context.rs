@@ -89,26 +89,43 @@ pub fn set_server_flag(server: Option<String>) {
     let _ = SERVER_FLAG.set(server);
 }
 
-/// The server URL and token the CLI should use: flags, then environment, then the login.
-pub fn credentials() -> anyhow::Result<(String, Option<String>)> {
+/// Where the server came from and what login there is, for errors that say what to do.
+struct Resolved {
+    server: String,
+    token: Option<String>,
+    /// `--server` or `YY_SERVER` named the server (not the stored login).
+    from: Option<&'static str>,
+    /// The server the stored login is for, if any.
+    stored_server: Option<String>,
+}
+
+fn resolve() -> anyhow::Result<Resolved> {
     let stored = load_login()?;
-    let server = SERVER_FLAG
-        .get()
-        .cloned()
-        .flatten()
-        .or_else(|| env("YY_SERVER"))
-        .or_else(|| stored.as_ref().map(|l| l.server.clone()));
+    let flag = SERVER_FLAG.get().cloned().flatten();
+    let (server, from) = match (flag, env("YY_SERVER")) {
+        (Some(s), _) => (Some(s), Some("--server")),
+        (None, Some(s)) => (Some(s), Some("YY_SERVER")),
+        (None, None) => (stored.as_ref().map(|l| l.server.clone()), None),
+    };
     let Some(server) = server else {
         return Err(not_logged_in().into());
     };
     let server = server.trim_end_matches('/').to_string();
+    let stored_server = stored
+        .as_ref()
+        .map(|l| l.server.trim_end_matches('/').to_string());
     // A stored token is only sent to the server it was issued by.
     let token = env("YY_TOKEN").or_else(|| {
         stored
             .filter(|l| l.server.trim_end_matches('/') == server)
             .map(|l| l.token)
     });
-    Ok((server, token))
+    Ok(Resolved {
+        server,
+        token,
+        from,
+        stored_server,
+    })
 }
 
 fn not_logged_in() -> CliError {
@@ -118,11 +135,31 @@ fn not_logged_in() -> CliError {
     )
 }
 
+/// No token for a server named by `--server` or `YY_SERVER`: say which server, and that
+/// the stored login (if any) is for another one.
+fn no_login_for(r: &Resolved, from: &str) -> CliError {
+    let server = &r.server;
+    let stored = match &r.stored_server {
+        Some(other) => format!("; the stored login is for {other}"),
+        None => String::new(),
+    };
+    CliError::new(
+        Exit::Auth,
+        format!(
+            "no login for {server} (from {from}){stored}: run `yy login {server} --username NAME`, or set YY_TOKEN"
+        ),
+    )
+}
+
 /// A client for the admin API with the current credentials; fails when there is no token.
 pub fn client() -> anyhow::Result<Client> {
-    let (server, token) = credentials()?;
-    if token.is_none() {
-        return Err(not_logged_in().into());
+    let r = resolve()?;
+    if r.token.is_none() {
+        return Err(match r.from {
+            Some(from) => no_login_for(&r, from),
+            None => not_logged_in(),
+        }
+        .into());
     }
-    Ok(Client::new(&server, token)?)
+    Ok(Client::new(&r.server, r.token)?)
 }

@@ -117,7 +117,7 @@ pub async fn log(
             },
         )
         .await?;
-    let cmd = client.wait_command(&cmd.id, None).await?;
+    let cmd = super::runner_ops::wait(&client, &cmd.id).await?;
     let result: LogResult = super::runner_ops::result_of(cmd, "reading the egress log")?;
     if json {
         return output::json(&result);

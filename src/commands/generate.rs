@@ -4,10 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use clap::{Args, CommandFactory, ValueEnum};
-use clap_complete::Shell;
-
-use crate::cli::Cli;
+use clap::{Args, ValueEnum};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ShellArg {
@@ -19,11 +16,11 @@ pub enum ShellArg {
 impl ShellArg {
     pub const ALL: [ShellArg; 3] = [ShellArg::Bash, ShellArg::Zsh, ShellArg::Fish];
 
-    fn shell(self) -> Shell {
+    fn name(self) -> &'static str {
         match self {
-            ShellArg::Bash => Shell::Bash,
-            ShellArg::Zsh => Shell::Zsh,
-            ShellArg::Fish => Shell::Fish,
+            ShellArg::Bash => "bash",
+            ShellArg::Zsh => "zsh",
+            ShellArg::Fish => "fish",
         }
     }
 
@@ -51,10 +48,11 @@ pub struct ManArgs {
     pub out_dir: Option<PathBuf>,
 }
 
+/// The script a shell sources: it asks `yy` itself at each <TAB>, so that names and ids
+/// (agents, Runners, computers, sessions) complete from the server, and subcommands and
+/// flags from this yy's own definitions.
 pub fn completion_script(shell: ShellArg) -> Vec<u8> {
-    let mut out = Vec::new();
-    clap_complete::generate(shell.shell(), &mut Cli::command(), "yy", &mut out);
-    out
+    super::complete::registration(shell.name())
 }
 
 /// Every man page: (file name, contents), for yy and each subcommand at every depth.
@@ -76,7 +74,7 @@ pub fn man_pages() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         }
         Ok(())
     }
-    let mut cmd = Cli::command();
+    let mut cmd = crate::cli::command();
     cmd.build();
     let mut out = Vec::new();
     walk(cmd, "yy".into(), &mut out)?;

@@ -1,15 +1,16 @@
 //! `yy image`: build, verify and list the computer image on the local Docker engine.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use clap::{Args, Subcommand};
 
 use super::JsonFlag;
+use super::progress::Progress;
 use crate::computer::docker::Provider;
 use crate::computer::image::{self, BuildOptions};
 use crate::computer::recipes;
-use crate::computer::{ComputerError, image_verify};
+use crate::computer::{ComputerError, image_rm as rm, image_verify};
 use crate::error::CliError;
 use crate::output;
 
@@ -37,7 +38,33 @@ pub enum ImageCommand {
         json: JsonFlag,
     },
     /// List the yy computer images on this Docker engine
+    #[command(visible_alias = "ls")]
     List(JsonFlag),
+    /// Remove yy images (by id, unique id prefix or tag) that no container was made from
+    /// and no Runner of the current login's server is configured with
+    Rm {
+        #[arg(value_name = "IMAGE", required = true)]
+        images: Vec<String>,
+        #[command(flatten)]
+        check: InUseArgs,
+    },
+    /// Remove every yy image that no container was made from and no Runner of the current
+    /// login's server is configured with, and the base images nothing needs any more
+    Prune {
+        /// Do not ask for confirmation
+        #[arg(long, short = 'y')]
+        yes: bool,
+        #[command(flatten)]
+        check: InUseArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct InUseArgs {
+    /// Check only this Docker engine's containers, not the Runners of the current login's
+    /// server (for a machine without a login)
+    #[arg(long)]
+    pub local_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +130,8 @@ pub async fn run(args: ImageArgs) -> anyhow::Result<()> {
         ImageCommand::Prepare(p) => prepare(p).await,
         ImageCommand::Verify { image, json } => verify(&image, json.json).await,
         ImageCommand::List(json) => list(json.json).await,
+        ImageCommand::Rm { images, check } => rm(&images, check).await,
+        ImageCommand::Prune { yes, check } => prune(yes, check).await,
     }
 }
 
@@ -128,28 +157,37 @@ fn options(b: BuildArgs) -> anyhow::Result<BuildOptions> {
     })
 }
 
-/// Progress lines on stderr, only on a terminal (warnings always).
-fn progress_for(command: &'static str) -> impl Fn(&str) {
-    let terminal = std::io::stderr().is_terminal();
-    move |line: &str| {
-        if terminal || line.starts_with("warning:") {
-            eprintln!("yy image {command}: {line}");
-        }
+/// The steps of a build: a spinner with the current step on a terminal, each step as a
+/// line otherwise; warnings always stay on screen.
+fn steps_for(command: &str) -> Mutex<Progress> {
+    Mutex::new(Progress::steps(format!("yy image {command}")))
+}
+
+fn step(steps: &Mutex<Progress>, line: &str) {
+    let mut steps = steps.lock().unwrap_or_else(|e| e.into_inner());
+    match line.strip_prefix("warning: ") {
+        Some(w) => steps.note(&format!("warning: {w}")),
+        None => steps.step(line),
     }
 }
 
 async fn build(b: BuildArgs) -> anyhow::Result<()> {
     let opts = options(b)?;
-    let progress = progress_for("build");
+    let steps = steps_for("build");
+    let progress = |line: &str| step(&steps, line);
     let started = std::time::Instant::now();
     let built = image::build(&opts, &progress).await.map_err(cli)?;
-    progress(&format!(
-        "built {} (yy {}, {} packages) in {:.1}s",
+    steps
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .finish();
+    eprintln!(
+        "yy image build: built {} (yy {}, {} packages) in {}",
         built.image_id,
         built.yy_version,
         built.packages,
-        started.elapsed().as_secs_f64()
-    ));
+        super::progress::human_duration(started.elapsed())
+    );
     output::print(&built.image_id)?;
     Ok(())
 }
@@ -158,7 +196,8 @@ async fn build(b: BuildArgs) -> anyhow::Result<()> {
 async fn prepare(p: PrepareArgs) -> anyhow::Result<()> {
     let json = p.json.json;
     let opts = options(p.build)?;
-    let progress = progress_for("prepare");
+    let steps = steps_for("prepare");
+    let progress = |line: &str| step(&steps, line);
     let started = std::time::Instant::now();
     let built = image::build(&opts, &progress).await.map_err(cli)?;
     progress(&format!(
@@ -179,13 +218,17 @@ async fn prepare(p: PrepareArgs) -> anyhow::Result<()> {
     })
     .await
     .map_err(cli)?;
+    steps
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .finish();
     show_report(&report, json)?;
     report_result(&report)?;
-    progress(&format!(
-        "ready in {:.1}s: yy runner update RUNNER --computer-image {}",
-        started.elapsed().as_secs_f64(),
+    eprintln!(
+        "yy image prepare: ready in {}: yy runner update RUNNER --computer-image {}",
+        super::progress::human_duration(started.elapsed()),
         built.image_id
-    ));
+    );
     if !json {
         output::print(&built.image_id)?;
     }
@@ -243,7 +286,7 @@ fn short(digest: &str) -> String {
 
 async fn list(as_json: bool) -> anyhow::Result<()> {
     let provider = Provider::connect().await.map_err(cli)?;
-    let rows = image::list(&provider).await.map_err(cli)?;
+    let rows = rm::list(&provider).await.map_err(cli)?;
     output::list(
         &rows,
         as_json,
@@ -262,4 +305,97 @@ async fn list(as_json: bool) -> anyhow::Result<()> {
             ]
         },
     )
+}
+
+/// Images that must stay: the ones containers were made from, and unless `local_only` the
+/// ones the Runners of the current login's server are configured with (with why).
+async fn in_use(
+    provider: &Provider,
+    check: &InUseArgs,
+) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let mut used: std::collections::HashMap<String, String> = rm::used_by_containers(provider)
+        .await
+        .map_err(cli)?
+        .into_iter()
+        .map(|id| (id, "a container was made from it".to_string()))
+        .collect();
+    if check.local_only {
+        return Ok(used);
+    }
+    let runners = async {
+        super::context::client()?
+            .runner_list()
+            .await
+            .map_err(anyhow::Error::from)
+    };
+    let runners = runners.await.map_err(|e| {
+        CliError::failure(format!(
+            "cannot ask the control plane which images its Runners use ({e}); log in, or pass --local-only to check this Docker engine only"
+        ))
+    })?;
+    for r in runners {
+        if let Some(image) = r.computer_image.filter(|_| r.state == "enabled") {
+            used.entry(image)
+                .or_insert_with(|| format!("runner {} is configured with it", r.id));
+        }
+    }
+    Ok(used)
+}
+
+async fn rm(keys: &[String], check: InUseArgs) -> anyhow::Result<()> {
+    let provider = Provider::connect().await.map_err(cli)?;
+    let images = rm::list(&provider).await.map_err(cli)?;
+    let mut chosen = Vec::new();
+    for key in keys {
+        chosen.push(rm::find(&images, key).map_err(cli)?.id.clone());
+    }
+    let used = in_use(&provider, &check).await?;
+    for id in &chosen {
+        if let Some(why) = used.get(id) {
+            return Err(CliError::new(
+                crate::error::Exit::Conflict,
+                format!("image {id} is in use ({why}); nothing was removed"),
+            )
+            .into());
+        }
+    }
+    for id in &chosen {
+        rm::remove(&provider, id).await.map_err(cli)?;
+        output::print(&format!("removed {id}"))?;
+    }
+    Ok(())
+}
+
+async fn prune(yes: bool, check: InUseArgs) -> anyhow::Result<()> {
+    let provider = Provider::connect().await.map_err(cli)?;
+    let images = rm::list(&provider).await.map_err(cli)?;
+    let used = in_use(&provider, &check).await?;
+    let unused: Vec<&str> = images
+        .iter()
+        .map(|i| i.id.as_str())
+        .filter(|id| !used.contains_key(*id))
+        .collect();
+    if !unused.is_empty() {
+        super::prompt::confirm(
+            &format!(
+                "remove {} unused yy image{}?",
+                unused.len(),
+                if unused.len() == 1 { "" } else { "s" }
+            ),
+            yes,
+        )?;
+    }
+    for id in &unused {
+        rm::remove(&provider, id).await.map_err(cli)?;
+        output::print(&format!("removed {id}"))?;
+    }
+    // Base images become unused only once the images built on them are gone.
+    for id in rm::unused_bases(&provider).await.map_err(cli)? {
+        if rm::remove(&provider, &id).await.is_ok() {
+            output::print(&format!("removed base {id}"))?;
+        }
+    }
+    let kept = images.len() - unused.len();
+    eprintln!("{} removed, {kept} kept (in use)", unused.len());
+    Ok(())
 }

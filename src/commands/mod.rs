@@ -7,6 +7,7 @@ pub mod artifact;
 pub mod backup;
 pub mod bench;
 pub mod chat;
+pub mod complete;
 pub mod computer;
 pub mod computer_attach;
 pub mod computer_screen;
@@ -18,6 +19,7 @@ pub mod guest;
 pub mod image;
 pub mod login;
 pub mod profile;
+pub mod progress;
 pub mod prompt;
 pub mod runner;
 pub mod runner_ops;
@@ -29,7 +31,7 @@ pub mod subtask;
 pub mod team;
 pub mod token;
 
-use clap::Parser;
+use clap::FromArgMatches;
 
 use crate::cli::{Cli, Command};
 use crate::error::{self, CliError, Exit};
@@ -37,15 +39,21 @@ use crate::output;
 
 /// Runs the process and returns its exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    // A <TAB> in a shell with yy's completions runs `COMPLETE=SHELL yy -- ...`.
+    complete::answer_if_asked();
+    let parsed = crate::cli::command()
+        .try_get_matches()
+        .and_then(|m| Ok((Cli::from_arg_matches(&m)?, crate::cli::server_flag(&m))));
+    let (cli, server) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
+            let e = close_suggestions_only(e);
             let _ = e.print();
             return e.exit_code();
         }
     };
     init_logging(&cli.command);
-    context::set_server_flag(cli.server.clone());
+    context::set_server_flag(server);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -69,6 +77,74 @@ pub fn main() -> i32 {
     }
 }
 
+/// clap suggests any subcommand that looks a little alike (`yy agnet` got `guest`); keep
+/// only the ones a slip of the fingers away: an edit distance (with transpositions) of one,
+/// or two for words of six letters and more.
+fn close_suggestions_only(e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand {
+        return e;
+    }
+    let (Some(ContextValue::String(typed)), Some(ContextValue::Strings(suggested))) = (
+        e.get(ContextKind::InvalidSubcommand),
+        e.get(ContextKind::SuggestedSubcommand),
+    ) else {
+        return e;
+    };
+    let close: Vec<String> = suggested
+        .iter()
+        .filter(|s| is_close(typed, s))
+        .cloned()
+        .collect();
+    let mut out = clap::Error::new(ErrorKind::InvalidSubcommand).with_cmd(&crate::cli::command());
+    out.insert(
+        ContextKind::InvalidSubcommand,
+        ContextValue::String(typed.clone()),
+    );
+    if !close.is_empty() {
+        out.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::Strings(close),
+        );
+    }
+    for kind in [ContextKind::Suggested, ContextKind::Usage] {
+        if let Some(v) = e.get(kind) {
+            out.insert(kind, v.clone());
+        }
+    }
+    out
+}
+
+fn is_close(typed: &str, candidate: &str) -> bool {
+    let allowed = if typed.chars().count() >= 6 { 2 } else { 1 };
+    edit_distance(typed, candidate) <= allowed
+}
+
+/// Optimal string alignment distance: insertions, deletions, substitutions and swaps of
+/// neighbours each cost one.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 /// Logs go to stderr; `YY_LOG` is an env-filter (`info`, `yy=debug`, ...).
 fn init_logging(command: &Command) {
     let default = match command {
@@ -82,9 +158,15 @@ fn init_logging(command: &Command) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(colour())
         .with_target(false)
         .try_init();
+}
+
+/// Colour only on a terminal, and never with `NO_COLOR` set (no-color.org).
+pub fn colour() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 pub async fn run(command: Command) -> anyhow::Result<()> {
@@ -181,4 +263,21 @@ pub fn store_error(e: crate::server::store::StoreError) -> CliError {
         _ => Exit::Failure,
     };
     CliError::new(exit, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_close_typos_are_suggested() {
+        assert!(is_close("agnet", "agent"));
+        assert!(!is_close("agnet", "guest"));
+        assert!(is_close("sesion", "session"));
+        assert!(is_close("lst", "list"));
+        assert!(is_close("lst", "ls"));
+        assert!(!is_close("lst", "stop"));
+        assert_eq!(edit_distance("abc", "abc"), 0);
+        assert_eq!(edit_distance("", "ab"), 2);
+    }
 }

@@ -16,6 +16,7 @@ pub struct ProfileArgs {
 #[derive(Debug, Subcommand)]
 pub enum ProfileCommand {
     /// List profiles
+    #[command(visible_alias = "ls")]
     List(ListArgs),
     /// Show one profile
     Show(ByName),

@@ -24,14 +24,22 @@ pub fn password(from_stdin: bool, confirm: bool) -> anyhow::Result<String> {
         )
         .into());
     }
-    let first = rpassword::prompt_password("Password: ")?;
+    let mut ask = dialoguer::Password::new().with_prompt("Password");
     if confirm {
-        let second = rpassword::prompt_password("Password again: ")?;
-        if first != second {
-            return Err(CliError::usage("the two passwords differ; nothing was changed").into());
-        }
+        // A new password: checked for length before it is asked a second time.
+        ask = ask
+            .validate_with(|p: &String| crate::server::auth::check_password(p))
+            .with_confirmation("Password again", "the two passwords differ; try again");
     }
-    Ok(first)
+    Ok(ask.interact().map_err(prompt_error)?)
+}
+
+/// A prompt that could not be shown or answered (the terminal went away, Ctrl-C).
+fn prompt_error(e: dialoguer::Error) -> CliError {
+    CliError::new(
+        Exit::Cancelled,
+        format!("no answer ({e}); nothing was changed"),
+    )
 }
 
 /// Reads the current and the new password from stdin (`--password-stdin`): with
@@ -64,7 +72,11 @@ pub fn password_prompt(label: &str) -> anyhow::Result<String> {
         )
         .into());
     }
-    Ok(rpassword::prompt_password(label)?)
+    let label = label.trim_end().trim_end_matches(':');
+    Ok(dialoguer::Password::new()
+        .with_prompt(label)
+        .interact()
+        .map_err(prompt_error)?)
 }
 
 /// Asks "question [y/N]" on a terminal unless `yes` was given. Without a terminal and
@@ -75,14 +87,16 @@ pub fn confirm(question: &str, yes: bool) -> anyhow::Result<()> {
     }
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return Err(CliError::usage(format!(
-            "{question} needs confirmation: pass --yes to confirm without a terminal"
+            "there is no terminal to ask \"{question}\": pass --yes to confirm"
         ))
         .into());
     }
-    eprint!("{question} [y/N] ");
-    let mut answer = String::new();
-    std::io::stdin().read_line(&mut answer)?;
-    if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+    let yes = dialoguer::Confirm::new()
+        .with_prompt(question)
+        .default(false)
+        .interact_on(&dialoguer::console::Term::stderr())
+        .map_err(prompt_error)?;
+    if yes {
         Ok(())
     } else {
         Err(CliError::new(Exit::Cancelled, "cancelled; nothing was changed").into())

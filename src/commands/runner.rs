@@ -31,6 +31,7 @@ pub enum RunnerCommand {
     /// Register a Runner for a source and write its private runner.json (mode 0600)
     Register(RegisterArgs),
     /// List Runners (tokens are never shown)
+    #[command(visible_alias = "ls")]
     List(JsonFlag),
     /// Show one Runner by id or unique id prefix
     Show(ById),
@@ -160,6 +161,18 @@ pub struct RegisterArgs {
     /// How computers reach the network
     #[arg(long, value_name = "MODE", default_value = "none")]
     pub network: NetworkMode,
+    /// Let the Runner start Hermes itself with this command line (shell words), e.g.
+    /// "/opt/yy/hermes-venv/bin/hermes serve" (written as hermesCommand)
+    #[arg(long, value_name = "COMMAND", conflicts_with = "hermes_token_file")]
+    pub hermes_command: Option<String>,
+    /// The file holding the session token of a Hermes on 127.0.0.1 that runs on its own
+    /// (written as hermesTokenFile)
+    #[arg(long, value_name = "FILE")]
+    pub hermes_token_file: Option<PathBuf>,
+    /// HERMES_HOME of the Hermes the Runner starts, where its model settings live
+    /// (config.yaml, .env) [default: DATA_DIR/hermes-home] (written as hermesHome)
+    #[arg(long, value_name = "DIR", requires = "hermes_command")]
+    pub hermes_home: Option<PathBuf>,
 }
 
 impl Columns for views::Runner {
@@ -211,7 +224,16 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
         ("profiles", r.allowed_profiles.join(",")),
         ("artifact roots", r.artifact_roots.join(",")),
         ("server url", r.server_url.clone()),
-        ("hermes url", r.hermes_url.clone()),
+        (
+            "hermes url",
+            match &r.hermes_listen {
+                Some(listen) => format!(
+                    "{listen} (the Hermes this Runner started; registered: {})",
+                    r.hermes_url
+                ),
+                None => r.hermes_url.clone(),
+            },
+        ),
         ("created", r.created_at.clone()),
         ("disabled", opt(&r.disabled_at)),
     ];
@@ -320,7 +342,33 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
     for root in &a.artifact_roots {
         names::check_absolute_path("--artifact-root", root).map_err(CliError::usage)?;
     }
-    let reg = client
+    let hermes_command = match &a.hermes_command {
+        Some(line) => {
+            let argv = shell_words::split(line).map_err(|e| {
+                CliError::usage(format!(
+                    "--hermes-command {line:?} is not a command line: {e}"
+                ))
+            })?;
+            if argv.is_empty() {
+                return Err(CliError::usage("--hermes-command is empty").into());
+            }
+            Some(argv)
+        }
+        None => None,
+    };
+    for (flag, path) in [
+        ("--hermes-token-file", &a.hermes_token_file),
+        ("--hermes-home", &a.hermes_home),
+    ] {
+        if let Some(p) = path.as_ref().filter(|p| !p.is_absolute()) {
+            return Err(CliError::usage(format!(
+                "{flag} {} must be an absolute path (the Runner may run from another directory)",
+                p.display()
+            ))
+            .into());
+        }
+    }
+    let mut reg = client
         .runner_register(&params::RunnerRegister {
             source: a.source,
             profiles: a.profiles,
@@ -331,6 +379,10 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
             network: Some(a.network),
         })
         .await?;
+    // How the Runner reaches Hermes stays on this side: the control plane never sees it.
+    reg.config.hermes_command = hermes_command;
+    reg.config.hermes_token_file = a.hermes_token_file;
+    reg.config.hermes_home = a.hermes_home;
     let mut data = serde_json::to_vec_pretty(&reg.config)?;
     data.push(b'\n');
     if to_stdout {

@@ -6,10 +6,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::de::DeserializeOwned;
 
+use super::progress::Waiting;
 use super::{Columns, context, print_list, print_one};
+use crate::api::admin::LONG_POLL_MS;
+use crate::api::client::Client;
 use crate::api::machine::{self, FetchParams, FetchResult, PingParams};
 use crate::api::sessions::SessionListResult;
-use crate::error::CliError;
+use crate::error::{CliError, Exit};
 use crate::output::{self, opt};
 
 /// The typed result of a command that must have ended `done`; otherwise an error that
@@ -31,6 +34,36 @@ pub fn result_of<T: DeserializeOwned>(cmd: machine::Command, what: &str) -> anyh
     })
 }
 
+/// Waits until command `id` ends, saying within a second why it waits while it has not
+/// started (its Runner offline, or busy); Ctrl-C cancels it.
+pub async fn wait(client: &Client, id: &str) -> anyhow::Result<machine::Command> {
+    let mut waiting = Waiting::new("Ctrl-C cancels it");
+    let watch = async {
+        // The first look comes back within a second, so that waiting is never silent.
+        let mut wait_ms = super::progress::FIRST_LOOK_MS;
+        loop {
+            let cmd = client.command_show(id, wait_ms).await?;
+            if cmd.is_final() {
+                return Ok::<_, anyhow::Error>(cmd);
+            }
+            waiting.say(cmd.waiting.as_deref());
+            // While queued, look again soon: whether its Runner is there can change.
+            wait_ms = if cmd.waiting.is_some() {
+                1000
+            } else {
+                LONG_POLL_MS
+            };
+        }
+    };
+    tokio::select! {
+        r = watch => r,
+        _ = tokio::signal::ctrl_c() => {
+            let _ = client.command_cancel(id).await;
+            Err(CliError::new(Exit::Cancelled, format!("interrupted; command {id} was cancelled")).into())
+        }
+    }
+}
+
 #[derive(serde::Serialize)]
 struct PingReport {
     seq: u32,
@@ -50,7 +83,7 @@ pub async fn ping(runner: &str, count: u32, hold: Duration, json: bool) -> anyho
             timeout_ms: None,
         };
         let cmd = client.runner_ping(runner, &ping).await?;
-        let cmd = client.wait_command(&cmd.id, None).await?;
+        let cmd = wait(&client, &cmd.id).await?;
         let report = PingReport {
             seq,
             command_id: cmd.id,
@@ -93,6 +126,8 @@ pub async fn ping(runner: &str, count: u32, hold: Duration, json: bool) -> anyho
             times[(answered - 1) / 2],
             times[answered - 1]
         ))?;
+    } else {
+        output::print(&format!("{count} sent, 0 answered"))?;
     }
     if answered < count as usize {
         return Err(CliError::failure(format!(
@@ -117,7 +152,7 @@ pub async fn fetch(
         timeout_ms: None,
     };
     let cmd = client.runner_fetch(runner, &fetch).await?;
-    let cmd = client.wait_command(&cmd.id, None).await?;
+    let cmd = wait(&client, &cmd.id).await?;
     let result: FetchResult = result_of(cmd, &format!("fetch {path}"))?;
     // The bytes come from the control plane's artifact store, checked again on arrival.
     let got = super::artifact::download(&client, &result.artifact_id, output_path, force).await?;
@@ -185,7 +220,7 @@ pub async fn cancel(command: &str, json: bool) -> anyhow::Result<()> {
 pub async fn sessions(runner: &str, json: bool) -> anyhow::Result<()> {
     let client = context::client()?;
     let cmd = client.runner_sessions(runner).await?;
-    let cmd = client.wait_command(&cmd.id, None).await?;
+    let cmd = wait(&client, &cmd.id).await?;
     let list: SessionListResult = result_of(cmd, "listing sessions")?;
     output::list(
         &list.sessions,

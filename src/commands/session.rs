@@ -17,6 +17,7 @@ pub struct SessionArgs {
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
     /// List sessions, newest first
+    #[command(visible_alias = "ls")]
     List {
         /// Only this agent's sessions
         #[arg(long)]
@@ -37,6 +38,7 @@ impl Columns for Session {
         "id",
         "agent",
         "state",
+        "last turn",
         "runner",
         "updated",
         "hermes session",
@@ -47,6 +49,7 @@ impl Columns for Session {
             self.id.clone(),
             self.agent.clone(),
             self.state.clone(),
+            opt(&self.last_turn),
             opt(&self.runner_id),
             self.updated_at.clone(),
             opt(&self.hermes_session_id),

@@ -16,6 +16,7 @@ pub struct SourceArgs {
 #[derive(Debug, Subcommand)]
 pub enum SourceCommand {
     /// List sources
+    #[command(visible_alias = "ls")]
     List(ListArgs),
     /// Show one source
     Show(ByName),

@@ -14,6 +14,7 @@ pub struct TokenArgs {
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// List live API tokens (yours; an admin's lists every account's)
+    #[command(visible_alias = "ls")]
     List {
         /// Only the tokens of this account
         #[arg(long, value_name = "USERNAME")]

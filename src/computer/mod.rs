@@ -16,6 +16,7 @@ pub mod docker;
 pub mod guest;
 pub mod host_read;
 pub mod image;
+pub mod image_rm;
 pub mod image_verify;
 pub mod protocol;
 pub mod recipes;

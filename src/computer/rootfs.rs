@@ -131,17 +131,28 @@ impl Recipe {
 /// An exclusive lock on the cache directory for the life of the value.
 struct CacheLock(#[allow(dead_code)] fs::File);
 
-fn lock_cache(dir: &Path) -> io::Result<CacheLock> {
+/// Takes the lock; with `wait` false, `None` when another builder holds it.
+fn lock_cache(dir: &Path, wait: bool) -> io::Result<Option<CacheLock>> {
     let f = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(dir.join(".rootfs.flock"))?;
-    // SAFETY: flock on a descriptor we own; blocks until the other builder is done.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(io::Error::last_os_error());
+    let how = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    // SAFETY: flock on a descriptor we own; with `wait`, blocks until the other builder
+    // is done.
+    if unsafe { libc::flock(f.as_raw_fd(), how) } != 0 {
+        let e = io::Error::last_os_error();
+        if !wait && e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Ok(None);
+        }
+        return Err(e);
     }
-    Ok(CacheLock(f))
+    Ok(Some(CacheLock(f)))
 }
 
 /// Returns the cached root filesystem of `recipe`, building it first if needed.
@@ -153,11 +164,24 @@ pub async fn ensure(
 ) -> Result<Rootfs, ComputerError> {
     let io_err = |what: &str, e: io::Error| ComputerError::Io(format!("{what}: {e}"));
     fs::create_dir_all(cache_dir).map_err(|e| io_err(&cache_dir.display().to_string(), e))?;
-    let owned = cache_dir.to_path_buf();
-    let _lock = tokio::task::spawn_blocking(move || lock_cache(&owned))
-        .await
-        .map_err(|e| ComputerError::Io(e.to_string()))?
-        .map_err(|e| io_err("locking the rootfs cache", e))?;
+    let _lock = match lock_cache(cache_dir, false)
+        .map_err(|e| io_err("locking the rootfs cache", e))?
+    {
+        Some(lock) => lock,
+        None => {
+            // Waiting is never silent: another build holds the cache.
+            progress(&format!(
+                "waiting for another yy image build, which holds the lock on {}; Ctrl-C stops this one",
+                cache_dir.join(".rootfs.flock").display()
+            ));
+            let owned = cache_dir.to_path_buf();
+            tokio::task::spawn_blocking(move || lock_cache(&owned, true))
+                .await
+                .map_err(|e| ComputerError::Io(e.to_string()))?
+                .map_err(|e| io_err("locking the rootfs cache", e))?
+                .ok_or_else(|| ComputerError::Io("the rootfs cache lock was not taken".into()))?
+        }
+    };
     let key = recipe.key();
     let dir = cache_dir.join(format!("rootfs-{key}"));
     let done = cache_dir.join(format!("rootfs-{key}.done"));

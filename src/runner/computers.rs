@@ -205,7 +205,7 @@ impl Computers {
     pub async fn reconcile(&self) -> Result<usize, PoolError> {
         let found = self.provider.list_for_runner(&self.runner_id).await?;
         for c in &found {
-            tracing::warn!(container = %c.id, name = %c.name, computer = ?c.labels.get(labels::COMPUTER), "removing an orphan computer container");
+            tracing::warn!(container = %c.id, name = %c.name, computer = c.labels.get(labels::COMPUTER).map(String::as_str).unwrap_or("-"), "removing an orphan computer container");
             self.provider.remove(&c.id).await?;
         }
         // Their networks and the proxy go too; the next public-web start makes new ones.

@@ -115,6 +115,13 @@ impl HermesLink {
             .unwrap_or(false)
     }
 
+    /// Where the Hermes this Runner started listens (none: Hermes runs on its own).
+    pub fn supervised_url(&self) -> Option<String> {
+        self._supervisor
+            .as_ref()
+            .map(|s| format!("http://127.0.0.1:{}", s.port()))
+    }
+
     pub fn configured(&self) -> bool {
         self.access.is_ok()
     }

@@ -107,6 +107,7 @@ pub async fn run(
         .hermes_home
         .clone()
         .unwrap_or_else(|| opts.data_dir.join("hermes-home"));
+    log_model_settings(&hermes_home, &opts.config.allowed_profiles);
     let workers = start_workers(&opts.config, &opts.data_dir, &hermes_home);
     let shared = Arc::new(Shared {
         client,
@@ -167,6 +168,25 @@ pub async fn run(
 
 /// The Workers of computer agents' turns: there when a Worker Python is configured (or
 /// found beside a supervised Hermes) and exists.
+/// Says where the Hermes home is and which model each allowed profile will use, so that a
+/// missing configuration is found at start, naming the file to write, not at the first turn.
+fn log_model_settings(hermes_home: &std::path::Path, profiles: &[String]) {
+    tracing::info!(hermes_home = %hermes_home.display(), "Hermes home");
+    for profile in profiles {
+        match model::resolve(hermes_home, profile) {
+            Ok(m) => tracing::info!(
+                profile = %profile,
+                model = %m.model,
+                provider = m.provider.as_deref().unwrap_or("-"),
+                base_url = m.base_url.as_deref().unwrap_or("-"),
+                from = %m.source.display(),
+                "model settings found"
+            ),
+            Err(e) => tracing::warn!(profile = %profile, "no usable model settings: {e}"),
+        }
+    }
+}
+
 fn start_workers(
     config: &RunnerConfig,
     data_dir: &std::path::Path,
@@ -273,6 +293,7 @@ fn status(shared: &Shared) -> RunnerStatus {
         hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default(),
+        hermes_listen: shared.hermes.supervised_url(),
     }
 }
 
@@ -593,10 +614,16 @@ async fn execute(
         .map_err(Into::into),
         RunnerCommand::Cancel(p) => Ok(cancel_running(shared, p.command_id)),
         RunnerCommand::SessionTurn(p) => {
-            with_events(shared, generation, &cmd.id, |tx| {
+            let r = with_events(shared, generation, &cmd.id, |tx| {
                 turns::turn(&shared.hermes, &shared.config.allowed_profiles, p, tx)
             })
-            .await
+            .await;
+            // A Hermes this Runner started lives in its Hermes home, whatever the error
+            // text says about ~/.hermes.
+            match (&shared.config.hermes_command, r) {
+                (Some(_), Ok(v)) => Ok(turns::name_the_home(v, &shared.hermes_home)),
+                (_, r) => r,
+            }
         }
         RunnerCommand::SessionStop(r) => turns::stop(&shared.hermes, r).await,
         RunnerCommand::SessionClose(r) => turns::close(&shared.hermes, r).await,

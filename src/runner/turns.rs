@@ -191,6 +191,23 @@ async fn run_turn(
 }
 
 /// Interrupts, then confirms through `session.active_list` that the session is idle or gone.
+/// Rewrites Hermes's `~/.hermes` in a failed turn's error to the Hermes home it really
+/// reads (a supervised Hermes runs with HERMES_HOME set, so `~/.hermes` sends the operator
+/// to the wrong file).
+pub fn name_the_home(
+    mut result: serde_json::Value,
+    hermes_home: &std::path::Path,
+) -> serde_json::Value {
+    let home = hermes_home.display().to_string();
+    if let Some(e) = result.get_mut("error")
+        && let Some(text) = e.as_str()
+        && text.contains("~/.hermes")
+    {
+        *e = serde_json::Value::String(text.replace("~/.hermes", &home));
+    }
+    result
+}
+
 pub async fn stop(link: &HermesLink, r: SessionRef) -> SessionOutcome {
     owned(link, &r)?;
     link.request_stop(&r.session_id);
@@ -276,4 +293,17 @@ pub async fn check(link: &HermesLink, r: SessionRef) -> SessionOutcome {
         None => None,
     };
     Ok(json!({ "checked": true, "status": status, "last_reply": last_reply }))
+}
+
+#[cfg(test)]
+mod home_tests {
+    #[test]
+    fn a_supervised_hermes_error_names_the_real_home() {
+        let r = serde_json::json!({"status": "error", "error": "No model set: edit ~/.hermes/config.yaml"});
+        let r = super::name_the_home(r, std::path::Path::new("/srv/runner/hermes-home"));
+        assert_eq!(
+            r["error"],
+            "No model set: edit /srv/runner/hermes-home/config.yaml"
+        );
+    }
 }

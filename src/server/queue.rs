@@ -162,8 +162,17 @@ impl Queue {
     /// Cancels a command: at once when it was not delivered, else through a `cancel`
     /// command to its Runner.
     pub async fn cancel(&self, id: String) -> Result<CommandRow, StoreError> {
-        let (Cancelled::Dequeued(row) | Cancelled::Requested(row)) =
-            self.change(move |c, _| commands::cancel(c, &id)).await?;
+        let (Cancelled::Dequeued(row) | Cancelled::Requested(row)) = self
+            .change(move |c, _| {
+                let outcome = commands::cancel(c, &id)?;
+                // What a dequeued command drove (a computer starting) ends now, not at its
+                // deadline.
+                if let Cancelled::Dequeued(row) = &outcome {
+                    commands::settle(c, Some(row.kind))?;
+                }
+                Ok(outcome)
+            })
+            .await?;
         Ok(row)
     }
 

@@ -9,7 +9,7 @@ use crate::api::{params, views};
 use crate::server::auth::{self, Admin, Caller};
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
-use crate::server::store::accounts;
+use crate::server::store::{accounts, ids};
 use crate::server::{AppState, login};
 
 pub async fn auth_login(
@@ -244,11 +244,18 @@ pub async fn token_revoke(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<views::Token>, ApiError> {
-    let key = id.clone();
+    let (key, account) = (
+        id.clone(),
+        (!caller.account.admin).then(|| caller.account.id.clone()),
+    );
     let token = state
         .store
-        .call(move |c| accounts::get_token(c, &key))
+        .call(move |c| {
+            let id = ids::resolve_for(c, ids::Kind::Token, &key, account.as_deref())?;
+            accounts::get_token(c, &id)
+        })
         .await?;
+    let id = token.id.clone();
     if !caller.account.admin && token.account_id != caller.account.id {
         // Someone else's token does not exist for this caller.
         return Err(ApiError::not_found(format!(

@@ -12,8 +12,8 @@ use crate::server::auth::Admin;
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
 use crate::server::queue::MAX_TIMEOUT_MS;
-use crate::server::store::commands;
 use crate::server::store::runners;
+use crate::server::store::{commands, ids};
 
 /// Time a ping gets beyond its hold to be delivered and answered.
 const PING_SLACK_MS: u64 = 10_000;
@@ -130,9 +130,13 @@ pub async fn command_show(
     Q(q): Q<WaitQuery>,
 ) -> Result<Json<machine::Command>, ApiError> {
     let wait = Duration::from_millis(q.wait_ms.min(MAX_WAIT_MS));
+    let id = resolve(&state, id).await?;
     let row = state.queue.wait_command(id, wait).await?;
     let (id, is_final) = (row.id.clone(), row.is_final());
-    let view = row.view(true);
+    let mut view = row.view(true);
+    if view.state == "pending" {
+        view.waiting = Some(runner_wait(&state, &view.runner_id, "the command"));
+    }
     if is_final && view.result.is_some() {
         state.queue.delivered(id).await?;
     }
@@ -144,6 +148,24 @@ pub async fn command_cancel(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<machine::Command>, ApiError> {
+    let id = resolve(&state, id).await?;
     let row = state.queue.cancel(id).await?;
     Ok(Json(row.view(false)))
+}
+
+/// Why work queued for `runner_id` has not started: the same words for commands and turns.
+pub fn runner_wait(state: &AppState, runner_id: &str, what: &str) -> String {
+    if state.queue.is_live(runner_id) {
+        format!("queued: waiting for runner {runner_id} to take {what}")
+    } else {
+        format!("queued: runner {runner_id} is offline; {what} starts when it connects")
+    }
+}
+
+/// A command id typed by a person: full, or a unique prefix.
+async fn resolve(state: &AppState, key: String) -> Result<String, ApiError> {
+    Ok(state
+        .store
+        .call(move |c| ids::resolve(c, ids::Kind::Command, &key))
+        .await?)
 }

@@ -14,7 +14,17 @@ pub async fn runner_list(
     State(state): State<AppState>,
     _: Admin,
 ) -> Result<Json<Vec<views::Runner>>, ApiError> {
-    many(&state, |c| runners::list(c)).await
+    let Json(mut list) = many(&state, |c| runners::list(c)).await?;
+    for r in &mut list {
+        polling(&state, r);
+    }
+    Ok(Json(list))
+}
+
+/// "Online" means polling for work now: a Runner killed without a goodbye stops being
+/// online as soon as the control plane notices its polls stopped, not minutes later.
+fn polling(state: &AppState, r: &mut views::Runner) {
+    r.online = r.online && state.queue.is_live(&r.id);
 }
 
 pub async fn runner_show(
@@ -22,7 +32,9 @@ pub async fn runner_show(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<views::Runner>, ApiError> {
-    one(&state, move |c| runners::get(c, &id)).await
+    let Json(mut r) = one(&state, move |c| runners::get(c, &id)).await?;
+    polling(&state, &mut r);
+    Ok(Json(r))
 }
 
 pub async fn runner_register(

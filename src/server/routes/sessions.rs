@@ -11,7 +11,7 @@ use crate::server::auth::Caller;
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
 use crate::server::store::sessions::{self, Admission, SessionRow};
-use crate::server::store::{StoreError, agents};
+use crate::server::store::{StoreError, agents, ids};
 
 /// Largest chat message accepted.
 const MAX_MESSAGE_BYTES: usize = 256 * 1024;
@@ -26,7 +26,15 @@ fn check_access(caller: &Caller, session: &SessionRow) -> Result<(), ApiError> {
 }
 
 async fn load(state: &AppState, caller: &Caller, id: String) -> Result<SessionRow, ApiError> {
-    let session = state.store.call(move |c| sessions::get(c, &id)).await?;
+    // A person may give a unique prefix; everything after this uses the full id.
+    let account = (!caller.account.admin).then(|| caller.account.id.clone());
+    let session = state
+        .store
+        .call(move |c| {
+            let id = ids::resolve_for(c, ids::Kind::Session, &id, account.as_deref())?;
+            sessions::get(c, &id)
+        })
+        .await?;
     check_access(caller, &session)?;
     Ok(session)
 }
@@ -62,16 +70,17 @@ pub async fn chat_create(
             MAX_MESSAGE_BYTES / 1024
         )));
     }
-    if let Some(s) = &p.session {
-        load(&state, &caller, s.clone()).await?;
-    }
+    let session = match p.session {
+        Some(s) => Some(load(&state, &caller, s).await?.id),
+        None => None,
+    };
     let (session, turn) = state
         .queue
         .chat(Admission {
             account_id: caller.account.id.clone(),
             admin: caller.account.admin,
             agent: p.agent,
-            session: p.session,
+            session,
             message: p.message,
             attachments: p.attachments,
         })
@@ -139,7 +148,8 @@ pub async fn session_events(
     Path(id): Path<String>,
     Q(q): Q<EventsQuery>,
 ) -> Result<Json<wire::EventsPage>, ApiError> {
-    let session = load(&state, &caller, id.clone()).await?;
+    let session = load(&state, &caller, id).await?;
+    let id = session.id.clone();
     let wait = Duration::from_millis(q.wait_ms.min(30_000));
     let (page, _) = state
         .queue
@@ -170,16 +180,11 @@ pub async fn session_events(
             }
         })
         .await?;
-    let waiting = page.turn.as_ref().filter(|t| t.state == "queued").map(|t| {
-        if state.queue.is_live(&t.runner_id) {
-            format!("queued: waiting for runner {} to take it", t.runner_id)
-        } else {
-            format!(
-                "queued: runner {} is offline; the turn starts when it connects",
-                t.runner_id
-            )
-        }
-    });
+    let waiting = page
+        .turn
+        .as_ref()
+        .filter(|t| t.state == "queued")
+        .map(|t| super::commands::runner_wait(&state, &t.runner_id, "the turn"));
     Ok(Json(wire::EventsPage { waiting, ..page }))
 }
 
@@ -188,7 +193,7 @@ pub async fn session_stop(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<wire::StopStarted>, ApiError> {
-    load(&state, &caller, id.clone()).await?;
+    let id = load(&state, &caller, id).await?.id;
     let (session, command) = state.queue.session_stop(id).await?;
     Ok(Json(wire::StopStarted {
         session: session.view(None),
@@ -201,7 +206,7 @@ pub async fn session_close(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<wire::StopStarted>, ApiError> {
-    load(&state, &caller, id.clone()).await?;
+    let id = load(&state, &caller, id).await?.id;
     let (session, command) = state.queue.session_close(id).await?;
     Ok(Json(wire::StopStarted {
         session: session.view(None),

@@ -22,6 +22,7 @@ fn connect_worker(w: &mut World) -> i64 {
         ],
         computers_capacity: 2,
         hostname: "test".into(),
+        hermes_listen: None,
     };
     commands::connect(&mut w.conn, &w.runner, "instance", &status)
         .unwrap()

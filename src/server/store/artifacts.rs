@@ -122,21 +122,11 @@ fn no_artifact(key: &str) -> StoreError {
 
 /// An artifact by id or unique id prefix.
 pub fn get(conn: &Connection, key: &str) -> Result<ArtifactRow, StoreError> {
-    if key.is_empty() {
-        return Err(no_artifact(key));
-    }
-    let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT} WHERE substr(f.id, 1, length(?1)) = ?1 ORDER BY f.id = ?1 DESC LIMIT 2"
-    ))?;
-    let mut rows: Vec<ArtifactRow> = stmt.query_map([key], row)?.collect::<Result<_, _>>()?;
-    match rows.len() {
-        0 => Err(no_artifact(key)),
-        1 => Ok(rows.remove(0)),
-        _ if rows[0].id == key => Ok(rows.remove(0)),
-        _ => Err(StoreError::Invalid(format!(
-            "artifact id prefix {key:?} is ambiguous: give more characters"
-        ))),
-    }
+    let id = super::ids::resolve(conn, super::ids::Kind::Artifact, key)?;
+    conn.prepare_cached(&format!("{SELECT} WHERE f.id = ?1"))?
+        .query_row([&id], row)
+        .optional()?
+        .ok_or_else(|| no_artifact(key))
 }
 
 /// Artifacts, newest first: one session's, or all; only `account_id`'s unless `None`.

@@ -73,6 +73,7 @@ impl CommandRow {
             } else {
                 None
             },
+            waiting: None,
         }
     }
 }

@@ -94,21 +94,11 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
 
 /// A computer by full id or unique id prefix (at least 4 characters).
 pub fn get(conn: &Connection, id: &str) -> Result<ComputerRow, StoreError> {
-    let missing = || StoreError::NotFound(format!("no computer {id:?}: see `yy computer list`"));
-    if id.len() < 4 {
-        return Err(missing());
-    }
-    let mut stmt = conn.prepare(&format!(
-        "{SELECT} WHERE c.id = ?1 OR substr(c.id, 1, length(?1)) = ?1 LIMIT 2"
-    ))?;
-    let mut rows: Vec<ComputerRow> = stmt.query_map([id], row)?.collect::<Result<_, _>>()?;
-    match rows.len() {
-        0 => Err(missing()),
-        1 => Ok(rows.remove(0)),
-        _ => Err(StoreError::Invalid(format!(
-            "computer id prefix {id:?} is ambiguous: give more characters"
-        ))),
-    }
+    let id = super::ids::resolve(conn, super::ids::Kind::Computer, id)?;
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE c.id = ?1"))?;
+    stmt.query_row([&id], row)
+        .optional()?
+        .ok_or_else(|| super::ids::Kind::Computer.not_found(&id))
 }
 
 pub fn list(conn: &Connection, removed: bool) -> Result<Vec<ComputerRow>, StoreError> {

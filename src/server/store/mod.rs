@@ -12,6 +12,7 @@ pub mod commands;
 pub mod computers;
 pub mod control;
 pub mod goals;
+pub mod ids;
 mod migrate;
 pub mod prompts;
 pub mod retention;

@@ -72,6 +72,10 @@ impl From<RunnerRow> for views::Runner {
                 .status
                 .as_ref()
                 .and_then(|s| s["hostname"].as_str().map(str::to_string)),
+            hermes_listen: r
+                .status
+                .as_ref()
+                .and_then(|s| s["hermes_listen"].as_str().map(str::to_string)),
             computer_image: r.computer_image,
             network: r.network,
         }
@@ -190,12 +194,8 @@ pub fn list(conn: &Connection) -> Result<Vec<RunnerRow>, StoreError> {
 
 /// A Runner by full id or by a unique id prefix of at least 4 characters.
 pub fn get(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
-    let not_found = || StoreError::NotFound(format!("no runner {key:?}: see `yy runner list`"));
-    if key.len() < 4 || !key.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-        return Err(not_found());
-    }
     // A full id (what every machine and most admin requests carry) is one index lookup;
-    // only a prefix needs the scan below.
+    // only a prefix needs resolving.
     let exact = conn
         .prepare_cached(&format!("{SELECT} WHERE r.id = ?1"))?
         .query_row([key], row)
@@ -203,17 +203,11 @@ pub fn get(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
     if let Some(found) = exact {
         return Ok(found);
     }
-    let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT} WHERE substr(r.id, 1, length(?1)) = ?1 LIMIT 2"
-    ))?;
-    let mut rows: Vec<RunnerRow> = stmt.query_map([key], row)?.collect::<Result<_, _>>()?;
-    match rows.len() {
-        0 => Err(not_found()),
-        1 => Ok(rows.remove(0)),
-        _ => Err(StoreError::Invalid(format!(
-            "runner id prefix {key:?} is ambiguous: give more characters"
-        ))),
-    }
+    let id = super::ids::resolve(conn, super::ids::Kind::Runner, key)?;
+    conn.prepare_cached(&format!("{SELECT} WHERE r.id = ?1"))?
+        .query_row([&id], row)
+        .optional()?
+        .ok_or_else(|| super::ids::Kind::Runner.not_found(key))
 }
 
 /// The id of a Runner given by full id or unique prefix, without reading the whole row

@@ -130,9 +130,11 @@ fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
                         "interrupted" => TurnState::Interrupted,
                         _ => TurnState::Error,
                     };
+                    // Hermes's own words, from an error event or else its final text.
                     let error = (state == TurnState::Error).then(|| {
                         r.error
                             .clone()
+                            .or_else(|| Some(r.text.trim().to_string()).filter(|t| !t.is_empty()))
                             .unwrap_or_else(|| "Hermes ended the turn with an error".into())
                     });
 

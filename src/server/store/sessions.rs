@@ -39,6 +39,8 @@ pub struct SessionRow {
     pub cleanup_reason: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The state of its newest turn, if any.
+    pub last_turn: Option<TurnState>,
 }
 
 impl SessionRow {
@@ -54,13 +56,15 @@ impl SessionRow {
             cleanup_reason: self.cleanup_reason,
             created_at: rfc3339(self.created_at),
             updated_at: rfc3339(self.updated_at),
+            last_turn: self.last_turn.map(|t| t.as_sql().into()),
             turns,
         }
     }
 }
 
 const SESSION_SELECT: &str = "SELECT s.id, s.account_id, s.agent_id, g.name, a.username, s.runner_id,
-        s.hermes_session_id, s.state, s.stop_command_id, s.cleanup_reason, s.created_at, s.updated_at
+        s.hermes_session_id, s.state, s.stop_command_id, s.cleanup_reason, s.created_at, s.updated_at,
+        (SELECT t.state FROM session_turns t WHERE t.session_id = s.id ORDER BY t.seq DESC LIMIT 1)
     FROM sessions s JOIN agents g ON g.id = s.agent_id JOIN accounts a ON a.id = s.account_id";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
@@ -77,6 +81,7 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         cleanup_reason: r.get(9)?,
         created_at: r.get(10)?,
         updated_at: r.get(11)?,
+        last_turn: r.get(12)?,
     })
 }
 

@@ -28,6 +28,7 @@ fn team_world() -> (World, i64) {
             capabilities::COMPUTER_WORKER.into(),
         ],
         computers_capacity: 8,
+        hermes_listen: None,
         hostname: "test".into(),
     };
     let generation = commands::connect(&mut w.conn, &w.runner, "instance", &status)
@@ -789,6 +790,7 @@ fn an_uncertain_member_turn_goes_to_review_as_uncertain_and_is_never_resubmitted
             capabilities::SESSION_TURN.into(),
         ],
         computers_capacity: 8,
+        hermes_listen: None,
         hostname: "test".into(),
     };
     commands::connect(&mut w.conn, &w.runner, "instance-2", &status).unwrap();

@@ -1,0 +1,262 @@
+//! The README's walkthrough and the CLI must not drift apart: every `yy` command of the
+//! fenced `sh` blocks of "Five minutes with yy" is parsed, verbatim (placeholders such as
+//! `<RUNNER-ID>` filled in), by this yy's own command line, and steps 1-7 run in order
+//! against a fresh data directory: the control plane, the Runner with its supervised Hermes
+//! (the README's offline config block, the scripted model), the chat and the fetch of the
+//! file it wrote. Only paths, the server's address, the model's port and the ids are
+//! substituted; `yy session stop` (for a running turn) is left out.
+//!
+//! Not yet here: steps 8-9 (image build, computers) against real Docker.
+
+mod common;
+
+use common::{Env, PASSWORD};
+
+/// The `yy ...` command lines of the walkthrough, in order, continuation lines joined,
+/// comments and a trailing `&` removed.
+fn walkthrough_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("## Five minutes with yy")
+        .expect("the README has its walkthrough");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let mut commands = Vec::new();
+    let mut in_sh = false;
+    let mut heredoc: Option<String> = None;
+    let mut pending = String::new();
+    for line in section.lines() {
+        if let Some(end) = &heredoc {
+            if line.trim() == end {
+                heredoc = None;
+            }
+            continue;
+        }
+        if line.starts_with("```") {
+            in_sh = line.trim() == "```sh";
+            continue;
+        }
+        if !in_sh {
+            continue;
+        }
+        if let Some(i) = line.find("<<'") {
+            heredoc = Some(line[i + 3..].trim_end_matches('\'').to_string());
+        }
+        let code = match line.find(" #") {
+            Some(i) if !line[..i].contains('"') || line[..i].matches('"').count() % 2 == 0 => {
+                &line[..i]
+            }
+            _ => line,
+        };
+        let code = if code.trim_start().starts_with('#') {
+            ""
+        } else {
+            code
+        };
+        pending.push_str(code.trim_end().trim_end_matches('\\'));
+        pending.push(' ');
+        if code.trim_end().ends_with('\\') {
+            continue;
+        }
+        let full = pending.trim().trim_end_matches('&').trim().to_string();
+        pending.clear();
+        if full.starts_with("yy ") {
+            commands.push(full);
+        }
+    }
+    commands
+}
+
+/// Placeholders the reader fills in, as a test fills them.
+fn fill(line: &str) -> String {
+    line.replace("<RUNNER-ID>", "0f0f0f0f")
+        .replace("<SESSION-ID>", "0f0f0f0f")
+        .replace("<COMPUTER-ID>", "0f0f0f0f")
+        .replace("sha256:...", &format!("sha256:{}", "0".repeat(64)))
+}
+
+#[test]
+fn every_walkthrough_command_is_one_this_yy_accepts() {
+    let commands = walkthrough_commands();
+    assert!(
+        commands.len() >= 20,
+        "the walkthrough lost its commands: {commands:?}"
+    );
+    // Continuation lines are part of their command.
+    assert!(
+        commands
+            .iter()
+            .any(|c| c.starts_with("yy runner register") && c.ends_with("-o runner.json")),
+        "{commands:?}"
+    );
+    for line in &commands {
+        let words = shell_words::split(&fill(line)).unwrap_or_else(|e| panic!("{line}: {e}"));
+        if let Err(e) = yy::cli::command().try_get_matches_from(&words) {
+            panic!("the README says `{line}`, which this yy refuses:\n{e}");
+        }
+    }
+}
+
+#[test]
+fn the_walkthrough_runs_as_written_up_to_computers() {
+    let env = Env::new();
+    let data = env.path("var-lib-yy");
+    let commands = walkthrough_commands();
+    let server = {
+        // Step 1 is run against a data directory of the test's own.
+        let admin = commands
+            .iter()
+            .find(|c| c.starts_with("yy admin create"))
+            .expect("step 1");
+        let line = admin.replace("/var/lib/yy", data.to_str().unwrap()) + " --password-stdin";
+        let words = shell_words::split(&line).unwrap();
+        let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        env.run_with(&args, PASSWORD, &[]).ok();
+        common::Server::start(&env, &data)
+    };
+    // Steps 2-4, verbatim but for the server's address and the password on stdin.
+    for line in commands.iter().filter(|c| {
+        [
+            "yy login",
+            "yy whoami",
+            "yy source",
+            "yy profile",
+            "yy agent",
+        ]
+        .iter()
+        .any(|p| c.starts_with(p))
+    }) {
+        let mut line = line.replace("http://127.0.0.1:8420", &server.url);
+        if line.starts_with("yy login") {
+            line.push_str(" --password-stdin");
+        }
+        let words = shell_words::split(&line).unwrap();
+        let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        let out = env.run_with(&args, PASSWORD, &[]);
+        assert_eq!(out.code, 0, "the README's `{line}` failed: {out:#?}");
+    }
+    let agents = env.json(&["agent", "list"]);
+    let names: Vec<&str> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    assert_eq!(names.len(), 2, "{agents}");
+
+    // Step 5: the Runner's registration, its Hermes settings in runner.json, no hand edit.
+    let register = commands
+        .iter()
+        .find(|c| c.starts_with("yy runner register"))
+        .expect("step 5");
+    let runner_dir = env.path("srv-yy-runner");
+    let config = env.path("runner.json");
+    let line = register
+        .replace("http://127.0.0.1:8420", &server.url)
+        .replace("/srv/yy-runner", runner_dir.to_str().unwrap())
+        .replace("/srv/exports", env.path("srv-exports").to_str().unwrap())
+        .replace("-o runner.json", &format!("-o {}", config.display()));
+    let words = shell_words::split(&line).unwrap();
+    let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+    let out = env.run(&args);
+    assert_eq!(out.code, 0, "the README's `{line}` failed: {out:#?}");
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    assert_eq!(
+        written["hermesCommand"],
+        serde_json::json!(["/opt/yy/hermes-venv/bin/hermes", "serve"]),
+        "{written}"
+    );
+    assert_eq!(
+        written["hermesHome"].as_str(),
+        Some(runner_dir.join("hermes-home").to_str().unwrap()),
+        "{written}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&config).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    // Steps 6-7 with the offline scripted model: the README's config block, its Runner,
+    // a chat whose tool writes the file that the fetch then brings back.
+    let Some(hermes) = common::require_hermes() else {
+        return;
+    };
+    let exports = env.path("srv-exports");
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/readme_script.json"
+    ))
+    .unwrap()
+    .replace("/srv/exports", exports.to_str().unwrap());
+    let model = common::hermes::FakeModel::start(
+        &env.path("model"),
+        serde_json::from_str(&script).unwrap(),
+    );
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme.find("<<'EOF'\n").expect("the offline config block") + 8;
+    let yaml = &readme[start..start + readme[start..].find("\nEOF\n").unwrap()];
+    let yaml = yaml
+        .replace("8421", &model.port.to_string())
+        .replace("/srv/yy-runner", runner_dir.to_str().unwrap());
+    for dir in ["hermes-home", "work"] {
+        std::fs::create_dir_all(runner_dir.join(dir)).unwrap();
+    }
+    std::fs::create_dir_all(&exports).unwrap();
+    std::fs::write(runner_dir.join("hermes-home/config.yaml"), yaml).unwrap();
+    if hermes != std::path::Path::new("/opt/yy/hermes-venv/bin/hermes") {
+        let text = std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("/opt/yy/hermes-venv/bin/hermes", hermes.to_str().unwrap());
+        std::fs::write(&config, text).unwrap();
+    }
+    let run = commands
+        .iter()
+        .find(|c| c.starts_with("yy runner run"))
+        .expect("step 6");
+    let line = run
+        .replace("runner.json", config.to_str().unwrap())
+        .replace("/srv/yy-runner", runner_dir.to_str().unwrap());
+    let words = shell_words::split(&line).unwrap();
+    let log = env.path("runner.log");
+    let child = env
+        .command(&words[1..].iter().map(String::as_str).collect::<Vec<_>>())
+        .env("YY_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _runner = common::RunnerProc { child, log };
+    let runner_id = written["runnerId"].as_str().unwrap().to_string();
+    env.wait_online(&runner_id, 0);
+    let session = std::cell::RefCell::new(String::new());
+    for line in commands
+        .iter()
+        .skip_while(|c| !c.starts_with("yy runner run"))
+        .skip(1)
+    {
+        if line.starts_with("yy image") {
+            break; // Steps 8-9 are not run here yet.
+        }
+        if line.starts_with("yy session stop") {
+            continue; // Only for a running turn; the walkthrough's turn has ended.
+        }
+        let line = line
+            .replace("<RUNNER-ID>", &runner_id)
+            .replace("<SESSION-ID>", &session.borrow())
+            .replace("/srv/exports", exports.to_str().unwrap())
+            .replace(
+                "-o report.txt",
+                &format!("-o {}", env.path("report.txt").display()),
+            );
+        let words = shell_words::split(&line).unwrap();
+        let out = env.run(&words[1..].iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(out.code, 0, "the README's `{line}` failed: {out:#?}");
+        if line.starts_with("yy chat") {
+            *session.borrow_mut() = common::session_of(&out);
+        }
+    }
+    let fetched = std::fs::read_to_string(env.path("report.txt")).unwrap();
+    assert_eq!(fetched, "yy walkthrough: the README was summarised\n");
+}
