@@ -4,9 +4,10 @@
 //! against a fresh data directory: the control plane, the Runner with its supervised Hermes
 //! (the README's offline config block, the scripted model), the chat and the fetch of the
 //! file it wrote. Only paths, the server's address, the model's port and the ids are
-//! substituted; `yy session stop` (for a running turn) is left out.
-//!
-//! Not yet here: steps 8-9 (image build, computers) against real Docker.
+//! substituted; `yy session stop` (for a running turn) is left out. Steps 8-9 build the
+//! computer image with the test's own (dynamically linked) yy, as the README's `cargo
+//! build --release` yy would be, and run the computer agent's turn on the real Docker
+//! engine.
 
 mod common;
 
@@ -15,11 +16,16 @@ use common::{Env, PASSWORD};
 /// The `yy ...` command lines of the walkthrough, in order, continuation lines joined,
 /// comments and a trailing `&` removed.
 fn walkthrough_commands() -> Vec<String> {
+    section_commands("## Five minutes with yy")
+}
+
+/// The `yy ...` command lines of the README section under `heading`.
+fn section_commands(heading: &str) -> Vec<String> {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
     let start = readme
-        .find("## Five minutes with yy")
-        .expect("the README has its walkthrough");
+        .find(heading)
+        .unwrap_or_else(|| panic!("the README has no {heading:?}"));
     let section = &readme[start..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
     let mut commands = Vec::new();
@@ -73,6 +79,7 @@ fn fill(line: &str) -> String {
     line.replace("<RUNNER-ID>", "0f0f0f0f")
         .replace("<SESSION-ID>", "0f0f0f0f")
         .replace("<COMPUTER-ID>", "0f0f0f0f")
+        .replace("<GOAL-ID>", "0f0f0f0f")
         .replace("sha256:...", &format!("sha256:{}", "0".repeat(64)))
 }
 
@@ -90,7 +97,9 @@ fn every_walkthrough_command_is_one_this_yy_accepts() {
             .any(|c| c.starts_with("yy runner register") && c.ends_with("-o runner.json")),
         "{commands:?}"
     );
-    for line in &commands {
+    let more = section_commands("## After the first five minutes");
+    assert!(more.len() >= 8, "{more:?}");
+    for line in commands.iter().chain(&more) {
         let words = shell_words::split(&fill(line)).unwrap_or_else(|e| panic!("{line}: {e}"));
         if let Err(e) = yy::cli::command().try_get_matches_from(&words) {
             panic!("the README says `{line}`, which this yy refuses:\n{e}");
@@ -99,7 +108,7 @@ fn every_walkthrough_command_is_one_this_yy_accepts() {
 }
 
 #[test]
-fn the_walkthrough_runs_as_written_up_to_computers() {
+fn the_walkthrough_runs_as_written() {
     let env = Env::new();
     let data = env.path("var-lib-yy");
     let commands = walkthrough_commands();
@@ -182,6 +191,9 @@ fn the_walkthrough_runs_as_written_up_to_computers() {
     let Some(hermes) = common::require_hermes() else {
         return;
     };
+    if !common::require_docker() {
+        return;
+    }
     let exports = env.path("srv-exports");
     let script = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -231,20 +243,24 @@ fn the_walkthrough_runs_as_written_up_to_computers() {
     let runner_id = written["runnerId"].as_str().unwrap().to_string();
     env.wait_online(&runner_id, 0);
     let session = std::cell::RefCell::new(String::new());
+    let computer = std::cell::RefCell::new(String::new());
+    let mut image: Option<BuiltImage> = None;
     for line in commands
         .iter()
         .skip_while(|c| !c.starts_with("yy runner run"))
         .skip(1)
     {
-        if line.starts_with("yy image") {
-            break; // Steps 8-9 are not run here yet.
-        }
         if line.starts_with("yy session stop") {
             continue; // Only for a running turn; the walkthrough's turn has ended.
         }
         let line = line
             .replace("<RUNNER-ID>", &runner_id)
             .replace("<SESSION-ID>", &session.borrow())
+            .replace("<COMPUTER-ID>", &computer.borrow())
+            .replace(
+                "sha256:...",
+                image.as_ref().map_or("sha256:...", |i| i.0.as_str()),
+            )
             .replace("/srv/exports", exports.to_str().unwrap())
             .replace(
                 "-o report.txt",
@@ -256,7 +272,52 @@ fn the_walkthrough_runs_as_written_up_to_computers() {
         if line.starts_with("yy chat") {
             *session.borrow_mut() = common::session_of(&out);
         }
+        if line.starts_with("yy image build") {
+            let id = out.stdout.lines().last().unwrap_or_default().to_string();
+            assert!(id.starts_with("sha256:") && id.len() == 71, "{out:#?}");
+            image = Some(BuiltImage(id));
+        }
+        if line.starts_with("yy computer create") {
+            let list = env.json(&["computer", "list"]);
+            *computer.borrow_mut() = list[0]["id"].as_str().unwrap().to_string();
+        }
+        if line.starts_with("yy computer exec") {
+            assert!(out.stdout.starts_with("Linux"), "{out:#?}");
+        }
+        if line.starts_with("yy chat builder") {
+            assert!(
+                out.stdout.contains("hello.txt is in your workspace"),
+                "{out:#?}"
+            );
+        }
     }
+    assert!(image.is_some(), "the walkthrough builds no image");
     let fetched = std::fs::read_to_string(env.path("report.txt")).unwrap();
     assert_eq!(fetched, "yy walkthrough: the README was summarised\n");
+}
+
+/// The image the walkthrough built: removed (with the containers made from it) when the
+/// test ends.
+struct BuiltImage(String);
+
+impl Drop for BuiltImage {
+    fn drop(&mut self) {
+        let filter = format!("ancestor={}", self.0);
+        if let Ok(out) = std::process::Command::new("docker")
+            .args(["ps", "-aq", "--filter", &filter])
+            .output()
+        {
+            let ids = String::from_utf8_lossy(&out.stdout).to_string();
+            let ids: Vec<&str> = ids.split_whitespace().collect();
+            if !ids.is_empty() {
+                let _ = std::process::Command::new("docker")
+                    .args(["rm", "-f", "-v"])
+                    .args(&ids)
+                    .output();
+            }
+        }
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", "-f", &self.0])
+            .output();
+    }
 }
