@@ -291,7 +291,23 @@ fn the_walkthrough_runs_as_written() {
             );
         }
     }
-    assert!(image.is_some(), "the walkthrough builds no image");
+    let image = image.expect("the walkthrough builds no image");
+
+    // The image is in use (its computer runs it, the Runner is configured with it): `yy image
+    // rm` refuses it and removes nothing; once nothing uses it, it goes.
+    env.run(&["image", "rm", &image.0]).fails(6, "in use");
+    env.run(&["image", "rm", &image.0, "--local-only"])
+        .fails(6, "in use");
+    image.remove_containers();
+    env.run(&["image", "rm", &image.0]).fails(6, "in use");
+    let out = env.run(&["image", "rm", &image.0[..19], "--local-only"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(out.stdout.contains(&image.0), "{out:#?}");
+    let gone = std::process::Command::new("docker")
+        .args(["image", "inspect", &image.0])
+        .output()
+        .unwrap();
+    assert!(!gone.status.success(), "the image is still there");
     let fetched = std::fs::read_to_string(env.path("report.txt")).unwrap();
     assert_eq!(fetched, "yy walkthrough: the README was summarised\n");
 }
@@ -302,6 +318,15 @@ struct BuiltImage(String);
 
 impl Drop for BuiltImage {
     fn drop(&mut self) {
+        self.remove_containers();
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", "-f", &self.0])
+            .output();
+    }
+}
+
+impl BuiltImage {
+    fn remove_containers(&self) {
         let filter = format!("ancestor={}", self.0);
         if let Ok(out) = std::process::Command::new("docker")
             .args(["ps", "-aq", "--filter", &filter])
@@ -316,8 +341,5 @@ impl Drop for BuiltImage {
                     .output();
             }
         }
-        let _ = std::process::Command::new("docker")
-            .args(["rmi", "-f", &self.0])
-            .output();
     }
 }
