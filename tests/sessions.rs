@@ -617,3 +617,24 @@ fn a_stop_that_cannot_be_confirmed_leaves_the_session_pending_cleanup() {
         .fails(6, "pending cleanup");
     drop(chat);
 }
+
+#[test]
+fn a_turn_that_hermes_ends_with_an_error_keeps_its_own_words() {
+    // 400 is not retried: the model's refusal ends the turn, and its text must reach the
+    // user, not only "Hermes ended the turn with an error".
+    let Some(s) = setup(json!([
+        {"error": 400, "message": "yy-test: the provider refused this key"}
+    ])) else {
+        return;
+    };
+    let out = s.env.run(&["chat", "bot", "hello"]);
+    assert_ne!(out.code, 0, "{out:#?}");
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(all.contains("the provider refused this key"), "{out:#?}");
+    let session = common::session_of(&out);
+    let shown = s.env.run(&["session", "show", &session]);
+    assert!(
+        shown.stdout.contains("the provider refused this key"),
+        "{shown:#?}"
+    );
+}
