@@ -54,7 +54,8 @@ pub enum Command {
     Runner(runner::RunnerArgs),
     /// Send a message to an agent and stream its reply
     Chat(chat::ChatArgs),
-    /// Isolated computers of computer agents: create, list, show, stop, rm, exec, audit
+    /// Isolated computers of computer agents: create, list, show, stop, rm, exec, attach,
+    /// handback, screenshot, screen, audit
     Computer(computer::ComputerArgs),
     /// Bot sessions: list, show the transcript, stop, close
     Session(session::SessionArgs),
@@ -71,9 +72,9 @@ pub enum Command {
     /// Restore the control plane's data directory from a backup (`yy serve` must be stopped)
     Restore(backup::RestoreArgs),
     /// Benchmarks on this machine: command dispatch, computers, the egress proxy, backup,
-    /// computer agents' turns and artifacts
+    /// computer agents' turns, artifacts, team scheduling and desktop screens
     Bench(bench::BenchArgs),
-    /// Build, verify and list the computer image (on the local Docker engine)
+    /// Computer images on the local Docker engine: build, prepare, verify, list, rm, prune
     Image(image::ImageArgs),
     /// The guest agent inside a computer (run by the Runner, not by hand)
     Guest(guest::GuestArgs),
