@@ -22,8 +22,6 @@ use crate::error::CliError;
 use crate::output;
 
 /// The scripted OpenAI-compatible model the tests use, shipped for the benchmark.
-const FAKE_MODEL: &str = include_str!("../../tests/fixtures/fake_model_server.py");
-
 /// Target: subtask ready -> prompt reaching Hermes, p50 (docs/benchmarks.md).
 pub const OVERHEAD_P50_MS: f64 = 20.0;
 /// Subtasks of each round's chain (8: one review per result stays within the 8 automatic
@@ -134,53 +132,11 @@ fn reviews_of(goal: &str, turns: usize) -> Vec<Value> {
 }
 
 pub async fn run(args: TeamsBenchArgs) -> anyhow::Result<()> {
-    if !args.hermes.is_file() {
-        return Err(CliError::usage(format!(
-            "{} is not the hermes executable: pass --hermes PATH (scripts/install-hermes.sh prints it)",
-            args.hermes.display()
-        ))
-        .into());
-    }
     let bin = std::env::current_exe().context("finding this executable")?;
     let mut h = harness(bin)?;
-    let script_path = h.path("script.json");
-    std::fs::write(&script_path, serde_json::to_vec(&script(args.rounds))?)?;
-    let model_py = h.path("fake_model_server.py");
-    std::fs::write(&model_py, FAKE_MODEL)?;
     let log = h.path("requests.jsonl");
-    progress("starting the scripted model");
-    let mut model = h.spawn_helper(
-        "model",
-        "python3",
-        &[
-            &model_py.display().to_string(),
-            "--port",
-            "0",
-            "--script",
-            &script_path.display().to_string(),
-            "--log",
-            &log.display().to_string(),
-        ],
-    )?;
-    let port = super::turn::first_line_port(&mut model)?;
-    h.helpers.push(model);
-    let home = h.path("hermes-home");
-    let profile = home.join("profiles/bench");
-    std::fs::create_dir_all(&profile)?;
-    let config = format!(
-        "model:\n  default: fake-model\n  provider: custom\n  base_url: http://127.0.0.1:{port}/v1\n  api_key: sk-bench\n  api_mode: chat_completions\n"
-    );
-    for dir in [&home, &profile] {
-        std::fs::write(dir.join("config.yaml"), &config)?;
-    }
-    let python = args
-        .hermes
-        .parent()
-        .map(|p| p.join("python"))
-        .unwrap_or_default();
-    let mut runner_config = serde_json::Map::new();
-    runner_config.insert("hermesHome".into(), json!(home));
-    runner_config.insert("workerPython".into(), json!(python));
+    let runner_config =
+        super::turn::scripted_hermes(&mut h, &args.hermes, &script(args.rounds), Some(&log))?;
     progress("starting the control plane and the Runner");
     let mut s = setup(
         h,

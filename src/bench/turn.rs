@@ -4,13 +4,13 @@
 //! Runner, Hermes and model server in a temporary directory.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::harness::{Options, harness, setup};
+use super::harness::{Harness, Options, harness, setup};
 use super::progress;
 use crate::api::client::Client;
 use crate::api::params::{AgentCreate, AgentEnv};
@@ -44,40 +44,39 @@ pub struct TurnBenchArgs {
     pub json: bool,
 }
 
-pub async fn run(args: TurnBenchArgs) -> anyhow::Result<()> {
-    if !args.hermes.is_file() {
+/// Starts the scripted model on `script` (logging every request to `log` when given) and
+/// writes a Hermes home whose default profile and profile `bench` use it. Returns the
+/// runner.json entries for that home and the Worker's Python (the one beside `hermes`).
+pub(super) fn scripted_hermes(
+    h: &mut Harness,
+    hermes: &Path,
+    script: &Value,
+    log: Option<&Path>,
+) -> anyhow::Result<serde_json::Map<String, Value>> {
+    if !hermes.is_file() {
         return Err(CliError::usage(format!(
             "{} is not the hermes executable: pass --hermes PATH (scripts/install-hermes.sh prints it)",
-            args.hermes.display()
+            hermes.display()
         ))
         .into());
     }
-    let bin = std::env::current_exe().context("finding this executable")?;
-    let mut h = harness(bin)?;
-
-    // The model: every turn is a tool call then a final answer; both kinds alike.
-    let turns = 2 * (args.samples as usize + 1);
-    let mut steps = Vec::new();
-    for _ in 0..turns {
-        steps.push(json!({"tool_call": {"name": "terminal", "arguments": {"command": "true"}}}));
-        steps.push(json!({"text": "done"}));
-    }
-    let script = h.path("script.json");
-    std::fs::write(&script, serde_json::to_vec(&steps)?)?;
+    let script_path = h.path("script.json");
+    std::fs::write(&script_path, serde_json::to_vec(script)?)?;
     let model_py = h.path("fake_model_server.py");
     std::fs::write(&model_py, FAKE_MODEL)?;
+    let mut model_args = vec![
+        model_py.display().to_string(),
+        "--port".into(),
+        "0".into(),
+        "--script".into(),
+        script_path.display().to_string(),
+    ];
+    if let Some(log) = log {
+        model_args.extend(["--log".into(), log.display().to_string()]);
+    }
     progress("starting the scripted model");
-    let mut model = h.spawn_helper(
-        "model",
-        "python3",
-        &[
-            &model_py.display().to_string(),
-            "--port",
-            "0",
-            "--script",
-            &script.display().to_string(),
-        ],
-    )?;
+    let args: Vec<&str> = model_args.iter().map(String::as_str).collect();
+    let mut model = h.spawn_helper("model", "python3", &args)?;
     let port = first_line_port(&mut model)?;
     h.helpers.push(model);
 
@@ -86,24 +85,36 @@ pub async fn run(args: TurnBenchArgs) -> anyhow::Result<()> {
     let config = format!(
         "model:\n  default: fake-model\n  provider: custom\n  base_url: http://127.0.0.1:{port}/v1\n  api_key: sk-bench\n  api_mode: chat_completions\napprovals:\n  mode: \"off\"\n"
     );
-    // The host's default profile, and the Worker's profile `bench`.
     let profile = home.join("profiles/bench");
     std::fs::create_dir_all(&profile)?;
     for dir in [&home, &profile] {
         std::fs::write(dir.join("config.yaml"), &config)?;
     }
-    let python = args
-        .hermes
+    let python = hermes
         .parent()
         .map(|p| p.join("python"))
         .unwrap_or_default();
     let mut runner_config = serde_json::Map::new();
+    runner_config.insert("hermesHome".into(), json!(home));
+    runner_config.insert("workerPython".into(), json!(python));
+    Ok(runner_config)
+}
+
+pub async fn run(args: TurnBenchArgs) -> anyhow::Result<()> {
+    let bin = std::env::current_exe().context("finding this executable")?;
+    let mut h = harness(bin)?;
+    // The model: every turn is a tool call then a final answer; both kinds alike.
+    let turns = 2 * (args.samples as usize + 1);
+    let mut steps = Vec::new();
+    for _ in 0..turns {
+        steps.push(json!({"tool_call": {"name": "terminal", "arguments": {"command": "true"}}}));
+        steps.push(json!({"text": "done"}));
+    }
+    let mut runner_config = scripted_hermes(&mut h, &args.hermes, &json!(steps), None)?;
     runner_config.insert(
         "hermesCommand".into(),
         json!([args.hermes.display().to_string(), "serve"]),
     );
-    runner_config.insert("hermesHome".into(), json!(home));
-    runner_config.insert("workerPython".into(), json!(python));
     progress("starting the control plane, the Runner and its Hermes");
     let mut s = setup(
         h,

@@ -10,7 +10,7 @@ use crate::server::auth::{Admin, Caller};
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
 use crate::server::store::goals::{self, NewGoal};
-use crate::server::store::teams::{self, Actor};
+use crate::server::store::teams::{self, Actor, TeamRow};
 use crate::server::store::{StoreError, schedule};
 
 fn actor(caller: &Caller) -> Actor {
@@ -62,22 +62,29 @@ pub async fn team_show(
     Ok(Json(team))
 }
 
+/// One change to a team, in one transaction; answers the team as the change left it.
+async fn team_change(
+    state: &AppState,
+    caller: &Caller,
+    change: impl FnOnce(&rusqlite::Connection, &Actor) -> Result<TeamRow, StoreError> + Send + 'static,
+) -> Result<Json<wire::Team>, ApiError> {
+    let actor = actor(caller);
+    let team = state
+        .store
+        .call(move |c| in_tx(c, |tx| teams::view(tx, change(tx, &actor)?)))
+        .await?;
+    Ok(Json(team))
+}
+
 pub async fn team_create(
     State(state): State<AppState>,
     Admin(caller): Admin,
     Body(p): Body<wire::TeamCreate>,
 ) -> Result<Json<wire::Team>, ApiError> {
-    let actor = actor(&caller);
-    let team = state
-        .store
-        .call(move |c| {
-            in_tx(c, |tx| {
-                let t = teams::create(tx, &actor, &p.name, &p.admin, &p.members)?;
-                teams::view(tx, t)
-            })
-        })
-        .await?;
-    Ok(Json(team))
+    team_change(&state, &caller, move |tx, actor| {
+        teams::create(tx, actor, &p.name, &p.admin, &p.members)
+    })
+    .await
 }
 
 pub async fn team_add(
@@ -86,17 +93,10 @@ pub async fn team_add(
     Path(name): Path<String>,
     Body(p): Body<wire::TeamMemberChange>,
 ) -> Result<Json<wire::Team>, ApiError> {
-    let actor = actor(&caller);
-    let team = state
-        .store
-        .call(move |c| {
-            in_tx(c, |tx| {
-                let t = teams::add_member(tx, &actor, &name, &p.agent)?;
-                teams::view(tx, t)
-            })
-        })
-        .await?;
-    Ok(Json(team))
+    team_change(&state, &caller, move |tx, actor| {
+        teams::add_member(tx, actor, &name, &p.agent)
+    })
+    .await
 }
 
 pub async fn team_remove(
@@ -105,17 +105,10 @@ pub async fn team_remove(
     Path(name): Path<String>,
     Body(p): Body<wire::TeamMemberChange>,
 ) -> Result<Json<wire::Team>, ApiError> {
-    let actor = actor(&caller);
-    let team = state
-        .store
-        .call(move |c| {
-            in_tx(c, |tx| {
-                let t = teams::remove_member(tx, &actor, &name, &p.agent)?;
-                teams::view(tx, t)
-            })
-        })
-        .await?;
-    Ok(Json(team))
+    team_change(&state, &caller, move |tx, actor| {
+        teams::remove_member(tx, actor, &name, &p.agent)
+    })
+    .await
 }
 
 pub async fn team_archive(
@@ -123,18 +116,12 @@ pub async fn team_archive(
     Admin(caller): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<wire::Team>, ApiError> {
-    let actor = actor(&caller);
-    let team = state
-        .store
-        .call(move |c| {
-            in_tx(c, |tx| {
-                let t = teams::archive(tx, &actor, &name)?;
-                teams::view(tx, t)
-            })
-        })
-        .await?;
+    let team = team_change(&state, &caller, move |tx, actor| {
+        teams::archive(tx, actor, &name)
+    })
+    .await?;
     state.queue.kick();
-    Ok(Json(team))
+    Ok(team)
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
