@@ -6,6 +6,24 @@ use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
+/// The size and SHA-256 (hex) of the file at `path`, read in 1 MiB pieces.
+pub fn sha256_file(path: &Path) -> io::Result<(u64, String)> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let got = f.read(&mut buf)?;
+        if got == 0 {
+            return Ok((n, hex::encode(hasher.finalize())));
+        }
+        hasher.update(&buf[..got]);
+        n += got as u64;
+    }
+}
+
 /// Writes `data` to `path` through a temporary file in the same directory: created with
 /// `mode`, fsynced, renamed over the target, and the directory fsynced.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {

@@ -60,7 +60,7 @@ impl Transfer {
         source_path: Option<String>,
     ) -> Result<ArtifactRef, String> {
         let path = file.to_path_buf();
-        let (size, sha256) = tokio::task::spawn_blocking(move || hash_file(&path))
+        let (size, sha256) = tokio::task::spawn_blocking(move || crate::fsutil::sha256_file(&path))
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
@@ -195,22 +195,6 @@ fn too_large(name: &str, size: u64) -> String {
         human_size(size),
         MAX_ARTIFACT_BYTES >> 20
     )
-}
-
-fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        let got = f.read(&mut buf)?;
-        if got == 0 {
-            return Ok((n, hex::encode(hasher.finalize())));
-        }
-        hasher.update(&buf[..got]);
-        n += got as u64;
-    }
 }
 
 /// A file in transit; removed when dropped.

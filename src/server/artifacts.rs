@@ -340,7 +340,7 @@ async fn upload_finish(
 /// Checks the whole part file (size and SHA-256), then renames it into place durably.
 /// The inner error says why the file is not the one announced (the part is then removed).
 fn seal(part: &Path, dest: &Path, size: u64, sha: &str) -> std::io::Result<Result<(), String>> {
-    let (got_size, got_sha) = hash_file(part)?;
+    let (got_size, got_sha) = crate::fsutil::sha256_file(part)?;
     if got_size != size || got_sha != sha {
         let _ = std::fs::remove_file(part);
         return Ok(Err(format!(
@@ -353,22 +353,6 @@ fn seal(part: &Path, dest: &Path, size: u64, sha: &str) -> std::io::Result<Resul
         File::open(dir)?.sync_all()?;
     }
     Ok(Ok(()))
-}
-
-fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
-    let mut f = File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1024 * 1024];
-    let mut n = 0u64;
-    loop {
-        let got = f.read(&mut buf)?;
-        if got == 0 {
-            break;
-        }
-        hasher.update(&buf[..got]);
-        n += got as u64;
-    }
-    Ok((n, hex::encode(hasher.finalize())))
 }
 
 /// An attachment of this Runner's running turn, streamed to it.
