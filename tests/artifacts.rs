@@ -259,6 +259,11 @@ impl Raw {
     }
 
     fn chunk(&self, id: &str, n: u64, data: &str, sha: &str) -> (u16, Value) {
+        self.chunk_checked(id, n, data, ("yy-sha256", sha))
+    }
+
+    /// A chunk with the given checksum header (`yy-sha256` or `yy-crc32`).
+    fn chunk_checked(&self, id: &str, n: u64, data: &str, check: (&str, &str)) -> (u16, Value) {
         let g = self.generation.to_string();
         let auth = format!("Bearer {}", self.token);
         let (status, text) = http(
@@ -270,7 +275,7 @@ impl Raw {
                 ("yy-protocol", "1"),
                 ("yy-runner-instance", self.instance.as_str()),
                 ("yy-generation", g.as_str()),
-                ("yy-sha256", sha),
+                check,
             ],
             data,
         )
@@ -321,11 +326,19 @@ fn corrupt_chunks_are_refused_and_an_interrupted_upload_resumes_without_a_partia
     let shown = r.env.json(&["artifact", "show", &id]);
     assert_eq!(shown["received"], 0, "{shown}");
     assert_eq!(shown["state"], "uploading");
+    // So is one whose CRC-32 (what Runners send) does not match.
+    let wrong_crc = format!("{:08x}", !crc32fast::hash(pieces[0].as_bytes()));
+    let (status, body) = r.chunk_checked(&id, 0, pieces[0], ("yy-crc32", &wrong_crc));
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(r.part_len(&id), 0);
+    let (status, body) = r.chunk_checked(&id, 0, pieces[0], ("yy-crc32", "xyz"));
+    assert_eq!(status, 400, "{body}");
     // Out of order is refused too.
     let (status, body) = r.chunk(&id, 1, pieces[1], &sha256_hex(pieces[1].as_bytes()));
     assert_eq!(status, 409, "{body}");
 
-    let (status, body) = r.chunk(&id, 0, pieces[0], &sha256_hex(pieces[0].as_bytes()));
+    let crc = format!("{:08x}", crc32fast::hash(pieces[0].as_bytes()));
+    let (status, body) = r.chunk_checked(&id, 0, pieces[0], ("yy-crc32", &crc));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["received"], chunk);
     // A retried chunk (its answer lost) is accepted once more and changes nothing.

@@ -17,8 +17,11 @@ pub const MAX_ATTACHMENTS: usize = 8;
 pub const CHUNK_BYTES: u64 = MAX_CHUNK_BYTES;
 pub const MIN_CHUNK_BYTES: u64 = 64 * 1024;
 pub const MAX_CHUNK_BYTES: u64 = 4 * 1024 * 1024;
-/// The SHA-256 (hex) of a chunk's or a whole upload's body.
+/// The SHA-256 (hex) of a whole upload's body (or of a chunk, from older Runners).
 pub const HEADER_SHA256: &str = "yy-sha256";
+/// The CRC-32 (8 hex digits) of a chunk: the cheap check against damage in transit; the
+/// whole file's SHA-256 is the end-to-end check.
+pub const HEADER_CRC32: &str = "yy-crc32";
 
 /// Where an artifact came from.
 pub mod kinds {

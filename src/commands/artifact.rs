@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -233,7 +234,23 @@ impl Sink {
     fn write(&mut self, data: &[u8]) -> anyhow::Result<()> {
         match self {
             Sink::Stdout(out) => out.lock().write_all(data)?,
-            Sink::File { file, .. } => file.write_all(data)?,
+            Sink::File { file, .. } => {
+                let before = file.buffer().len();
+                file.write_all(data)?;
+                if file.buffer().len() < before + data.len() {
+                    // The buffer went to the file: start writing it out now, so the
+                    // fsync before the rename finds little left to do.
+                    // SAFETY: our own open file; the call only schedules writeback.
+                    unsafe {
+                        libc::sync_file_range(
+                            file.get_ref().as_raw_fd(),
+                            0,
+                            0,
+                            libc::SYNC_FILE_RANGE_WRITE,
+                        )
+                    };
+                }
+            }
         }
         Ok(())
     }

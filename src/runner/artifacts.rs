@@ -3,19 +3,19 @@
 //! `fetch`), and verified downloads of the files a user attached to a turn.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::client::{MachineClient, MachineError};
 use crate::api::artifacts::{
     self, ArtifactRef, AttachmentRef, CHUNK_BYTES, MAX_ARTIFACT_BYTES, MAX_EXPORTS_PER_TURN,
-    UploadBegin, human_size,
+    UploadBegin, UploadState, human_size,
 };
 use crate::computer::host_read::{self, Snapshot};
 use crate::computer::protocol::ExecParams;
@@ -117,21 +117,28 @@ impl Transfer {
 
     async fn try_upload(&self, file: &Path, begin: &UploadBegin) -> Result<String, MachineError> {
         let mut state = self.client.artifact_begin(self.generation, begin).await?;
-        let mut f = tokio::fs::File::open(file)
-            .await
+        let f = std::fs::File::open(file)
+            .map(Arc::new)
             .map_err(|e| local(format!("cannot read {}: {e}", file.display())))?;
+        // The next chunk is read (and its CRC taken) while the one before is on its way.
+        let mut ahead: Option<(u64, ChunkRead)> = None;
         while state.state == "uploading" && state.received < state.size {
             let n = state.next_chunk();
-            let offset = n * state.chunk_size;
-            let len = state.chunk_size.min(state.size - offset) as usize;
-            let mut data = vec![0u8; len];
-            f.seek(std::io::SeekFrom::Start(offset))
+            let read = match ahead.take() {
+                Some((k, read)) if k == n => read,
+                _ => read_chunk(&f, &state, n),
+            };
+            let (data, crc) = read
                 .await
-                .and(f.read_exact(&mut data).await.map(|_| ()))
+                .map_err(|e| local(e.to_string()))?
                 .map_err(|e| local(format!("cannot read {}: {e}", file.display())))?;
+            let following = n + 1;
+            if following * state.chunk_size < state.size {
+                ahead = Some((following, read_chunk(&f, &state, following)));
+            }
             state = self
                 .client
-                .artifact_chunk(self.generation, &state.id, n, data)
+                .artifact_chunk(self.generation, &state.id, n, data, crc)
                 .await?;
         }
         if state.state != "ready" {
@@ -173,6 +180,21 @@ impl Transfer {
         }
         Ok(data)
     }
+}
+
+/// Chunk `n` of an upload and its CRC-32, read off the runtime.
+type ChunkRead = tokio::task::JoinHandle<std::io::Result<(Vec<u8>, u32)>>;
+
+fn read_chunk(f: &Arc<std::fs::File>, state: &UploadState, n: u64) -> ChunkRead {
+    let offset = n * state.chunk_size;
+    let len = state.chunk_size.min(state.size.saturating_sub(offset)) as usize;
+    let f = f.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut data = vec![0u8; len];
+        f.read_exact_at(&mut data, offset)?;
+        let crc = crc32fast::hash(&data);
+        Ok((data, crc))
+    })
 }
 
 fn local(message: String) -> MachineError {

@@ -6,10 +6,9 @@ use std::time::Duration;
 use reqwest::{Method, RequestBuilder, Response, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
 
 use crate::api::ErrorBody;
-use crate::api::artifacts::{HEADER_SHA256, UploadBegin, UploadState};
+use crate::api::artifacts::{HEADER_CRC32, UploadBegin, UploadState};
 use crate::api::machine::{
     CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL, LEASE_WAIT_MS,
     LeaseParams, Leased, LeasedCommand, PROTOCOL_VERSION, RunnerStatus, StartGranted,
@@ -167,12 +166,12 @@ impl MachineClient {
         id: &str,
         n: u64,
         data: Vec<u8>,
+        crc32: u32,
     ) -> Result<UploadState, MachineError> {
         let path = format!("runner/v1/artifacts/{id}/chunks/{n}");
-        let sha = hex::encode(Sha256::digest(&data));
         let req = self
             .request(Method::PUT, &path, Some(generation))
-            .header(HEADER_SHA256, sha)
+            .header(HEADER_CRC32, format!("{crc32:08x}"))
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
             .body(data);
         self.json_answer(&path, req).await

@@ -4,14 +4,9 @@
 //! the admin API lists, shows and streams.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -20,21 +15,22 @@ use axum::{Json, Router};
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
+mod upload;
+
 use super::AppState;
 use super::auth::Caller;
 use super::error::ApiError;
-use super::extract::{Body, Q};
+use super::extract::Q;
 use super::machine::Current;
 use super::store::artifacts::{self as rows, ArtifactRow};
-use crate::api::artifacts::{
-    self as wire, HEADER_SHA256, MAX_ARTIFACT_BYTES, MAX_ATTACH_BYTES, UploadBegin, UploadState,
-};
+use crate::api::artifacts::{self as wire, HEADER_SHA256, MAX_ARTIFACT_BYTES, MAX_ATTACH_BYTES};
 
 /// The artifact files of one control plane, and the uploads being written right now.
 pub struct ArtifactFiles {
     dir: PathBuf,
     /// Uploads with a chunk or finish in progress: one writer per upload at a time.
     busy: Mutex<HashSet<String>>,
+    hashing: upload::Hashing,
 }
 
 /// Holds an upload's write slot until dropped.
@@ -56,6 +52,7 @@ impl ArtifactFiles {
         Ok(ArtifactFiles {
             dir,
             busy: Mutex::default(),
+            hashing: upload::Hashing::default(),
         })
     }
 
@@ -70,6 +67,7 @@ impl ArtifactFiles {
     /// Removes the files (finished or partial) of artifacts whose rows are gone.
     pub fn remove(&self, ids: &[String]) {
         for id in ids {
+            self.hashing.forget(id);
             for path in [self.path(id), self.part(id)] {
                 match std::fs::remove_file(&path) {
                     Ok(()) => {}
@@ -93,30 +91,17 @@ impl ArtifactFiles {
     }
 }
 
-/// Takes an upload's write slot (one writer at a time) and reads it for this Runner.
-async fn writable(
-    state: &AppState,
-    current: &Current,
-    id: &str,
-) -> Result<(Busy, ArtifactRow), ApiError> {
-    let busy = state.artifacts.hold(id)?;
-    let (runner, generation, key) = (
-        current.runner_id.clone(),
-        current.generation,
-        id.to_string(),
-    );
-    let row = state
-        .store
-        .call(move |c| rows::for_transfer(c, &runner, generation, &key))
-        .await?;
-    Ok((busy, row))
-}
-
 pub fn machine_routes() -> Router<AppState> {
     Router::new()
-        .route("/runner/v1/artifacts", post(upload_begin))
-        .route("/runner/v1/artifacts/{id}/chunks/{n}", put(upload_chunk))
-        .route("/runner/v1/artifacts/{id}/finish", post(upload_finish))
+        .route("/runner/v1/artifacts", post(upload::upload_begin))
+        .route(
+            "/runner/v1/artifacts/{id}/chunks/{n}",
+            put(upload::upload_chunk),
+        )
+        .route(
+            "/runner/v1/artifacts/{id}/finish",
+            post(upload::upload_finish),
+        )
         .route("/runner/v1/artifacts/{id}/content", get(machine_content))
 }
 
@@ -159,203 +144,6 @@ fn header_sha(headers: &HeaderMap) -> Result<String, ApiError> {
         })
 }
 
-// ---- machine API: uploads by Runners ----
-
-async fn upload_begin(
-    State(state): State<AppState>,
-    current: Current,
-    Body(b): Body<UploadBegin>,
-) -> Result<Json<UploadState>, ApiError> {
-    let row = state
-        .store
-        .call(move |c| rows::begin(c, &current.runner_id, current.generation, &b))
-        .await?;
-    Ok(Json(row.upload_state()))
-}
-
-async fn upload_chunk(
-    State(state): State<AppState>,
-    current: Current,
-    UrlPath((id, n)): UrlPath<(String, u64)>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Json<UploadState>, ApiError> {
-    let claimed = header_sha(&headers)?;
-    let actual = hex::encode(Sha256::digest(&body));
-    if actual != claimed {
-        return Err(corrupt(format!(
-            "chunk {n} of artifact {id} is corrupt (its SHA-256 is {actual}, the header says {claimed}); nothing was stored"
-        )));
-    }
-    let (_busy, row) = writable(&state, &current, &id).await?;
-    if row.is_ready() {
-        return Ok(Json(row.upload_state()));
-    }
-    let files = state.artifacts.clone();
-    let (size, chunk, received) = (row.size as u64, row.chunk_size as u64, row.received as u64);
-    let offset = n.checked_mul(chunk).filter(|o| *o < size.max(1));
-    let Some(offset) = offset else {
-        return Err(ApiError::bad_request(format!(
-            "chunk {n} lies past the end of artifact {id} ({size} bytes)"
-        )));
-    };
-    let expected = chunk.min(size - offset);
-    if body.len() as u64 != expected {
-        return Err(ApiError::bad_request(format!(
-            "chunk {n} of artifact {id} must be {expected} bytes, not {}",
-            body.len()
-        )));
-    }
-    if offset > received {
-        return Err(ApiError::conflict(format!(
-            "chunk {n} of artifact {id} is out of order: the next one is {}",
-            received / chunk
-        )));
-    }
-    let part = files.part(&id);
-    let stored = tokio::task::spawn_blocking(move || store_chunk(&part, offset, received, &body))
-        .await
-        .map_err(blocking_failed)?;
-    let new_received = match stored {
-        Ok(Stored::Appended) => offset + expected,
-        Ok(Stored::Repeated) => received,
-        Ok(Stored::Differs) => {
-            return Err(ApiError::conflict(format!(
-                "chunk {n} of artifact {id} was received before with other bytes; begin the upload again"
-            )));
-        }
-        Ok(Stored::Lost) => {
-            // The part file is shorter than recorded (lost on a crash): start over.
-            let key = id.clone();
-            state.store.call(move |c| rows::restart(c, &key)).await?;
-            let mut restarted = row.upload_state();
-            restarted.received = 0;
-            return Ok(Json(restarted));
-        }
-        Err(e) => return Err(io_error("writing an artifact chunk", e)),
-    };
-    let key = id.clone();
-    state
-        .store
-        .call(move |c| rows::record_received(c, &key, new_received as i64))
-        .await?;
-    let mut answer = row.upload_state();
-    answer.received = new_received;
-    Ok(Json(answer))
-}
-
-enum Stored {
-    Appended,
-    /// Already received with the same bytes (a retry whose answer was lost).
-    Repeated,
-    Differs,
-    /// The part file holds less than was recorded as received.
-    Lost,
-}
-
-/// Writes a chunk at `offset` of the part file (or compares it with what is there). It is
-/// not fsynced here: the finish re-hashes the whole part and fsyncs it before it becomes an
-/// artifact, so a chunk lost in a crash shows as a short part (`Lost`) or a mismatch at the
-/// finish, and the upload starts over; never as a partial artifact.
-fn store_chunk(part: &Path, offset: u64, received: u64, data: &[u8]) -> std::io::Result<Stored> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(part)?;
-    let len = f.metadata()?.len();
-    if len < received {
-        f.set_len(0)?;
-        return Ok(Stored::Lost);
-    }
-    if offset < received {
-        let mut have = vec![0u8; data.len()];
-        f.seek(SeekFrom::Start(offset))?;
-        f.read_exact(&mut have)?;
-        return Ok(if have == data {
-            Stored::Repeated
-        } else {
-            Stored::Differs
-        });
-    }
-    // Anything past `received` is an unrecorded write of an interrupted request.
-    f.set_len(received)?;
-    f.seek(SeekFrom::Start(offset))?;
-    f.write_all(data)?;
-    // Start writing the chunk out now (without waiting), so the finish's fsync finds
-    // little left to do.
-    // SAFETY: a range of our own open file; the call only schedules writeback.
-    unsafe {
-        libc::sync_file_range(
-            f.as_raw_fd(),
-            offset as i64,
-            data.len() as i64,
-            libc::SYNC_FILE_RANGE_WRITE,
-        )
-    };
-    Ok(Stored::Appended)
-}
-
-async fn upload_finish(
-    State(state): State<AppState>,
-    current: Current,
-    UrlPath(id): UrlPath<String>,
-) -> Result<Json<UploadState>, ApiError> {
-    let (_busy, row) = writable(&state, &current, &id).await?;
-    if row.is_ready() {
-        return Ok(Json(row.upload_state()));
-    }
-    let files = state.artifacts.clone();
-    if row.received != row.size {
-        return Err(ApiError::conflict(format!(
-            "artifact {id}: {} of {} bytes arrived; send the rest before finishing",
-            row.received, row.size
-        )));
-    }
-    let (part, dest, size, sha) = (
-        files.part(&id),
-        files.path(&id),
-        row.size as u64,
-        row.sha256.clone(),
-    );
-    let checked = tokio::task::spawn_blocking(move || seal(&part, &dest, size, &sha))
-        .await
-        .map_err(blocking_failed)?
-        .map_err(|e| io_error("sealing an artifact", e))?;
-    if let Err(why) = checked {
-        let key = id.clone();
-        state.store.call(move |c| rows::restart(c, &key)).await?;
-        return Err(corrupt(format!(
-            "artifact {id} is corrupt ({why}); nothing was kept, upload it again from the start"
-        )));
-    }
-    let key = id.clone();
-    let row = state.store.call(move |c| rows::mark_ready(c, &key)).await?;
-    tracing::info!(artifact = %row.id, name = %row.name, size = row.size, "artifact stored");
-    Ok(Json(row.upload_state()))
-}
-
-/// Checks the whole part file (size and SHA-256), then renames it into place durably.
-/// The inner error says why the file is not the one announced (the part is then removed).
-fn seal(part: &Path, dest: &Path, size: u64, sha: &str) -> std::io::Result<Result<(), String>> {
-    let (got_size, got_sha) = crate::fsutil::sha256_file(part)?;
-    if got_size != size || got_sha != sha {
-        let _ = std::fs::remove_file(part);
-        return Ok(Err(format!(
-            "{got_size} bytes with SHA-256 {got_sha}, announced {size} bytes with {sha}"
-        )));
-    }
-    File::open(part)?.sync_all()?;
-    std::fs::rename(part, dest)?;
-    if let Some(dir) = dest.parent() {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(Ok(()))
-}
-
-/// An attachment of this Runner's running turn, streamed to it.
 async fn machine_content(
     State(state): State<AppState>,
     current: Current,
