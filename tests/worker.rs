@@ -220,6 +220,46 @@ fn a_profile_cwd_change_moves_the_next_turn_and_keeps_the_files() {
     assert_eq!(computer_of(&s)["guest_cwd"], "/work2");
 }
 
+/// The warm Worker keeps Hermes's agent between turns; each session still gets only its
+/// own conversation.
+#[test]
+fn a_warm_worker_keeps_each_session_to_its_own_conversation() {
+    let Some(s) = setup(json!([
+        {"text": "first answer"},
+        {"text": "second answer"},
+        {"text": "third answer"}
+    ])) else {
+        return;
+    };
+    let first = s.env.run(&["chat", "box", "alpha-secret-1"]);
+    first.ok();
+    let session = session_of(&first);
+    s.env
+        .run(&["chat", "box", "beta", "--session", &session])
+        .ok();
+    let other = s.env.run(&["chat", "box", "gamma"]);
+    other.ok();
+    assert_ne!(session_of(&other), session);
+    let steps = s.model.steps();
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    let text = |i: usize| steps[i]["body"]["messages"].to_string();
+    assert!(text(1).contains("alpha-secret-1") && text(1).contains("first answer"));
+    assert!(text(1).contains("beta"));
+    assert!(text(2).contains("gamma"), "{}", text(2));
+    for earlier in ["alpha-secret-1", "first answer", "beta", "second answer"] {
+        assert!(
+            !text(2).contains(earlier),
+            "another session's {earlier:?} reached the model: {}",
+            text(2)
+        );
+    }
+    assert_eq!(steps[2]["body"]["messages"][0]["role"], "system");
+    assert_eq!(
+        steps[0]["body"]["messages"][0], steps[2]["body"]["messages"][0],
+        "the same system prompt for a new session"
+    );
+}
+
 #[test]
 fn a_runner_killed_mid_turn_leaves_it_uncertain_and_the_model_is_not_asked_again() {
     let Some(mut s) = setup(json!([

@@ -73,17 +73,17 @@ impl Provider {
         &self.docker
     }
 
-    /// True when `image` was built from the desktop recipe (its `yy.recipe.name` label);
-    /// false for any other image and when it cannot be inspected.
-    pub async fn is_desktop_image(&self, image: &str) -> bool {
-        self.docker
-            .inspect_image(image)
-            .await
-            .ok()
-            .and_then(|i| i.config)
-            .and_then(|c| c.labels)
-            .and_then(|l| l.get(labels::RECIPE_NAME).cloned())
-            .is_some_and(|n| n == "desktop")
+    /// Whether `image` was built from the desktop recipe (its `yy.recipe.name` label);
+    /// `None` when it cannot be inspected.
+    pub async fn is_desktop_image(&self, image: &str) -> Option<bool> {
+        let inspected = self.docker.inspect_image(image).await.ok()?;
+        Some(
+            inspected
+                .config
+                .and_then(|c| c.labels)
+                .and_then(|l| l.get(labels::RECIPE_NAME).cloned())
+                .is_some_and(|n| n == "desktop"),
+        )
     }
 
     /// Creates (not starts) the computer, then inspects it and removes it again if it

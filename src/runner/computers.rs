@@ -39,6 +39,8 @@ pub struct Computers {
     /// A pool slot was given back: whoever waits for one looks again.
     slot_freed: tokio::sync::Notify,
     guests: tokio::sync::Mutex<HashMap<String, Arc<GuestSession>>>,
+    /// Which images are desktop images, by full image ID.
+    desktop_images: Mutex<HashMap<String, bool>>,
     /// The egress proxy and the networks of `public-web` computers.
     egress: Egress,
     /// The connection generation, recorded in container labels.
@@ -123,6 +125,7 @@ impl Computers {
             reserved: Mutex::default(),
             slot_freed: tokio::sync::Notify::new(),
             guests: tokio::sync::Mutex::default(),
+            desktop_images: Mutex::default(),
             pauses: Default::default(),
             egress,
             generation: Mutex::new(0),
@@ -344,7 +347,7 @@ impl Computers {
                 .map_err(|e| PoolError::Egress(format!("cannot set up the egress network: {e}")))?,
         };
         let mut spec = self.spec(p, network);
-        if self.provider.is_desktop_image(&p.image_id).await {
+        if self.is_desktop(&p.image_id).await {
             spec.limits = Limits::desktop();
         }
         // A container under the owner's name from an earlier lease goes first.
@@ -532,8 +535,32 @@ impl Computers {
     }
 
     /// True when the image has a display, a window manager and a browser.
+    /// Whether `image` (a full image ID, so its content never changes) is a desktop
+    /// image; asked of the engine once per image, since every turn wants to know.
     pub async fn is_desktop(&self, image: &str) -> bool {
-        self.provider.is_desktop_image(image).await
+        let known = self
+            .desktop_images
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(image)
+            .copied();
+        if let Some(desktop) = known {
+            return desktop;
+        }
+        let Some(desktop) = self.provider.is_desktop_image(image).await else {
+            return false;
+        };
+        if validate_image_id(image).is_ok() {
+            let mut known = self
+                .desktop_images
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if known.len() >= 64 {
+                known.clear();
+            }
+            known.insert(image.to_string(), desktop);
+        }
+        desktop
     }
 
     /// An operator's screen action on the computer's display.

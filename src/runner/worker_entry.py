@@ -6,7 +6,7 @@
 # goes back to the Runner (which runs it in the agent's computer), and no Hermes host tool
 # ever runs here. Hermes's own output goes to stderr.
 #
-#   Runner -> Worker  {"type": "turn", "model": {...}, "tools": [...], "message": ...,
+#   Runner -> Worker  {"type": "turn", "session": ..., "model": {...}, "tools": [...], "message": ...,
 #                      "history": [...], "system": ...}
 #                     {"type": "tool_result", "call_id": ..., "content": ...}
 #                       (content: a string, or a {"_multimodal": true, ...} envelope)
@@ -18,11 +18,13 @@
 #                     {"type": "done", "status": "complete|interrupted|error",
 #                      "text": ..., "error": ...}
 
+import hashlib
 import json
 import os
 import queue
 import sys
 import threading
+from collections import OrderedDict
 
 # The protocol owns the original stdin and stdout; anything Hermes prints goes to stderr.
 _proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
@@ -40,6 +42,26 @@ def send(message):
         _proto_out.write(line + "\n")
         _proto_out.flush()
 
+
+import ssl  # noqa: E402
+
+_create_default_context = ssl.create_default_context
+_shared_contexts = {}
+
+
+def _shared_default_context(purpose=ssl.Purpose.SERVER_AUTH, *, cafile=None, capath=None, cadata=None):
+    """Hermes builds nine HTTPS contexts for every AIAgent, each loading the whole CA
+    bundle (about 70 ms apiece). This process only ever talks to the profile's model
+    provider, so one context per CA source is shared instead."""
+    if cadata is not None or purpose != ssl.Purpose.SERVER_AUTH:
+        return _create_default_context(purpose, cafile=cafile, capath=capath, cadata=cadata)
+    key = (cafile, capath)
+    if key not in _shared_contexts:
+        _shared_contexts[key] = _create_default_context(purpose, cafile=cafile, capath=capath)
+    return _shared_contexts[key]
+
+
+ssl.create_default_context = _shared_default_context
 
 from run_agent import AIAgent  # noqa: E402
 from agent.tool_dispatch_helpers import make_tool_result_message  # noqa: E402
@@ -127,16 +149,53 @@ def refusal(name):
     return json.dumps({"error": reason})
 
 
-def run_turn(turn):
+# Agents kept between turns, as Hermes's own gateway keeps one per session: building one
+# costs hundreds of milliseconds (configuration, clients, the context-length probe).
+# Keyed by everything it was built from; a new session resets its session state.
+_agents = OrderedDict()
+_MAX_AGENTS = 4
+
+
+def agent_for(turn):
     model = turn["model"]
     tools = turn.get("tools") or []
+    max_iterations = int(turn.get("max_iterations") or 30)
+    key = hashlib.sha256(
+        json.dumps([model, tools, max_iterations, turn.get("system")], sort_keys=True).encode()
+    ).hexdigest()
+    session = turn.get("session")
+    entry = _agents.pop(key, None)
+    if entry is not None:
+        agent, last_session = entry
+        if last_session != session:
+            try:
+                agent.session_id = session or agent.session_id
+                agent.reset_session_state()
+                agent._cached_system_prompt = None
+            except Exception:  # an agent that cannot be reset is built again
+                entry = None
+    if entry is None:
+        agent = build_agent(model, tools, max_iterations)
+    _agents[key] = (agent, session)
+    while len(_agents) > _MAX_AGENTS:
+        _agents.popitem(last=False)
+    return agent
+
+
+def forget(agent):
+    for key, (kept, _) in list(_agents.items()):
+        if kept is agent:
+            del _agents[key]
+
+
+def build_agent(model, tools, max_iterations):
     agent = WorkerAgent(
         base_url=model.get("base_url"),
         api_key=model.get("api_key"),
         provider=model.get("provider"),
         api_mode=model.get("api_mode"),
         model=model.get("model") or "",
-        max_iterations=int(turn.get("max_iterations") or 30),
+        max_iterations=max_iterations,
         quiet_mode=True,
         skip_context_files=True,
         skip_memory=True,
@@ -153,6 +212,11 @@ def run_turn(turn):
     # This turn's tools, and nothing else.
     agent.tools = tools
     agent.valid_tool_names = {t["function"]["name"] for t in tools}
+    return agent
+
+
+def run_turn(turn):
+    agent = agent_for(turn)
     WorkerAgent.allowed = frozenset(agent.valid_tool_names)
     _current["agent"] = agent
     try:
@@ -162,6 +226,7 @@ def run_turn(turn):
             conversation_history=turn.get("history") or [],
         )
     except Exception as e:  # a broken provider or configuration ends the turn, not the Worker
+        forget(agent)
         send({"type": "done", "status": "error", "text": "", "error": f"{type(e).__name__}: {e}"})
         return
     finally:
@@ -173,6 +238,9 @@ def run_turn(turn):
         status = "error"
     else:
         status = "complete"
+    if status != "complete":
+        # Only an agent whose last turn ended cleanly is used again.
+        forget(agent)
     send({"type": "done", "status": status, "text": text, "error": result.get("error")})
 
 

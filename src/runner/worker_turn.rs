@@ -167,6 +167,7 @@ pub async fn turn(
     worker
         .send(&json!({
             "type": "turn",
+            "session": p.session_id,
             "model": settings.to_wire(),
             "tools": tools,
             "message": message,
@@ -175,6 +176,7 @@ pub async fn turn(
         }))
         .await
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
+    tracing::info!(session = %p.session_id, turn = %p.turn_id, "prompt handed to Hermes");
     // From here on the model may be working: losing the Worker leaves the outcome unknown.
     let mut stopping: Option<tokio::time::Instant> = None;
     loop {
