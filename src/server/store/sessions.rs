@@ -390,6 +390,8 @@ pub fn admit_in(
                 computer.id, agent.name, computer.state, computer.id
             )));
         }
+        // A running computer keeps its image; a stopped one starts from the current image.
+        let image = super::runner_images::lease_image(&computer, &image).to_string();
         let lease = computers::next_lease(&computer, &agent, &image, &cwd, network);
         // Team tools: only while the agent may manage a team, checked at every turn.
         let team_tools = if agent.manage_team {
