@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::{Env, wait_for};
 use computer_support::{docker, docker_ok, test_image};
+use serde_json::json;
 
 /// A genuinely different image (another id) made from the test image: a container created
 /// from it (never started) gets `files` copied in and is committed with a label.
@@ -264,4 +265,116 @@ fn a_broken_image_is_refused_and_the_current_stays() {
         old.as_str()
     );
     let _ = docker(&["rmi", &broken]);
+}
+
+/// The stdout of the last terminal result the model saw in the request of step `key`.
+fn tool_result(s: &common::hermes::WorkerSetup, key: &str) -> String {
+    let step = s
+        .model
+        .steps()
+        .into_iter()
+        .find(|r| r["step"] == key)
+        .unwrap_or_else(|| panic!("no model request for {key}"));
+    step["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
+        .and_then(|c| c["stdout"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// With the Worker: a running turn holds the switch back; after it, a turn on the still
+/// running computer keeps its image (not recreated under it), and a turn after a stop runs
+/// on the new image with the workspace kept.
+#[test]
+fn a_running_turn_delays_the_switch_and_turns_keep_a_running_computer_image() {
+    let tool = |command: &str| json!({ "tool_call": { "name": "terminal", "arguments": { "command": command } } });
+    let marker = "cat /etc/yy-image-marker 2>/dev/null || echo no-marker; cat note.txt";
+    let Some(s) = common::hermes::worker_setup(
+        || test_image().id.clone(),
+        json!({
+            "steps": [],
+            "by_prompt": [
+                { "match": "first", "steps": [ tool("echo kept > note.txt"), { "text": "one" } ] },
+                { "match": "slow", "steps": [
+                    tool("while [ ! -e go ]; do sleep 0.1; done; echo released"), { "text": "two" } ] },
+                { "match": "again", "steps": [ tool(marker), { "text": "three" } ] },
+                { "match": "restarted", "steps": [ tool(marker), { "text": "four" } ] }
+            ]
+        }),
+    ) else {
+        return;
+    };
+    let old = test_image().id.clone();
+    let new = derived_image("turns", &[("/etc/yy-image-marker", "new image\n", 0o644)]);
+    let env = &s.env;
+    env.run(&["chat", "box", "first"]).ok();
+    let computer = env.json(&["computer", "list"])[0].clone();
+    let id = computer["id"].as_str().unwrap().to_string();
+    assert_eq!(computer["image_id"], old.as_str());
+
+    let slow = env.background(&s.server, &["chat", "box", "slow"]);
+    wait_for(Duration::from_secs(60), "the slow turn running", || {
+        let list = env.json(&["runner", "commands", &s.reg.id]);
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["kind"] == "worker.turn" && c["state"] == "running")
+            .then_some(())
+    });
+    let r = env.json(&[
+        "runner",
+        "update",
+        &s.reg.id,
+        "--computer-image",
+        &new,
+        "--no-wait",
+    ]);
+    assert_eq!(r["pending_state"], "verifying", "{r}");
+    assert_eq!(r["computer_image"], old.as_str());
+    let waiting = wait_for(Duration::from_secs(120), "accepted, waiting", || {
+        let r = env.json(&["runner", "show", &s.reg.id]);
+        (r["pending_state"] == "accepted").then_some(r)
+    });
+    assert_eq!(
+        waiting["pending_reason"], "accepted; waiting for 1 running turn",
+        "{waiting}"
+    );
+    assert_eq!(waiting["computer_image"], old.as_str());
+    std::fs::write(
+        env.path("runner-data-a")
+            .join("workspaces")
+            .join(&id)
+            .join("go"),
+        "",
+    )
+    .unwrap();
+    let out = slow.output();
+    assert!(out.status.success(), "{out:?}");
+    wait_for(Duration::from_secs(30), "the switch once idle", || {
+        let r = env.json(&["runner", "show", &s.reg.id]);
+        (r["computer_image"] == new.as_str()).then_some(())
+    });
+
+    // A turn on the running computer: the same container, the old image.
+    env.run(&["chat", "box", "again"]).ok();
+    assert_eq!(tool_result(&s, "again#1"), "no-marker\nkept\n");
+    let c = env.json(&["computer", "show", &id]);
+    assert_eq!(c["image_id"], old.as_str());
+    assert_eq!(c["container_id"], computer["container_id"], "not recreated");
+    assert_eq!(c["next_image"], new.as_str());
+
+    // Stopped and started again by the next turn: the new image, the workspace kept.
+    env.json(&["computer", "stop", &id]);
+    env.run(&["chat", "box", "restarted"]).ok();
+    assert_eq!(tool_result(&s, "restarted#1"), "new image\nkept\n");
+    let c = env.json(&["computer", "show", &id]);
+    assert_eq!(c["image_id"], new.as_str());
+    assert!(c["next_image"].is_null());
+    env.json(&["computer", "rm", &id, "--yes"]);
+    let _ = docker(&["rmi", &new]);
 }
