@@ -39,6 +39,21 @@ fn derived_image(variant: &str, files: &[(&str, &str, u32)]) -> String {
     id
 }
 
+/// Removes a derived image when the test ends, however it ends (its computer's container
+/// may still be going away: retried for a while).
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = common::poll(Duration::from_secs(30), || {
+            docker(&["rmi", "-f", &self.0])
+                .status
+                .success()
+                .then_some(())
+        });
+    }
+}
+
 fn gone(name: &str) -> bool {
     !docker(&["container", "inspect", name]).status.success()
 }
@@ -50,6 +65,7 @@ fn an_image_update_is_accepted_waits_for_idle_moves_computers_and_rolls_back() {
     }
     let old = test_image().id.clone();
     let new = derived_image("b", &[("/etc/yy-image-marker", "new image\n", 0o644)]);
+    let _cleanup = Cleanup(new.clone());
     let env = Env::new();
     let server = env.bootstrap();
     let reg = env.register_runner(&server, "main", &["--computer-image", &old]);
@@ -213,7 +229,6 @@ fn an_image_update_is_accepted_waits_for_idle_moves_computers_and_rolls_back() {
     assert_eq!(c["next_image"], old.as_str());
 
     env.json(&["computer", "rm", &id, "--yes"]);
-    let _ = docker(&["rmi", &new]);
 }
 
 #[test]
@@ -227,6 +242,7 @@ fn a_broken_image_is_refused_and_the_current_stays() {
         "broken",
         &[("/usr/local/bin/yy", "#!/bin/sh\nexit 1\n", 0o755)],
     );
+    let _cleanup = Cleanup(broken.clone());
     let env = Env::new();
     let server = env.bootstrap();
     let reg = env.register_runner(&server, "main", &["--computer-image", &old]);
@@ -264,7 +280,6 @@ fn a_broken_image_is_refused_and_the_current_stays() {
         env.json(&["runner", "show", &reg.id])["computer_image"],
         old.as_str()
     );
-    let _ = docker(&["rmi", &broken]);
 }
 
 /// The stdout of the last terminal result the model saw in the request of step `key`.
@@ -311,6 +326,7 @@ fn a_running_turn_delays_the_switch_and_turns_keep_a_running_computer_image() {
     };
     let old = test_image().id.clone();
     let new = derived_image("turns", &[("/etc/yy-image-marker", "new image\n", 0o644)]);
+    let _cleanup = Cleanup(new.clone());
     let env = &s.env;
     env.run(&["chat", "box", "first"]).ok();
     let computer = env.json(&["computer", "list"])[0].clone();
@@ -376,5 +392,4 @@ fn a_running_turn_delays_the_switch_and_turns_keep_a_running_computer_image() {
     assert_eq!(c["image_id"], new.as_str());
     assert!(c["next_image"].is_null());
     env.json(&["computer", "rm", &id, "--yes"]);
-    let _ = docker(&["rmi", &new]);
 }
