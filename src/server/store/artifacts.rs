@@ -545,14 +545,16 @@ pub fn for_download(
     if !a.is_ready() {
         return Err(no_artifact(id));
     }
+    // An attachment of a turn; when that is not it, an upload may still be a subtask's input.
+    let mut refused = None;
     if a.kind == kinds::INPUT
         && let Some(command) = a.command_id.clone()
+        && a.runner_id.as_deref() == Some(runner_id)
     {
-        if a.runner_id.as_deref() != Some(runner_id) {
-            return Err(no_artifact(id));
+        match authorize(conn, runner_id, generation, &command) {
+            Ok(_) => return Ok(a),
+            Err(e) => refused = Some(e),
         }
-        authorize(conn, runner_id, generation, &command)?;
-        return Ok(a);
     }
     let command: Option<String> = conn
         .prepare_cached(
@@ -570,7 +572,7 @@ pub fn for_download(
             r.get(0)
         })
         .optional()?;
-    let command = command.ok_or_else(|| no_artifact(id))?;
+    let command = command.ok_or_else(|| refused.unwrap_or_else(|| no_artifact(id)))?;
     authorize(conn, runner_id, generation, &command)?;
     Ok(a)
 }
