@@ -772,3 +772,93 @@ fn a_temporary_helper_works_in_its_own_computer_and_retires_with_its_goal() {
         .json(&["session", "show", sub["session_id"].as_str().unwrap()]);
     s.env.json(&["artifact", "show", &artifact]);
 }
+
+/// A subtask's input artifact reaches its owner's computer: member 1 exports a file, the
+/// admin's second subtask lists that artifact as input (its id taken from the review
+/// prompt), and member 2's turn finds it under `inputs/` and reads it there.
+#[test]
+fn a_subtask_input_artifact_is_in_the_member_computer_before_its_turn() {
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            { "match": "[yy team review]", "steps": [
+                { "tool_calls": [
+                    tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1", "decision": "accept" })),
+                    tool("subtask_add", json!({ "goal": GOAL, "title": "Check", "owner": "editor",
+                        "criteria": "the total is read",
+                        "artifacts": ["{{re:data\\.txt \\(artifact ([^,\\s]+),}}"] }))
+                ] },
+                { "text": "Handed to the editor." },
+                { "tool_calls": [
+                    tool("subtask_review", json!({ "goal": GOAL, "subtask": "#2", "decision": "accept" })),
+                    tool("goal_complete", json!({ "goal": GOAL, "summary": "checked" }))
+                ] },
+                { "text": "Done." }
+            ] },
+            { "match": "[yy goal result]", "steps": [ { "text": "Delivered." } ] },
+            { "match": "[yy subtask] #1", "steps": [
+                { "tool_call": tool("terminal", json!({ "command": "printf 'q1: 10\\ntotal: 10\\n' > data.txt" })) },
+                { "tool_call": tool("computer_export", json!({ "path": "data.txt" })) },
+                { "text": "data.txt exported" }
+            ] },
+            { "match": "[yy subtask] #2", "steps": [
+                { "tool_call": tool("terminal", json!({ "command": "cat inputs/data.txt" })) },
+                { "text": "The total is 10." }
+            ] },
+            { "match": "Build the team", "steps": [
+                { "tool_calls": [
+                    tool("team_create_member", json!({ "name": "writer" })),
+                    tool("team_create_member", json!({ "name": "editor" }))
+                ] },
+                { "tool_call": tool("team_create", json!({ "name": "crew", "members": ["writer", "editor"] })) },
+                { "tool_call": tool("goal_create", json!({ "team": "crew", "title": GOAL, "criteria": "c" })) },
+                { "tool_call": tool("subtask_add", json!({ "goal": GOAL, "title": "Collect", "owner": "writer", "criteria": "data.txt" })) },
+                { "text": "At work." }
+            ] }
+        ]
+    })) else {
+        return;
+    };
+    s.env.run(&["chat", "box", "Build the team"]).ok();
+    let id = goal_of(&s)["id"].as_str().unwrap().to_string();
+    let g = wait_completed(&s, &id);
+    assert_eq!(g["state"], "completed", "{g:#}");
+    let subs = g["subtasks"].as_array().unwrap();
+    let exported = subs[0]["result"]["artifacts"][0]["id"].as_str().unwrap();
+    assert_eq!(subs[1]["inputs"]["artifacts"][0], exported, "{g:#}");
+
+    // Member 2's prompt named the file's path in its computer, and its `cat` read it there.
+    let asked = requests_of(&s, "[yy subtask] #2");
+    assert_eq!(asked.len(), 2, "{asked:#?}");
+    let first = asked[0]["body"]["messages"].to_string();
+    assert!(first.contains("/workspace/inputs/data.txt"), "{first}");
+    let after_cat = asked[1]["body"]["messages"].as_array().unwrap();
+    let tool_result = after_cat
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    // The tool's JSON result, with the file's newline escaped in it.
+    assert!(tool_result.contains(r"q1: 10\ntotal: 10"), "{tool_result}");
+    // And the file is still there, byte for byte.
+    let editor = s
+        .env
+        .json(&["computer", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["agent"] == "editor")
+        .cloned()
+        .expect("the editor's computer");
+    let out = s.env.run(&[
+        "computer",
+        "exec",
+        editor["id"].as_str().unwrap(),
+        "--",
+        "cat",
+        "inputs/data.txt",
+    ]);
+    out.ok();
+    assert_eq!(out.stdout, "q1: 10\ntotal: 10\n");
+}

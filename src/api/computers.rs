@@ -54,6 +54,10 @@ pub struct Computer {
     /// The network mode it was last started with: `none` or `public-web`.
     #[serde(default)]
     pub network: NetworkMode,
+    /// The Runner's current image when it differs from `image_id`: the computer keeps
+    /// running on its image and moves to this one when it is started again (workspace kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_image: Option<String>,
     /// An operator's control (takeover), when it was ever taken; shown by `show`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<Control>,
@@ -226,6 +230,35 @@ pub struct EgressLogQuery {
     /// Newest first, at most this many.
     #[serde(default)]
     pub limit: Option<u32>,
+}
+
+/// Payload of the `computer.image.accept` Runner command.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageAcceptPayload {
+    /// The full image id (`sha256:...`) to accept.
+    pub image_id: String,
+}
+
+/// One check of an image acceptance (the `yy image verify` ladder, then the acceptance
+/// computer's steps).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ImageCheck {
+    pub name: String,
+    pub ok: bool,
+    pub want: String,
+    pub got: String,
+}
+
+/// What a `computer.image.accept` that passed reports (a refusal fails the command with
+/// the failed checks as its error).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ImageAcceptResult {
+    pub image_id: String,
+    pub checks: Vec<ImageCheck>,
+    /// The acceptance computer's container name; it is removed before the answer.
+    pub acceptance_container: String,
+    pub duration_ms: u64,
 }
 
 /// A Runner's network mode: computers get no network (`none`), or reach the public web

@@ -232,6 +232,9 @@ super::states::word_enum! {
         WorkerTurn = "worker.turn",
         /// The egress proxy's recent decisions (read-only).
         EgressLog = "egress.log",
+        /// Check a new computer image on the Runner's Docker engine: the image checks and
+        /// a throw-away acceptance computer with a guest round trip.
+        ComputerImageAccept = "computer.image.accept",
     }
 }
 
@@ -242,6 +245,8 @@ pub enum Settles {
     Computer,
     /// A computer agent's turn: its session and its computer.
     Both,
+    /// An image acceptance: the Runner's pending image.
+    Image,
     Nothing,
 }
 
@@ -273,6 +278,7 @@ impl CommandKind {
             | CommandKind::ComputerPause
             | CommandKind::ComputerResume => Settles::Computer,
             CommandKind::WorkerTurn => Settles::Both,
+            CommandKind::ComputerImageAccept => Settles::Image,
             CommandKind::Ping
             | CommandKind::Fetch
             | CommandKind::Cancel
@@ -320,6 +326,8 @@ pub enum RunnerCommand {
     WorkerTurn(WorkerTurnPayload),
     #[serde(rename = "egress.log")]
     EgressLog(super::computers::EgressLogQuery),
+    #[serde(rename = "computer.image.accept")]
+    ComputerImageAccept(super::computers::ImageAcceptPayload),
 }
 
 /// The payload of a command that needs none: `{}`.
@@ -347,6 +355,7 @@ impl RunnerCommand {
             RunnerCommand::ComputerResume(_) => CommandKind::ComputerResume,
             RunnerCommand::WorkerTurn(_) => CommandKind::WorkerTurn,
             RunnerCommand::EgressLog(_) => CommandKind::EgressLog,
+            RunnerCommand::ComputerImageAccept(_) => CommandKind::ComputerImageAccept,
         }
     }
 

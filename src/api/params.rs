@@ -120,8 +120,12 @@ pub struct RunnerRegister {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunnerUpdate {
+    /// A new image: pending until the Runner accepted it and is idle.
     #[serde(default)]
     pub computer_image: Option<String>,
     #[serde(default)]
     pub network: Option<crate::api::computers::NetworkMode>,
+    /// Go back to the previous image (the same acceptance and idle switch).
+    #[serde(default)]
+    pub rollback: bool,
 }

@@ -152,6 +152,10 @@ pub struct WorkerTurnPayload {
     /// Files the user attached: written into the workspace before the model starts.
     #[serde(default)]
     pub attachments: Vec<crate::api::artifacts::AttachmentRef>,
+    /// The input artifacts of the subtask this turn works on (a team member's turn):
+    /// written under `inputs/` in the workspace before the model starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<crate::api::artifacts::AttachmentRef>,
     /// The opaque per-turn id of the team tools, when the agent may manage a team. The
     /// Runner sends it with each team-tool call; the model never sees it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

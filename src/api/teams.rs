@@ -81,7 +81,8 @@ pub struct ArtifactRef {
 pub struct SubtaskInputs {
     #[serde(default)]
     pub text: String,
-    /// Artifact ids handed to the owner (named in its prompt; the files stay where they are).
+    /// Artifact ids handed to the owner: named in its prompt, and written under `inputs/`
+    /// in a computer owner's workspace before its turn.
     #[serde(default)]
     pub artifacts: Vec<String>,
 }

@@ -107,6 +107,25 @@ pub struct Runner {
     pub hermes_listen: Option<String>,
     /// The image computers are created from (computers enabled), or none.
     pub computer_image: Option<String>,
+    /// An image update not current yet: being verified by the Runner, or accepted and
+    /// waiting for the Runner to be idle.
+    #[serde(default)]
+    pub pending_image: Option<String>,
+    /// `verifying` or `accepted`.
+    #[serde(default)]
+    pub pending_state: Option<String>,
+    /// The `computer.image.accept` command checking the pending image.
+    #[serde(default)]
+    pub pending_command: Option<String>,
+    /// Why the pending image is not current yet, e.g. "accepted; waiting for 1 running turn".
+    #[serde(default)]
+    pub pending_reason: Option<String>,
+    /// The image replaced last (what `yy runner update --rollback` returns to).
+    #[serde(default)]
+    pub previous_image: Option<String>,
+    /// The last image update's outcome: when it was made current, or why it was refused.
+    #[serde(default)]
+    pub image_note: Option<String>,
     /// How its computers reach the network: `none`, or `public-web` through its egress
     /// proxy.
     pub network: crate::api::computers::NetworkMode,

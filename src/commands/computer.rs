@@ -135,7 +135,16 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
         ("state", c.state.clone()),
         ("fence", c.fence.to_string()),
         ("runner", c.runner_id.clone()),
-        ("image", c.image_id.clone()),
+        (
+            "image",
+            match &c.next_image {
+                Some(next) => format!(
+                    "{} (moves to its Runner's current image {next} when it is started again)",
+                    c.image_id
+                ),
+                None => c.image_id.clone(),
+            },
+        ),
         ("network", network_shown(c)),
         ("workspace", c.guest_cwd.clone()),
         ("container", opt(&c.container_id)),

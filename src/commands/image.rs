@@ -308,36 +308,46 @@ async fn list(as_json: bool) -> anyhow::Result<()> {
 }
 
 /// Images that must stay: the ones containers were made from, and unless `local_only` the
-/// ones the Runners of the current login's server are configured with (with why).
+/// ones the Runners of the current login's server keep (current, pending or previous), with
+/// why. A Runner's reason comes first: it says what keeps the image longest.
 async fn in_use(
     provider: &Provider,
     check: &InUseArgs,
 ) -> anyhow::Result<std::collections::HashMap<String, String>> {
-    let mut used: std::collections::HashMap<String, String> = rm::used_by_containers(provider)
-        .await
-        .map_err(cli)?
-        .into_iter()
-        .map(|id| (id, "a container was made from it".to_string()))
-        .collect();
-    if check.local_only {
-        return Ok(used);
-    }
-    let runners = async {
-        super::context::client()?
-            .runner_list()
-            .await
-            .map_err(anyhow::Error::from)
-    };
-    let runners = runners.await.map_err(|e| {
-        CliError::failure(format!(
-            "cannot ask the control plane which images its Runners use ({e}); log in, or pass --local-only to check this Docker engine only"
-        ))
-    })?;
-    for r in runners {
-        if let Some(image) = r.computer_image.filter(|_| r.state == "enabled") {
-            used.entry(image)
-                .or_insert_with(|| format!("runner {} is configured with it", r.id));
+    let containers = rm::used_by_containers(provider).await.map_err(cli)?;
+    let mut used = std::collections::HashMap::new();
+    if !check.local_only {
+        let runners = async {
+            super::context::client()?
+                .runner_list()
+                .await
+                .map_err(anyhow::Error::from)
+        };
+        let runners = runners.await.map_err(|e| {
+            CliError::failure(format!(
+                "cannot ask the control plane which images its Runners use ({e}); log in, or pass --local-only to check this Docker engine only"
+            ))
+        })?;
+        for r in runners.into_iter().filter(|r| r.state == "enabled") {
+            let kept = [
+                (r.computer_image, "is configured with it"),
+                (r.pending_image, "has it as its pending image"),
+                (
+                    r.previous_image,
+                    "keeps it as its previous image (for --rollback)",
+                ),
+            ];
+            for (image, why) in kept {
+                if let Some(image) = image {
+                    used.entry(image)
+                        .or_insert_with(|| format!("runner {} {why}", r.id));
+                }
+            }
         }
+    }
+    for id in containers {
+        used.entry(id)
+            .or_insert_with(|| "a container was made from it".to_string());
     }
     Ok(used)
 }

@@ -85,19 +85,33 @@ pub enum RunnerCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Change how a Runner's next computers start: the image and/or the network mode
+    /// Change how a Runner's computers start: a new image (checked first), a rollback,
+    /// and/or the network mode
     ///
-    /// Computers already running keep their image and network until they start again.
-    #[command(group = clap::ArgGroup::new("change").required(true).multiple(true).args(["computer_image", "network"]))]
+    /// A new image is pending until the Runner accepted it: it checks the image on its
+    /// Docker engine (`yy image verify`'s checks) and starts a throw-away acceptance computer
+    /// from it for a guest round trip. An accepted image becomes current when the Runner is
+    /// idle (no computer agent's turn and no computer start, exec or screen action queued or
+    /// running); the image it replaces is kept as the previous one. Running computers keep
+    /// their image and move to the current one when they are started again, workspace kept.
+    /// A refused image is dropped and the current one stays. Waits for the outcome unless
+    /// --no-wait. The network mode changes at once.
+    #[command(group = clap::ArgGroup::new("change").required(true).multiple(true).args(["computer_image", "rollback", "network"]))]
     Update {
         /// Runner id or unique id prefix
         id: String,
         /// The full image id (sha256:...) computers are created from
-        #[arg(long, value_name = "IMAGE_ID")]
+        #[arg(long, value_name = "IMAGE_ID", conflicts_with = "rollback")]
         computer_image: Option<String>,
+        /// Go back to the previous image (accepted and switched the same way)
+        #[arg(long)]
+        rollback: bool,
         /// How computers reach the network
         #[arg(long, value_name = "MODE")]
         network: Option<NetworkMode>,
+        /// Return once the update is recorded, without waiting for acceptance and switch
+        #[arg(long)]
+        no_wait: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -220,6 +234,16 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
         ),
         ("hostname", opt(&r.hostname)),
         ("computer image", opt(&r.computer_image)),
+        (
+            "pending image",
+            match (&r.pending_image, &r.pending_reason) {
+                (Some(image), Some(why)) => format!("{image} ({why})"),
+                (Some(image), None) => image.clone(),
+                _ => "-".into(),
+            },
+        ),
+        ("previous image", opt(&r.previous_image)),
+        ("image note", opt(&r.image_note)),
         ("network", r.network.to_string()),
         ("profiles", r.allowed_profiles.join(",")),
         ("artifact roots", r.artifact_roots.join(",")),
@@ -272,17 +296,17 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
         RunnerCommand::Update {
             id,
             computer_image,
+            rollback,
             network,
+            no_wait,
             json,
         } => {
             let update = params::RunnerUpdate {
                 computer_image,
                 network,
+                rollback,
             };
-            show(
-                &context::client()?.runner_update(&id, &update).await?,
-                json.json,
-            )
+            super::runner_ops::update(&id, &update, no_wait, |r| show(r, json.json)).await
         }
         RunnerCommand::EgressLog {
             runner,

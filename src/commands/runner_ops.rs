@@ -235,3 +235,65 @@ pub async fn sessions(runner: &str, json: bool) -> anyhow::Result<()> {
         },
     )
 }
+
+/// `yy runner update`: records the change and, for a new image or a rollback, waits for
+/// the Runner's acceptance and then for the switch (the Runner idle), saying why it waits.
+pub async fn update(
+    id: &str,
+    update: &crate::api::params::RunnerUpdate,
+    no_wait: bool,
+    show: impl Fn(&crate::api::views::Runner) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let client = context::client()?;
+    let r = client.runner_update(id, update).await?;
+    let wants_image = update.computer_image.is_some() || update.rollback;
+    let (Some(cmd), Some(target)) = (r.pending_command.clone(), r.pending_image.clone()) else {
+        return show(&r);
+    };
+    if no_wait || !wants_image {
+        return show(&r);
+    }
+    let accepted = wait(&client, &cmd).await?;
+    if accepted.state == "done"
+        && let Ok(a) = serde_json::from_value::<crate::api::computers::ImageAcceptResult>(
+            accepted.result.clone().unwrap_or_default(),
+        )
+    {
+        eprintln!(
+            "{} accepted: {} checks passed, acceptance computer {} ran and was removed ({:.1} s)",
+            output::clean(&a.image_id),
+            a.checks.len(),
+            output::clean(&a.acceptance_container),
+            a.duration_ms as f64 / 1000.0
+        );
+    }
+    let mut waiting = Waiting::new(
+        "Ctrl-C stops waiting (the image still becomes current when the Runner is idle)",
+    );
+    loop {
+        let r = client.runner_show(&r.id).await?;
+        if r.pending_image.as_deref() != Some(target.as_str()) {
+            waiting.clear();
+            show(&r)?;
+            if r.computer_image.as_deref() == Some(target.as_str()) {
+                return Ok(());
+            }
+            return Err(CliError::failure(
+                r.image_note
+                    .unwrap_or_else(|| format!("{target} did not become current")),
+            )
+            .into());
+        }
+        waiting.say(r.pending_reason.as_deref());
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(super::progress::QUEUED_LOOK_MS)) => {}
+            _ = tokio::signal::ctrl_c() => {
+                return Err(CliError::new(
+                    Exit::Cancelled,
+                    format!("stopped waiting; {target} becomes current when runner {} is idle (`yy runner show {}`)", r.id, r.id),
+                )
+                .into());
+            }
+        }
+    }
+}

@@ -25,6 +25,8 @@ use crate::computer::session::GuestSession;
 const ATTEMPTS: u32 = 5;
 /// Where the guest's attachments go, relative to its working directory.
 pub const ATTACH_DIR: &str = "attachments";
+/// Where a subtask's input artifacts go, relative to the guest's working directory.
+pub const INPUTS_DIR: &str = "inputs";
 
 /// The transfers of one running command.
 #[derive(Clone)]
@@ -366,35 +368,76 @@ impl TurnExports {
         attachments: &[AttachmentRef],
         cwd: &str,
     ) -> Result<Option<String>, String> {
-        if attachments.is_empty() {
+        let lines = self.place(guest, attachments, cwd, ATTACH_DIR).await?;
+        Ok(lines.map(|lines| {
+            format!(
+                "[The user attached {} file(s); they are in your computer:\n{lines}]",
+                attachments.len()
+            )
+        }))
+    }
+
+    /// Writes the input artifacts of the turn's subtask into the guest (under `inputs/`)
+    /// before the model starts; returns the note that tells the model where they are.
+    pub async fn inputs(
+        &self,
+        guest: &GuestSession,
+        inputs: &[AttachmentRef],
+        cwd: &str,
+    ) -> Result<Option<String>, String> {
+        let lines = self.place(guest, inputs, cwd, INPUTS_DIR).await?;
+        Ok(lines.map(|lines| {
+            format!(
+                "[Your subtask's {} input file(s) are in your computer:\n{lines}]",
+                inputs.len()
+            )
+        }))
+    }
+
+    /// Downloads each file (size and SHA-256 checked), writes it under `dir/` in the
+    /// guest (checked again there) and returns one line per file naming its path.
+    async fn place(
+        &self,
+        guest: &GuestSession,
+        files: &[AttachmentRef],
+        cwd: &str,
+        dir: &str,
+    ) -> Result<Option<String>, String> {
+        if files.is_empty() {
             return Ok(None);
         }
         let mkdir = ExecParams {
-            argv: Some(vec!["mkdir".into(), "-p".into(), ATTACH_DIR.into()]),
+            argv: Some(vec!["mkdir".into(), "-p".into(), dir.into()]),
             timeout_ms: Some(30_000),
             ..ExecParams::default()
         };
         let made = guest.exec(mkdir, None).await.map_err(|e| e.to_string())?;
         if made.exit_code != Some(0) {
             return Err(format!(
-                "cannot create {ATTACH_DIR}/ in the computer: {}",
+                "cannot create {dir}/ in the computer: {}",
                 made.stderr.trim()
             ));
         }
         let mut lines = Vec::new();
-        for a in attachments {
+        let mut used: Vec<String> = Vec::new();
+        for a in files {
             let name = artifacts::sanitize_name(&a.name)
-                .ok_or_else(|| format!("attachment name {:?} is not usable", a.name))?;
+                .ok_or_else(|| format!("file name {:?} is not usable", a.name))?;
+            // Two files of one name both arrive: the later one is prefixed by its id.
+            let name = if used.contains(&name) {
+                format!("{}-{name}", &a.artifact_id[..a.artifact_id.len().min(8)])
+            } else {
+                name
+            };
+            used.push(name.clone());
             let data = self.transfer.download(a).await?;
-            let rel = format!("{ATTACH_DIR}/{name}");
+            let rel = format!("{dir}/{name}");
             let written = guest
                 .write(&rel, &data, Some(0o644))
                 .await
-                .map_err(|e| format!("cannot write attachment {name} into the computer: {e}"))?;
+                .map_err(|e| format!("cannot write {name} into the computer: {e}"))?;
             if written.sha256 != a.sha256 {
-                return Err(format!(
-                    "attachment {name} was damaged on its way into the computer"
-                ));
+                return Err(format!("{name} was damaged on its way into the computer"));
             }
             lines.push(format!(
                 "- {}/{rel} ({} bytes, sha256 {})",
@@ -403,10 +446,6 @@ impl TurnExports {
                 a.sha256
             ));
         }
-        Ok(Some(format!(
-            "[The user attached {} file(s); they are in your computer:\n{}]",
-            attachments.len(),
-            lines.join("\n")
-        )))
+        Ok(Some(lines.join("\n")))
     }
 }

@@ -534,6 +534,33 @@ impl Computers {
         Ok(serde_json::to_value(result)?)
     }
 
+    pub(super) fn provider(&self) -> &Provider {
+        &self.provider
+    }
+
+    /// The spec of a throw-away acceptance computer of `image`: this Runner's production
+    /// hardening and labels (so that a restart's reconcile removes one left behind), its
+    /// own temporary workspace under the data dir, no network.
+    pub(super) fn acceptance_spec(&self, image: &str, run: &str, desktop: bool) -> ComputerSpec {
+        ComputerSpec {
+            owner_key: format!("accept/{run}"),
+            runner_id: self.runner_id.clone(),
+            computer_id: format!("accept-{run}"),
+            agent_id: "accept".into(),
+            account_id: "accept".into(),
+            image_id: image.into(),
+            generation: (*self.generation.lock().unwrap_or_else(|e| e.into_inner())).max(0) as u64,
+            workspace_host_dir: self.data_dir.join("accept").join(run),
+            guest_cwd: "/workspace".into(),
+            limits: if desktop {
+                Limits::desktop()
+            } else {
+                self.limits.clone()
+            },
+            network: GuestNetwork::None,
+        }
+    }
+
     /// True when the image has a display, a window manager and a browser.
     /// Whether `image` (a full image ID, so its content never changes) is a desktop
     /// image; asked of the engine once per image, since every turn wants to know.

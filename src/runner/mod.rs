@@ -8,6 +8,7 @@ pub mod computers;
 pub mod config;
 pub mod exec;
 pub mod hermes_link;
+pub mod image_accept;
 pub mod model;
 pub mod pauses;
 pub mod receipts;
@@ -648,6 +649,9 @@ async fn execute(
         }
         RunnerCommand::WorkerTurn(p) => worker_turn(shared, generation, &cmd.id, p, stop).await,
         RunnerCommand::EgressLog(q) => async { Ok(pool()?.egress().log(q).await?) }.await,
+        RunnerCommand::ComputerImageAccept(p) => {
+            async { image_accept::accept(pool()?, p).await }.await
+        }
     };
     match answer {
         Ok(v) => Finished {

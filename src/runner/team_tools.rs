@@ -77,7 +77,7 @@ pub fn schemas() -> Vec<Value> {
                 "criteria": s("Acceptance criteria"),
                 "deps": strings("Subtasks (ids, #seq or titles) that must be accepted first"),
                 "inputs": s("Text the owner gets with the task"),
-                "artifacts": strings("Artifact ids handed to the owner"),
+                "artifacts": strings("Artifact ids (at most 8) copied into the owner's computer under inputs/ before its turn"),
             }),
             &["goal", "title", "owner", "criteria"],
         ),

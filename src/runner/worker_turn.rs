@@ -141,9 +141,15 @@ pub async fn turn(
         r = host.exports.attach(&guest, &p.attachments, &p.computer.guest_cwd) => r.map_err(CommandFailure::failed)?,
         _ = stop.cancelled() => return interrupted(&p, "stopped before the turn began"),
     };
-    let message = match attached {
-        Some(note) => format!("{note}\n\n{}", p.message),
-        None => p.message.clone(),
+    let inputs = tokio::select! {
+        r = host.exports.inputs(&guest, &p.inputs, &p.computer.guest_cwd) => r.map_err(CommandFailure::failed)?,
+        _ = stop.cancelled() => return interrupted(&p, "stopped before the turn began"),
+    };
+    let notes: Vec<String> = [attached, inputs].into_iter().flatten().collect();
+    let message = if notes.is_empty() {
+        p.message.clone()
+    } else {
+        format!("{}\n\n{}", notes.join("\n"), p.message)
     };
     let desktop = host.pool.is_desktop(&p.computer.image_id).await;
     let agent = p.computer.agent_id.clone();

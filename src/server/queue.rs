@@ -16,7 +16,7 @@ use super::store::agents::{self, AgentRow};
 use super::store::commands::{self, Cancelled, CommandRow, QueueLimits, StartRefused};
 use super::store::computers::{self, ComputerRow};
 use super::store::sessions::{self, Admission, SessionRow, TurnRow};
-use super::store::{Store, StoreError, retention, runners};
+use super::store::{Store, StoreError, retention, runner_images, runners};
 
 use crate::api::machine::{Connected, LeasedCommand, Outcome, RunnerCommand, RunnerStatus};
 use crate::api::sessions::TurnEventIn;
@@ -322,6 +322,17 @@ impl Queue {
             self.wake(&runner, true);
         }
         Ok(agent)
+    }
+
+    /// `yy runner update`: may queue a `computer.image.accept` on the Runner.
+    pub async fn runner_update(
+        &self,
+        key: String,
+        image: runner_images::ImageChange,
+        network: Option<crate::api::computers::NetworkMode>,
+    ) -> Result<runners::RunnerRow, StoreError> {
+        self.change(move |c, limits| runner_images::update(c, &key, image, network, limits))
+            .await
     }
 
     /// Disables a Runner: its token stops working, and its long-polls end at once.
@@ -675,6 +686,12 @@ fn generation_error(e: GenerationError, generation: i64) -> QueueError {
 /// The Runner whose queue a state change touched, if any.
 trait Touches {
     fn touches(&self) -> Option<String>;
+}
+
+impl Touches for runners::RunnerRow {
+    fn touches(&self) -> Option<String> {
+        Some(self.id.clone())
+    }
 }
 
 impl Touches for CommandRow {

@@ -8,6 +8,7 @@ use crate::server::auth::{self, Admin};
 use crate::server::error::ApiError;
 use crate::server::extract::Body;
 use crate::server::store::computers;
+use crate::server::store::runner_images::ImageChange;
 use crate::server::store::runners::{self, NewRunner};
 
 pub async fn runner_list(
@@ -109,29 +110,43 @@ pub async fn runner_disable(
     Ok(Json(row.into()))
 }
 
-/// Changes how a Runner's next computers start: the image (a full id only) and/or the
-/// network mode. Running computers keep theirs until they are started again.
+/// Changes how a Runner's next computers start: the network mode at once; a new image
+/// (a full id only) or `rollback` to the previous one becomes pending, is checked on the
+/// Runner, and becomes current when the Runner is idle (store::runner_images). Running
+/// computers keep theirs until they are started again.
 pub async fn runner_update(
     State(state): State<AppState>,
     _: Admin,
     Path(id): Path<String>,
     Body(p): Body<params::RunnerUpdate>,
 ) -> Result<Json<views::Runner>, ApiError> {
-    if p.computer_image.is_none() && p.network.is_none() {
+    if p.computer_image.is_none() && p.network.is_none() && !p.rollback {
         return Err(ApiError::bad_request(
-            "nothing to change: give computer_image and/or network",
+            "nothing to change: give computer_image, rollback and/or network",
         ));
     }
-    if let Some(image) = &p.computer_image {
-        computers::check_image_id(image).map_err(ApiError::bad_request)?;
-    }
+    let image = match (p.computer_image, p.rollback) {
+        (Some(_), true) => {
+            return Err(ApiError::bad_request(
+                "give either computer_image or rollback, not both",
+            ));
+        }
+        (Some(image), false) => {
+            computers::check_image_id(&image).map_err(ApiError::bad_request)?;
+            ImageChange::To(image)
+        }
+        (None, true) => ImageChange::Rollback,
+        (None, false) => ImageChange::Keep,
+    };
     let network = p.network;
-    let row = state
-        .store
-        .call(move |c| runners::update(c, &id, p.computer_image.as_deref(), p.network))
-        .await?;
+    let row = state.queue.runner_update(id, image, network).await?;
     if let Some(network) = network {
         tracing::info!(runner = %row.id, %network, "runner network mode changed");
     }
-    Ok(Json(row.into()))
+    if let Some(pending) = &row.images.pending_image {
+        tracing::info!(runner = %row.id, image = %pending, "computer image pending acceptance");
+    }
+    let mut view: views::Runner = row.into();
+    polling(&state, &mut view);
+    Ok(Json(view))
 }

@@ -83,6 +83,7 @@ pub async fn chat_create(
             session,
             message: p.message,
             attachments: p.attachments,
+            inputs: Vec::new(),
         })
         .await?;
     Ok(Json(wire::ChatStarted {

@@ -39,6 +39,7 @@ fn running_turn(w: &mut World, attachments: Vec<String>) -> (i64, String) {
         session: None,
         message: "export".into(),
         attachments,
+        inputs: Vec::new(),
     };
     let (_, turn) = sessions::admit_turn(&mut w.conn, &admission, QueueLimits::default()).unwrap();
     w.run(generation, &turn.command_id);
@@ -224,6 +225,7 @@ fn attachments_go_with_one_computer_turn_and_only_its_runner_downloads_them() {
             session: None,
             message: "x".into(),
             attachments: vec!["in-1".into()],
+            inputs: Vec::new(),
         },
         QueueLimits::default(),
     );
@@ -251,6 +253,7 @@ fn attachments_go_with_one_computer_turn_and_only_its_runner_downloads_them() {
             session: None,
             message: "x".into(),
             attachments: vec!["in-1".into()],
+            inputs: Vec::new(),
         },
         QueueLimits::default(),
     );

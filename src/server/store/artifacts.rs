@@ -439,6 +439,69 @@ pub fn attachable(
     Ok(out)
 }
 
+/// A subtask's input artifacts as a turn carries them: the ready ones of the account (one
+/// deleted since the subtask was added is left out; the prompt names what is there), at
+/// most [`MAX_ATTACHMENTS`], each small enough for one guest write.
+pub fn turn_inputs(
+    conn: &Connection,
+    account_id: &str,
+    ids: &[String],
+) -> Result<Vec<wire::AttachmentRef>, StoreError> {
+    let mut out: Vec<wire::AttachmentRef> = Vec::new();
+    for id in ids.iter().take(MAX_ATTACHMENTS) {
+        let Ok(a) = get(conn, id) else { continue };
+        if a.account_id.as_deref() != Some(account_id)
+            || !a.is_ready()
+            || a.size as u64 > wire::MAX_ATTACH_BYTES
+            || out.iter().any(|o| o.artifact_id == a.id)
+        {
+            continue;
+        }
+        out.push(wire::AttachmentRef {
+            artifact_id: a.id,
+            name: a.name,
+            size: a.size as u64,
+            sha256: a.sha256,
+        });
+    }
+    Ok(out)
+}
+
+/// Checks the input artifacts given to a new subtask: ready, of the goal's account, at
+/// most [`MAX_ATTACHMENTS`], each at most what one guest write carries (the limits of
+/// `yy chat --attach`). Returns their full ids.
+pub fn check_subtask_inputs(
+    conn: &Connection,
+    account_id: &str,
+    keys: &[String],
+) -> Result<Vec<String>, StoreError> {
+    if keys.len() > MAX_ATTACHMENTS {
+        return Err(StoreError::Limit(format!(
+            "{} input artifacts; a subtask takes at most {MAX_ATTACHMENTS}",
+            keys.len()
+        )));
+    }
+    let mut ids = Vec::new();
+    for key in keys {
+        let a = get(conn, key)?;
+        if a.account_id.as_deref() != Some(account_id) || !a.is_ready() {
+            return Err(no_artifact(key));
+        }
+        if a.size as u64 > wire::MAX_ATTACH_BYTES {
+            return Err(StoreError::Limit(format!(
+                "artifact {} is {} bytes; an input goes into the computer in one write of at most {} bytes",
+                a.id,
+                a.size,
+                wire::MAX_ATTACH_BYTES
+            )));
+        }
+        if !ids.contains(&a.id) {
+            ids.push(a.id);
+        }
+    }
+    Ok(ids)
+}
+
 /// Ties the attached inputs to the turn's command: from now on only that command's Runner
 /// may download them, while the command runs.
 pub fn link(
@@ -468,6 +531,10 @@ pub fn link(
 }
 
 /// An attachment a Runner may download: attached to its running command.
+///
+/// Or a subtask's input: named in the `inputs` of a `worker.turn` of this Runner running
+/// now in this generation, whose turn works on a subtask that lists the artifact, of a goal
+/// of the artifact's account (so: that Runner, that account and that goal's team only).
 pub fn for_download(
     conn: &Connection,
     runner_id: &str,
@@ -475,10 +542,37 @@ pub fn for_download(
     id: &str,
 ) -> Result<ArtifactRow, StoreError> {
     let a = get(conn, id)?;
-    let command = a.command_id.clone().ok_or_else(|| no_artifact(id))?;
-    if a.kind != kinds::INPUT || a.runner_id.as_deref() != Some(runner_id) || !a.is_ready() {
+    if !a.is_ready() {
         return Err(no_artifact(id));
     }
+    // An attachment of a turn; when that is not it, an upload may still be a subtask's input.
+    let mut refused = None;
+    if a.kind == kinds::INPUT
+        && let Some(command) = a.command_id.clone()
+        && a.runner_id.as_deref() == Some(runner_id)
+    {
+        match authorize(conn, runner_id, generation, &command) {
+            Ok(_) => return Ok(a),
+            Err(e) => refused = Some(e),
+        }
+    }
+    let command: Option<String> = conn
+        .prepare_cached(
+            "SELECT c.id FROM runner_commands c
+             JOIN subtasks s ON s.turn_id = json_extract(c.payload, '$.turn_id')
+             JOIN goals g ON g.id = s.goal_id
+             WHERE c.runner_id = ?1 AND c.lease_generation = ?2 AND c.state = 'running'
+                 AND c.kind = 'worker.turn' AND g.account_id = ?3
+                 AND EXISTS (SELECT 1 FROM json_each(c.payload, '$.inputs')
+                             WHERE json_extract(value, '$.artifact_id') = ?4)
+                 AND EXISTS (SELECT 1 FROM json_each(s.inputs, '$.artifacts') WHERE value = ?4)
+             LIMIT 1",
+        )?
+        .query_row(params![runner_id, generation, a.account_id, a.id], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    let command = command.ok_or_else(|| refused.unwrap_or_else(|| no_artifact(id)))?;
     authorize(conn, runner_id, generation, &command)?;
     Ok(a)
 }

@@ -536,6 +536,13 @@ pub fn settle(conn: &mut Connection, ended: Option<CommandKind>) -> Result<(), S
     if matches!(scope, None | Some(Settles::Computer | Settles::Both)) {
         super::computers::settle(conn)?;
     }
+    // An image waits for its acceptance, then for the last computer command to end.
+    if matches!(
+        scope,
+        None | Some(Settles::Computer | Settles::Both | Settles::Image)
+    ) {
+        super::runner_images::settle(conn)?;
+    }
     Ok(())
 }
 

@@ -40,6 +40,8 @@ pub struct ComputerRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub network: NetworkMode,
+    /// Its Runner's current computer image.
+    pub runner_image: Option<String>,
 }
 
 impl From<ComputerRow> for wire::Computer {
@@ -49,7 +51,6 @@ impl From<ComputerRow> for wire::Computer {
             agent: r.agent,
             owner: r.owner,
             runner_id: r.runner_id,
-            image_id: r.image_id,
             guest_cwd: r.guest_cwd,
             state: r.state.as_sql().into(),
             fence: r.fence,
@@ -59,6 +60,9 @@ impl From<ComputerRow> for wire::Computer {
             last_command: r.last_command,
             created_at: rfc3339(r.created_at),
             updated_at: rfc3339(r.updated_at),
+            // Its Runner's current image, when this computer will start from another one.
+            next_image: r.runner_image.filter(|i| *i != r.image_id),
+            image_id: r.image_id,
             network: r.network,
             control: None,
         }
@@ -67,7 +71,8 @@ impl From<ComputerRow> for wire::Computer {
 
 const SELECT: &str = "SELECT c.id, c.account_id, c.agent_id, g.name, a.username, c.runner_id,
         c.image_id, c.guest_cwd, c.state, c.fence, c.container_id, c.last_command, c.last_error,
-        c.resources, c.created_at, c.updated_at, c.network
+        c.resources, c.created_at, c.updated_at, c.network,
+        (SELECT computer_image FROM runners WHERE id = c.runner_id)
     FROM computers c JOIN agents g ON g.id = c.agent_id JOIN accounts a ON a.id = c.account_id";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
@@ -89,6 +94,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
         network: NetworkMode::parse(&r.get::<_, String>(16)?).unwrap_or_default(),
+        runner_image: r.get(17)?,
     })
 }
 

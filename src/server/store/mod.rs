@@ -16,6 +16,7 @@ pub mod ids;
 mod migrate;
 pub mod prompts;
 pub mod retention;
+pub mod runner_images;
 pub mod runners;
 pub mod schedule;
 mod session_ends;

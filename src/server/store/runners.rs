@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::runner_images::busy_sql;
 use super::{StoreError, catalog, is_unique_violation, new_id};
 use crate::api::views;
 use crate::egress::NetworkMode;
@@ -29,6 +30,8 @@ pub struct RunnerRow {
     pub status: Option<serde_json::Value>,
     pub computer_image: Option<String>,
     pub network: NetworkMode,
+    /// The image update in progress, if any, and the image replaced last.
+    pub images: super::runner_images::ImageUpdate,
 }
 
 impl RunnerRow {
@@ -76,17 +79,30 @@ impl From<RunnerRow> for views::Runner {
                 .status
                 .as_ref()
                 .and_then(|s| s["hermes_listen"].as_str().map(str::to_string)),
+            pending_image: r.images.pending_image.clone(),
+            pending_state: r.images.pending_state.clone(),
+            pending_command: r.images.pending_command.clone(),
+            pending_reason: r.images.reason(),
+            previous_image: r.images.previous_image.clone(),
+            image_note: r.images.note.clone(),
             computer_image: r.computer_image,
             network: r.network,
         }
     }
 }
 
-pub(crate) const SELECT: &str =
+pub(crate) const SELECT: &str = concat!(
     "SELECT r.id, r.source_id, s.name, r.allowed_profiles, r.artifact_roots,
         r.server_url, r.hermes_url, r.created_at, r.disabled_at, r.generation, r.instance_id,
-        r.last_seen_at, r.version, r.capabilities, r.status, r.computer_image, r.network
-    FROM runners r JOIN sources s ON s.id = r.source_id";
+        r.last_seen_at, r.version, r.capabilities, r.status, r.computer_image, r.network,
+        r.previous_image, r.pending_image, r.pending_state, r.pending_command, r.image_note,
+        CASE WHEN r.pending_state = 'accepted' THEN (SELECT json_array(
+                coalesce(sum(c.kind = 'worker.turn'), 0), coalesce(sum(c.kind != 'worker.turn'), 0))
+            FROM runner_commands c WHERE c.runner_id = r.id AND ",
+    busy_sql!(),
+    ") END
+    FROM runners r JOIN sources s ON s.id = r.source_id"
+);
 
 fn json_list(s: String) -> Vec<String> {
     serde_json::from_str(&s).unwrap_or_default()
@@ -113,6 +129,7 @@ pub(crate) fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerRow> {
             .and_then(|s| serde_json::from_str(&s).ok()),
         computer_image: r.get(15)?,
         network: NetworkMode::parse(&r.get::<_, String>(16)?).unwrap_or_default(),
+        images: super::runner_images::ImageUpdate::from_row(r, 17)?,
     })
 }
 
@@ -261,26 +278,6 @@ pub fn computer_settings(
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     Ok((image, NetworkMode::parse(&network).unwrap_or_default()))
-}
-
-/// Changes how a Runner's next computers start: the image (a full id, checked by the
-/// caller) and/or the network mode, in one transaction.
-pub fn update(
-    conn: &mut Connection,
-    key: &str,
-    image: Option<&str>,
-    network: Option<NetworkMode>,
-) -> Result<RunnerRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let runner = get(&tx, key)?;
-    tx.execute(
-        "UPDATE runners SET computer_image = coalesce(?2, computer_image),
-             network = coalesce(?3, network) WHERE id = ?1",
-        params![runner.id, image, network.map(|n| n.as_str())],
-    )?;
-    let runner = get(&tx, &runner.id)?;
-    tx.commit()?;
-    Ok(runner)
 }
 
 /// The enabled Runner of a source: where its agents' work goes.

@@ -409,6 +409,7 @@ fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<Stri
                     session: Some(s.id.clone()),
                     message,
                     attachments: Vec::new(),
+                    inputs: Vec::new(),
                 },
                 limits,
             )?;
@@ -444,6 +445,7 @@ fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<Stri
                     session: goal.admin_session_id.clone(),
                     message,
                     attachments: Vec::new(),
+                    inputs: Vec::new(),
                 },
                 limits,
             )?;
@@ -482,6 +484,10 @@ fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<Stri
                     session: sub.session_id.clone(),
                     message,
                     attachments: Vec::new(),
+                    // Its input artifacts go into a computer member's workspace.
+                    inputs: serde_json::from_str::<crate::api::teams::SubtaskInputs>(&sub.inputs)
+                        .unwrap_or_default()
+                        .artifacts,
                 },
                 limits,
             )?;

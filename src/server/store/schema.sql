@@ -71,7 +71,14 @@ CREATE TABLE runners (
     capabilities     TEXT NOT NULL DEFAULT '[]', -- JSON array
     status           TEXT,                       -- JSON object reported by the Runner
     computer_image   TEXT,                       -- full image id (sha256:...), or NULL
-    network          TEXT NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'public-web'))
+    network          TEXT NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'public-web')),
+    -- Image updates (migration 10): the image replaced last, the one being verified or
+    -- waiting for the Runner to be idle, the command verifying it, and the last outcome.
+    previous_image   TEXT,
+    pending_image    TEXT,
+    pending_state    TEXT CHECK (pending_state IN ('verifying', 'accepted')),
+    pending_command  TEXT,
+    image_note       TEXT
 );
 -- One enabled Runner per source, enforced by the database itself.
 CREATE UNIQUE INDEX runners_one_enabled_per_source ON runners(source_id) WHERE disabled_at IS NULL;

@@ -229,6 +229,9 @@ pub struct Admission {
     pub message: String,
     /// Uploaded files (artifact ids) to put into a computer agent's workspace first.
     pub attachments: Vec<String>,
+    /// A subtask's input artifacts (ids) to put under `inputs/` in a computer agent's
+    /// workspace first (the scheduler's member turns).
+    pub inputs: Vec<String>,
 }
 
 /// Admits a turn: agent, Runner, profile permission and slots are checked, and the session,
@@ -390,6 +393,8 @@ pub fn admit_in(
                 computer.id, agent.name, computer.state, computer.id
             )));
         }
+        // A running computer keeps its image; a stopped one starts from the current image.
+        let image = super::runner_images::lease_image(&computer, &image).to_string();
         let lease = computers::next_lease(&computer, &agent, &image, &cwd, network);
         // Team tools: only while the agent may manage a team, checked at every turn.
         let team_tools = if agent.manage_team {
@@ -412,6 +417,7 @@ pub fn admit_in(
             history,
             computer: lease.clone(),
             attachments: artifacts::attachable(tx, &a.account_id, &a.attachments)?,
+            inputs: artifacts::turn_inputs(tx, &a.account_id, &a.inputs)?,
         };
         let turn = RunnerCommand::WorkerTurn(payload.clone());
         let command = commands::enqueue_in(tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?;

@@ -237,14 +237,9 @@ pub fn add_subtask(
             dep_ids.push(dep.id);
         }
     }
-    for a in &new.inputs.artifacts {
-        let art = artifacts::get(conn, a)?;
-        if art.account_id.as_deref() != Some(goal.account_id.as_str()) || !art.is_ready() {
-            return Err(StoreError::NotFound(format!(
-                "no ready artifact {a:?} of this account: see `yy artifact list`"
-            )));
-        }
-    }
+    let mut new = new;
+    new.inputs.artifacts =
+        artifacts::check_subtask_inputs(conn, &goal.account_id, &new.inputs.artifacts)?;
     let id = new_id();
     let now = now_ms();
     conn.execute(

@@ -941,3 +941,77 @@ fn members_an_isolated_admin_creates_never_become_host_agents() {
     )
     .unwrap();
 }
+
+/// A subtask's input artifacts: checked when added (ready, this account, small enough for
+/// one guest write), carried by the owner's turn, and downloadable only by that turn's
+/// Runner while it runs.
+#[test]
+fn subtask_inputs_ride_with_the_owner_turn_and_are_downloadable_only_while_it_runs() {
+    use super::artifacts;
+    let (mut w, g) = team_world();
+    let goal = crew_goal(&mut w);
+    let art = |w: &World, id: &str, size: u64| {
+        w.conn
+            .execute(
+                "INSERT INTO artifacts (id, kind, name, size, sha256, chunk_size, received, state,
+                     account_id, created_at, updated_at)
+                 VALUES (?1, 'export', 'data.txt', ?2, ?3, 65536, ?2, 'ready', ?4, 0, 0)",
+                rusqlite::params![id, size as i64, "ab".repeat(32), w.account],
+            )
+            .unwrap();
+    };
+    art(&w, "art-data", 10);
+    art(&w, "art-other", 10);
+    art(&w, "art-huge", crate::api::artifacts::MAX_ATTACH_BYTES + 1);
+    pass(&mut w);
+    let turns = live_turns(&w);
+    let (_, _, plan_cmd, plan_tool) = turn_of(&turns, "boss").clone();
+    let plan_tool = plan_tool.unwrap();
+    start(&mut w, g, &plan_cmd);
+    let sub = |artifacts: Value| json!({ "goal": goal, "title": "Use it", "owner": "m1", "criteria": "c", "artifacts": artifacts });
+    let e = tool(
+        &mut w,
+        g,
+        &plan_tool,
+        "subtask_add",
+        sub(json!(["art-huge"])),
+    )
+    .unwrap_err();
+    assert!(matches!(e, StoreError::Limit(m) if m.contains("one write")));
+    let nine: Vec<String> = (0..9).map(|_| "art-data".to_string()).collect();
+    let e = tool(&mut w, g, &plan_tool, "subtask_add", sub(json!(nine))).unwrap_err();
+    assert!(matches!(e, StoreError::Limit(m) if m.contains("at most 8")));
+    tool(
+        &mut w,
+        g,
+        &plan_tool,
+        "subtask_add",
+        sub(json!(["art-data"])),
+    )
+    .unwrap();
+    finish(&mut w, g, &plan_cmd, "planned");
+    pass(&mut w);
+    let turns = live_turns(&w);
+    let (_, _, member_cmd, _) = turn_of(&turns, "m1").clone();
+    let payload: Value =
+        serde_json::from_str(&commands::get(&w.conn, &member_cmd).unwrap().payload).unwrap();
+    assert_eq!(payload["inputs"][0]["artifact_id"], "art-data", "{payload}");
+    assert_eq!(payload["inputs"][0]["name"], "data.txt");
+
+    let runner = w.runner.clone();
+    let download =
+        |w: &World, runner: &str, id: &str| artifacts::for_download(&w.conn, runner, g, id);
+    assert!(
+        download(&w, &runner, "art-data").is_err(),
+        "not running yet"
+    );
+    start(&mut w, g, &member_cmd);
+    assert_eq!(download(&w, &runner, "art-data").unwrap().id, "art-data");
+    assert!(
+        download(&w, &runner, "art-other").is_err(),
+        "not an input of it"
+    );
+    assert!(download(&w, "another-runner", "art-data").is_err());
+    finish(&mut w, g, &member_cmd, "used it");
+    assert!(download(&w, &runner, "art-data").is_err(), "its turn ended");
+}

@@ -148,6 +148,7 @@ impl World {
             session: None,
             message: "hello".into(),
             attachments: Vec::new(),
+            inputs: Vec::new(),
         };
         sessions::admit_turn(&mut self.conn, &admission, QueueLimits::default())
     }
@@ -470,6 +471,7 @@ fn a_turn_running_when_its_generation_ends_is_uncertain_and_its_session_idle() {
         session: Some(session.id.clone()),
         message: "again".into(),
         attachments: Vec::new(),
+        inputs: Vec::new(),
     };
     assert!(
         matches!(
