@@ -43,7 +43,7 @@ pub async fn accept(
     }
 
     let run = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
-    let desktop = provider.is_desktop_image(&p.image_id).await;
+    let desktop = pool.is_desktop(&p.image_id).await;
     let spec = pool.acceptance_spec(&p.image_id, &run, desktop);
     let name = spec.name();
     let trip = async {
