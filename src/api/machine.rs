@@ -228,6 +228,8 @@ super::states::word_enum! {
         ComputerPause = "computer.pause",
         /// Resume the paused model with the operator's note (handback).
         ComputerResume = "computer.resume",
+        /// Open the operator's shell (a pty) in the computer and connect its relay.
+        ComputerShell = "computer.shell",
         /// A computer agent's turn through the Worker.
         WorkerTurn = "worker.turn",
         /// The egress proxy's recent decisions (read-only).
@@ -272,6 +274,7 @@ impl CommandKind {
             | CommandKind::ComputerScreen
             | CommandKind::ComputerPause
             | CommandKind::ComputerResume => Settles::Computer,
+            CommandKind::ComputerShell => Settles::Nothing,
             CommandKind::WorkerTurn => Settles::Both,
             CommandKind::Ping
             | CommandKind::Fetch
@@ -316,6 +319,8 @@ pub enum RunnerCommand {
     ComputerPause(PausePayload),
     #[serde(rename = "computer.resume")]
     ComputerResume(PausePayload),
+    #[serde(rename = "computer.shell")]
+    ComputerShell(super::shell::ShellPayload),
     #[serde(rename = "worker.turn")]
     WorkerTurn(WorkerTurnPayload),
     #[serde(rename = "egress.log")]
@@ -345,6 +350,7 @@ impl RunnerCommand {
             RunnerCommand::ComputerScreen(_) => CommandKind::ComputerScreen,
             RunnerCommand::ComputerPause(_) => CommandKind::ComputerPause,
             RunnerCommand::ComputerResume(_) => CommandKind::ComputerResume,
+            RunnerCommand::ComputerShell(_) => CommandKind::ComputerShell,
             RunnerCommand::WorkerTurn(_) => CommandKind::WorkerTurn,
             RunnerCommand::EgressLog(_) => CommandKind::EgressLog,
         }

@@ -531,6 +531,15 @@ impl Computers {
         Ok(serde_json::to_value(result)?)
     }
 
+    /// The container of a computer under its current fence (the operator's shell).
+    pub fn container_under(&self, computer: &str, fence: i64) -> Result<String, PoolError> {
+        self.check_current(computer, fence)
+    }
+
+    pub fn provider(&self) -> &Provider {
+        &self.provider
+    }
+
     /// True when the image has a display, a window manager and a browser.
     pub async fn is_desktop(&self, image: &str) -> bool {
         self.provider.is_desktop_image(image).await

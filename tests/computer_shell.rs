@@ -1,0 +1,275 @@
+//! The operator's shell (`yy computer attach C --control`) end to end: the real CLI on a
+//! pty this test opens (so its raw mode, window size and Ctrl-C paths run), the relay
+//! through the control plane and the Runner, and a tty exec in the computer's container
+//! on the real Docker engine, while a scripted model's turn is paused.
+
+mod common;
+mod computer_support;
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use computer_support::test_image;
+
+/// Everything the CLI wrote to its terminal so far.
+#[derive(Clone, Default)]
+struct Screen(Arc<Mutex<Vec<u8>>>);
+
+impl Screen {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until `needle` appears after byte `from`; returns where it ends.
+    fn wait(&self, needle: &str, from: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = self.text();
+            if let Some(i) = text.get(from..).and_then(|t| t.find(needle)) {
+                return from + i + needle.len();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} on the terminal after byte {from}:\n{}",
+                &text[from.min(text.len())..]
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn openpty(cols: u16, rows: u16) -> (OwnedFd, OwnedFd) {
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty fills two descriptors we then own.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both were just opened for us.
+    unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
+}
+
+fn set_size(master: &OwnedFd, cols: u16, rows: u16) {
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ on our pty master; the kernel signals the terminal's foreground
+    // process group (the CLI) with SIGWINCH.
+    assert_eq!(
+        unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) },
+        0
+    );
+}
+
+/// The first `TAG<digits>:` on the screen after `from`: what `echo "TAG$$:"` printed
+/// (the echoed command line itself shows `$$`, not digits).
+fn number_after(text: &str, tag: &str) -> Option<u32> {
+    text.match_indices(tag).find_map(|(i, _)| {
+        let rest = &text[i + tag.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        (!digits.is_empty() && rest[digits.len()..].starts_with(':'))
+            .then(|| digits.parse().ok())
+            .flatten()
+    })
+}
+
+#[test]
+fn the_operator_gets_a_real_pty_in_the_computers_container() {
+    let note = "I fixed the config by hand";
+    let Some(s) = common::hermes::worker_setup(
+        || test_image().id.clone(),
+        serde_json::json!([
+            {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 600 >/dev/null 2>&1 & echo $! > bg.pid; sleep 3; echo first-done"}}},
+            {"tool_call": {"name": "terminal", "arguments": {"command": "echo second > second.txt"}}},
+            {"text": "resumed after the handback"}
+        ]),
+    ) else {
+        return;
+    };
+    let env = &s.env;
+    let computer = env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let ws = env.path("runner-data-a").join("workspaces").join(&id);
+    let chat = env.background(&s.server, &["chat", "box", "do two steps"]);
+    common::wait_for(Duration::from_secs(60), "the first tool", || {
+        ws.join("bg.pid").exists().then_some(())
+    });
+    let agent_bg: u32 = std::fs::read_to_string(ws.join("bg.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    // The CLI on a terminal of its own (session leader, controlling tty): raw mode,
+    // SIGWINCH and Ctrl-C take their real paths. Its status lines go to a pipe.
+    let (master, slave) = openpty(80, 24);
+    let mut cmd = env.command(&["computer", "attach", &id, "--control"]);
+    cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave))
+        .stderr(Stdio::piped());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let started = Instant::now();
+    let mut attach = cmd.spawn().unwrap();
+    drop(cmd); // the parent's copies of the terminal's slave side
+    let screen = Screen::default();
+    {
+        let mut reader = std::fs::File::from(master.try_clone().unwrap());
+        let screen = screen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                screen.0.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+    }
+    let mut keys = std::fs::File::from(master.try_clone().unwrap());
+    let mut type_ = |text: &str| {
+        keys.write_all(text.as_bytes()).unwrap();
+        keys.flush().unwrap();
+    };
+    let err = common::lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    common::wait_line(&err, "you have control", &mut seen);
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "control came before the tool in flight ended: {seen:?}"
+    );
+    common::wait_line(&err, "Ctrl-] detaches", &mut seen);
+
+    // A real pty, in the same container as the agent's background program.
+    type_("tty; echo TTY-$((40+2))\r");
+    let mut at = screen.wait("TTY-42", 0);
+    assert!(screen.text().contains("/dev/pts/"), "{}", screen.text());
+    type_("kill -0 $(cat bg.pid) && echo BG-$((1+1))-alive; echo \"SH$$:\"; id -u\r");
+    at = screen.wait("BG-2-alive", at);
+    at = screen.wait("1000", at);
+    let shell_pid = number_after(&screen.text(), "SH").expect("the shell's pid");
+    // A background job of the operator's own: it ends with the session.
+    type_("sleep 777 & echo JOB-$((3*3))\r");
+    at = screen.wait("JOB-9", at);
+
+    // Resize: the local terminal changes size, the remote pty follows.
+    set_size(&master, 101, 33);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        type_("stty size; echo SZ-$((1+2))\r");
+        let end = screen.wait("SZ-3", at);
+        let shown = screen.text()[at..end].to_string();
+        at = end;
+        if shown.contains("33 101") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no resize: {shown:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    // Ctrl-C interrupts the remote program, not yy; the session goes on.
+    type_("sleep 100; echo SLEPT-$((2+3))\r");
+    std::thread::sleep(Duration::from_secs(1));
+    let interrupted = Instant::now();
+    type_("\x03");
+    type_("echo INT-$((4+4))\r");
+    at = screen.wait("INT-8", at);
+    assert!(interrupted.elapsed() < Duration::from_secs(20));
+    assert!(attach.try_wait().unwrap().is_none(), "Ctrl-C ended yy");
+
+    // The model's next tool did not run meanwhile.
+    assert!(!ws.join("second.txt").exists(), "the next tool ran");
+
+    // Ctrl-] detaches: control released, the model stays paused.
+    type_("\x1d");
+    let status = attach.wait().unwrap();
+    assert!(status.success(), "{seen:?}");
+    common::wait_line(&err, "stays paused", &mut seen);
+    let _ = at;
+
+    // No operator shell (nor its job) is left; the agent's program still runs.
+    let probe = format!(
+        "kill -0 {shell_pid} 2>/dev/null && echo shell-left; kill -0 {agent_bg} && echo agent-alive; \
+         for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null; echo; done"
+    );
+    let mut last = String::new();
+    let ok = (0..50).any(|_| {
+        let out = env.run(&["computer", "exec", &id, "--", "sh", "-c", &probe]);
+        last = out.stdout.clone();
+        // Whole lines: the probe's own command line is listed too.
+        let gone = !last
+            .lines()
+            .any(|l| l == "shell-left" || l.trim() == "sleep 777");
+        if !gone {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        gone
+    });
+    assert!(ok, "the operator's shell outlived the detach:\n{last}");
+    assert!(last.lines().any(|l| l == "agent-alive"), "{last}");
+
+    // The relay is refused without the current, held control fence.
+    let token = env.stored_token();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = yy::api::client::Client::new(&s.server.url, Some(token)).unwrap();
+    for (fence, says) in [(1, "ended"), (7, "stale")] {
+        let refused = rt
+            .block_on(yy::commands::computer_shell::connect(
+                &client, &id, fence, None,
+            ))
+            .expect_err("refused");
+        assert_eq!(refused.status(), Some(409), "{refused}");
+        assert!(refused.to_string().contains(says), "{refused}");
+    }
+    let anonymous = yy::api::client::Client::new(&s.server.url, None).unwrap();
+    let refused = rt
+        .block_on(yy::commands::computer_shell::connect(
+            &anonymous, &id, 1, None,
+        ))
+        .expect_err("refused");
+    assert_eq!(refused.status(), Some(401), "{refused}");
+
+    // Handback: the note reaches the model's next request.
+    env.run(&["computer", "handback", &id, "--note", note]).ok();
+    let done = chat.output();
+    let chat_out = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{chat_out}");
+    assert!(
+        chat_out.contains("resumed after the handback"),
+        "{chat_out}"
+    );
+    let steps = s.model.steps();
+    let last = steps.last().unwrap()["body"].to_string();
+    assert!(last.contains(note), "{last}");
+    let audit = env.run(&["computer", "audit"]);
+    assert!(audit.stdout.contains("computer.shell"), "{audit:?}");
+}
