@@ -231,6 +231,13 @@ struct Session {
     _slot: OwnedSemaphorePermit,
 }
 
+impl Drop for Session {
+    /// Also when the operator's upgrade never completed: the relay stops waiting.
+    fn drop(&mut self) {
+        self.state.shells.waiting().remove(&self.relay_id);
+    }
+}
+
 impl Session {
     async fn run(self, mut cli: Socket, runner: oneshot::Receiver<Socket>) {
         let why = match self.pair(&mut cli, runner).await {
@@ -242,7 +249,6 @@ impl Session {
                 why
             }
         };
-        self.state.shells.waiting().remove(&self.relay_id);
         let _ = cli
             .close(Some(CloseFrame {
                 code: coding::CloseCode::Normal,
