@@ -92,6 +92,14 @@ fn number_after(text: &str, tag: &str) -> Option<u32> {
     })
 }
 
+/// The log lines about shells, for a failure's message.
+fn shell_log(log: &str) -> String {
+    log.lines()
+        .filter(|l| l.contains("shell"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn the_operator_gets_a_real_pty_in_the_computers_container() {
     let note = "I fixed the config by hand";
@@ -231,7 +239,12 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
         }
         gone
     });
-    assert!(ok, "the operator's shell outlived the detach:\n{last}");
+    assert!(
+        ok,
+        "the operator's shell outlived the detach:\n{last}\n{}\n{}",
+        shell_log(&s.runner.log()),
+        shell_log(&s.server.log())
+    );
     assert!(last.lines().any(|l| l == "agent-alive"), "{last}");
 
     // The relay is refused without the current, held control fence.
@@ -272,4 +285,112 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     assert!(last.contains(note), "{last}");
     let audit = env.run(&["computer", "audit"]);
     assert!(audit.stdout.contains("computer.shell"), "{audit:?}");
+}
+
+/// Without a terminal the shell still runs on a pty, fed stdin's bytes; a lost connection
+/// (the CLI killed) ends it with its jobs. A control plane whose view of the computer's
+/// fence is stale gets the Runner's refusal on the socket.
+#[test]
+fn a_piped_shell_ends_with_its_connection_and_the_runner_checks_the_fence() {
+    let Some(s) = common::hermes::worker_setup(
+        || test_image().id.clone(),
+        serde_json::json!([{"text": "unused"}]),
+    ) else {
+        return;
+    };
+    let env = &s.env;
+    let computer = env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let mut attach = env
+        .command(&["computer", "attach", &id, "--control"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = common::lines_of(attach.stdout.take().unwrap());
+    let err = common::lines_of(attach.stderr.take().unwrap());
+    // Typed before the shell is there (as a script does): kept until it is, and the
+    // Runner still learns the shell's session first.
+    let mut stdin = attach.stdin.take().unwrap();
+    writeln!(stdin, "sleep 888 & tty; echo \"SH$$:\"").unwrap();
+    let mut seen = Vec::new();
+    common::wait_line(&err, "end of input or Ctrl-] detaches", &mut seen);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut printed = String::new();
+    let shell_pid = loop {
+        if let Ok(l) = out.recv_timeout(Duration::from_millis(200)) {
+            printed.push_str(&l);
+            printed.push('\n');
+            if let Some(pid) = number_after(&l, "SH") {
+                break pid;
+            }
+        }
+        assert!(Instant::now() < deadline, "no shell pid in {printed}");
+    };
+    assert!(printed.contains("/dev/pts/"), "a pty even so: {printed}");
+
+    // The connection is lost: the shell and its job end.
+    attach.kill().unwrap();
+    attach.wait().unwrap();
+    let probe = format!(
+        "kill -0 {shell_pid} 2>/dev/null && echo shell-left; \
+         for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null; echo; done"
+    );
+    let mut last = String::new();
+    let gone = (0..50).any(|_| {
+        last = env
+            .run(&["computer", "exec", &id, "--", "sh", "-c", &probe])
+            .stdout;
+        let gone = !last
+            .lines()
+            .any(|l| l == "shell-left" || l.trim() == "sleep 888");
+        if !gone {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        gone
+    });
+    assert!(
+        gone,
+        "the shell outlived its connection:\n{last}\n{}",
+        shell_log(&s.runner.log())
+    );
+
+    // The control (fence 1) still lives until it expires; the control plane's record of
+    // the computer's fence is made stale: the Runner refuses to open the shell.
+    let db = rusqlite::Connection::open(env.data_dir().join("yy.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    let fence: i64 = db
+        .query_row("SELECT fence FROM computers WHERE id = ?1", [&id], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    db.execute("UPDATE computers SET fence = 0 WHERE id = ?1", [&id])
+        .unwrap();
+    let client = yy::api::client::Client::new(&s.server.url, Some(env.stored_token())).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let closed = rt.block_on(async {
+        use futures_util::StreamExt;
+        let mut ws = yy::commands::computer_shell::connect(&client, &id, 1, None)
+            .await
+            .unwrap();
+        while let Some(Ok(m)) = ws.next().await {
+            if let tokio_tungstenite::tungstenite::Message::Text(t) = m
+                && let Some(yy::api::shell::Control::Closed(why)) =
+                    yy::api::shell::Control::parse(&t)
+            {
+                return why;
+            }
+        }
+        panic!("the relay closed without saying why");
+    });
+    assert!(closed.contains("stale fence 0"), "{closed}");
+    db.execute(
+        "UPDATE computers SET fence = ?2 WHERE id = ?1",
+        (&id, fence),
+    )
+    .unwrap();
 }

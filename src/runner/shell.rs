@@ -197,12 +197,21 @@ impl Shell {
         stop: CancellationToken,
         _permit: SemaphorePermit<'static>,
     ) {
-        // Some(bytes) until the wrapper's first line was read.
+        // Some(bytes) until the wrapper's first line was read. Keys are not passed on
+        // before: the pty would echo them ahead of that line.
         let mut head: Option<Vec<u8>> = Some(Vec::new());
         let mut sid: Option<u32> = None;
+        let mark_wait = tokio::time::sleep(Duration::from_secs(10));
+        tokio::pin!(mark_wait);
         let ended = loop {
             tokio::select! {
-                m = ws.next() => match m {
+                _ = &mut mark_wait, if head.is_some() => {
+                    let bytes = head.take().unwrap_or_default();
+                    if !bytes.is_empty() && ws.send(Message::binary(bytes)).await.is_err() {
+                        break Ended::Detached;
+                    }
+                }
+                m = ws.next(), if head.is_none() => match m {
                     Some(Ok(Message::Binary(b))) => {
                         if input.write_all(&b).await.is_err() || input.flush().await.is_err() {
                             break Ended::Exited;
