@@ -92,6 +92,27 @@ fn number_after(text: &str, tag: &str) -> Option<u32> {
     })
 }
 
+/// Waits until neither process `pid` nor any process whose command line is `job` runs in
+/// the computer; `Err` with the last process listing when they do not end.
+fn wait_ended(env: &common::Env, id: &str, pid: u32, job: &str) -> Result<(), String> {
+    let probe = format!(
+        "kill -0 {pid} 2>/dev/null && echo pid-left; \
+         for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null; echo; done"
+    );
+    let mut last = String::new();
+    for _ in 0..50 {
+        last = env
+            .run(&["computer", "exec", id, "--", "sh", "-c", &probe])
+            .stdout;
+        // Whole lines: the probe's own command line is listed too.
+        if !last.lines().any(|l| l == "pid-left" || l.trim() == job) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err(last)
+}
+
 /// The log lines about shells, for a failure's message.
 fn shell_log(log: &str) -> String {
     log.lines()
@@ -222,30 +243,23 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     let _ = at;
 
     // No operator shell (nor its job) is left; the agent's program still runs.
-    let probe = format!(
-        "kill -0 {shell_pid} 2>/dev/null && echo shell-left; kill -0 {agent_bg} && echo agent-alive; \
-         for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null; echo; done"
-    );
-    let mut last = String::new();
-    let ok = (0..50).any(|_| {
-        let out = env.run(&["computer", "exec", &id, "--", "sh", "-c", &probe]);
-        last = out.stdout.clone();
-        // Whole lines: the probe's own command line is listed too.
-        let gone = !last
-            .lines()
-            .any(|l| l == "shell-left" || l.trim() == "sleep 777");
-        if !gone {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        gone
-    });
-    assert!(
-        ok,
-        "the operator's shell outlived the detach:\n{last}\n{}\n{}",
-        shell_log(&s.runner.log()),
-        shell_log(&s.server.log())
-    );
-    assert!(last.lines().any(|l| l == "agent-alive"), "{last}");
+    if let Err(left) = wait_ended(env, &id, shell_pid, "sleep 777") {
+        panic!(
+            "the operator's shell outlived the detach:\n{left}\n{}\n{}",
+            shell_log(&s.runner.log()),
+            shell_log(&s.server.log())
+        );
+    }
+    let alive = env.run(&[
+        "computer",
+        "exec",
+        &id,
+        "--",
+        "kill",
+        "-0",
+        &agent_bg.to_string(),
+    ]);
+    assert_eq!(alive.code, 0, "the agent's program was killed: {alive:?}");
 
     // The relay is refused without the current, held control fence.
     let token = env.stored_token();
@@ -287,22 +301,15 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     assert!(audit.stdout.contains("computer.shell"), "{audit:?}");
 }
 
-/// Without a terminal the shell still runs on a pty, fed stdin's bytes; a lost connection
-/// (the CLI killed) ends it with its jobs. A control plane whose view of the computer's
-/// fence is stale gets the Runner's refusal on the socket.
-#[test]
-fn a_piped_shell_ends_with_its_connection_and_the_runner_checks_the_fence() {
-    let Some(s) = common::hermes::worker_setup(
-        || test_image().id.clone(),
-        serde_json::json!([{"text": "unused"}]),
-    ) else {
-        return;
-    };
-    let env = &s.env;
-    let computer = env.json(&["computer", "create", "--agent", "box"]);
-    let id = computer["id"].as_str().unwrap().to_string();
+/// `yy computer attach ID --control` with piped stdio and `line` typed at once; the CLI,
+/// its stdout and stderr lines, and the shell's pid once `echo "SH$$:"` in `line` printed it.
+fn piped_attach(
+    env: &common::Env,
+    id: &str,
+    line: &str,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>, u32) {
     let mut attach = env
-        .command(&["computer", "attach", &id, "--control"])
+        .command(&["computer", "attach", id, "--control"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -312,13 +319,10 @@ fn a_piped_shell_ends_with_its_connection_and_the_runner_checks_the_fence() {
     let err = common::lines_of(attach.stderr.take().unwrap());
     // Typed before the shell is there (as a script does): kept until it is, and the
     // Runner still learns the shell's session first.
-    let mut stdin = attach.stdin.take().unwrap();
-    writeln!(stdin, "sleep 888 & tty; echo \"SH$$:\"").unwrap();
-    let mut seen = Vec::new();
-    common::wait_line(&err, "end of input or Ctrl-] detaches", &mut seen);
-    let deadline = Instant::now() + Duration::from_secs(30);
+    writeln!(attach.stdin.as_mut().unwrap(), "{line}").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut printed = String::new();
-    let shell_pid = loop {
+    let pid = loop {
         if let Ok(l) = out.recv_timeout(Duration::from_millis(200)) {
             printed.push_str(&l);
             printed.push('\n');
@@ -329,34 +333,53 @@ fn a_piped_shell_ends_with_its_connection_and_the_runner_checks_the_fence() {
         assert!(Instant::now() < deadline, "no shell pid in {printed}");
     };
     assert!(printed.contains("/dev/pts/"), "a pty even so: {printed}");
+    (attach, err, pid)
+}
+
+/// Without a terminal the shell still runs on a pty, fed stdin's bytes. Control taken
+/// again closes the shell; a lost connection (the CLI killed) ends it with its jobs. A
+/// control plane whose view of the computer's fence is stale gets the Runner's refusal.
+#[test]
+fn a_piped_shell_ends_with_its_control_or_connection_and_the_runner_checks_the_fence() {
+    let Some(s) = common::hermes::worker_setup(
+        || test_image().id.clone(),
+        serde_json::json!([{"text": "unused"}]),
+    ) else {
+        return;
+    };
+    let env = &s.env;
+    let computer = env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let client = yy::api::client::Client::new(&s.server.url, Some(env.stored_token())).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // Control taken again (fence 2): the shell of fence 1 is closed, saying why.
+    let (mut attach, err, pid) = piped_attach(env, &id, "sleep 888 & tty; echo \"SH$$:\"");
+    let mut seen = Vec::new();
+    common::wait_line(&err, "you have control", &mut seen);
+    let taken = rt.block_on(client.computer_control(&id)).unwrap();
+    assert_eq!(taken.control_fence, 2);
+    common::wait_line(&err, "[shell closed: control fence 1", &mut seen);
+    assert!(attach.wait().unwrap().success(), "{seen:?}");
+    if let Err(left) = wait_ended(env, &id, pid, "sleep 888") {
+        panic!("the shell outlived its control:\n{left}");
+    }
 
     // The connection is lost: the shell and its job end.
+    let (mut attach, _err, pid) = piped_attach(env, &id, "sleep 999 & tty; echo \"SH$$:\"");
     attach.kill().unwrap();
     attach.wait().unwrap();
-    let probe = format!(
-        "kill -0 {shell_pid} 2>/dev/null && echo shell-left; \
-         for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null; echo; done"
-    );
-    let mut last = String::new();
-    let gone = (0..50).any(|_| {
-        last = env
-            .run(&["computer", "exec", &id, "--", "sh", "-c", &probe])
-            .stdout;
-        let gone = !last
-            .lines()
-            .any(|l| l == "shell-left" || l.trim() == "sleep 888");
-        if !gone {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        gone
-    });
-    assert!(
-        gone,
-        "the shell outlived its connection:\n{last}\n{}",
-        shell_log(&s.runner.log())
-    );
+    if let Err(left) = wait_ended(env, &id, pid, "sleep 999") {
+        panic!(
+            "the shell outlived its connection:\n{left}\n{}",
+            shell_log(&s.runner.log())
+        );
+    }
 
-    // The control (fence 1) still lives until it expires; the control plane's record of
+    // That control (fence 3) still lives until it expires; the control plane's record of
     // the computer's fence is made stale: the Runner refuses to open the shell.
     let db = rusqlite::Connection::open(env.data_dir().join("yy.db")).unwrap();
     db.busy_timeout(Duration::from_secs(5)).unwrap();
@@ -367,14 +390,9 @@ fn a_piped_shell_ends_with_its_connection_and_the_runner_checks_the_fence() {
         .unwrap();
     db.execute("UPDATE computers SET fence = 0 WHERE id = ?1", [&id])
         .unwrap();
-    let client = yy::api::client::Client::new(&s.server.url, Some(env.stored_token())).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let closed = rt.block_on(async {
         use futures_util::StreamExt;
-        let mut ws = yy::commands::computer_shell::connect(&client, &id, 1, None)
+        let mut ws = yy::commands::computer_shell::connect(&client, &id, 3, None)
             .await
             .unwrap();
         while let Some(Ok(m)) = ws.next().await {

@@ -14,6 +14,15 @@ pub const RUNNER_CONNECT_TIMEOUT_MS: u64 = 30_000;
 /// The key that detaches the CLI from the shell: Ctrl-] (as in telnet).
 pub const DETACH_BYTE: u8 = 0x1d;
 
+/// The WebSocket limits of every leg: frames and messages of at most [`MAX_FRAME`], and a
+/// small write buffer (a slow reader holds the sender back instead of growing it).
+pub fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME))
+        .max_frame_size(Some(MAX_FRAME))
+        .max_write_buffer_size(4 * MAX_FRAME)
+}
+
 /// A control message (a text frame).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -15,7 +15,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use crate::api::client::{Client, ClientError};
-use crate::api::shell::{Control, DETACH_BYTE, MAX_FRAME};
+use crate::api::shell::{Control, DETACH_BYTE};
 use crate::output;
 
 pub type Socket =
@@ -45,9 +45,7 @@ pub async fn connect(
         path.push_str(&format!("&cols={cols}&rows={rows}"));
     }
     let req = client.websocket(&path)?;
-    let config = tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(MAX_FRAME))
-        .max_frame_size(Some(MAX_FRAME));
+    let config = crate::api::shell::ws_config();
     let connecting = tokio_tungstenite::connect_async_with_config(req, Some(config), true);
     match tokio::time::timeout(Duration::from_secs(30), connecting).await {
         Ok(Ok((ws, _))) => Ok(ws),

@@ -18,7 +18,6 @@ use futures_util::{SinkExt, Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 
 use super::CommandFailure;
@@ -66,10 +65,7 @@ pub async fn open(
     let req = client
         .websocket(&format!("runner/v1/shell/{}", p.relay_id), generation)
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_FRAME))
-        .max_frame_size(Some(MAX_FRAME))
-        .max_write_buffer_size(4 * MAX_FRAME);
+    let config = crate::api::shell::ws_config();
     let connecting = tokio_tungstenite::connect_async_with_config(req, Some(config), true);
     let mut ws = match tokio::time::timeout(Duration::from_secs(15), connecting).await {
         Ok(Ok((ws, _))) => ws,

@@ -21,14 +21,14 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig, frame::coding};
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, frame::coding};
 
 use super::AppState;
 use super::auth::Admin;
 use super::error::ApiError;
 use super::extract::Q;
 use super::machine::Current;
-use crate::api::shell::{Control, MAX_FRAME, RUNNER_CONNECT_TIMEOUT_MS, ShellQuery};
+use crate::api::shell::{Control, RUNNER_CONNECT_TIMEOUT_MS, ShellQuery};
 
 /// Shells relayed at once by this control plane.
 pub const MAX_RELAYS: usize = 32;
@@ -109,13 +109,6 @@ fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<String> {
         .map(str::to_string)
 }
 
-fn ws_config() -> WebSocketConfig {
-    WebSocketConfig::default()
-        .max_message_size(Some(MAX_FRAME))
-        .max_frame_size(Some(MAX_FRAME))
-        .max_write_buffer_size(4 * MAX_FRAME)
-}
-
 impl WsUpgrade {
     /// Switches protocols; `then` gets the socket once the upgrade completed.
     pub fn accept<F, Fut>(self, then: F) -> Response
@@ -132,7 +125,7 @@ impl WsUpgrade {
                     let ws = WebSocketStream::from_raw_socket(
                         TokioIo::new(up),
                         Role::Server,
-                        Some(ws_config()),
+                        Some(crate::api::shell::ws_config()),
                     )
                     .await;
                     then(ws).await;
