@@ -65,6 +65,14 @@ fn openpty(cols: u16, rows: u16) -> (OwnedFd, OwnedFd) {
     unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
 }
 
+/// Whether the terminal is in canonical mode with echo (as a shell leaves it), not raw.
+fn canonical(tty: &OwnedFd) -> bool {
+    // SAFETY: tcgetattr fills a zeroed termios for a terminal descriptor we own.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::tcgetattr(tty.as_raw_fd(), &mut t) }, 0);
+    t.c_lflag & libc::ICANON != 0 && t.c_lflag & libc::ECHO != 0
+}
+
 fn set_size(master: &OwnedFd, cols: u16, rows: u16) {
     let size = libc::winsize {
         ws_row: rows,
@@ -153,7 +161,7 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     let (master, slave) = openpty(80, 24);
     let mut cmd = env.command(&["computer", "attach", &id, "--control"]);
     cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
-        .stdout(Stdio::from(slave))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
         .stderr(Stdio::piped());
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
@@ -166,7 +174,7 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     }
     let started = Instant::now();
     let mut attach = cmd.spawn().unwrap();
-    drop(cmd); // the parent's copies of the terminal's slave side
+    drop(cmd); // the parent's copies of the terminal's slave side (but `slave`)
     let screen = Screen::default();
     {
         let mut reader = std::fs::File::from(master.try_clone().unwrap());
@@ -199,6 +207,10 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     type_("tty; echo TTY-$((40+2))\r");
     let mut at = screen.wait("TTY-42", 0);
     assert!(screen.text().contains("/dev/pts/"), "{}", screen.text());
+    assert!(
+        !canonical(&slave),
+        "the local terminal is raw during the session"
+    );
     type_("kill -0 $(cat bg.pid) && echo BG-$((1+1))-alive; echo \"SH$$:\"; id -u\r");
     at = screen.wait("BG-2-alive", at);
     at = screen.wait("1000", at);
@@ -222,6 +234,13 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
         std::thread::sleep(Duration::from_millis(300));
     }
 
+    // Bulk output arrives whole (the Runner cuts it into frames the relay takes).
+    type_("head -c 300000 /dev/zero | tr '\\0' x; echo; echo BIG-$((5*5))\r");
+    let end = screen.wait("BIG-25", at);
+    let xs = screen.text()[at..end].bytes().filter(|&b| b == b'x').count();
+    assert!(xs >= 300_000, "{xs} of 300000 bytes arrived");
+    at = end;
+
     // Ctrl-C interrupts the remote program, not yy; the session goes on.
     type_("sleep 100; echo SLEPT-$((2+3))\r");
     std::thread::sleep(Duration::from_secs(1));
@@ -240,6 +259,7 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     let status = attach.wait().unwrap();
     assert!(status.success(), "{seen:?}");
     common::wait_line(&err, "stays paused", &mut seen);
+    assert!(canonical(&slave), "the local terminal is restored");
     let _ = at;
 
     // No operator shell (nor its job) is left; the agent's program still runs.

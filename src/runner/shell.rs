@@ -163,6 +163,17 @@ enum Ended {
     Stopped,
 }
 
+/// Sends terminal output in frames well under [`crate::api::shell::MAX_FRAME`].
+async fn send_output(
+    ws: &mut Socket,
+    bytes: &[u8],
+) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+    for part in bytes.chunks(MAX_FRAME / 4) {
+        ws.send(Message::binary(part.to_vec())).await?;
+    }
+    Ok(())
+}
+
 /// Reads the wrapper's first line (`yy-shell-pid N`) out of the output: `Some(Some(sid),
 /// rest)` once it is complete, `Some(None, all)` when the output is not what was expected
 /// (then everything is shown as it came), `None` while more is needed.
@@ -203,7 +214,7 @@ impl Shell {
             tokio::select! {
                 _ = &mut mark_wait, if head.is_some() => {
                     let bytes = head.take().unwrap_or_default();
-                    if !bytes.is_empty() && ws.send(Message::binary(bytes)).await.is_err() {
+                    if send_output(&mut ws, &bytes).await.is_err() {
                         break Ended::Detached;
                     }
                 }
@@ -235,7 +246,7 @@ impl Shell {
                                 None => continue,
                             }
                         }
-                        if !bytes.is_empty() && ws.send(Message::binary(bytes)).await.is_err() {
+                        if send_output(&mut ws, &bytes).await.is_err() {
                             break Ended::Detached;
                         }
                     }
