@@ -157,12 +157,12 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
         .unwrap();
 
     // The CLI on a terminal of its own (session leader, controlling tty): raw mode,
-    // SIGWINCH and Ctrl-C take their real paths. Its status lines go to a pipe.
+    // SIGWINCH, Ctrl-C and the handback prompt take their real paths.
     let (master, slave) = openpty(80, 24);
     let mut cmd = env.command(&["computer", "attach", &id, "--control"]);
     cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
         .stdout(Stdio::from(slave.try_clone().unwrap()))
-        .stderr(Stdio::piped());
+        .stderr(Stdio::from(slave.try_clone().unwrap()));
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -194,18 +194,17 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
         keys.write_all(text.as_bytes()).unwrap();
         keys.flush().unwrap();
     };
-    let err = common::lines_of(attach.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    common::wait_line(&err, "you have control", &mut seen);
+    let at = screen.wait("you have control", 0);
     assert!(
         started.elapsed() >= Duration::from_millis(1500),
-        "control came before the tool in flight ended: {seen:?}"
+        "control came before the tool in flight ended: {}",
+        screen.text()
     );
-    common::wait_line(&err, "Ctrl-] detaches", &mut seen);
+    let at = screen.wait("Ctrl-] detaches", at);
 
     // A real pty, in the same container as the agent's background program.
     type_("tty; echo TTY-$((40+2))\r");
-    let mut at = screen.wait("TTY-42", 0);
+    let mut at = screen.wait("TTY-42", at);
     assert!(screen.text().contains("/dev/pts/"), "{}", screen.text());
     assert!(
         !canonical(&slave),
@@ -237,7 +236,10 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     // Bulk output arrives whole (the Runner cuts it into frames the relay takes).
     type_("head -c 300000 /dev/zero | tr '\\0' x; echo; echo BIG-$((5*5))\r");
     let end = screen.wait("BIG-25", at);
-    let xs = screen.text()[at..end].bytes().filter(|&b| b == b'x').count();
+    let xs = screen.text()[at..end]
+        .bytes()
+        .filter(|&b| b == b'x')
+        .count();
     assert!(xs >= 300_000, "{xs} of 300000 bytes arrived");
     at = end;
 
@@ -254,13 +256,12 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     // The model's next tool did not run meanwhile.
     assert!(!ws.join("second.txt").exists(), "the next tool ran");
 
-    // Ctrl-] detaches: control released, the model stays paused.
+    // Ctrl-] detaches: control released, the terminal restored, and the CLI asks for a
+    // handback note (the model stays paused meanwhile).
     type_("\x1d");
-    let status = attach.wait().unwrap();
-    assert!(status.success(), "{seen:?}");
-    common::wait_line(&err, "stays paused", &mut seen);
+    at = screen.wait("hand computer", at);
     assert!(canonical(&slave), "the local terminal is restored");
-    let _ = at;
+    assert!(attach.try_wait().unwrap().is_none());
 
     // No operator shell (nor its job) is left; the agent's program still runs.
     if let Err(left) = wait_ended(env, &id, shell_pid, "sleep 777") {
@@ -305,8 +306,10 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
         .expect_err("refused");
     assert_eq!(refused.status(), Some(401), "{refused}");
 
-    // Handback: the note reaches the model's next request.
-    env.run(&["computer", "handback", &id, "--note", note]).ok();
+    // The note typed at the prompt hands back; it reaches the model's next request.
+    type_(&format!("{note}\r"));
+    screen.wait("handed back", at);
+    assert!(attach.wait().unwrap().success(), "{}", screen.text());
     let done = chat.output();
     let chat_out = String::from_utf8_lossy(&done.stdout);
     assert!(done.status.success(), "{chat_out}");
@@ -431,4 +434,10 @@ fn a_piped_shell_ends_with_its_control_or_connection_and_the_runner_checks_the_f
         (&id, fence),
     )
     .unwrap();
+
+    // `exit` in the shell ends the session too, saying how it exited.
+    let (mut attach, err, _) = piped_attach(env, &id, "tty; echo \"SH$$:\"; exit 3");
+    let mut seen = Vec::new();
+    common::wait_line(&err, "[the shell exited with status 3]", &mut seen);
+    assert!(attach.wait().unwrap().success(), "{seen:?}");
 }
