@@ -305,6 +305,15 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
         ))
         .expect_err("refused");
     assert_eq!(refused.status(), Some(401), "{refused}");
+    // A plain request (no upgrade) is told what the endpoint is.
+    let plain = rt
+        .block_on(
+            client
+                .get::<serde_json::Value>(&format!("api/v1/computers/{id}/shell?control_fence=1")),
+        )
+        .expect_err("not a WebSocket");
+    assert_eq!(plain.status(), Some(426), "{plain}");
+    assert!(plain.to_string().contains("WebSocket"), "{plain}");
 
     // The note typed at the prompt hands back; it reaches the model's next request.
     type_(&format!("{note}\r"));

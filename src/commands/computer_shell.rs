@@ -40,7 +40,10 @@ pub async fn connect(
     fence: i64,
     size: Option<(u16, u16)>,
 ) -> Result<Socket, ClientError> {
-    let mut path = format!("api/v1/computers/{id}/shell?control_fence={fence}");
+    let mut path = format!(
+        "api/v1/computers/{}/shell?control_fence={fence}",
+        crate::api::admin::seg(id)
+    );
     if let Some((cols, rows)) = size {
         path.push_str(&format!("&cols={cols}&rows={rows}"));
     }
