@@ -162,18 +162,31 @@ pub async fn computer_shell(
     })?;
     let relay_id = uuid::Uuid::new_v4().simple().to_string();
     let account = caller.account.id.clone();
-    let cmd = state
-        .queue
-        .computer_shell(account.clone(), id.clone(), q.clone(), relay_id.clone())
+    // The relay waits before the command is queued: the Runner may connect at once.
+    let key = id.clone();
+    let runner_id = state
+        .store
+        .call(move |c| super::store::computers::get(c, &key).map(|r| r.runner_id))
         .await?;
     let (tx, rx) = oneshot::channel();
     relays.waiting().insert(
         relay_id.clone(),
         Waiting {
-            runner_id: cmd.runner_id.clone(),
+            runner_id,
             arrived: tx,
         },
     );
+    let queued = state
+        .queue
+        .computer_shell(account.clone(), id.clone(), q.clone(), relay_id.clone())
+        .await;
+    let cmd = match queued {
+        Ok(cmd) => cmd,
+        Err(e) => {
+            relays.waiting().remove(&relay_id);
+            return Err(e.into());
+        }
+    };
     tracing::info!(computer = %id, relay = %relay_id, command = %cmd.id, control_fence = q.control_fence, "operator shell requested");
     let session = Session {
         state,
