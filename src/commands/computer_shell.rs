@@ -245,6 +245,13 @@ pub async fn run(
         }
     };
     stop.store(true, Ordering::Relaxed);
+    if raw.is_some() && std::io::stdout().is_terminal() {
+        // What the remote programs may have left on (a killed bash leaves bracketed
+        // paste on): plain attributes, a visible cursor, no paste brackets, no mouse.
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(b"\x1b[0m\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l");
+        let _ = out.flush();
+    }
     drop(raw);
     let _ = tokio::time::timeout(Duration::from_secs(2), ws.close(None)).await;
     let mut err = std::io::stderr().lock();
