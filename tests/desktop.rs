@@ -488,34 +488,6 @@ fn attach_shows_the_running_turn_live() {
     assert!(stderr.contains("detached"), "{stderr}");
 }
 
-/// Lines of a child's stream, as they come, on a channel.
-fn lines_of(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-fn wait_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
-        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
-            let hit = l.contains(needle);
-            seen.push(l);
-            if hit {
-                return;
-            }
-        }
-    }
-    panic!("no line with {needle:?} in {seen:#?}");
-}
-
 /// Takeover: `attach --control` waits for the tool in flight, the model's next tool does
 /// not run, the operator's commands run in the same container (the agent's background
 /// process is alive), detaching leaves the model paused, and the handback note reaches
@@ -551,10 +523,10 @@ fn an_operator_takes_over_and_hands_back_with_a_note() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let out = lines_of(attach.stdout.take().unwrap());
-    let err = lines_of(attach.stderr.take().unwrap());
+    let out = common::lines_of(attach.stdout.take().unwrap());
+    let err = common::lines_of(attach.stderr.take().unwrap());
     let mut seen = Vec::new();
-    wait_line(&err, "you have control", &mut seen);
+    common::wait_line(&err, "you have control", &mut seen);
     // Control came only after the tool in flight (sleep 3) finished.
     assert!(
         started.elapsed() >= Duration::from_millis(1500),
@@ -563,13 +535,14 @@ fn an_operator_takes_over_and_hands_back_with_a_note() {
     );
     let mut stdin = attach.stdin.take().unwrap();
     use std::io::Write;
+    // A shell on a pty: the typed line is echoed, so wait for what only running it prints.
     writeln!(
         stdin,
-        "kill -0 $(cat bg.pid) && echo bg-alive; echo operator > op.txt"
+        "echo operator > op.txt; kill -0 $(cat bg.pid) && echo bg-$((1+1))-alive"
     )
     .unwrap();
     let mut printed = Vec::new();
-    wait_line(&out, "bg-alive", &mut printed);
+    common::wait_line(&out, "bg-2-alive", &mut printed);
     assert_eq!(
         std::fs::read_to_string(ws.join("op.txt")).unwrap(),
         "operator\n"
@@ -634,7 +607,7 @@ fn an_operator_takes_over_and_hands_back_with_a_note() {
     drop(stdin);
     let status = attach.wait().unwrap();
     assert!(status.success());
-    wait_line(&err, "stays paused", &mut seen);
+    common::wait_line(&err, "stays paused", &mut seen);
     std::thread::sleep(Duration::from_secs(2));
     assert!(!ws.join("second.txt").exists(), "resumed by itself");
     let shown = s.env.json(&["session", "list"]);
@@ -703,9 +676,9 @@ fn a_lost_connection_ends_control_and_the_model_stays_paused() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let err = lines_of(attach.stderr.take().unwrap());
+    let err = common::lines_of(attach.stderr.take().unwrap());
     let mut seen = Vec::new();
-    wait_line(&err, "you have control", &mut seen);
+    common::wait_line(&err, "you have control", &mut seen);
     let chat = s.env.background(&s.server, &["chat", "box", "two steps"]);
     std::thread::sleep(Duration::from_secs(8));
     assert!(!ws.join("one.txt").exists(), "a tool ran under control");

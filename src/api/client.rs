@@ -47,6 +47,31 @@ pub fn http_builder(base: &Url) -> reqwest::ClientBuilder {
     }
 }
 
+/// A WebSocket request (`ws`/`wss` for `http`/`https`) to `path` (with its query) under
+/// `base`, carrying `token` as a bearer credential: the operator's shell relay.
+pub fn websocket_request(
+    base: &Url,
+    path: &str,
+    token: Option<&str>,
+) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, String> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut url = base.join(path).map_err(|e| format!("{path}: {e}"))?;
+    let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
+    url.set_scheme(scheme)
+        .map_err(|_| format!("cannot make a WebSocket URL of {base}"))?;
+    let mut req = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| format!("WebSocket request: {e}"))?;
+    if let Some(token) = token {
+        let value = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| "the token is not a valid header value".to_string())?;
+        req.headers_mut().insert("authorization", value);
+    }
+    Ok(req)
+}
+
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
@@ -89,6 +114,28 @@ impl Client {
                 reason: e.to_string(),
             })?;
         Ok(Client { http, base, token })
+    }
+
+    /// The WebSocket request for an admin path (with its query), authenticated.
+    pub fn websocket(
+        &self,
+        path: &str,
+    ) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, ClientError> {
+        websocket_request(&self.base, path, self.token.as_deref()).map_err(|reason| {
+            ClientError::Connect {
+                url: self.base_url().to_string(),
+                reason,
+            }
+        })
+    }
+
+    /// The client error an HTTP answer refusing a WebSocket upgrade stands for.
+    pub fn refused(&self, status: u16, body: &[u8], path: &str) -> ClientError {
+        api_error(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+            body,
+            path,
+        )
     }
 
     pub fn base_url(&self) -> &str {

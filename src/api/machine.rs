@@ -228,6 +228,8 @@ super::states::word_enum! {
         ComputerPause = "computer.pause",
         /// Resume the paused model with the operator's note (handback).
         ComputerResume = "computer.resume",
+        /// Open the operator's shell (a pty) in the computer and connect its relay.
+        ComputerShell = "computer.shell",
         /// A computer agent's turn through the Worker.
         WorkerTurn = "worker.turn",
         /// The egress proxy's recent decisions (read-only).
@@ -277,6 +279,7 @@ impl CommandKind {
             | CommandKind::ComputerScreen
             | CommandKind::ComputerPause
             | CommandKind::ComputerResume => Settles::Computer,
+            CommandKind::ComputerShell => Settles::Nothing,
             CommandKind::WorkerTurn => Settles::Both,
             CommandKind::ComputerImageAccept => Settles::Image,
             CommandKind::Ping
@@ -322,6 +325,8 @@ pub enum RunnerCommand {
     ComputerPause(PausePayload),
     #[serde(rename = "computer.resume")]
     ComputerResume(PausePayload),
+    #[serde(rename = "computer.shell")]
+    ComputerShell(super::shell::ShellPayload),
     #[serde(rename = "worker.turn")]
     WorkerTurn(WorkerTurnPayload),
     #[serde(rename = "egress.log")]
@@ -353,6 +358,7 @@ impl RunnerCommand {
             RunnerCommand::ComputerScreen(_) => CommandKind::ComputerScreen,
             RunnerCommand::ComputerPause(_) => CommandKind::ComputerPause,
             RunnerCommand::ComputerResume(_) => CommandKind::ComputerResume,
+            RunnerCommand::ComputerShell(_) => CommandKind::ComputerShell,
             RunnerCommand::WorkerTurn(_) => CommandKind::WorkerTurn,
             RunnerCommand::EgressLog(_) => CommandKind::EgressLog,
             RunnerCommand::ComputerImageAccept(_) => CommandKind::ComputerImageAccept,

@@ -10,6 +10,7 @@ pub mod machine;
 pub mod names;
 pub mod params;
 pub mod sessions;
+pub mod shell;
 pub mod states;
 pub mod teams;
 pub mod views;

@@ -8,11 +8,9 @@ use clap::Args;
 
 use crate::api::admin::LONG_POLL_MS;
 use crate::api::client::Client;
-use crate::api::computers::{ComputerExec, ExecResult};
 use crate::api::sessions::{SessionEvent, event_types};
 use crate::error::{CliError, Exit};
 use crate::output;
-use tokio::io::AsyncBufReadExt;
 
 #[derive(Debug, Args)]
 pub struct AttachArgs {
@@ -22,9 +20,9 @@ pub struct AttachArgs {
     #[arg(long, conflicts_with = "control")]
     pub json: bool,
     /// Take control: the model is paused at its next tool call (the tool in flight
-    /// finishes first), then each line typed runs in the computer; control is renewed
-    /// while attached and ends on Ctrl-D, Ctrl-C or a lost connection; the model stays
-    /// paused until `yy computer handback`
+    /// finishes first), then you get an interactive shell (a pty) in the computer's
+    /// container; Ctrl-] detaches. Control is renewed while attached and ends on detach,
+    /// shell exit or a lost connection; the model stays paused until `yy computer handback`
     #[arg(long)]
     pub control: bool,
 }
@@ -164,32 +162,6 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
     }
 }
 
-/// Runs one typed line in the computer (as `yy computer exec ID -- sh -c LINE`).
-async fn run_line(client: &Client, id: &str, line: &str) -> anyhow::Result<()> {
-    let params = ComputerExec {
-        argv: vec!["/bin/sh".into(), "-c".into(), line.into()],
-        timeout_ms: Some(600_000),
-        output_cap_bytes: None,
-    };
-    let cmd = client.computer_exec(id, &params).await?;
-    let cmd = client.wait_command(&cmd.id, None).await?;
-    let r: ExecResult = super::runner_ops::result_of(cmd, "exec")?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(output::clean_text(&r.stdout).as_bytes())?;
-    out.write_all(output::clean_text(&r.stderr).as_bytes())?;
-    if r.exit_code != Some(0) {
-        writeln!(
-            out,
-            "[exit {}]",
-            r.exit_code
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| "by signal".into())
-        )?;
-    }
-    out.flush()?;
-    Ok(())
-}
-
 async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
     let c = client.computer_control(id).await?;
     let fence = c.control_fence;
@@ -219,39 +191,14 @@ async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
         }
     }
     eprintln!(
-        "[you have control of computer {id}; the model is paused. Each line runs in the computer (sh -c, in the workspace); Ctrl-D detaches]"
+        "[you have control of computer {id} (control fence {fence}); the model is paused. Opening a shell in its container]"
     );
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let mut eof = false;
-    let ended: anyhow::Result<()> = loop {
-        tokio::select! {
-            line = lines.next_line() => match line {
-                Ok(Some(l)) if l.trim().is_empty() => {}
-                Ok(Some(l)) => {
-                    if let Err(e) = run_line(client, id, &l).await {
-                        eprintln!("error: {e:#}");
-                    }
-                }
-                Ok(None) => {
-                    eof = true;
-                    break Ok(());
-                }
-                Err(e) => break Err(e.into()),
-            },
-            _ = renew.tick() => {
-                if let Err(e) = client.computer_control_renew(id, fence, false).await {
-                    break Err(e.into());
-                }
-            }
-            _ = tokio::signal::ctrl_c() => break Ok(()),
-        }
-    };
+    let ended = super::computer_shell::run(client, id, fence, &mut renew).await;
     // Detaching ends control; nothing resumes by itself.
     let _ = client.computer_control_renew(id, fence, true).await;
     use std::io::IsTerminal;
-    // On a terminal, Ctrl-D offers the handback (after Ctrl-C the terminal's next line may
-    // already be taken by the reader above, so it does not ask).
-    if ended.is_ok() && eof && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+    // On a terminal, leaving the shell offers the handback.
+    if ended.is_ok() && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         eprint!(
             "[control released] hand computer {id} back now? Type a note for the model and Enter (empty: leave it paused): "
         );
@@ -273,7 +220,7 @@ async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
     eprintln!(
         "[control released; the model stays paused until `yy computer handback {id} --note ...`]"
     );
-    ended
+    ended.map(|_| ())
 }
 
 pub async fn handback(client: &Client, a: HandbackArgs) -> anyhow::Result<()> {

@@ -77,6 +77,28 @@ impl MachineClient {
         })
     }
 
+    /// A WebSocket request to a machine path with the machine headers.
+    pub fn websocket(
+        &self,
+        path: &str,
+        generation: i64,
+    ) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, MachineError> {
+        let mut req = crate::api::client::websocket_request(&self.base, path, Some(&self.token))
+            .map_err(MachineError::Transport)?;
+        let h = req.headers_mut();
+        for (name, value) in [
+            (HEADER_PROTOCOL, PROTOCOL_VERSION.to_string()),
+            (HEADER_INSTANCE, self.instance.clone()),
+            (HEADER_GENERATION, generation.to_string()),
+        ] {
+            let value = value
+                .parse()
+                .map_err(|_| MachineError::Transport(format!("bad {name} header")))?;
+            h.insert(name, value);
+        }
+        Ok(req)
+    }
+
     /// A request with the machine headers (and the generation, once connected).
     fn request(&self, method: Method, path: &str, generation: Option<i64>) -> RequestBuilder {
         let url = self

@@ -534,7 +534,12 @@ impl Computers {
         Ok(serde_json::to_value(result)?)
     }
 
-    pub(super) fn provider(&self) -> &Provider {
+    /// The container of a computer under its current fence (the operator's shell).
+    pub fn container_under(&self, computer: &str, fence: i64) -> Result<String, PoolError> {
+        self.check_current(computer, fence)
+    }
+
+    pub fn provider(&self) -> &Provider {
         &self.provider
     }
 
@@ -561,7 +566,6 @@ impl Computers {
         }
     }
 
-    /// True when the image has a display, a window manager and a browser.
     /// Whether `image` (a full image ID, so its content never changes) is a desktop
     /// image; asked of the engine once per image, since every turn wants to know.
     pub async fn is_desktop(&self, image: &str) -> bool {

@@ -13,6 +13,7 @@ pub mod model;
 pub mod pauses;
 pub mod receipts;
 pub mod screen_tools;
+pub mod shell;
 pub mod team_tools;
 pub mod turns;
 pub mod worker;
@@ -644,6 +645,20 @@ async fn execute(
                 Ok(pool()?
                     .pauses
                     .resume(&p.computer_id, p.control_fence, &p.note))
+            }
+            .await
+        }
+        RunnerCommand::ComputerShell(p) => {
+            async {
+                let pool = pool()?.clone();
+                shell::open(
+                    pool,
+                    &shared.client,
+                    generation,
+                    p,
+                    shared.hard_stop.clone(),
+                )
+                .await
             }
             .await
         }

@@ -124,7 +124,10 @@ pub async fn serve_connections(
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            // With upgrades: an operator's shell relay is a WebSocket (`shell_relay.rs`).
+            let conn = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
             tokio::pin!(conn);
             let ended = tokio::select! {
                 r = conn.as_mut() => r,

@@ -29,6 +29,10 @@ pub fn routes() -> Router<AppState> {
         .route("/runner/v1/commands/{id}/complete", post(command_complete))
         .route("/runner/v1/commands/{id}/events", post(command_events))
         .route("/runner/v1/team-tools", post(team_tool_call))
+        .route(
+            "/runner/v1/shell/{relay_id}",
+            axum::routing::get(super::shell_relay::runner_shell),
+        )
 }
 
 /// An authenticated Runner instance (any generation).

@@ -13,6 +13,7 @@ mod machine;
 pub mod queue;
 mod routes;
 mod scheduler;
+pub mod shell_relay;
 pub mod store;
 
 use std::future::Future;
@@ -67,6 +68,8 @@ pub struct AppState {
     pub login: Arc<login::LoginGuard>,
     /// Artifact files under the data directory.
     pub artifacts: artifacts::Files,
+    /// Operators' shells being relayed (`yy computer attach --control`).
+    pub shells: Arc<shell_relay::Relays>,
 }
 
 impl AppState {
@@ -87,6 +90,7 @@ impl AppState {
             config: Arc::new(config),
             login: Arc::default(),
             artifacts: std::sync::Arc::new(artifacts),
+            shells: Arc::default(),
         };
         (state, tx)
     }

@@ -258,6 +258,20 @@ impl Queue {
         .map(|(c, _)| c)
     }
 
+    /// Queues an operator's shell under their live control (`shell_relay.rs` pairs it).
+    pub async fn computer_shell(
+        &self,
+        account_id: String,
+        id: String,
+        q: crate::api::shell::ShellQuery,
+        relay_id: String,
+    ) -> Result<CommandRow, StoreError> {
+        self.change(move |c, limits| {
+            super::store::control::shell(c, &account_id, &id, &q, &relay_id, limits)
+        })
+        .await
+    }
+
     /// Hands a paused computer back to its model with a note.
     pub async fn control_handback(
         &self,

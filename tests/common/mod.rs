@@ -691,3 +691,31 @@ pub fn session_of(chat: &Out) -> String {
     let first = chat.stderr.lines().next().unwrap_or_default();
     first.trim_start_matches("session ").to_string()
 }
+
+/// Lines of a child's stream, as they come, on a channel.
+pub fn lines_of(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+pub fn wait_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+            let hit = l.contains(needle);
+            seen.push(l);
+            if hit {
+                return;
+            }
+        }
+    }
+    panic!("no line with {needle:?} in {seen:#?}");
+}

@@ -152,6 +152,10 @@ pub fn admin() -> Router<AppState> {
             post(computers::computer_control_release),
         )
         .route(
+            "/api/v1/computers/{id}/shell",
+            get(super::shell_relay::computer_shell),
+        )
+        .route(
             "/api/v1/computers/{id}/handback",
             post(computers::computer_handback),
         )

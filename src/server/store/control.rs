@@ -268,3 +268,65 @@ pub fn handback(
     tx.commit()?;
     Ok((view(&c.id, &r, now, Some(cmd.id.clone())), Some(cmd)))
 }
+
+/// Refused unless `account_id` holds the live control of the computer under `fence`.
+pub fn check_holder(
+    conn: &Connection,
+    account_id: &str,
+    id: &str,
+    fence: i64,
+) -> Result<super::computers::ComputerRow, StoreError> {
+    let c = get(conn, id)?;
+    let r = row(conn, &c.id)?;
+    let current = r.as_ref().map(|r| r.fence).unwrap_or(0);
+    match r {
+        Some(r) if r.fence == fence && r.live_holder(now_ms()) == Some(account_id) => Ok(c),
+        Some(r) if r.fence == fence => Err(StoreError::Conflict(format!(
+            "your control of computer {id} ended (not renewed within {} s, or released): take control again with `yy computer attach {id} --control`",
+            CONTROL_TTL_MS / 1000
+        ))),
+        _ => Err(StoreError::Conflict(format!(
+            "control fence {fence} of computer {id} is stale or not held (current {current}): take control again with `yy computer attach {id} --control`"
+        ))),
+    }
+}
+
+/// Opens an operator's shell: under the caller's live control, queues `computer.shell`
+/// on the computer's Runner (under the computer's fence) and audits it.
+pub fn shell(
+    conn: &mut Connection,
+    account_id: &str,
+    id: &str,
+    q: &crate::api::shell::ShellQuery,
+    relay_id: &str,
+    limits: QueueLimits,
+) -> Result<CommandRow, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let c = check_holder(&tx, account_id, id, q.control_fence)?;
+    if c.state != ComputerState::Running {
+        return Err(StoreError::Conflict(format!(
+            "computer {id} is {}, not running: there is no container to open a shell in",
+            c.state
+        )));
+    }
+    let (cols, rows) = crate::api::shell::window(q.cols, q.rows);
+    let command = RunnerCommand::ComputerShell(crate::api::shell::ShellPayload {
+        computer_id: c.id.clone(),
+        fence: c.fence,
+        control_fence: q.control_fence,
+        relay_id: relay_id.to_string(),
+        cols,
+        rows,
+    });
+    let timeout = crate::api::shell::RUNNER_CONNECT_TIMEOUT_MS as i64;
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, timeout, limits)?;
+    audit(
+        &tx,
+        account_id,
+        "computer.shell",
+        &c.id,
+        &serde_json::json!({ "control_fence": q.control_fence, "fence": c.fence, "command_id": cmd.id }),
+    )?;
+    tx.commit()?;
+    Ok(cmd)
+}

@@ -619,9 +619,42 @@ fn control_fences_only_grow_and_end_unless_renewed() {
         Err(StoreError::Conflict(m)) if m.contains("controlled by another operator")
     ));
     control::renew_or_release(&mut w.conn, &w.account, &c.id, 1, false).unwrap();
+    // The holder's shell goes to the computer's Runner under the computer's fence; nobody
+    // else's.
+    let shell = |w: &mut World, account: &str, fence: i64| {
+        let q = crate::api::shell::ShellQuery {
+            control_fence: fence,
+            cols: None,
+            rows: Some(40),
+        };
+        control::shell(
+            &mut w.conn,
+            account,
+            &c.id,
+            &q,
+            "relay",
+            QueueLimits::default(),
+        )
+    };
+    let me = w.account.clone();
+    let opened = shell(&mut w, &me, 1).unwrap();
+    assert_eq!(opened.kind, crate::api::machine::CommandKind::ComputerShell);
+    let payload: serde_json::Value = serde_json::from_str(&opened.payload).unwrap();
+    assert_eq!(
+        (&payload["fence"], &payload["cols"], &payload["rows"]),
+        (
+            &serde_json::json!(c.fence),
+            &serde_json::json!(80),
+            &serde_json::json!(40)
+        )
+    );
+    assert!(
+        matches!(shell(&mut w, &other, 1), Err(StoreError::Conflict(m)) if m.contains("ended"))
+    );
     // Taking again raises the fence; the old fence can no longer renew.
     let (again, _) = control::take(&mut w.conn, &w.account, &c.id, QueueLimits::default()).unwrap();
     assert_eq!(again.control_fence, 2);
+    assert!(matches!(shell(&mut w, &me, 1), Err(StoreError::Conflict(m)) if m.contains("stale")));
     assert!(matches!(
         control::renew_or_release(&mut w.conn, &w.account, &c.id, 1, false),
         Err(StoreError::Conflict(m)) if m.contains("stale")
