@@ -3,8 +3,9 @@
 //! form a chain: each becomes ready when the admin accepts the one before. For every
 //! subtask after the first: ready (the acceptance committed) -> its turn admitted -> the
 //! Runner starts it -> its prompt reaching Hermes (the Runner hands it to the Worker's
-//! Hermes) -> Hermes's model call. Then four admins run a goal
-//! of eight independent subtasks each at once, and the slot use is measured. Starts its own
+//! Hermes) -> Hermes's model call. Then four teams are made and their members warmed
+//! (Worker and computer started), and the four admins run a goal of eight independent
+//! subtasks each at once, and the slot use is measured. Starts its own
 //! control plane, Runner, Workers and scripted model in a temporary directory.
 
 use std::collections::HashMap;
@@ -66,6 +67,8 @@ fn script(rounds: u32) -> Value {
             .map(|_| json!({ "text": "done" })).collect::<Vec<_>>() }),
         json!({ "match": "[yy goal result]", "steps": (0..(rounds as usize + TEAMS))
             .map(|_| json!({ "text": "delivered" })).collect::<Vec<_>>() }),
+        json!({ "match": "Warm up.", "steps": (0..TEAMS)
+            .map(|_| json!({ "text": "warm" })).collect::<Vec<_>>() }),
     ];
     // The overhead phase: team 1, a chain per round.
     for r in 1..=rounds {
@@ -92,8 +95,14 @@ fn script(rounds: u32) -> Value {
         let goal = format!("Slots {t}");
         entries
             .push(json!({ "match": format!("\"{goal}\""), "steps": reviews_of(&goal, CHAIN + 4) }));
-        let mut plan = if t > 1 { team_steps(t) } else { Vec::new() };
-        plan.push(json!({ "tool_call": tool("goal_create", json!({ "team": format!("crew{t}"), "title": goal, "criteria": "eight parts" })) }));
+        if t > 1 {
+            let mut setup = team_steps(t);
+            setup.push(json!({ "text": "team made" }));
+            entries.push(json!({ "match": format!("Team {t}."), "steps": setup }));
+        }
+        let mut plan = vec![
+            json!({ "tool_call": tool("goal_create", json!({ "team": format!("crew{t}"), "title": goal, "criteria": "eight parts" })) }),
+        ];
         plan.push(json!({ "tool_calls": (1..=CHAIN)
             .map(|k| tool("subtask_add", json!({ "goal": goal, "title": format!("part {k}"), "owner": format!("w{t}"), "criteria": "done" })))
             .collect::<Vec<_>>() }));
@@ -191,6 +200,28 @@ async fn chat_when_free(admin: &Client, agent: &str, message: String) -> anyhow:
     Ok(())
 }
 
+/// Waits until none of `agents` is in a turn (a minute at most).
+async fn wait_idle(admin: &Client, agents: &[String]) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut busy = false;
+        for a in agents {
+            busy |= admin
+                .session_list(Some(a))
+                .await?
+                .iter()
+                .any(|s| s.state == "running");
+        }
+        if !busy {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(CliError::failure("the warm-up turns did not end in a minute").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until the goals titled `titles` are completed (10 minutes at most).
 async fn wait_goals(admin: &Client, titles: &[String]) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
@@ -230,6 +261,19 @@ async fn drive(admin: &Client, rounds: u32) -> anyhow::Result<()> {
         chat_when_free(admin, "lead1", format!("Bench round {r}.")).await?;
         wait_goals(admin, &[format!("Round {r}")]).await?;
     }
+    // Slot use is the scheduler's figure: every team, member, Worker and computer is
+    // made and warmed first, so that no team waits on a cold start the others skip.
+    progress("warming up the four teams");
+    for t in 2..=TEAMS {
+        chat_when_free(admin, &format!("lead{t}"), format!("Team {t}.")).await?;
+    }
+    let leads: Vec<String> = (1..=TEAMS).map(|t| format!("lead{t}")).collect();
+    wait_idle(admin, &leads).await?;
+    let members: Vec<String> = (1..=TEAMS).map(|t| format!("w{t}")).collect();
+    for m in &members {
+        chat_when_free(admin, m, "Warm up.".into()).await?;
+    }
+    wait_idle(admin, &members).await?;
     progress(&format!("{TEAMS} teams x {CHAIN} subtasks at once"));
     for t in 1..=TEAMS {
         chat_when_free(admin, &format!("lead{t}"), format!("Slots team {t}.")).await?;
