@@ -19,7 +19,7 @@ pub struct AttachArgs {
     /// Computer id (or unique prefix)
     pub id: String,
     /// Print events as JSON lines (NDJSON) instead of text
-    #[arg(long, conflicts_with = "control")]
+    #[arg(long, conflicts_with_all = ["control", "web"])]
     pub json: bool,
     /// Take control: the model is paused at its next tool call (the tool in flight
     /// finishes first), then each line typed runs in the computer; control is renewed
@@ -27,6 +27,14 @@ pub struct AttachArgs {
     /// paused until `yy computer handback`
     #[arg(long)]
     pub control: bool,
+    /// Show the live screen in a browser: serve a page on 127.0.0.1 and print its link
+    /// (with a one-time token); with --control the page also sends mouse and keyboard
+    /// input. Ctrl-C stops it (and releases control)
+    #[arg(long)]
+    pub web: bool,
+    /// Open the page's link in the default browser (xdg-open)
+    #[arg(long, requires = "web")]
+    pub open: bool,
 }
 
 #[derive(Debug, Args)]
@@ -288,6 +296,9 @@ pub async fn handback(client: &Client, a: HandbackArgs) -> anyhow::Result<()> {
 }
 
 pub async fn attach(client: &Client, a: AttachArgs) -> anyhow::Result<()> {
+    if a.web {
+        return super::computer_web::run(client, &a.id, a.control, a.open).await;
+    }
     if a.control {
         return control(client, &a.id).await;
     }
