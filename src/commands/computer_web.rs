@@ -364,6 +364,62 @@ async fn take_control(client: &Client, id: &str) -> anyhow::Result<i64> {
     }
 }
 
+/// The page's server, running.
+pub struct Served {
+    /// The link with the one-time token.
+    pub url: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Served {
+    /// Stops accepting, and waits (briefly) for the requests in flight.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// Starts the page's server for `computer` on a random port of 127.0.0.1; with `fence`
+/// (the control held) the page may send input. Also used by `yy bench screen`.
+pub async fn serve(client: Client, computer: String, fence: Option<i64>) -> anyhow::Result<Served> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| CliError::failure(format!("listening on 127.0.0.1: {e}")))?;
+    let port = listener.local_addr()?.port();
+    let token = random_hex();
+    let web = Arc::new(Web {
+        client,
+        computer,
+        host: format!("127.0.0.1:{port}"),
+        token: Mutex::new(Some(token.clone())),
+        session: random_hex(),
+        fence,
+        frames: Semaphore::new(1),
+        inputs: Semaphore::new(1),
+    });
+    let limits = ConnLimits {
+        header_timeout: Duration::from_secs(10),
+        body_timeout: Duration::from_secs(10),
+        max_connections: MAX_CONNECTIONS,
+        shutdown_grace: Duration::from_secs(2),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve_connections(
+        listener,
+        router(web),
+        limits,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    Ok(Served {
+        url: format!("http://127.0.0.1:{port}/?t={token}"),
+        stop,
+        task,
+    })
+}
+
 /// Serves the page until Ctrl-C (or, under control, until control is lost).
 pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow::Result<()> {
     let computer = client.computer_show(id).await?.id;
@@ -372,28 +428,16 @@ pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow
     } else {
         None
     };
-    let listener = match tokio::net::TcpListener::bind(("127.0.0.1", 0)).await {
-        Ok(l) => l,
+    let served = match serve(client.clone(), computer.clone(), fence).await {
+        Ok(s) => s,
         Err(e) => {
             if let Some(f) = fence {
                 let _ = client.computer_control_renew(&computer, f, true).await;
             }
-            return Err(CliError::failure(format!("listening on 127.0.0.1: {e}")).into());
+            return Err(e);
         }
     };
-    let port = listener.local_addr()?.port();
-    let token = random_hex();
-    let web = Arc::new(Web {
-        client: client.clone(),
-        computer: computer.clone(),
-        host: format!("127.0.0.1:{port}"),
-        token: Mutex::new(Some(token.clone())),
-        session: random_hex(),
-        fence,
-        frames: Semaphore::new(1),
-        inputs: Semaphore::new(1),
-    });
-    let url = format!("http://127.0.0.1:{port}/?t={token}");
+    let url = served.url.clone();
     match fence {
         Some(f) => eprintln!(
             "[you have control of computer {computer} (fence {f}); the model is paused. Open the link below (it works once); Ctrl-C stops the page and releases control]"
@@ -415,21 +459,6 @@ pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow
             eprintln!("[could not start xdg-open ({e}); open the link yourself]");
         }
     }
-    let limits = ConnLimits {
-        header_timeout: Duration::from_secs(10),
-        body_timeout: Duration::from_secs(10),
-        max_connections: MAX_CONNECTIONS,
-        shutdown_grace: Duration::from_secs(2),
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve_connections(
-        listener,
-        router(web),
-        limits,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
     let mut renew = tokio::time::interval(RENEW_EVERY);
     renew.tick().await;
     let ended: anyhow::Result<()> = loop {
@@ -442,8 +471,7 @@ pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow
             }
         }
     };
-    let _ = stop.send(());
-    let _ = server.await;
+    served.stop().await;
     if let Some(f) = fence {
         let _ = client.computer_control_renew(&computer, f, true).await;
         eprintln!(
