@@ -486,6 +486,118 @@ pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower::ServiceExt;
+
+    fn web(fence: Option<i64>) -> Arc<Web> {
+        Arc::new(Web {
+            // Never called by these requests: each is refused before any relay.
+            client: Client::new("http://127.0.0.1:9", None).unwrap(),
+            computer: "c1".into(),
+            host: "127.0.0.1:4000".into(),
+            token: Mutex::new(Some("tok".into())),
+            session: "sess".into(),
+            fence,
+            frames: Semaphore::new(1),
+            inputs: Semaphore::new(1),
+        })
+    }
+
+    async fn get(app: &Router, path: &str, headers: &[(&str, &str)]) -> Response {
+        let mut req = Request::builder()
+            .uri(path)
+            .header("host", "127.0.0.1:4000");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        app.clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_link_works_once_and_only_the_cookie_signs_in() {
+        let app = router(web(Some(3)));
+        let first = get(&app, "/?t=tok", &[]).await;
+        assert_eq!(first.status(), StatusCode::SEE_OTHER);
+        let cookie = first.headers()[header::SET_COOKIE].to_str().unwrap();
+        assert!(cookie.starts_with("yy_attach=sess;") && cookie.contains("HttpOnly"));
+        assert_eq!(
+            get(&app, "/?t=tok", &[]).await.status(),
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            get(&app, "/?t=other", &[]).await.status(),
+            StatusCode::FORBIDDEN
+        );
+        for path in ["/", "/app.js", "/state", "/frame"] {
+            let r = get(&app, path, &[]).await;
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
+            let r = get(&app, path, &[("cookie", "yy_attach=wrong")]).await;
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
+        }
+        let page = get(&app, "/", &[("cookie", "a=b; yy_attach=sess")]).await;
+        assert_eq!(page.status(), StatusCode::OK);
+        assert!(
+            page.headers()[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+        let state = get(&app, "/state", &[("cookie", "yy_attach=sess")]).await;
+        let body = axum::body::to_bytes(state.into_body(), 4096).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["fence"], 3);
+        // Another Host name (DNS rebinding) is refused even with the cookie.
+        let req = Request::builder()
+            .uri("/state")
+            .header("host", "evil.test:4000")
+            .header("cookie", "yy_attach=sess")
+            .body(Body::empty())
+            .unwrap();
+        let r = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(r.status(), StatusCode::MISDIRECTED_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn input_is_json_small_and_needs_control() {
+        let post = |app: Router, body: String, ctype: &'static str| async move {
+            let req = Request::builder()
+                .method("POST")
+                .uri("/input")
+                .header("host", "127.0.0.1:4000")
+                .header("cookie", "yy_attach=sess")
+                .header("content-type", ctype)
+                .body(Body::from(body))
+                .unwrap();
+            app.oneshot(req).await.unwrap().status()
+        };
+        let click = r#"{"fence":1,"frame_id":"f1","action":{"action":"left_click","x":1,"y":2}}"#;
+        let read_only = router(web(None));
+        assert_eq!(
+            post(read_only, click.into(), "application/json").await,
+            StatusCode::FORBIDDEN
+        );
+        let app = router(web(Some(1)));
+        // A form post (what a cross-site page could send) is not JSON.
+        assert_eq!(
+            post(app.clone(), click.into(), "text/plain").await,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE
+        );
+        let big = format!(
+            r#"{{"fence":1,"frame_id":"f1","action":{{"action":"type_text","text":"{}"}}}}"#,
+            "x".repeat(MAX_BODY)
+        );
+        assert_eq!(
+            post(app.clone(), big, "application/json").await,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        let shot = r#"{"fence":1,"frame_id":"f1","action":{"action":"screenshot"}}"#;
+        assert_eq!(
+            post(app, shot.into(), "application/json").await,
+            StatusCode::BAD_REQUEST
+        );
+    }
 
     #[test]
     fn secrets_compare_whole() {
