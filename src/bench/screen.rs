@@ -217,6 +217,12 @@ pub async fn run(args: ScreenBenchArgs) -> anyhow::Result<()> {
             format!("<= {INPUT_P50_MS} ms"),
             pass(o["input"]["target_p50_le_50ms"] == true),
         ],
+        vec![
+            "operator: web view input latency p50 (POST /input click, read back)".into(),
+            ms(&o["web_input"]["latency"], "p50_ms"),
+            format!("<= {INPUT_P50_MS} ms"),
+            pass(o["web_input"]["target_p50_le_50ms"] == true),
+        ],
     ]);
     output::print(&output::table(
         &["figure", "value", "target", "result"],

@@ -126,7 +126,10 @@ async fn measure(admin: &Client, samples: usize) -> anyhow::Result<serde_json::V
             .into());
         }
     }
+    progress("operator path: clicks from the web view's page endpoint, under control");
+    let page_clicks = web_clicks(admin, &id, samples).await?;
     let (shot, frame, input) = (summary(&shots), summary(&frames), summary(&readbacks));
+    let page_input = summary(&page_clicks);
     let fps = frames.len() as f64 / frames_elapsed.as_secs_f64();
     let p50 = |v: &serde_json::Value| v["p50_ms"].as_f64().unwrap_or(f64::MAX);
     let paced = 1000.0 / (p50(&frame) + PAGE_FRAME_GAP_MS);
@@ -150,22 +153,28 @@ async fn measure(admin: &Client, samples: usize) -> anyhow::Result<serde_json::V
             "latency": input,
             "target_p50_le_50ms": input_ok,
         },
-        "ok": input_ok,
+        "web_input": {
+            "what": "left_click POSTed to /input of an attach --web --control server (fence and frame id) until get_cursor_position through the control plane answers the point",
+            "latency": page_input,
+            "target_p50_le_50ms": p50(&page_input) <= super::screen::INPUT_P50_MS,
+        },
+        "ok": input_ok && p50(&page_input) <= super::screen::INPUT_P50_MS,
     }))
 }
 
 /// The pause the page makes between frames (`FRAME_GAP_MS` in computer_web.js).
 const PAGE_FRAME_GAP_MS: f64 = 100.0;
 
-/// Fetches `n` frames from a real `attach --web` server (signed in with its one-time
-/// link, as a browser is) one at a time; the time of each and of them all.
-async fn web_frames(
-    admin: &Client,
-    id: &str,
-    n: usize,
-) -> anyhow::Result<(Vec<Duration>, Duration)> {
-    let served = crate::commands::computer_web::serve(admin.clone(), id.to_string(), None).await?;
-    let result = async {
+/// A browser's view of a running `attach --web` server: signed in with its one-time
+/// link (the cookie kept), and the server's base URL.
+struct Page {
+    http: reqwest::Client,
+    cookie: String,
+    base: String,
+}
+
+impl Page {
+    async fn sign_in(served: &crate::commands::computer_web::Served) -> anyhow::Result<Page> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
@@ -178,35 +187,127 @@ async fn web_frames(
             .and_then(|v| v.split(';').next())
             .map(str::to_string)
             .ok_or_else(|| CliError::failure("the web view set no cookie"))?;
-        let frame_url = served
+        let base = served
             .url
             .split_once("/?")
-            .map(|(base, _)| format!("{base}/frame"))
+            .map(|(base, _)| base.to_string())
             .unwrap_or_default();
+        Ok(Page { http, cookie, base })
+    }
+
+    async fn checked(r: reqwest::Response) -> anyhow::Result<reqwest::Response> {
+        if r.status().is_success() {
+            return Ok(r);
+        }
+        Err(CliError::failure(format!(
+            "the web view answered {}: {}",
+            r.status(),
+            r.text().await.unwrap_or_default()
+        ))
+        .into())
+    }
+
+    /// One frame, as the page gets it: the PNG (checked) and its frame id.
+    async fn frame(&self) -> anyhow::Result<String> {
+        let r = self
+            .http
+            .get(format!("{}/frame", self.base))
+            .header(reqwest::header::COOKIE, &self.cookie)
+            .send()
+            .await?;
+        let r = Self::checked(r).await?;
+        let id = r
+            .headers()
+            .get("x-frame-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        png_size(&r.bytes().await?).map_err(CliError::failure)?;
+        Ok(id)
+    }
+
+    /// One input, as the page sends it; the cursor position answered.
+    async fn input(
+        &self,
+        fence: i64,
+        frame: &str,
+        action: &ScreenAction,
+    ) -> anyhow::Result<(i32, i32)> {
+        let r = self
+            .http
+            .post(format!("{}/input", self.base))
+            .header(reqwest::header::COOKIE, &self.cookie)
+            .json(&json!({ "fence": fence, "frame_id": frame, "action": action }))
+            .send()
+            .await?;
+        let r: crate::computer::screen::ScreenResult = Self::checked(r).await?.json().await?;
+        Ok((r.x, r.y))
+    }
+}
+
+/// Fetches `n` frames from a real `attach --web` server one at a time; the time of each
+/// and of them all.
+async fn web_frames(
+    admin: &Client,
+    id: &str,
+    n: usize,
+) -> anyhow::Result<(Vec<Duration>, Duration)> {
+    let served = crate::commands::computer_web::serve(admin.clone(), id.to_string(), None).await?;
+    let result = async {
+        let page = Page::sign_in(&served).await?;
         let mut times = Vec::new();
         let all = Instant::now();
         for _ in 0..n {
             let started = Instant::now();
-            let r = http
-                .get(&frame_url)
-                .header(reqwest::header::COOKIE, &cookie)
-                .send()
-                .await?;
-            if !r.status().is_success() {
-                return Err(CliError::failure(format!(
-                    "the web view answered {}: {}",
-                    r.status(),
-                    r.text().await.unwrap_or_default()
-                ))
-                .into());
-            }
-            let png = r.bytes().await?;
-            png_size(&png).map_err(CliError::failure)?;
+            page.frame().await?;
             times.push(started.elapsed());
         }
         Ok::<_, anyhow::Error>((times, all.elapsed()))
     }
     .await;
     served.stop().await;
+    result
+}
+
+/// Clicks sent the way the page sends them (`POST /input` with the control fence and the
+/// frame id, to a real `attach --web --control` server), each until the cursor is read
+/// back through the control plane; control is taken first and released after.
+async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let c = admin.computer_control(id).await?;
+    let fence = c.control_fence;
+    let result = async {
+        let pause = c.command_id.clone().unwrap_or_default();
+        let cmd = admin.wait_command(&pause, None).await?;
+        crate::commands::runner_ops::result_of::<serde_json::Value>(cmd, "pause")?;
+        let served =
+            crate::commands::computer_web::serve(admin.clone(), id.to_string(), Some(fence))
+                .await?;
+        let clicks = async {
+            let page = Page::sign_in(&served).await?;
+            let frame = page.frame().await?;
+            let mut times = Vec::new();
+            for i in 0..n {
+                let (x, y) = ((41 * i as i32) % 1200 + 20, (59 * i as i32) % 760 + 20);
+                let started = Instant::now();
+                page.input(fence, &frame, &ScreenAction::LeftClick { x, y })
+                    .await?;
+                let r = act(admin, id, &ScreenAction::GetCursorPosition, None, None).await?;
+                times.push(started.elapsed());
+                if (r.x, r.y) != (x, y) {
+                    return Err(CliError::failure(format!(
+                        "the cursor is at ({}, {}), not ({x}, {y})",
+                        r.x, r.y
+                    ))
+                    .into());
+                }
+            }
+            Ok::<_, anyhow::Error>(times)
+        }
+        .await;
+        served.stop().await;
+        clicks
+    }
+    .await;
+    let _ = admin.computer_control_renew(id, fence, true).await;
     result
 }
