@@ -747,8 +747,9 @@ fn a_lost_connection_ends_control_and_the_model_stays_paused() {
 
 /// `attach --web --control` in headless Chromium: the one-time link signs the page in, the
 /// page shows the live screen, a click on the (scaled) image lands in the guest at the
-/// pixel clicked, input with an old fence or a stale frame is refused (the page says so
-/// and shows a new frame), and Ctrl-C releases control leaving the model paused.
+/// pixel clicked, keys typed on the page reach the focused window, input with an old fence
+/// or a stale frame is refused (the page says so and shows a new frame; the cursor does
+/// not move), and Ctrl-C releases control leaving the model paused.
 #[test]
 fn the_web_view_shows_the_screen_and_sends_input_under_the_fence() {
     let Some(chromium) = common::chromium::require_chromium() else {
@@ -848,10 +849,45 @@ fn the_web_view_shows_the_screen_and_sends_input_under_the_fence() {
         pos.ok();
         assert!(pos.stdout.contains("cursor 400,300"), "{pos:?}");
 
+        // Keys typed on the focused screen reach the focused window: a shell in a terminal
+        // at the top left reads a line and writes it to the workspace.
+        s.env
+            .run(&[
+                "computer", "exec", &id, "--", "/bin/sh", "-c",
+                "setsid xterm -geometry 80x24+0+0 -e sh -c 'read line; echo \"$line\" > typed.txt' >/dev/null 2>&1 </dev/null &",
+            ])
+            .ok();
+        let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
+        std::thread::sleep(Duration::from_secs(2));
+        b.point_at(left + 50.0, top + 50.0).await;
+        b.click(left + 50.0, top + 50.0).await;
+        let said = b
+            .wait_for(
+                "(() => { const t = document.getElementById('status').textContent + ' ' + document.getElementById('refusal').textContent; return !t.startsWith('left_click done; cursor 400,300') && t; })()",
+                "the click into the terminal",
+            )
+            .await;
+        // (The window manager may move the pointer when the window takes focus.)
+        assert!(said.as_str().unwrap().starts_with("left_click done"), "{said}");
+        for k in ["h", "i", "Enter"] {
+            b.key(k).await;
+        }
+        common::wait_for(Duration::from_secs(30), "the typed line", || {
+            std::fs::read_to_string(ws.join("typed.txt")).ok()
+        });
+        assert_eq!(std::fs::read_to_string(ws.join("typed.txt")).unwrap(), "hi\n");
+
         // The page's fence goes old: the control plane refuses, the page says why and
         // shows a new frame.
         b.wait_for("!sending && !fetching", "the page to settle").await;
         let before = b.eval("frameId").await;
+        let cursor = |s: &common::hermes::WorkerSetup| {
+            let pos = s
+                .env
+                .json(&["computer", "screen", &id, "get_cursor_position"]);
+            (pos["x"].as_i64().unwrap(), pos["y"].as_i64().unwrap())
+        };
+        let was = cursor(&s);
         b.eval("state.fence = state.fence - 1").await;
         b.point_at(left + 20.0, top + 30.0).await;
         b.click(left + 20.0, top + 30.0).await;
@@ -871,10 +907,7 @@ fn the_web_view_shows_the_screen_and_sends_input_under_the_fence() {
             "a new frame after the refusal",
         )
         .await;
-        let pos = s
-            .env
-            .json(&["computer", "screen", &id, "get_cursor_position"]);
-        assert_eq!((pos["x"].as_i64(), pos["y"].as_i64()), (Some(400), Some(300)));
+        assert_eq!(cursor(&s), was, "a refused click moved the cursor");
 
         // A stale frame: the guest refuses. (Set and sent in one go, so that no new
         // frame comes in between.)
@@ -893,6 +926,7 @@ fn the_web_view_shows_the_screen_and_sends_input_under_the_fence() {
             refusal.as_str().unwrap().contains("not the current frame"),
             "{refusal}"
         );
+        assert_eq!(cursor(&s), was, "a click on a stale frame moved the cursor");
     });
 
     // The link worked once.

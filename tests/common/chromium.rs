@@ -208,6 +208,23 @@ impl Browser {
         }
     }
 
+    /// A key typed in the page: `key` as `KeyboardEvent.key` names it ("h", "Enter").
+    pub async fn key(&mut self, key: &str) {
+        let mut p = json!({ "type": "keyDown", "key": key });
+        if key.chars().count() == 1 {
+            p["text"] = json!(key);
+        } else if key == "Enter" {
+            p["code"] = json!("Enter");
+            p["windowsVirtualKeyCode"] = json!(13);
+        }
+        self.call("Input.dispatchKeyEvent", p).await;
+        self.call(
+            "Input.dispatchKeyEvent",
+            json!({ "type": "keyUp", "key": key }),
+        )
+        .await;
+    }
+
     pub async fn mouse(&mut self, kind: &str, x: f64, y: f64) {
         let mut p = json!({ "type": kind, "x": x, "y": y });
         if kind != "mouseMoved" {
