@@ -16,6 +16,10 @@ echo "docker engine API $docker_api"
 YY_TEST_HERMES=$(scripts/install-hermes.sh | tail -n 1)
 export YY_TEST_HERMES
 echo "hermes at $YY_TEST_HERMES"
+# The web view of `yy computer attach --web` is tested in headless Chromium.
+YY_TEST_CHROMIUM=$(scripts/install-chromium.sh | tail -n 1)
+export YY_TEST_CHROMIUM
+echo "chromium at $YY_TEST_CHROMIUM"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

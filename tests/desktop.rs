@@ -16,7 +16,7 @@ use yy::computer::screen::{ScreenAction, ScreenResult, png_size};
 use yy::computer::session::GuestSession;
 use yy::computer::{ComputerError, Limits};
 
-use common::{BIN, Env};
+use common::{BIN, Env, lines_of, wait_line};
 use computer_support::{Fixture, docker};
 
 fn tag() -> String {
@@ -716,4 +716,212 @@ fn a_lost_connection_ends_control_and_the_model_stays_paused() {
         std::fs::read_to_string(ws.join("two.txt")).unwrap(),
         "two\n"
     );
+}
+
+/// `attach --web --control` in headless Chromium: the one-time link signs the page in, the
+/// page shows the live screen, a click on the (scaled) image lands in the guest at the
+/// pixel clicked, keys typed on the page reach the focused window, input with an old fence
+/// or a stale frame is refused (the page says so and shows a new frame; the cursor does
+/// not move), and Ctrl-C releases control leaving the model paused.
+#[test]
+fn the_web_view_shows_the_screen_and_sends_input_under_the_fence() {
+    let Some(chromium) = common::chromium::require_chromium() else {
+        return;
+    };
+    let Some(s) = common::hermes::worker_setup(
+        || prepared().1.clone(),
+        serde_json::json!([{"text": "nothing to do"}]),
+    ) else {
+        return;
+    };
+    let computer = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let mut attach = s
+        .env
+        .command(&["computer", "attach", &id, "--web", "--control"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = lines_of(attach.stdout.take().unwrap());
+    let err = lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_line(&err, "you have control", &mut seen);
+    let url = out.recv_timeout(Duration::from_secs(10)).unwrap();
+    let rest = url
+        .strip_prefix("http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("{url}"));
+    let (port, query) = rest.split_once('/').unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let token = query.strip_prefix("?t=").unwrap();
+    assert_eq!(token.len(), 64, "{url}");
+
+    // Nothing without the page's credential; no other Host name.
+    let (status, body) = common::http(&addr, "GET", "/frame", &[], "").unwrap();
+    assert_eq!(status, 401, "{body}");
+    let input = r#"{"fence":1,"frame_id":"x","action":{"action":"left_click","x":1,"y":1}}"#;
+    let json = [("Content-Type", "application/json")];
+    let (status, _) = common::http(&addr, "POST", "/input", &json, input).unwrap();
+    assert_eq!(status, 401);
+    let (status, _) = common::http(&addr, "GET", "/?t=wrong", &[], "").unwrap();
+    assert_eq!(status, 403);
+    let rebound = {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            c,
+            "GET /?t={token} HTTP/1.1\r\nHost: attacker.test:{port}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut r = String::new();
+        let _ = c.read_to_string(&mut r);
+        r
+    };
+    assert!(rebound.starts_with("HTTP/1.1 421"), "{rebound}");
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut b = common::chromium::Browser::launch(&chromium).await;
+        // 652 px wide: the 1280 px screen is shown at exactly half size.
+        b.open(&url, 652, 520).await;
+        let width = b
+            .wait_for(
+                "document.getElementById('screen').naturalWidth === 1280 && document.getElementById('frame').textContent.startsWith('f') && document.getElementById('screen').naturalWidth",
+                "the first frame",
+            )
+            .await;
+        assert_eq!(width, 1280);
+        assert_eq!(b.eval("location.pathname + location.search").await, "/");
+        let mode = b.eval("document.getElementById('mode').textContent").await;
+        assert_eq!(mode, "in control (fence 1)");
+        let rect = b
+            .eval("(() => { const r = document.getElementById('screen').getBoundingClientRect(); return [r.left, r.top, r.width]; })()")
+            .await;
+        let (left, top, shown) = (
+            rect[0].as_f64().unwrap(),
+            rect[1].as_f64().unwrap(),
+            rect[2].as_f64().unwrap(),
+        );
+        assert_eq!(shown, 640.0, "{rect}");
+
+        // A click at (200, 150) of the half-size image is (400, 300) on the screen. The
+        // pointer's move pauses frames; click once the frame in flight is shown.
+        b.point_at(left + 200.0, top + 150.0).await;
+        b.click(left + 200.0, top + 150.0).await;
+        let said = b
+            .wait_for(
+                "document.getElementById('status').textContent.startsWith('left_click') && document.getElementById('status').textContent",
+                "the click's answer",
+            )
+            .await;
+        assert_eq!(said, "left_click done; cursor 400,300");
+        let pos = s
+            .env
+            .run(&["computer", "screen", &id, "get_cursor_position"]);
+        pos.ok();
+        assert!(pos.stdout.contains("cursor 400,300"), "{pos:?}");
+
+        // Keys typed on the focused screen reach the focused window: a shell in a terminal
+        // at the top left reads a line and writes it to the workspace.
+        s.env
+            .run(&[
+                "computer", "exec", &id, "--", "/bin/sh", "-c",
+                "setsid xterm -geometry 80x24+0+0 -e sh -c 'read line; echo \"$line\" > typed.txt' >/dev/null 2>&1 </dev/null &",
+            ])
+            .ok();
+        let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
+        std::thread::sleep(Duration::from_secs(2));
+        b.point_at(left + 50.0, top + 50.0).await;
+        b.click(left + 50.0, top + 50.0).await;
+        let said = b
+            .wait_for(
+                "(() => { const t = document.getElementById('status').textContent + ' ' + document.getElementById('refusal').textContent; return !t.startsWith('left_click done; cursor 400,300') && t; })()",
+                "the click into the terminal",
+            )
+            .await;
+        // (The window manager may move the pointer when the window takes focus.)
+        assert!(said.as_str().unwrap().starts_with("left_click done"), "{said}");
+        for k in ["h", "i", "Enter"] {
+            b.key(k).await;
+        }
+        common::wait_for(Duration::from_secs(30), "the typed line", || {
+            std::fs::read_to_string(ws.join("typed.txt")).ok()
+        });
+        assert_eq!(std::fs::read_to_string(ws.join("typed.txt")).unwrap(), "hi\n");
+
+        // The page's fence goes old: the control plane refuses, the page says why and
+        // shows a new frame.
+        b.wait_for("!sending && !fetching", "the page to settle").await;
+        let before = b.eval("frameId").await;
+        let cursor = |s: &common::hermes::WorkerSetup| {
+            let pos = s
+                .env
+                .json(&["computer", "screen", &id, "get_cursor_position"]);
+            (pos["x"].as_i64().unwrap(), pos["y"].as_i64().unwrap())
+        };
+        let was = cursor(&s);
+        b.eval("state.fence = state.fence - 1").await;
+        b.point_at(left + 20.0, top + 30.0).await;
+        b.click(left + 20.0, top + 30.0).await;
+        let refusal = b
+            .wait_for(
+                "document.getElementById('refusal').textContent",
+                "the refusal",
+            )
+            .await;
+        let refusal = refusal.as_str().unwrap();
+        assert!(
+            refusal.contains("control fence 0") && refusal.contains("stale"),
+            "{refusal}"
+        );
+        b.wait_for(
+            &format!("frameId !== {before} && frameId"),
+            "a new frame after the refusal",
+        )
+        .await;
+        assert_eq!(cursor(&s), was, "a refused click moved the cursor");
+
+        // A stale frame: the guest refuses. (Set and sent in one go, so that no new
+        // frame comes in between.)
+        b.eval("state.fence = state.fence + 1; document.getElementById('refusal').textContent = ''")
+            .await;
+        b.wait_for("!sending && !fetching", "the page to settle").await;
+        b.eval("frameId = 'f0-1'; send({ action: 'left_click', x: 10, y: 10 }); true")
+            .await;
+        let refusal = b
+            .wait_for(
+                "document.getElementById('refusal').textContent",
+                "the refusal",
+            )
+            .await;
+        assert!(
+            refusal.as_str().unwrap().contains("not the current frame"),
+            "{refusal}"
+        );
+        assert_eq!(cursor(&s), was, "a click on a stale frame moved the cursor");
+    });
+
+    // The link worked once.
+    let (status, body) = common::http(&addr, "GET", &format!("/?t={token}"), &[], "").unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("already used"), "{body}");
+
+    // Ctrl-C stops the page and releases control; the model stays paused.
+    unsafe {
+        libc::kill(attach.id() as i32, libc::SIGINT);
+    }
+    let status = attach.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    wait_line(&err, "control released", &mut seen);
+    let c = s.env.json(&["computer", "show", &id]);
+    assert!(c["control"]["holder"].is_null(), "released: {c}");
+    assert_eq!(c["control"]["paused"], true, "{c}");
+    assert!(
+        std::net::TcpStream::connect(&addr).is_err(),
+        "still serving"
+    );
+    s.env
+        .run(&["computer", "handback", &id, "--note", "done"])
+        .ok();
 }

@@ -15,6 +15,7 @@ mod harness;
 mod measure;
 mod report;
 pub mod screen;
+pub mod screen_operator;
 
 use std::io::Write;
 use std::path::PathBuf;

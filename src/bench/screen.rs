@@ -128,16 +128,20 @@ pub async fn bench_screen(image: &str, samples: usize) -> Result<serde_json::Val
 
 /// `yy bench screen`: measures and prints the figures.
 pub async fn run(args: ScreenBenchArgs) -> anyhow::Result<()> {
-    let figures = bench_screen(&args.image, args.samples as usize)
+    let mut figures = bench_screen(&args.image, args.samples as usize)
         .await
         .map_err(|e| CliError::new(crate::error::computer_exit(&e), e.to_string()))?;
+    let operator =
+        super::screen_operator::bench_operator(&args.image, args.samples as usize).await?;
+    figures["ok"] = json!(figures["ok"] == true && operator["ok"] == true);
+    figures["operator"] = operator;
     if args.json {
         return output::json(&figures);
     }
     let ms = |v: &serde_json::Value, k: &str| format!("{:.1} ms", v[k].as_f64().unwrap_or(0.0));
     let s = &figures["screenshot"];
     let i = &figures["input"];
-    let rows = vec![
+    let mut rows = vec![
         vec![
             "screenshot round trip p50".into(),
             ms(&s["round_trip"], "p50_ms"),
@@ -174,6 +178,52 @@ pub async fn run(args: ScreenBenchArgs) -> anyhow::Result<()> {
             .into(),
         ],
     ];
+    let o = &figures["operator"];
+    let pass = |ok: bool| if ok { "pass" } else { "MISSED" }.to_string();
+    rows.extend([
+        vec![
+            "operator: screenshot round trip p50 (through the control plane)".into(),
+            ms(&o["screenshot"]["round_trip"], "p50_ms"),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "operator: web view frame p50 (attach --web /frame)".into(),
+            ms(&o["web_view"]["frame"], "p50_ms"),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "operator: web view frames per second (back to back)".into(),
+            format!("{}", o["web_view"]["frames_per_second"]),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "operator: web view frames per second (page pacing)".into(),
+            format!("{}", o["web_view"]["page_frames_per_second"]),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "operator: click round trip p50".into(),
+            ms(&o["input"]["click"], "p50_ms"),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "operator: input latency p50 (click, cursor read back)".into(),
+            ms(&o["input"]["latency"], "p50_ms"),
+            format!("<= {INPUT_P50_MS} ms"),
+            pass(o["input"]["target_p50_le_50ms"] == true),
+        ],
+        vec![
+            "operator: web view input latency p50 (POST /input click, read back)".into(),
+            ms(&o["web_input"]["latency"], "p50_ms"),
+            format!("<= {INPUT_P50_MS} ms"),
+            pass(o["web_input"]["target_p50_le_50ms"] == true),
+        ],
+    ]);
     output::print(&output::table(
         &["figure", "value", "target", "result"],
         rows,

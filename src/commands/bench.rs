@@ -64,10 +64,13 @@ pub enum BenchCommand {
     Egress(EgressBenchArgs),
     /// Measure a desktop computer's screen through the guest agent: the screenshot round
     /// trip (1280x800 PNG, decoded) and the input latency (a pointer move until the cursor
-    /// is read back there)
+    /// is read back there); then the operator's path through a control plane and a Runner:
+    /// the screenshot round trip, the `attach --web` server's frame rate and a click until
+    /// the cursor is read back
     ///
-    /// Starts its own computer from the desktop IMAGE and removes it when done; missed
-    /// targets are reported, not failed.
+    /// Starts its own computer from the desktop IMAGE, then its own control plane, Runner
+    /// and desktop computer (loopback, a temporary directory), and removes them when done;
+    /// missed targets are reported, not failed.
     Screen(crate::bench::screen::ScreenBenchArgs),
 }
 

@@ -17,7 +17,7 @@ pub struct AttachArgs {
     /// Computer id (or unique prefix)
     pub id: String,
     /// Print events as JSON lines (NDJSON) instead of text
-    #[arg(long, conflicts_with = "control")]
+    #[arg(long, conflicts_with_all = ["control", "web"])]
     pub json: bool,
     /// Take control: the model is paused at its next tool call (the tool in flight
     /// finishes first), then you get an interactive shell (a pty) in the computer's
@@ -25,6 +25,14 @@ pub struct AttachArgs {
     /// shell exit or a lost connection; the model stays paused until `yy computer handback`
     #[arg(long)]
     pub control: bool,
+    /// Show the live screen in a browser: serve a page on 127.0.0.1 and print its link
+    /// (with a one-time token); with --control the page also sends mouse and keyboard
+    /// input. Ctrl-C stops it (and releases control)
+    #[arg(long)]
+    pub web: bool,
+    /// Open the page's link in the default browser (xdg-open)
+    #[arg(long, requires = "web")]
+    pub open: bool,
 }
 
 #[derive(Debug, Args)]
@@ -162,7 +170,13 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
     }
 }
 
-async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
+/// Takes control of computer `id` and waits, renewing it, until the model is paused (the
+/// tool in flight finished); Ctrl-C meanwhile releases it. The fence held, and the timer
+/// that keeps renewing it.
+pub(super) async fn take_control(
+    client: &Client,
+    id: &str,
+) -> anyhow::Result<(i64, tokio::time::Interval)> {
     let c = client.computer_control(id).await?;
     let fence = c.control_fence;
     eprintln!(
@@ -178,7 +192,7 @@ async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
     tokio::pin!(waited);
     loop {
         tokio::select! {
-            r = &mut waited => { r?; break; }
+            r = &mut waited => { r?; return Ok((fence, renew)); }
             _ = renew.tick() => { client.computer_control_renew(id, fence, false).await?; }
             _ = tokio::signal::ctrl_c() => {
                 let _ = client.computer_control_renew(id, fence, true).await;
@@ -190,6 +204,10 @@ async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
+    let (fence, mut renew) = take_control(client, id).await?;
     eprintln!(
         "[you have control of computer {id} (control fence {fence}); the model is paused. Opening a shell in its container]"
     );
@@ -235,6 +253,9 @@ pub async fn handback(client: &Client, a: HandbackArgs) -> anyhow::Result<()> {
 }
 
 pub async fn attach(client: &Client, a: AttachArgs) -> anyhow::Result<()> {
+    if a.web {
+        return super::computer_web::run(client, &a.id, a.control, a.open).await;
+    }
     if a.control {
         return control(client, &a.id).await;
     }

@@ -12,6 +12,7 @@ pub mod computer;
 pub mod computer_attach;
 pub mod computer_screen;
 pub mod computer_shell;
+pub mod computer_web;
 pub mod context;
 pub mod egress;
 pub mod generate;

@@ -2,6 +2,7 @@
 //! files in temporary directories.
 #![allow(dead_code)]
 
+pub mod chromium;
 pub mod hermes;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,0 +1,598 @@
+//! `yy computer attach C --web [--control]`: a small page served by the CLI on 127.0.0.1
+//! that shows the computer's live screen and, under control, sends mouse and keyboard
+//! input. The browser never sees the operator's login: the CLI fetches frames and relays
+//! input through the control plane with its stored credentials.
+//!
+//! Access: the printed URL carries a one-time token; its first load exchanges it for an
+//! HttpOnly, SameSite=Strict cookie (and redirects to drop the token from the address
+//! bar); any later use of the token, and every request without the cookie, is refused.
+//! The Host header must name this listener (no DNS rebinding). Input is JSON only (a
+//! cross-site form cannot send it) and carries the control fence and the frame id the
+//! person clicked on; the control plane refuses an old fence, the guest a stale frame.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use tokio::sync::Semaphore;
+
+use crate::api::client::Client;
+use crate::computer::screen::ScreenAction;
+use crate::error::CliError;
+use crate::server::conn::{ConnLimits, serve_connections};
+
+/// How often control is renewed while attached (it lasts 30 s).
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// Browser connections open at once (a page needs two or three).
+const MAX_CONNECTIONS: usize = 8;
+/// The largest request body (an input action).
+const MAX_BODY: usize = 4096;
+/// The longest text one `type_text` input may carry.
+const MAX_TEXT_CHARS: usize = 1000;
+const COOKIE: &str = "yy_attach";
+
+const PAGE: &str = include_str!("computer_web.html");
+const SCRIPT: &str = include_str!("computer_web.js");
+
+struct Web {
+    client: Client,
+    computer: String,
+    /// The Host header this listener answers to (`127.0.0.1:PORT`).
+    host: String,
+    /// The one-time token of the printed URL; taken by its first use.
+    token: Mutex<Option<String>>,
+    /// The cookie the token was exchanged for.
+    session: String,
+    /// The control fence held, under `--control`.
+    fence: Option<i64>,
+    /// One frame and one input in flight at a time.
+    frames: Semaphore,
+    inputs: Semaphore,
+}
+
+fn random_hex() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
+}
+
+/// Compares secrets without an early exit on the first differing byte.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    (
+        status,
+        axum::Json(serde_json::json!({ "error": msg.into() })),
+    )
+        .into_response()
+}
+
+impl Web {
+    fn has_cookie(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|kv| kv.trim().split_once('='))
+            .any(|(k, v)| k == COOKIE && same(v, &self.session))
+    }
+
+    /// The refusal of a request without the page's cookie.
+    fn refused(&self, headers: &HeaderMap) -> Option<Response> {
+        (!self.has_cookie(headers)).then(|| {
+            error(
+                StatusCode::UNAUTHORIZED,
+                "not signed in: open the link `yy computer attach --web` printed",
+            )
+        })
+    }
+}
+
+/// Refuses requests whose Host is not this listener (a rebound DNS name), and sets the
+/// headers every answer carries.
+async fn guard(State(web): State<Arc<Web>>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    if host != Some(web.host.as_str()) {
+        return error(
+            StatusCode::MISDIRECTED_REQUEST,
+            format!("this server answers only to http://{}/", web.host),
+        );
+    }
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    res
+}
+
+#[derive(Deserialize)]
+struct TokenQuery {
+    t: Option<String>,
+}
+
+async fn index(
+    State(web): State<Arc<Web>>,
+    Query(q): Query<TokenQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(t) = q.t {
+        let taken = {
+            let mut token = web.token.lock().unwrap_or_else(|e| e.into_inner());
+            match token.as_deref() {
+                Some(want) if same(want, &t) => token.take().is_some(),
+                _ => false,
+            }
+        };
+        if !taken {
+            return error(
+                StatusCode::FORBIDDEN,
+                "this link was already used (it works once): run `yy computer attach --web` again for a new one",
+            );
+        }
+        let cookie = format!(
+            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+            web.session
+        );
+        return Response::builder()
+            .status(StatusCode::SEE_OTHER)
+            .header(header::LOCATION, "/")
+            .header(header::SET_COOKIE, cookie)
+            .body(Body::empty())
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+    }
+    if let Some(r) = web.refused(&headers) {
+        return r;
+    }
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        PAGE.replace("{{computer}}", &html_escape(&web.computer)),
+    )
+        .into_response()
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+async fn script(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
+    if let Some(r) = web.refused(&headers) {
+        return r;
+    }
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        SCRIPT,
+    )
+        .into_response()
+}
+
+async fn state(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
+    if let Some(r) = web.refused(&headers) {
+        return r;
+    }
+    axum::Json(serde_json::json!({
+        "computer": web.computer,
+        "control": web.fence.is_some(),
+        "fence": web.fence,
+    }))
+    .into_response()
+}
+
+async fn frame(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
+    if let Some(r) = web.refused(&headers) {
+        return r;
+    }
+    let Ok(_one) = web.frames.try_acquire() else {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "a frame is already being fetched",
+        );
+    };
+    let shot = super::computer_screen::act(
+        &web.client,
+        &web.computer,
+        &ScreenAction::Screenshot,
+        None,
+        None,
+    )
+    .await;
+    let r = match shot {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_GATEWAY, format!("{e:#}")),
+    };
+    let Some(png) = r.png_bytes() else {
+        return error(
+            StatusCode::BAD_GATEWAY,
+            "the screenshot came back without a PNG",
+        );
+    };
+    let mut res = (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("image/png"))],
+        png,
+    )
+        .into_response();
+    let h = res.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&r.frame_id) {
+        h.insert("x-frame-id", v);
+    }
+    h.insert("x-screen-width", HeaderValue::from(r.width));
+    h.insert("x-screen-height", HeaderValue::from(r.height));
+    res
+}
+
+#[derive(Deserialize)]
+struct Input {
+    fence: i64,
+    frame_id: String,
+    action: ScreenAction,
+}
+
+/// The actions a person may send from the page.
+fn allowed(a: &ScreenAction) -> Result<(), String> {
+    use ScreenAction as A;
+    match a {
+        A::LeftClick { .. }
+        | A::RightClick { .. }
+        | A::DoubleClick { .. }
+        | A::MoveCursor { .. }
+        | A::Scroll { .. }
+        | A::PressKey { .. } => Ok(()),
+        A::TypeText { text } if text.chars().count() <= MAX_TEXT_CHARS => Ok(()),
+        A::TypeText { .. } => Err(format!(
+            "type at most {MAX_TEXT_CHARS} characters at a time"
+        )),
+        A::Hotkey { keys } if (1..=5).contains(&keys.len()) => Ok(()),
+        other => Err(format!("{} is not an input the page sends", other.name())),
+    }
+}
+
+async fn input(
+    State(web): State<Arc<Web>>,
+    headers: HeaderMap,
+    body: Result<axum::Json<Input>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    if let Some(r) = web.refused(&headers) {
+        return r;
+    }
+    let axum::Json(i) = match body {
+        Ok(b) => b,
+        Err(e) => return error(e.status(), e.body_text()),
+    };
+    if web.fence.is_none() {
+        return error(
+            StatusCode::FORBIDDEN,
+            "read-only: attach with --web --control to send input",
+        );
+    }
+    if let Err(msg) = allowed(&i.action) {
+        return error(StatusCode::BAD_REQUEST, msg);
+    }
+    let Ok(_one) = web.inputs.try_acquire() else {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "an input is still being sent; send one at a time",
+        );
+    };
+    // The control plane is the judge of the fence (it refuses one that is not current
+    // and held), the guest of the frame (it refuses one that is not the latest).
+    match super::computer_screen::act(
+        &web.client,
+        &web.computer,
+        &i.action,
+        Some(i.fence),
+        Some(&i.frame_id),
+    )
+    .await
+    {
+        Ok(r) => axum::Json(r).into_response(),
+        Err(e) => error(StatusCode::CONFLICT, format!("{e:#}")),
+    }
+}
+
+fn router(web: Arc<Web>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/app.js", get(script))
+        .route("/state", get(state))
+        .route("/frame", get(frame))
+        .route("/input", post(input))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn_with_state(web.clone(), guard))
+        .with_state(web)
+}
+
+/// The page's server, running.
+pub struct Served {
+    /// The link with the one-time token.
+    pub url: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Served {
+    /// Stops accepting, and waits (briefly) for the requests in flight.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// Starts the page's server for `computer` on a random port of 127.0.0.1; with `fence`
+/// (the control held) the page may send input. Also used by `yy bench screen`.
+pub async fn serve(client: Client, computer: String, fence: Option<i64>) -> anyhow::Result<Served> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| CliError::failure(format!("listening on 127.0.0.1: {e}")))?;
+    let port = listener.local_addr()?.port();
+    let token = random_hex();
+    let web = Arc::new(Web {
+        client,
+        computer,
+        host: format!("127.0.0.1:{port}"),
+        token: Mutex::new(Some(token.clone())),
+        session: random_hex(),
+        fence,
+        frames: Semaphore::new(1),
+        inputs: Semaphore::new(1),
+    });
+    let limits = ConnLimits {
+        header_timeout: Duration::from_secs(10),
+        body_timeout: Duration::from_secs(10),
+        max_connections: MAX_CONNECTIONS,
+        shutdown_grace: Duration::from_secs(2),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve_connections(
+        listener,
+        router(web),
+        limits,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    Ok(Served {
+        url: format!("http://127.0.0.1:{port}/?t={token}"),
+        stop,
+        task,
+    })
+}
+
+/// Serves the page until Ctrl-C (or, under control, until control is lost).
+pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow::Result<()> {
+    let computer = client.computer_show(id).await?.id;
+    let fence = if control {
+        Some(
+            super::computer_attach::take_control(client, &computer)
+                .await?
+                .0,
+        )
+    } else {
+        None
+    };
+    let served = match serve(client.clone(), computer.clone(), fence).await {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(f) = fence {
+                let _ = client.computer_control_renew(&computer, f, true).await;
+            }
+            return Err(e);
+        }
+    };
+    let url = served.url.clone();
+    match fence {
+        Some(f) => eprintln!(
+            "[you have control of computer {computer} (fence {f}); the model is paused. Open the link below (it works once); Ctrl-C stops the page and releases control]"
+        ),
+        None => eprintln!(
+            "[watching computer {computer}, read-only. Open the link below (it works once); Ctrl-C stops the page]"
+        ),
+    }
+    crate::output::print(&url)?;
+    if open {
+        // The token works once, so its moment in xdg-open's argv gives nobody a session.
+        if let Err(e) = std::process::Command::new("xdg-open")
+            .arg(&url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            eprintln!("[could not start xdg-open ({e}); open the link yourself]");
+        }
+    }
+    let mut renew = tokio::time::interval(RENEW_EVERY);
+    renew.tick().await;
+    let ended: anyhow::Result<()> = loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+            _ = renew.tick(), if fence.is_some() => {
+                if let Err(e) = client.computer_control_renew(&computer, fence.unwrap_or(0), false).await {
+                    break Err(anyhow::Error::from(e).context("control was lost"));
+                }
+            }
+        }
+    };
+    served.stop().await;
+    if let Some(f) = fence {
+        let _ = client.computer_control_renew(&computer, f, true).await;
+        eprintln!(
+            "[page stopped, control released; the model stays paused until `yy computer handback {computer} --note ...`]"
+        );
+    } else {
+        eprintln!("[page stopped]");
+    }
+    ended
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt;
+
+    fn web(fence: Option<i64>) -> Arc<Web> {
+        Arc::new(Web {
+            // Never called by these requests: each is refused before any relay.
+            client: Client::new("http://127.0.0.1:9", None).unwrap(),
+            computer: "c1".into(),
+            host: "127.0.0.1:4000".into(),
+            token: Mutex::new(Some("tok".into())),
+            session: "sess".into(),
+            fence,
+            frames: Semaphore::new(1),
+            inputs: Semaphore::new(1),
+        })
+    }
+
+    async fn get(app: &Router, path: &str, headers: &[(&str, &str)]) -> Response {
+        let mut req = Request::builder()
+            .uri(path)
+            .header("host", "127.0.0.1:4000");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        app.clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_link_works_once_and_only_the_cookie_signs_in() {
+        let app = router(web(Some(3)));
+        let first = get(&app, "/?t=tok", &[]).await;
+        assert_eq!(first.status(), StatusCode::SEE_OTHER);
+        let cookie = first.headers()[header::SET_COOKIE].to_str().unwrap();
+        assert!(cookie.starts_with("yy_attach=sess;") && cookie.contains("HttpOnly"));
+        assert_eq!(
+            get(&app, "/?t=tok", &[]).await.status(),
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            get(&app, "/?t=other", &[]).await.status(),
+            StatusCode::FORBIDDEN
+        );
+        for path in ["/", "/app.js", "/state", "/frame"] {
+            let r = get(&app, path, &[]).await;
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
+            let r = get(&app, path, &[("cookie", "yy_attach=wrong")]).await;
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
+        }
+        let page = get(&app, "/", &[("cookie", "a=b; yy_attach=sess")]).await;
+        assert_eq!(page.status(), StatusCode::OK);
+        assert!(
+            page.headers()[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+        let state = get(&app, "/state", &[("cookie", "yy_attach=sess")]).await;
+        let body = axum::body::to_bytes(state.into_body(), 4096).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["fence"], 3);
+        // Another Host name (DNS rebinding) is refused even with the cookie.
+        let req = Request::builder()
+            .uri("/state")
+            .header("host", "evil.test:4000")
+            .header("cookie", "yy_attach=sess")
+            .body(Body::empty())
+            .unwrap();
+        let r = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(r.status(), StatusCode::MISDIRECTED_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn input_is_json_small_and_needs_control() {
+        let post = |app: Router, body: String, ctype: &'static str| async move {
+            let req = Request::builder()
+                .method("POST")
+                .uri("/input")
+                .header("host", "127.0.0.1:4000")
+                .header("cookie", "yy_attach=sess")
+                .header("content-type", ctype)
+                .body(Body::from(body))
+                .unwrap();
+            app.oneshot(req).await.unwrap().status()
+        };
+        let click = r#"{"fence":1,"frame_id":"f1","action":{"action":"left_click","x":1,"y":2}}"#;
+        let read_only = router(web(None));
+        assert_eq!(
+            post(read_only, click.into(), "application/json").await,
+            StatusCode::FORBIDDEN
+        );
+        let app = router(web(Some(1)));
+        // A form post (what a cross-site page could send) is not JSON.
+        assert_eq!(
+            post(app.clone(), click.into(), "text/plain").await,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE
+        );
+        let big = format!(
+            r#"{{"fence":1,"frame_id":"f1","action":{{"action":"type_text","text":"{}"}}}}"#,
+            "x".repeat(MAX_BODY)
+        );
+        assert_eq!(
+            post(app.clone(), big, "application/json").await,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        let shot = r#"{"fence":1,"frame_id":"f1","action":{"action":"screenshot"}}"#;
+        assert_eq!(
+            post(app, shot.into(), "application/json").await,
+            StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "ab"));
+        assert_eq!(random_hex().len(), 64);
+        assert_ne!(random_hex(), random_hex());
+    }
+
+    #[test]
+    fn the_page_sends_only_input() {
+        assert!(allowed(&ScreenAction::LeftClick { x: 1, y: 2 }).is_ok());
+        assert!(allowed(&ScreenAction::TypeText { text: "hi".into() }).is_ok());
+        assert!(
+            allowed(&ScreenAction::TypeText {
+                text: "x".repeat(MAX_TEXT_CHARS + 1)
+            })
+            .is_err()
+        );
+        assert!(allowed(&ScreenAction::Screenshot).is_err());
+        assert!(allowed(&ScreenAction::Drag { path: vec![] }).is_err());
+        assert!(allowed(&ScreenAction::Hotkey { keys: vec![] }).is_err());
+        assert_eq!(html_escape("<a\"&>"), "&lt;a&quot;&amp;&gt;");
+    }
+}
