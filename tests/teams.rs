@@ -457,20 +457,9 @@ fn team_and_goal_commands_refuse_bad_input_and_limits_with_their_messages() {
             .is_empty()
     );
     env.run(&["goal", "show", "nope"]).fails(5, "no goal");
-    env.run(&["agent", "update", "hb", "--manage-team"]).ok();
-    env.run(&["team", "create", "hosts", "--admin", "hb", "--member", "m1"])
-        .ok();
-    env.run(&[
-        "goal",
-        "create",
-        "--team",
-        "hosts",
-        "--title",
-        "t",
-        "--criteria",
-        "c",
-    ])
-    .fails(2, "runs on the host");
+    // A host agent cannot manage a team (team tools reach only computer agents).
+    env.run(&["agent", "update", "hb", "--manage-team"])
+        .fails(2, "must be a computer agent");
     // Revoke: final for old work, and resume says what is missing.
     env.run(&["agent", "update", "boss", "--no-manage-team"])
         .ok();

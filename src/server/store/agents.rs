@@ -73,6 +73,18 @@ pub struct NewAgent<'a> {
     pub manage_team: bool,
 }
 
+/// An agent that manages a team runs in a computer: its team tools reach only the isolated
+/// Worker's model. Hermes 0.19 on the host offers no channel that could carry them safely
+/// (docs/teams.md, "Host admins are refused").
+fn check_manage_team(name: &str, env: AgentEnv, manage_team: bool) -> Result<(), StoreError> {
+    if manage_team && env == AgentEnv::Host {
+        return Err(StoreError::Invalid(format!(
+            "agent {name:?} runs on the host, and an agent that manages a team must be a computer agent in this version (team tools reach only the isolated Worker; no channel to a host Hermes can carry them safely): use --env computer, or leave out --manage-team"
+        )));
+    }
+    Ok(())
+}
+
 fn check_env(profile: &ProfileRow, env: AgentEnv) -> Result<(), StoreError> {
     if env == AgentEnv::Computer && !profile.computer_ready() {
         return Err(StoreError::Invalid(format!(
@@ -133,6 +145,7 @@ pub fn create_in(tx: &Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreEr
         )));
     }
     check_env(&profile, new.env)?;
+    check_manage_team(new.name, new.env, new.manage_team)?;
     let active: i64 = tx.query_row(
         "SELECT count(*) FROM agents WHERE account_id = ?1 AND archived_at IS NULL",
         [new.account_id],
@@ -213,6 +226,11 @@ pub fn update(
     }
     let env = change.env.unwrap_or(agent.env);
     check_env(&profile, env)?;
+    check_manage_team(
+        &agent.name,
+        env,
+        change.manage_team.unwrap_or(agent.manage_team),
+    )?;
     if env == AgentEnv::Host && agent.env != AgentEnv::Host {
         let isolated: bool = tx
             .query_row(

@@ -248,10 +248,9 @@ fn team_limits_are_refused_with_their_messages() {
 }
 
 #[test]
-fn a_host_admin_is_refused_at_goal_creation_with_the_reason() {
+fn a_host_agent_cannot_manage_a_team() {
     let (mut w, _) = team_world();
-    let actor = op(&w);
-    agents::create(
+    let e = agents::create(
         &mut w.conn,
         agents::NewAgent {
             account_id: &w.account,
@@ -262,23 +261,38 @@ fn a_host_admin_is_refused_at_goal_creation_with_the_reason() {
             manage_team: true,
         },
     )
+    .unwrap_err();
+    assert!(e.to_string().contains("runs on the host"), "{e}");
+    agents::create(
+        &mut w.conn,
+        agents::NewAgent {
+            account_id: &w.account,
+            name: "hostboss",
+            profile: "default",
+            source: Some("main"),
+            env: AgentEnv::Host,
+            manage_team: false,
+        },
+    )
     .unwrap();
-    tx(&mut w.conn, |c| {
-        teams::create(c, &actor, "h", "hostboss", &["m1".to_string()])
-    })
-    .unwrap();
-    let e = tx(&mut w.conn, |c| {
-        goals::create(
-            c,
-            &actor,
-            NewGoal {
-                team: "h",
-                title: "x",
-                criteria: "y",
-                session: None,
-            },
-        )
-    })
+    let change = || agents::AgentChange {
+        profile: None,
+        env: None,
+        manage_team: Some(true),
+    };
+    let e = agents::update(&mut w.conn, &w.account, "hostboss", change()).unwrap_err();
+    assert!(e.to_string().contains("must be a computer agent"), "{e}");
+    // An admin cannot move to the host either.
+    let e = agents::update(
+        &mut w.conn,
+        &w.account,
+        "boss",
+        agents::AgentChange {
+            profile: None,
+            env: Some(AgentEnv::Host),
+            manage_team: None,
+        },
+    )
     .unwrap_err();
     assert!(e.to_string().contains("runs on the host"), "{e}");
 }
