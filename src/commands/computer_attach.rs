@@ -107,9 +107,10 @@ fn show(e: &SessionEvent) -> anyhow::Result<()> {
 async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<()> {
     let c = client.computer_show(computer).await?;
     eprintln!(
-        "attached to computer {} (agent {}), read-only; Ctrl-C detaches",
+        "attached to computer {} (agent {}), read-only: its turns' tool calls and outputs (a desktop's screen: `yy computer attach {} --web`); Ctrl-C detaches",
         c.id,
-        output::clean(&c.agent)
+        output::clean(&c.agent),
+        c.id
     );
     // (session, last event seq) of the turn being followed.
     let mut current: Option<(String, i64)> = None;
