@@ -422,3 +422,56 @@ fn an_upload_whose_whole_file_does_not_match_starts_over() {
     );
     assert_eq!(status, 409, "{body}");
 }
+
+#[test]
+fn an_upload_begun_without_its_sha256_is_checked_against_the_one_the_finish_carries() {
+    let r = raw_runner();
+    let chunk = 64 * 1024;
+    let data: String = (0..(chunk + 500))
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let pieces = [&data[..chunk], &data[chunk..]];
+    let begin = json!({
+        "command_id": r.command, "name": "later.txt", "size": data.len(), "chunk_size": chunk,
+    })
+    .to_string();
+    let (status, up) = r.post("/runner/v1/artifacts", &begin);
+    assert_eq!(status, 200, "{up}");
+    let id = up["id"].as_str().unwrap().to_string();
+    let send_all = || {
+        for (n, piece) in pieces.iter().enumerate() {
+            let crc = format!("{:08x}", crc32fast::hash(piece.as_bytes()));
+            let (status, body) = r.chunk_checked(&id, n as u64, piece, ("yy-crc32", &crc));
+            assert_eq!(status, 200, "{body}");
+        }
+    };
+    send_all();
+    let finish = format!("/runner/v1/artifacts/{id}/finish");
+    // Neither the begin nor the finish named the SHA-256: nothing to check against.
+    let (status, body) = r.post(&finish, "{}");
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("send it with the finish")
+    );
+    // A SHA-256 the bytes do not have: refused, and the upload starts over.
+    let wrong = json!({ "sha256": sha256_hex(b"other bytes") }).to_string();
+    let (status, body) = r.post(&finish, &wrong);
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(r.part_len(&id), 0);
+    assert_eq!(r.env.json(&["artifact", "show", &id])["received"], 0);
+    send_all();
+    let right = json!({ "sha256": sha256_hex(data.as_bytes()) }).to_string();
+    let (status, done) = r.post(&finish, &right);
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["state"], "ready");
+    let shown = r.env.json(&["artifact", "show", &id]);
+    assert_eq!(shown["sha256"], sha256_hex(data.as_bytes()).as_str());
+    let dest = r.env.path("later.txt");
+    r.env
+        .run(&["artifact", "get", &id, "-o", dest.to_str().unwrap()])
+        .ok();
+    assert_eq!(std::fs::read(&dest).unwrap(), data.as_bytes());
+}

@@ -41,11 +41,23 @@ pub struct UploadBegin {
     /// A plain file name (no directories).
     pub name: String,
     pub size: u64,
-    pub sha256: String,
+    /// The whole file's SHA-256 when it is known before the upload (an export's
+    /// snapshot); otherwise the finish carries it, computed while the chunks were read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     pub chunk_size: u64,
     /// The path it was read from (guest or Runner host), for provenance.
     #[serde(default)]
     pub source_path: Option<String>,
+}
+
+/// `POST /runner/v1/artifacts/{id}/finish`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadFinish {
+    /// The whole file's SHA-256, when the begin did not announce it (or the same one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// Where an upload stands: the answer to begin, every chunk and finish.

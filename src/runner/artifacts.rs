@@ -53,32 +53,31 @@ impl Transfer {
         Ok((Spooled(path), file))
     }
 
-    /// Uploads `file` as artifact `name`; an interruption resumes from the last chunk the
-    /// control plane verified (or starts over when it kept nothing).
+    /// Uploads `file` as artifact `name`, hashing it while its chunks are on their way
+    /// (the finish carries the SHA-256); an interruption resumes from the last chunk the
+    /// control plane verified (or starts over when it kept nothing). A file that changes
+    /// during the upload is refused by the control plane and sent again.
     pub async fn upload(
         &self,
         file: &Path,
         name: &str,
         source_path: Option<String>,
     ) -> Result<ArtifactRef, String> {
-        let path = file.to_path_buf();
-        let (size, sha256) = tokio::task::spawn_blocking(move || crate::fsutil::sha256_file(&path))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        self.upload_hashed(file, name, source_path, size, sha256)
-            .await
+        let size = std::fs::metadata(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+            .len();
+        self.upload_file(file, name, source_path, size, None).await
     }
 
-    /// [`Transfer::upload`] of a file whose size and SHA-256 are already known (a spool
-    /// file this Runner wrote and nobody else can change).
-    async fn upload_hashed(
+    /// Uploads `file` of `size` bytes; `sha256` when it is known already (a spool file
+    /// this Runner wrote and nobody else can change), announced with the begin.
+    async fn upload_file(
         &self,
         file: &Path,
         name: &str,
         source_path: Option<String>,
         size: u64,
-        sha256: String,
+        sha256: Option<String>,
     ) -> Result<ArtifactRef, String> {
         if size > MAX_ARTIFACT_BYTES {
             return Err(too_large(name, size));
@@ -87,7 +86,7 @@ impl Transfer {
             command_id: self.command_id.clone(),
             name: name.to_string(),
             size,
-            sha256: sha256.clone(),
+            sha256,
             chunk_size: CHUNK_BYTES,
             source_path,
         };
@@ -97,7 +96,7 @@ impl Transfer {
                 tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
             }
             match self.try_upload(file, &begin).await {
-                Ok(id) => {
+                Ok((id, sha256)) => {
                     return Ok(ArtifactRef {
                         artifact_id: id,
                         name: name.to_string(),
@@ -117,11 +116,29 @@ impl Transfer {
         ))
     }
 
-    async fn try_upload(&self, file: &Path, begin: &UploadBegin) -> Result<String, MachineError> {
+    /// One attempt: the artifact's id and SHA-256.
+    async fn try_upload(
+        &self,
+        file: &Path,
+        begin: &UploadBegin,
+    ) -> Result<(String, String), MachineError> {
+        let cannot_read = |e: std::io::Error| local(format!("cannot read {}: {e}", file.display()));
         let mut state = self.client.artifact_begin(self.generation, begin).await?;
         let f = std::fs::File::open(file)
             .map(Arc::new)
-            .map_err(|e| local(format!("cannot read {}: {e}", file.display())))?;
+            .map_err(cannot_read)?;
+        let before = Stamp::of(&f).map_err(cannot_read)?;
+        if before.0 != begin.size {
+            return Err(local(format!(
+                "{} changed while it was being sent ({} bytes, then {}); try again when it stays put",
+                file.display(),
+                begin.size,
+                before.0
+            )));
+        }
+        // Without an announced SHA-256 the file is hashed as its chunks are read, on a
+        // blocking thread while the chunk travels.
+        let mut hashing = begin.sha256.is_none().then(WholeHash::default);
         // The next chunk is read (and its CRC taken) while the one before is on its way.
         let mut ahead: Option<(u64, ChunkRead)> = None;
         while state.state == "uploading" && state.received < state.size {
@@ -133,23 +150,60 @@ impl Transfer {
             let (data, crc) = read
                 .await
                 .map_err(|e| local(e.to_string()))?
-                .map_err(|e| local(format!("cannot read {}: {e}", file.display())))?;
+                .map_err(cannot_read)?;
+            let data = bytes::Bytes::from(data);
             let following = n + 1;
             if following * state.chunk_size < state.size {
                 ahead = Some((following, read_chunk(&f, &state, following)));
             }
+            let hashed = hashing.take().map(|h| {
+                let (f, data, offset) = (f.clone(), data.clone(), n * state.chunk_size);
+                tokio::task::spawn_blocking(move || h.advance(&f, offset, &data))
+            });
             state = self
                 .client
                 .artifact_chunk(self.generation, &state.id, n, data, crc)
                 .await?;
+            if let Some(h) = hashed {
+                hashing = Some(
+                    h.await
+                        .map_err(|e| local(e.to_string()))?
+                        .map_err(cannot_read)?,
+                );
+            }
         }
+        let sha256 = match (&begin.sha256, hashing) {
+            (Some(sha), _) => sha.clone(),
+            (None, Some(h)) => {
+                let f2 = f.clone();
+                let size = state.size;
+                let whole = tokio::task::spawn_blocking(move || h.finish(&f2, size))
+                    .await
+                    .map_err(|e| local(e.to_string()))?
+                    .map_err(cannot_read)?;
+                // A file that changed while it was read: the finish announces what it
+                // holds now, which is not what arrived, and the upload starts over.
+                if Stamp::of(&f).map_err(cannot_read)? == before {
+                    whole
+                } else {
+                    let path = file.to_path_buf();
+                    tokio::task::spawn_blocking(move || crate::fsutil::sha256_file(&path))
+                        .await
+                        .map_err(|e| local(e.to_string()))?
+                        .map_err(cannot_read)?
+                        .1
+                }
+            }
+            (None, None) => unreachable!("hashing is set whenever the begin has no SHA-256"),
+        };
         if state.state != "ready" {
+            let announce = begin.sha256.is_none().then_some(sha256.as_str());
             state = self
                 .client
-                .artifact_finish(self.generation, &state.id)
+                .artifact_finish(self.generation, &state.id, announce)
                 .await?;
         }
-        Ok(state.id)
+        Ok((state.id, sha256))
     }
 
     /// Downloads an attachment into a spool file, checking its size and SHA-256.
@@ -181,6 +235,66 @@ impl Transfer {
             ));
         }
         Ok(data)
+    }
+}
+
+/// What shows that a file changed: its size, inode, and change and modification times.
+#[derive(PartialEq)]
+struct Stamp(u64, u64, i64, i64, i64, i64);
+
+impl Stamp {
+    fn of(f: &std::fs::File) -> std::io::Result<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = f.metadata()?;
+        Ok(Stamp(
+            m.len(),
+            m.ino(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        ))
+    }
+}
+
+/// The SHA-256 of a file's first `at` bytes.
+#[derive(Default)]
+struct WholeHash {
+    at: u64,
+    hasher: Sha256,
+}
+
+impl WholeHash {
+    /// Adds the chunk at `offset`, reading what lies between from the file first (a
+    /// resumed upload), or starting over when the chunk lies before what was hashed.
+    fn advance(mut self, f: &std::fs::File, offset: u64, data: &[u8]) -> std::io::Result<Self> {
+        if offset < self.at {
+            self = WholeHash::default();
+        }
+        self.read_up_to(f, offset)?;
+        self.hasher.update(data);
+        self.at += data.len() as u64;
+        Ok(self)
+    }
+
+    fn read_up_to(&mut self, f: &std::fs::File, end: u64) -> std::io::Result<()> {
+        let mut buf = vec![0u8; 1 << 20];
+        while self.at < end {
+            let n = (end - self.at).min(buf.len() as u64) as usize;
+            f.read_exact_at(&mut buf[..n], self.at)?;
+            self.hasher.update(&buf[..n]);
+            self.at += n as u64;
+        }
+        Ok(())
+    }
+
+    /// The hex SHA-256 of the first `size` bytes.
+    fn finish(mut self, f: &std::fs::File, size: u64) -> std::io::Result<String> {
+        if self.at > size {
+            self = WholeHash::default();
+        }
+        self.read_up_to(f, size)?;
+        Ok(hex::encode(self.hasher.finalize()))
     }
 }
 
@@ -343,12 +457,12 @@ impl TurnExports {
         self.done.fetch_add(1, Ordering::SeqCst);
         let stored = self
             .transfer
-            .upload_hashed(
+            .upload_file(
                 &spool.0,
                 &name,
                 Some(exported.path.clone()),
                 exported.size,
-                exported.sha256.clone(),
+                Some(exported.sha256.clone()),
             )
             .await?;
         Ok(json!({
@@ -447,5 +561,43 @@ impl TurnExports {
             ));
         }
         Ok(Some(lines.join("\n")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_whole_hash_reads_what_it_skipped_and_restarts_when_sent_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let want = hex::encode(Sha256::digest(&bytes));
+        // In order.
+        let h = WholeHash::default()
+            .advance(&f, 0, &bytes[..4000])
+            .unwrap()
+            .advance(&f, 4000, &bytes[4000..])
+            .unwrap();
+        assert_eq!(h.finish(&f, 10_000).unwrap(), want);
+        // A resumed upload: the first chunks were sent by an earlier attempt.
+        let h = WholeHash::default()
+            .advance(&f, 8000, &bytes[8000..])
+            .unwrap();
+        assert_eq!(h.finish(&f, 10_000).unwrap(), want);
+        // The control plane asks for an earlier chunk again: the hash starts over.
+        let h = WholeHash::default()
+            .advance(&f, 0, &bytes[..4000])
+            .unwrap()
+            .advance(&f, 4000, &bytes[4000..8000])
+            .unwrap()
+            .advance(&f, 4000, &bytes[4000..8000])
+            .unwrap();
+        assert_eq!(h.finish(&f, 10_000).unwrap(), want);
+        // Nothing hashed yet (an upload found complete): the file is read.
+        assert_eq!(WholeHash::default().finish(&f, 10_000).unwrap(), want);
     }
 }

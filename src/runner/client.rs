@@ -187,7 +187,7 @@ impl MachineClient {
         generation: i64,
         id: &str,
         n: u64,
-        data: Vec<u8>,
+        data: bytes::Bytes,
         crc32: u32,
     ) -> Result<UploadState, MachineError> {
         let path = format!("runner/v1/artifacts/{id}/chunks/{n}");
@@ -199,15 +199,19 @@ impl MachineClient {
         self.json_answer(&path, req).await
     }
 
+    /// Finishes an upload; `sha256` when the begin did not announce it.
     pub async fn artifact_finish(
         &self,
         generation: i64,
         id: &str,
+        sha256: Option<&str>,
     ) -> Result<UploadState, MachineError> {
         self.call(
             &format!("runner/v1/artifacts/{id}/finish"),
             Some(generation),
-            &serde_json::json!({}),
+            &crate::api::artifacts::UploadFinish {
+                sha256: sha256.map(str::to_string),
+            },
         )
         .await
     }

@@ -18,7 +18,9 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
 use super::{ApiError, AppState, Busy, blocking_failed, corrupt, io_error};
-use crate::api::artifacts::{self as wire, HEADER_CRC32, HEADER_SHA256, UploadBegin, UploadState};
+use crate::api::artifacts::{
+    self as wire, HEADER_CRC32, HEADER_SHA256, UploadBegin, UploadFinish, UploadState,
+};
 use crate::server::extract::Body;
 use crate::server::machine::Current;
 use crate::server::store::artifacts::{self as rows, ArtifactRow};
@@ -295,7 +297,17 @@ pub async fn upload_finish(
     State(state): State<AppState>,
     current: Current,
     UrlPath(id): UrlPath<String>,
+    Body(finish): Body<UploadFinish>,
 ) -> Result<Json<UploadState>, ApiError> {
+    if finish
+        .sha256
+        .as_deref()
+        .is_some_and(|s| !wire::is_sha256(s))
+    {
+        return Err(ApiError::bad_request(
+            "sha256 must be 64 lowercase hex digits",
+        ));
+    }
     let (_busy, row) = writable(&state, &current, &id).await?;
     if row.is_ready() {
         return Ok(Json(row.upload_state()));
@@ -308,6 +320,24 @@ pub async fn upload_finish(
         )));
     }
     let size = row.size as u64;
+    let sha = match (row.sha256.as_str(), finish.sha256) {
+        ("", None) => {
+            return Err(ApiError::bad_request(format!(
+                "artifact {id}: its SHA-256 was announced neither at the begin nor at the finish; send it with the finish"
+            )));
+        }
+        ("", Some(s)) => s,
+        (begun, Some(s)) if begun != s => {
+            let key = id.clone();
+            state.store.call(move |c| rows::restart(c, &key)).await?;
+            files.hashing.forget(&id);
+            let _ = std::fs::remove_file(files.part(&id));
+            return Err(corrupt(format!(
+                "artifact {id}: the finish's SHA-256 {s} is not the begin's {begun}; nothing was kept, upload it again from the start"
+            )));
+        }
+        (begun, _) => begun.to_string(),
+    };
     // The hash kept while the chunks arrived, when it covers the whole file (not after a
     // restart of this control plane): then the part is not read again.
     let hashed = files
@@ -315,7 +345,8 @@ pub async fn upload_finish(
         .take(&id, size)
         .filter(|_| size > 0)
         .map(|h| hex::encode(h.finalize()));
-    let (part, dest, sha) = (files.part(&id), files.path(&id), row.sha256.clone());
+    let (part, dest) = (files.part(&id), files.path(&id));
+    let announced = sha.clone();
     let checked = tokio::task::spawn_blocking(move || seal(&part, &dest, size, &sha, hashed))
         .await
         .map_err(blocking_failed)?
@@ -328,7 +359,10 @@ pub async fn upload_finish(
         )));
     }
     let key = id.clone();
-    let row = state.store.call(move |c| rows::mark_ready(c, &key)).await?;
+    let row = state
+        .store
+        .call(move |c| rows::mark_ready(c, &key, &announced))
+        .await?;
     tracing::info!(artifact = %row.id, name = %row.name, size = row.size, "artifact stored");
     Ok(Json(row.upload_state()))
 }

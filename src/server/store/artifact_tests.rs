@@ -51,7 +51,7 @@ fn begin(command: &str, name: &str, size: u64) -> UploadBegin {
         command_id: command.into(),
         name: name.into(),
         size,
-        sha256: SHA.into(),
+        sha256: Some(SHA.into()),
         chunk_size: CHUNK_BYTES,
         source_path: Some(format!("/workspace/{name}")),
     }
@@ -90,7 +90,7 @@ fn an_export_keeps_its_provenance_and_resumes_where_it_was() {
     assert_eq!(again.upload_state().next_chunk(), 1);
     // Not visible as ready until sealed.
     assert!(!artifacts::get(&w.conn, &a.id).unwrap().is_ready());
-    let sealed = artifacts::mark_ready(&w.conn, &a.id).unwrap();
+    let sealed = artifacts::mark_ready(&w.conn, &a.id, SHA).unwrap();
     assert_eq!(sealed.state, READY);
     assert_eq!(sealed.received, 3_000_000);
     // Prefixes resolve; lists filter by session and owner.

@@ -241,7 +241,7 @@ fn check_begin(b: &UploadBegin) -> Result<String, StoreError> {
             MAX_ARTIFACT_BYTES >> 20
         )));
     }
-    if !wire::is_sha256(&b.sha256) {
+    if b.sha256.as_deref().is_some_and(|s| !wire::is_sha256(s)) {
         return Err(StoreError::Invalid(
             "sha256 must be 64 lowercase hex digits".into(),
         ));
@@ -274,7 +274,7 @@ pub fn begin(
             params![
                 b.command_id,
                 name,
-                b.sha256,
+                b.sha256.as_deref().unwrap_or_default(),
                 b.size as i64,
                 b.chunk_size as i64
             ],
@@ -313,7 +313,7 @@ pub fn begin(
             prov.kind,
             name,
             b.size as i64,
-            b.sha256,
+            b.sha256.as_deref().unwrap_or_default(),
             b.chunk_size as i64,
             UPLOADING,
             prov.account_id,
@@ -365,13 +365,13 @@ pub fn restart(conn: &Connection, id: &str) -> Result<(), StoreError> {
     record_received(conn, id, 0)
 }
 
-/// The whole file was verified and renamed into place.
-pub fn mark_ready(conn: &Connection, id: &str) -> Result<ArtifactRow, StoreError> {
+/// The whole file was verified (its SHA-256 `sha256`) and renamed into place.
+pub fn mark_ready(conn: &Connection, id: &str, sha256: &str) -> Result<ArtifactRow, StoreError> {
     let now = now_ms();
     conn.execute(
-        "UPDATE artifacts SET state = ?2, received = size, finished_at = ?3, updated_at = ?3
-         WHERE id = ?1",
-        params![id, READY, now],
+        "UPDATE artifacts SET state = ?2, received = size, sha256 = ?4, finished_at = ?3,
+             updated_at = ?3 WHERE id = ?1",
+        params![id, READY, now, sha256],
     )?;
     get(conn, id)
 }
