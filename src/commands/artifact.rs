@@ -12,7 +12,9 @@ use clap::{Args, Subcommand};
 use sha2::{Digest, Sha256};
 
 use super::{ById, Columns, context, print_list};
-use crate::api::artifacts::{self, Artifact, HEADER_SHA256, MAX_ATTACH_BYTES, human_size};
+use crate::api::artifacts::{
+    self, Artifact, ArtifactRef, HEADER_SHA256, MAX_ATTACH_BYTES, human_size,
+};
 use crate::api::client::Client;
 use crate::error::{CliError, Exit};
 use crate::output::{self, opt};
@@ -141,7 +143,24 @@ pub async fn download(
 ) -> anyhow::Result<Artifact> {
     check_output(output, force)?;
     let meta = client.artifact_show(id).await?;
-    let mut resp = client.artifact_content(&meta.id).await?;
+    let known = ArtifactRef {
+        artifact_id: meta.id.clone(),
+        name: meta.name.clone(),
+        size: meta.size,
+        sha256: meta.sha256.clone(),
+    };
+    download_known(client, &known, output).await?;
+    Ok(meta)
+}
+
+/// [`download`] of an artifact whose size and SHA-256 the caller already has (a fetch's
+/// result names them), without asking for it first.
+pub async fn download_known(
+    client: &Client,
+    meta: &ArtifactRef,
+    output: &Path,
+) -> anyhow::Result<()> {
+    let mut resp = client.artifact_content(&meta.artifact_id).await?;
     if resp
         .headers()
         .get(HEADER_SHA256)
@@ -150,7 +169,7 @@ pub async fn download(
     {
         return Err(CliError::failure(format!(
             "the server's SHA-256 for artifact {} changed while downloading; try again",
-            meta.id
+            meta.artifact_id
         ))
         .into());
     }
@@ -182,13 +201,13 @@ pub async fn download(
         sink.abandon();
         return Err(CliError::failure(format!(
             "artifact {} arrived damaged ({n} bytes with SHA-256 {digest}, expected {} bytes with {}); nothing was written",
-            meta.id, meta.size, meta.sha256
+            meta.artifact_id, meta.size, meta.sha256
         ))
         .into());
     }
     sink.commit()
         .with_context(|| format!("writing {}", output.display()))?;
-    Ok(meta)
+    Ok(())
 }
 
 /// Where a download goes: stdout, or a temporary file renamed over the target at the end.
