@@ -9,7 +9,6 @@
 //! control plane, Runner, Workers and scripted model in a temporary directory.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -37,15 +36,8 @@ pub const SLOT_USE: f64 = 0.90;
 
 #[derive(Debug, clap::Args)]
 pub struct TeamsBenchArgs {
-    /// The full image id (sha256:...) of a computer image (`yy image build` prints it)
-    pub image: String,
-    /// The `hermes` executable of the Hermes venv (the Worker runs the `python` beside it)
-    #[arg(
-        long,
-        value_name = "PATH",
-        default_value = "/opt/yy/hermes-venv/bin/hermes"
-    )]
-    pub hermes: PathBuf,
+    #[command(flatten)]
+    pub worker: super::turn::WorkerBench,
     /// Goals run one after another (each gives 7 samples)
     #[arg(long, value_name = "N", default_value_t = 3,
           value_parser = clap::value_parser!(u32).range(1..=20))]
@@ -146,14 +138,18 @@ pub async fn run(args: TeamsBenchArgs) -> anyhow::Result<()> {
     let bin = std::env::current_exe().context("finding this executable")?;
     let mut h = harness(bin)?;
     let log = h.path("requests.jsonl");
-    let runner_config =
-        super::turn::scripted_hermes(&mut h, &args.hermes, &script(args.rounds), Some(&log))?;
+    let runner_config = super::turn::scripted_hermes(
+        &mut h,
+        &args.worker.hermes,
+        &script(args.rounds),
+        Some(&log),
+    )?;
     progress("starting the control plane and the Runner");
     let mut s = setup(
         h,
         Options {
             profile_cwd: Some("/workspace".into()),
-            computer_image: Some(args.image.clone()),
+            computer_image: Some(args.worker.image.clone()),
             runner_config,
             // Four admins and four members, each in its own computer.
             max_computers: Some(8),

@@ -24,8 +24,9 @@ const FAKE_MODEL: &str = include_str!("../../tests/fixtures/fake_model_server.py
 /// Added p50 of a warm computer agent's turn over a host agent's turn (docs/benchmarks.md).
 pub const ADDED_P50_MS: f64 = 150.0;
 
+/// What `bench turn` and `bench teams` run their computer agents with.
 #[derive(Debug, clap::Args)]
-pub struct TurnBenchArgs {
+pub struct WorkerBench {
     /// The full image id (sha256:...) of a computer image (`yy image build` prints it)
     pub image: String,
     /// The `hermes` executable of the Hermes venv (the Worker runs the `python` beside it)
@@ -35,6 +36,12 @@ pub struct TurnBenchArgs {
         default_value = "/opt/yy/hermes-venv/bin/hermes"
     )]
     pub hermes: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TurnBenchArgs {
+    #[command(flatten)]
+    pub worker: WorkerBench,
     /// Turns of each kind timed (after one untimed of each)
     #[arg(long, value_name = "N", default_value_t = 20,
           value_parser = clap::value_parser!(u32).range(1..=500))]
@@ -110,17 +117,17 @@ pub async fn run(args: TurnBenchArgs) -> anyhow::Result<()> {
         steps.push(json!({"tool_call": {"name": "terminal", "arguments": {"command": "true"}}}));
         steps.push(json!({"text": "done"}));
     }
-    let mut runner_config = scripted_hermes(&mut h, &args.hermes, &json!(steps), None)?;
+    let mut runner_config = scripted_hermes(&mut h, &args.worker.hermes, &json!(steps), None)?;
     runner_config.insert(
         "hermesCommand".into(),
-        json!([args.hermes.display().to_string(), "serve"]),
+        json!([args.worker.hermes.display().to_string(), "serve"]),
     );
     progress("starting the control plane, the Runner and its Hermes");
     let mut s = setup(
         h,
         Options {
             profile_cwd: Some("/workspace".into()),
-            computer_image: Some(args.image.clone()),
+            computer_image: Some(args.worker.image.clone()),
             runner_config,
             ..Default::default()
         },

@@ -50,8 +50,9 @@ pub enum BenchCommand {
     /// venv (scripts/install-hermes.sh).
     Turn(crate::bench::turn::TurnBenchArgs),
     /// Measure the team scheduler: from a subtask becoming ready (the admin accepted the
-    /// one it depends on) to its prompt reaching Hermes's model call, with a scripted model
-    /// that answers at once; and the slot use of 4 teams x 8 subtasks at once
+    /// one it depends on) to its prompt reaching Hermes, and on to Hermes's model call, with
+    /// a scripted model that answers at once; and the slot use of 4 warmed teams x 8
+    /// subtasks at once
     ///
     /// Starts its own control plane, Runner, Worker and scripted model server in a temporary
     /// directory and stops them when done; needs the Docker engine and the Hermes venv.

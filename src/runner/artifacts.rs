@@ -172,9 +172,12 @@ impl Transfer {
                 );
             }
         }
-        let sha256 = match (&begin.sha256, hashing) {
-            (Some(sha), _) => sha.clone(),
-            (None, Some(h)) => {
+        let sha256 = match &begin.sha256 {
+            Some(sha) => sha.clone(),
+            None => {
+                // What was not hashed on the way (nothing, when the upload was found
+                // complete) is read now.
+                let h = hashing.unwrap_or_default();
                 let f2 = f.clone();
                 let size = state.size;
                 let whole = tokio::task::spawn_blocking(move || h.finish(&f2, size))
@@ -194,7 +197,6 @@ impl Transfer {
                         .1
                 }
             }
-            (None, None) => unreachable!("hashing is set whenever the begin has no SHA-256"),
         };
         if state.state != "ready" {
             let announce = begin.sha256.is_none().then_some(sha256.as_str());
