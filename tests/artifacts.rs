@@ -345,6 +345,27 @@ fn corrupt_chunks_are_refused_and_an_interrupted_upload_resumes_without_a_partia
     let (status, body) = r.chunk(&id, 0, pieces[0], &sha256_hex(pieces[0].as_bytes()));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["received"], chunk);
+    // The control plane writes a chunk while it arrives: one refused after the first keeps
+    // nothing of it (corrupt, short, or longer than the chunk size).
+    let wrong_crc = format!("{:08x}", !crc32fast::hash(pieces[1].as_bytes()));
+    let (status, body) = r.chunk_checked(&id, 1, pieces[1], ("yy-crc32", &wrong_crc));
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(r.part_len(&id), chunk as u64);
+    let short = &pieces[1][..1000];
+    let (status, body) = r.chunk(&id, 1, short, &sha256_hex(short.as_bytes()));
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not 1000"),
+        "{body}"
+    );
+    assert_eq!(r.part_len(&id), chunk as u64);
+    let long = &data[chunk..];
+    let (status, body) = r.chunk(&id, 1, long, &sha256_hex(long.as_bytes()));
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(r.part_len(&id), chunk as u64);
 
     // Interrupted here: the partial upload is not an artifact anyone can get.
     let (status, body) = r.post(&format!("/runner/v1/artifacts/{id}/finish"), "{}");

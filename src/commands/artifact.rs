@@ -173,10 +173,20 @@ pub async fn download_known(
         ))
         .into());
     }
-    let mut sink = Sink::open(output)?;
+    // The bytes are hashed and written on two blocking threads while this one receives.
+    let sink = Sink::open(output)?;
+    let (to_writer, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(8);
+    let writer = tokio::task::spawn_blocking(move || sink.write_from(rx));
+    let (to_hasher, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(8);
+    let hasher = tokio::task::spawn_blocking(move || {
+        let mut hasher = Sha256::new();
+        while let Some(chunk) = rx.blocking_recv() {
+            hasher.update(&chunk);
+        }
+        hex::encode(hasher.finalize())
+    });
     // The name is untrusted text: Progress cleans it for the terminal.
     let mut progress = super::progress::Progress::bytes(meta.name.clone(), Some(meta.size));
-    let mut hasher = Sha256::new();
     let mut n = 0u64;
     let received = async {
         while let Some(chunk) = resp.chunk().await.context("downloading")? {
@@ -184,16 +194,20 @@ pub async fn download_known(
             if n > meta.size {
                 break;
             }
-            hasher.update(&chunk);
-            sink.write(&chunk)?;
             progress.inc(chunk.len() as u64);
+            let hashed = to_hasher.send(chunk.clone()).await;
+            if hashed.is_err() || to_writer.send(chunk).await.is_err() {
+                break; // The writer failed; its error is reported below.
+            }
         }
         anyhow::Ok(())
     }
     .await;
+    drop((to_writer, to_hasher));
     progress.finish();
-    let digest = hex::encode(hasher.finalize());
-    if let Err(e) = received {
+    let digest = hasher.await.context("hashing the download")?;
+    let (sink, written) = writer.await.context("writing the download")?;
+    if let Err(e) = received.and(written) {
         sink.abandon();
         return Err(e);
     }
@@ -248,6 +262,19 @@ impl Sink {
             dest: output.to_path_buf(),
             file: std::io::BufWriter::with_capacity(1 << 20, file),
         })
+    }
+
+    /// Writes what arrives on `chunks` until it closes; the sink comes back either way.
+    fn write_from(
+        mut self,
+        mut chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    ) -> (Sink, anyhow::Result<()>) {
+        while let Some(chunk) = chunks.blocking_recv() {
+            if let Err(e) = self.write(&chunk) {
+                return (self, Err(e));
+            }
+        }
+        (self, Ok(()))
     }
 
     fn write(&mut self, data: &[u8]) -> anyhow::Result<()> {

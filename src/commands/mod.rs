@@ -39,8 +39,24 @@ use crate::cli::{Cli, Command};
 use crate::error::{self, CliError, Exit};
 use crate::output;
 
+/// glibc serves blocks of 128 KiB and more as fresh mappings and unmaps them on free, so
+/// every transfer buffer (an HTTP frame, a file chunk) faults its pages in again, which in a
+/// VM costs more than copying the bytes (docs/benchmarks.md, `yy bench artifacts`). Blocks
+/// up to 16 MiB stay in the heap instead, with at most 32 MiB free kept at its top and four
+/// arenas: a bounded amount of resident memory for that.
+fn keep_large_blocks_in_the_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tunables (it takes the allocator's lock).
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 16 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_ARENA_MAX, 4);
+    }
+}
+
 /// Runs the process and returns its exit code.
 pub fn main() -> i32 {
+    keep_large_blocks_in_the_heap();
     // A <TAB> in a shell with yy's completions runs `COMPLETE=SHELL yy -- ...`.
     complete::answer_if_asked();
     let parsed = crate::cli::command()

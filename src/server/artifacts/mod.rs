@@ -225,11 +225,12 @@ async fn stream_file(state: &AppState, row: &ArtifactRow) -> Result<Response, Ap
             row.id, row.received, row.size
         )));
     }
-    let file = tokio::fs::File::open(state.artifacts.path(&row.id))
+    let path = state.artifacts.path(&row.id);
+    let file = tokio::task::spawn_blocking(move || std::fs::File::open(path))
         .await
+        .map_err(blocking_failed)?
         .map_err(|e| io_error("opening an artifact", e))?;
-    let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024);
-    let mut resp = axum::body::Body::from_stream(stream).into_response();
+    let mut resp = file_body(file, row.size as u64).into_response();
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -240,6 +241,54 @@ async fn stream_file(state: &AppState, row: &ArtifactRow) -> Result<Response, Ap
         h.insert(HEADER_SHA256, v);
     }
     Ok(resp)
+}
+
+/// Bytes read per blocking step while a file is sent.
+const SEND_PIECE: usize = 1 << 20;
+
+/// The first `size` bytes of `file` as a response body, read in pieces on blocking threads
+/// one piece ahead of the connection: the next read overlaps the send, and no thread waits
+/// on a slow receiver. A file shorter than `size` ends the body early (the receiver sees
+/// fewer bytes than its Content-Length).
+fn file_body(file: std::fs::File, size: u64) -> axum::body::Body {
+    fn read_piece(
+        file: Arc<std::fs::File>,
+        at: u64,
+        len: usize,
+    ) -> tokio::task::JoinHandle<std::io::Result<bytes::Bytes>> {
+        tokio::task::spawn_blocking(move || {
+            use std::os::unix::fs::FileExt;
+            let mut buf = vec![0u8; len];
+            let mut filled = 0;
+            while filled < len {
+                match file.read_at(&mut buf[filled..], at + filled as u64)? {
+                    0 => break,
+                    n => filled += n,
+                }
+            }
+            buf.truncate(filled);
+            Ok(bytes::Bytes::from(buf))
+        })
+    }
+    let piece = move |at: u64| (size - at).min(SEND_PIECE as u64) as usize;
+    let file = Arc::new(file);
+    let first = (size > 0).then(|| read_piece(file.clone(), 0, piece(0)));
+    let stream = futures_util::stream::try_unfold(
+        (file, 0u64, first),
+        move |(file, at, ahead)| async move {
+            let Some(reading) = ahead else {
+                return Ok(None);
+            };
+            let bytes = reading.await.map_err(std::io::Error::other)??;
+            if bytes.is_empty() {
+                return Ok(None);
+            }
+            let next = at + bytes.len() as u64;
+            let ahead = (next < size).then(|| read_piece(file.clone(), next, piece(next)));
+            Ok::<_, std::io::Error>(Some((bytes, (file, next, ahead))))
+        },
+    );
+    axum::body::Body::from_stream(stream)
 }
 
 #[derive(Debug, serde::Deserialize)]

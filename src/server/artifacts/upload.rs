@@ -119,53 +119,263 @@ impl ChunkCheck {
             ))),
         }
     }
+
+    fn claimed(&self) -> String {
+        match self {
+            ChunkCheck::Crc32(c) => format!("{c:08x}"),
+            ChunkCheck::Sha256(s) => s.clone(),
+        }
+    }
+
+    fn start(&self) -> RunningCheck {
+        match self {
+            ChunkCheck::Crc32(_) => RunningCheck::Crc32(crc32fast::Hasher::new()),
+            ChunkCheck::Sha256(_) => RunningCheck::Sha256(Sha256::new()),
+        }
+    }
 }
 
-/// Reads a chunk's body (exactly `expected` bytes) and checks it, feeding `whole` as it
-/// arrives so the whole file's hash costs no extra pass.
+/// A chunk's checksum, computed as its bytes go by.
+enum RunningCheck {
+    Crc32(crc32fast::Hasher),
+    Sha256(Sha256),
+}
+
+impl RunningCheck {
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            RunningCheck::Crc32(h) => h.update(bytes),
+            RunningCheck::Sha256(h) => h.update(bytes),
+        }
+    }
+
+    fn hex(self) -> String {
+        match self {
+            RunningCheck::Crc32(h) => format!("{:08x}", h.finalize()),
+            RunningCheck::Sha256(h) => hex::encode(h.finalize()),
+        }
+    }
+}
+
+/// How a chunk is named in errors, and how large it must be.
+struct ChunkId<'a> {
+    artifact: &'a str,
+    n: u64,
+    expected: u64,
+}
+
+impl ChunkId<'_> {
+    fn wrong_size(&self, got: u64) -> ApiError {
+        ApiError::bad_request(format!(
+            "chunk {} of artifact {} must be {} bytes, not {got}",
+            self.n, self.artifact, self.expected
+        ))
+    }
+
+    fn corrupt(&self, actual: &str, claimed: &str) -> ApiError {
+        corrupt(format!(
+            "chunk {} of artifact {} is corrupt (its checksum is {actual}, the header says {claimed}); nothing was stored",
+            self.n, self.artifact
+        ))
+    }
+
+    fn unreadable(&self, e: impl std::fmt::Display) -> ApiError {
+        ApiError::bad_request(format!("reading chunk {}: {e}", self.n))
+    }
+}
+
+/// Reads a chunk's body (exactly `expected` bytes) into memory and checks it: for a chunk
+/// sent again, which is compared with what the part file holds.
 async fn receive(
     body: axum::body::Body,
-    expected: u64,
     check: &ChunkCheck,
-    whole: Option<&mut Sha256>,
-    (id, n): (&str, u64),
+    chunk: &ChunkId<'_>,
 ) -> Result<Vec<u8>, ApiError> {
-    let wrong_size = |got: u64| {
-        ApiError::bad_request(format!(
-            "chunk {n} of artifact {id} must be {expected} bytes, not {got}"
-        ))
-    };
-    let mut data = Vec::with_capacity(expected as usize);
-    let (mut crc, mut sha) = (crc32fast::Hasher::new(), Sha256::new());
-    let mut whole = whole;
+    let mut data = Vec::with_capacity(chunk.expected as usize);
+    let mut running = check.start();
     let mut stream = body.into_data_stream();
     while let Some(frame) = stream.next().await {
-        let frame = frame.map_err(|e| ApiError::bad_request(format!("reading chunk {n}: {e}")))?;
-        if (data.len() + frame.len()) as u64 > expected {
-            return Err(wrong_size((data.len() + frame.len()) as u64));
+        let frame = frame.map_err(|e| chunk.unreadable(e))?;
+        if (data.len() + frame.len()) as u64 > chunk.expected {
+            return Err(chunk.wrong_size((data.len() + frame.len()) as u64));
         }
-        match check {
-            ChunkCheck::Crc32(_) => crc.update(&frame),
-            ChunkCheck::Sha256(_) => sha.update(&frame),
-        }
-        if let Some(w) = whole.as_deref_mut() {
-            w.update(&frame);
-        }
+        running.update(&frame);
         data.extend_from_slice(&frame);
     }
-    if data.len() as u64 != expected {
-        return Err(wrong_size(data.len() as u64));
+    if data.len() as u64 != chunk.expected {
+        return Err(chunk.wrong_size(data.len() as u64));
     }
-    let (actual, claimed) = match check {
-        ChunkCheck::Crc32(c) => (format!("{:08x}", crc.finalize()), format!("{c:08x}")),
-        ChunkCheck::Sha256(s) => (hex::encode(sha.finalize()), s.clone()),
-    };
+    let (actual, claimed) = (running.hex(), check.claimed());
     if actual != claimed {
-        return Err(corrupt(format!(
-            "chunk {n} of artifact {id} is corrupt (its checksum is {actual}, the header says {claimed}); nothing was stored"
-        )));
+        return Err(chunk.corrupt(&actual, &claimed));
     }
     Ok(data)
+}
+
+/// A chunk that extends the part file, received.
+enum Appended {
+    /// Written and checked; the whole file's hash advanced over it.
+    Stored(Option<Sha256>),
+    /// The part file holds less than was recorded as received.
+    Lost,
+}
+
+/// Receives the chunk that extends the part file at `received`. Each frame is checked,
+/// hashed and written on a blocking thread while the next one arrives, so the chunk is
+/// never held whole in memory and the disk write overlaps the transfer; no thread waits on
+/// a slow sender. Unless the whole chunk arrived intact, what was written past `received`
+/// is cut off again.
+async fn receive_appended(
+    body: axum::body::Body,
+    check: ChunkCheck,
+    chunk: &ChunkId<'_>,
+    (part, received): (std::path::PathBuf, u64),
+    whole: Option<Sha256>,
+) -> Result<Appended, ApiError> {
+    let claimed = check.claimed();
+    let opened =
+        tokio::task::spawn_blocking(move || PartWriter::open(&part, received, check, whole));
+    let Some(writer) = joined(opened.await)? else {
+        return Ok(Appended::Lost);
+    };
+    // The writer is either idle here or busy with the frame before.
+    let mut busy = None;
+    let mut idle = Some(writer);
+    let mut seen = 0u64;
+    let mut failure = None;
+    let mut stream = body.into_data_stream();
+    while let Some(frame) = stream.next().await {
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => {
+                failure = Some(chunk.unreadable(e));
+                break;
+            }
+        };
+        seen += frame.len() as u64;
+        if seen > chunk.expected {
+            failure = Some(chunk.wrong_size(seen));
+            break;
+        }
+        let w = match (idle.take(), busy.take()) {
+            (Some(w), _) => w,
+            (None, Some(h)) => joined(h.await)?,
+            (None, None) => unreachable!("the writer is idle or busy"),
+        };
+        busy = Some(tokio::task::spawn_blocking(move || w.write(&frame)));
+    }
+    let w = match (idle, busy) {
+        (Some(w), _) => w,
+        (None, Some(h)) => joined(h.await)?,
+        (None, None) => unreachable!("the writer is idle or busy"),
+    };
+    let (complete, expected) = (failure.is_none(), chunk.expected);
+    let finished = tokio::task::spawn_blocking(move || w.finish(complete, expected));
+    let (written, actual, whole) = joined(finished.await)?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if written != chunk.expected {
+        return Err(chunk.wrong_size(written));
+    }
+    if actual != claimed {
+        return Err(chunk.corrupt(&actual, &claimed));
+    }
+    Ok(Appended::Stored(whole))
+}
+
+/// The answer of a blocking part-file step.
+fn joined<T>(r: Result<std::io::Result<T>, tokio::task::JoinError>) -> Result<T, ApiError> {
+    r.map_err(blocking_failed)?
+        .map_err(|e| io_error("writing an artifact chunk", e))
+}
+
+/// The part file open at the end of what was received, with the checksums of what was
+/// written since.
+struct PartWriter {
+    file: File,
+    received: u64,
+    written: u64,
+    expected_check: String,
+    running: RunningCheck,
+    whole: Option<Sha256>,
+}
+
+impl PartWriter {
+    /// `None` when the part file holds less than was recorded (it is emptied).
+    fn open(
+        part: &Path,
+        received: u64,
+        check: ChunkCheck,
+        whole: Option<Sha256>,
+    ) -> std::io::Result<Option<PartWriter>> {
+        let mut file = open_part(part)?;
+        if file.metadata()?.len() < received {
+            file.set_len(0)?;
+            return Ok(None);
+        }
+        // Anything past `received` is an unrecorded write of an interrupted request.
+        file.set_len(received)?;
+        file.seek(SeekFrom::Start(received))?;
+        Ok(Some(PartWriter {
+            file,
+            received,
+            written: 0,
+            expected_check: check.claimed(),
+            running: check.start(),
+            whole,
+        }))
+    }
+
+    fn write(mut self, frame: &[u8]) -> std::io::Result<PartWriter> {
+        self.running.update(frame);
+        if let Some(w) = self.whole.as_mut() {
+            w.update(frame);
+        }
+        self.file.write_all(frame)?;
+        self.written += frame.len() as u64;
+        Ok(self)
+    }
+
+    /// Keeps the chunk when it is `complete`, `expected` bytes long and its checksum is
+    /// the one claimed (and starts writing it out); cuts it off otherwise. Returns the
+    /// bytes written, their checksum, and the whole file's hash advanced over them.
+    fn finish(
+        self,
+        complete: bool,
+        expected: u64,
+    ) -> std::io::Result<(u64, String, Option<Sha256>)> {
+        let actual = self.running.hex();
+        if !complete || self.written != expected || actual != self.expected_check {
+            self.file.set_len(self.received)?;
+            return Ok((self.written, actual, None));
+        }
+        // Start writing the chunk out now (without waiting), so the finish's fsync finds
+        // little left to do. Not fsynced here: the finish checks the whole part and fsyncs
+        // it before it becomes an artifact, so a chunk lost in a crash shows as a short
+        // part (`Lost`) or a mismatch at the finish, and the upload starts over; never as
+        // a partial artifact.
+        // SAFETY: a range of our own open file; the call only schedules writeback.
+        unsafe {
+            libc::sync_file_range(
+                self.file.as_raw_fd(),
+                self.received as i64,
+                self.written as i64,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+        Ok((self.written, actual, self.whole))
+    }
+}
+
+fn open_part(part: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(part)
 }
 
 pub async fn upload_chunk(
@@ -181,8 +391,9 @@ pub async fn upload_chunk(
         return Ok(Json(row.upload_state()));
     }
     let files = state.artifacts.clone();
-    let (size, chunk, received) = (row.size as u64, row.chunk_size as u64, row.received as u64);
-    let offset = n.checked_mul(chunk).filter(|o| *o < size.max(1));
+    let (size, chunk_size, received) =
+        (row.size as u64, row.chunk_size as u64, row.received as u64);
+    let offset = n.checked_mul(chunk_size).filter(|o| *o < size.max(1));
     let Some(offset) = offset else {
         return Err(ApiError::bad_request(format!(
             "chunk {n} lies past the end of artifact {id} ({size} bytes)"
@@ -191,35 +402,51 @@ pub async fn upload_chunk(
     if offset > received {
         return Err(ApiError::conflict(format!(
             "chunk {n} of artifact {id} is out of order: the next one is {}",
-            received / chunk
+            received / chunk_size
         )));
     }
-    let expected = chunk.min(size - offset);
-    // Only a chunk appended right where the hash stands extends the whole file's hash.
-    let mut whole = if offset == received {
-        files.hashing.take(&id, received)
-    } else {
-        None
+    let chunk = ChunkId {
+        artifact: &id,
+        n,
+        expected: chunk_size.min(size - offset),
     };
-    let data = receive(body, expected, &check, whole.as_mut(), (&id, n)).await?;
     let part = files.part(&id);
-    let stored = tokio::task::spawn_blocking(move || store_chunk(&part, offset, received, &data))
-        .await
-        .map_err(blocking_failed)?;
-    let new_received = match stored {
-        Ok(Stored::Appended) => {
-            if let Some(h) = whole {
-                files.hashing.put(&id, offset + expected, h);
-            }
-            offset + expected
+    let stored = if offset == received {
+        // Only a chunk appended right where the hash stands extends the whole file's hash;
+        // it is put back as it was when the chunk is refused.
+        let whole = files.hashing.take(&id, received);
+        let kept = whole.clone();
+        let appended = receive_appended(body, check, &chunk, (part, received), whole).await;
+        if appended.is_err()
+            && let Some(h) = kept
+        {
+            files.hashing.put(&id, received, h);
         }
-        Ok(Stored::Repeated) => received,
-        Ok(Stored::Differs) => {
+        match appended? {
+            Appended::Stored(whole) => {
+                if let Some(h) = whole {
+                    files.hashing.put(&id, received + chunk.expected, h);
+                }
+                Stored::Appended
+            }
+            Appended::Lost => Stored::Lost,
+        }
+    } else {
+        let data = receive(body, &check, &chunk).await?;
+        tokio::task::spawn_blocking(move || compare_chunk(&part, offset, received, &data))
+            .await
+            .map_err(blocking_failed)?
+            .map_err(|e| io_error("reading an artifact chunk", e))?
+    };
+    let new_received = match stored {
+        Stored::Appended => received + chunk.expected,
+        Stored::Repeated => received,
+        Stored::Differs => {
             return Err(ApiError::conflict(format!(
                 "chunk {n} of artifact {id} was received before with other bytes; begin the upload again"
             )));
         }
-        Ok(Stored::Lost) => {
+        Stored::Lost => {
             // The part file is shorter than recorded (lost on a crash): start over.
             let key = id.clone();
             state.store.call(move |c| rows::restart(c, &key)).await?;
@@ -227,7 +454,6 @@ pub async fn upload_chunk(
             restarted.received = 0;
             return Ok(Json(restarted));
         }
-        Err(e) => return Err(io_error("writing an artifact chunk", e)),
     };
     let key = id.clone();
     state
@@ -248,49 +474,21 @@ enum Stored {
     Lost,
 }
 
-/// Writes a chunk at `offset` of the part file (or compares it with what is there). It is
-/// not fsynced here: the finish checks the whole part and fsyncs it before it becomes an
-/// artifact, so a chunk lost in a crash shows as a short part (`Lost`) or a mismatch at the
-/// finish, and the upload starts over; never as a partial artifact.
-fn store_chunk(part: &Path, offset: u64, received: u64, data: &[u8]) -> std::io::Result<Stored> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(part)?;
-    let len = f.metadata()?.len();
-    if len < received {
+/// Compares a chunk sent again (at `offset`, before `received`) with the part file.
+fn compare_chunk(part: &Path, offset: u64, received: u64, data: &[u8]) -> std::io::Result<Stored> {
+    let mut f = open_part(part)?;
+    if f.metadata()?.len() < received {
         f.set_len(0)?;
         return Ok(Stored::Lost);
     }
-    if offset < received {
-        let mut have = vec![0u8; data.len()];
-        f.seek(SeekFrom::Start(offset))?;
-        f.read_exact(&mut have)?;
-        return Ok(if have == data {
-            Stored::Repeated
-        } else {
-            Stored::Differs
-        });
-    }
-    // Anything past `received` is an unrecorded write of an interrupted request.
-    f.set_len(received)?;
+    let mut have = vec![0u8; data.len()];
     f.seek(SeekFrom::Start(offset))?;
-    f.write_all(data)?;
-    // Start writing the chunk out now (without waiting), so the finish's fsync finds
-    // little left to do.
-    // SAFETY: a range of our own open file; the call only schedules writeback.
-    unsafe {
-        libc::sync_file_range(
-            f.as_raw_fd(),
-            offset as i64,
-            data.len() as i64,
-            libc::SYNC_FILE_RANGE_WRITE,
-        )
-    };
-    Ok(Stored::Appended)
+    f.read_exact(&mut have)?;
+    Ok(if have == data {
+        Stored::Repeated
+    } else {
+        Stored::Differs
+    })
 }
 
 pub async fn upload_finish(
