@@ -496,3 +496,130 @@ fn an_upload_begun_without_its_sha256_is_checked_against_the_one_the_finish_carr
         .ok();
     assert_eq!(std::fs::read(&dest).unwrap(), data.as_bytes());
 }
+
+/// `GET /api/v1/commands/{id}/artifact` on a raw connection: its status, Content-Length,
+/// and the stream positioned at the body.
+fn follow(
+    addr: &str,
+    token: &str,
+    command: &str,
+) -> (u16, u64, std::io::BufReader<std::net::TcpStream>) {
+    use std::io::{BufRead, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /api/v1/commands/{command}/artifact HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = std::io::BufReader::new(stream);
+    let (mut status, mut length) = (0, 0);
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(s) = line.strip_prefix("HTTP/1.1 ") {
+            status = s[..3].parse().unwrap();
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length: ") {
+            length = v.parse().unwrap();
+        }
+    }
+    (status, length, reader)
+}
+
+#[test]
+fn a_fetch_is_followed_chunk_by_chunk_while_it_uploads_and_cut_off_when_it_starts_over() {
+    use std::io::Read;
+    let r = raw_runner();
+    let chunk = 64 * 1024;
+    let data: String = (0..(2 * chunk + 1000))
+        .map(|i| (b'a' + (i * 7 % 26) as u8) as char)
+        .collect();
+    let pieces = [&data[..chunk], &data[chunk..2 * chunk], &data[2 * chunk..]];
+    let crc = |p: &str| format!("{:08x}", crc32fast::hash(p.as_bytes()));
+    // The follow is asked for before the Runner begins: it answers once the upload exists.
+    let admin = r.env.stored_token();
+    let asked = std::thread::spawn({
+        let (addr, admin, command) = (r.server.addr(), admin.clone(), r.command.clone());
+        move || {
+            let (status, length, mut body) = follow(&addr, &admin, &command);
+            // Nothing past the first verified chunk can arrive before the second is sent.
+            let mut first = vec![0u8; 64 * 1024];
+            body.read_exact(&mut first).unwrap();
+            (status, length, first, body)
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let begin = json!({
+        "command_id": r.command, "name": "out.txt", "size": data.len(),
+        "chunk_size": chunk, "source_path": "/srv/out.txt",
+    })
+    .to_string();
+    let (status, up) = r.post("/runner/v1/artifacts", &begin);
+    assert_eq!(status, 200, "{up}");
+    let id = up["id"].as_str().unwrap().to_string();
+    let (status, body) = r.chunk_checked(&id, 0, pieces[0], ("yy-crc32", &crc(pieces[0])));
+    assert_eq!(status, 200, "{body}");
+    let (status, length, first, mut body) = asked.join().unwrap();
+    assert_eq!((status, length), (200, data.len() as u64));
+    assert_eq!(
+        first,
+        pieces[0].as_bytes(),
+        "the first chunk arrived on its own"
+    );
+    for (n, piece) in pieces.iter().enumerate().skip(1) {
+        let (status, answer) = r.chunk_checked(&id, n as u64, piece, ("yy-crc32", &crc(piece)));
+        assert_eq!(status, 200, "{answer}");
+    }
+    let finish = json!({"sha256": sha256_hex(data.as_bytes())}).to_string();
+    let (status, done) = r.post(&format!("/runner/v1/artifacts/{id}/finish"), &finish);
+    assert_eq!(status, 200, "{done}");
+    let mut rest = Vec::new();
+    body.read_to_end(&mut rest).unwrap();
+    assert_eq!(
+        rest,
+        &data.as_bytes()[chunk..],
+        "the rest followed after the finish"
+    );
+
+    // An upload that starts over cuts its follow off short of the end: the last byte
+    // waits for the whole file's check, which fails here.
+    let r = raw_runner();
+    let admin = r.env.stored_token();
+    let begin = json!({
+        "command_id": r.command, "name": "out.txt", "size": data.len(), "chunk_size": chunk,
+    })
+    .to_string();
+    let (status, up) = r.post("/runner/v1/artifacts", &begin);
+    assert_eq!(status, 200, "{up}");
+    let id = up["id"].as_str().unwrap().to_string();
+    let (status, length, mut body) = follow(&r.server.addr(), &admin, &r.command);
+    assert_eq!((status, length), (200, data.len() as u64));
+    for (n, piece) in pieces.iter().enumerate() {
+        let (status, answer) = r.chunk_checked(&id, n as u64, piece, ("yy-crc32", &crc(piece)));
+        assert_eq!(status, 200, "{answer}");
+    }
+    let mut most = vec![0u8; data.len() - 1];
+    body.read_exact(&mut most).unwrap();
+    let lie = json!({"sha256": sha256_hex(b"other bytes")}).to_string();
+    let (status, refused) = r.post(&format!("/runner/v1/artifacts/{id}/finish"), &lie);
+    assert_eq!(status, 422, "{refused}");
+    let mut tail = Vec::new();
+    let _ = body.read_to_end(&mut tail);
+    assert!(
+        tail.is_empty(),
+        "the last byte of a refused file never went out"
+    );
+
+    // A Runner's token is not an admin's; an unknown command has nothing to follow.
+    let (status, _, _) = follow(&r.server.addr(), &r.token, &r.command);
+    assert_eq!(status, 401);
+    let (status, _, _) = follow(&r.server.addr(), &admin, "not-a-command");
+    assert_eq!(status, 404);
+}

@@ -446,6 +446,12 @@ impl Client {
             .await
     }
 
+    /// A fetch command's artifact, sent while it uploads (chunk by verified chunk).
+    pub async fn command_artifact(&self, command: &str) -> Result<reqwest::Response> {
+        self.get_stream(&format!("api/v1/commands/{}/artifact", seg(command)))
+            .await
+    }
+
     /// Uploads a file to attach to a turn; the server checks it against `sha256`.
     pub async fn upload(&self, name: &str, data: Vec<u8>, sha256: &str) -> Result<Artifact> {
         self.post_bytes(

@@ -160,7 +160,7 @@ pub async fn download_known(
     meta: &ArtifactRef,
     output: &Path,
 ) -> anyhow::Result<()> {
-    let mut resp = client.artifact_content(&meta.artifact_id).await?;
+    let resp = client.artifact_content(&meta.artifact_id).await?;
     if resp
         .headers()
         .get(HEADER_SHA256)
@@ -173,7 +173,48 @@ pub async fn download_known(
         ))
         .into());
     }
-    // The bytes are hashed and written on two blocking threads while this one receives.
+    let received = receive(resp, output, meta.name.clone(), meta.size).await?;
+    if !received.is(meta) {
+        return Err(CliError::failure(format!(
+            "artifact {} arrived damaged ({} bytes with SHA-256 {}, expected {} bytes with {}); nothing was written",
+            meta.artifact_id, received.size, received.sha256, meta.size, meta.sha256
+        ))
+        .into());
+    }
+    received.keep()
+}
+
+/// A download in its temporary file (removed unless kept), with its size and SHA-256.
+pub struct Received {
+    sink: Sink,
+    size: u64,
+    sha256: String,
+}
+
+impl Received {
+    /// Whether these are the bytes `meta` names.
+    pub fn is(&self, meta: &ArtifactRef) -> bool {
+        self.size == meta.size && self.sha256 == meta.sha256
+    }
+
+    /// Puts the file in place (durably), or finishes stdout.
+    pub fn keep(self) -> anyhow::Result<()> {
+        let dest = self.sink.dest().to_path_buf();
+        self.sink
+            .commit()
+            .with_context(|| format!("writing {}", dest.display()))
+    }
+}
+
+/// Receives a response's body (at most `limit` bytes) for `output`: into a temporary file
+/// beside it, or to stdout for `-`. The bytes are hashed and written on two blocking
+/// threads while this one receives.
+pub async fn receive(
+    mut resp: reqwest::Response,
+    output: &Path,
+    name: String,
+    limit: u64,
+) -> anyhow::Result<Received> {
     let sink = Sink::open(output)?;
     let (to_writer, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(8);
     let writer = tokio::task::spawn_blocking(move || sink.write_from(rx));
@@ -186,12 +227,13 @@ pub async fn download_known(
         hex::encode(hasher.finalize())
     });
     // The name is untrusted text: Progress cleans it for the terminal.
-    let mut progress = super::progress::Progress::bytes(meta.name.clone(), Some(meta.size));
+    let total = resp.content_length().filter(|n| *n <= limit);
+    let mut progress = super::progress::Progress::bytes(name, total);
     let mut n = 0u64;
     let received = async {
         while let Some(chunk) = resp.chunk().await.context("downloading")? {
             n += chunk.len() as u64;
-            if n > meta.size {
+            if n > limit {
                 break;
             }
             progress.inc(chunk.len() as u64);
@@ -205,33 +247,36 @@ pub async fn download_known(
     .await;
     drop((to_writer, to_hasher));
     progress.finish();
-    let digest = hasher.await.context("hashing the download")?;
+    let sha256 = hasher.await.context("hashing the download")?;
     let (sink, written) = writer.await.context("writing the download")?;
-    if let Err(e) = received.and(written) {
-        sink.abandon();
-        return Err(e);
-    }
-    if n != meta.size || digest != meta.sha256 {
-        sink.abandon();
-        return Err(CliError::failure(format!(
-            "artifact {} arrived damaged ({n} bytes with SHA-256 {digest}, expected {} bytes with {}); nothing was written",
-            meta.artifact_id, meta.size, meta.sha256
-        ))
-        .into());
-    }
-    sink.commit()
-        .with_context(|| format!("writing {}", output.display()))?;
-    Ok(())
+    received.and(written)?;
+    Ok(Received {
+        sink,
+        size: n,
+        sha256,
+    })
 }
 
-/// Where a download goes: stdout, or a temporary file renamed over the target at the end.
+/// Where a download goes: stdout, or a temporary file renamed over the target at the end
+/// (and removed when it is dropped before that).
 enum Sink {
     Stdout(std::io::Stdout),
-    File {
-        tmp: PathBuf,
-        dest: PathBuf,
-        file: std::io::BufWriter<std::fs::File>,
-    },
+    File(FileSink),
+}
+
+struct FileSink {
+    tmp: PathBuf,
+    dest: PathBuf,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    kept: bool,
+}
+
+impl Drop for FileSink {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 impl Sink {
@@ -257,11 +302,19 @@ impl Sink {
             .mode(0o600)
             .open(&tmp)
             .with_context(|| format!("cannot write in {}", dir.display()))?;
-        Ok(Sink::File {
+        Ok(Sink::File(FileSink {
             tmp,
             dest: output.to_path_buf(),
-            file: std::io::BufWriter::with_capacity(1 << 20, file),
-        })
+            file: Some(std::io::BufWriter::with_capacity(1 << 20, file)),
+            kept: false,
+        }))
+    }
+
+    fn dest(&self) -> &Path {
+        match self {
+            Sink::Stdout(_) => Path::new("-"),
+            Sink::File(f) => &f.dest,
+        }
     }
 
     /// Writes what arrives on `chunks` until it closes; the sink comes back either way.
@@ -280,7 +333,9 @@ impl Sink {
     fn write(&mut self, data: &[u8]) -> anyhow::Result<()> {
         match self {
             Sink::Stdout(out) => out.lock().write_all(data)?,
-            Sink::File { file, .. } => {
+            Sink::File(FileSink {
+                file: Some(file), ..
+            }) => {
                 let before = file.buffer().len();
                 file.write_all(data)?;
                 if file.buffer().len() < before + data.len() {
@@ -297,6 +352,7 @@ impl Sink {
                     };
                 }
             }
+            Sink::File(_) => unreachable!("a file sink is open until it is committed"),
         }
         Ok(())
     }
@@ -304,28 +360,20 @@ impl Sink {
     fn commit(self) -> std::io::Result<()> {
         match self {
             Sink::Stdout(out) => out.lock().flush(),
-            Sink::File { tmp, dest, file } => {
-                let done = (|| {
-                    let file = file.into_inner().map_err(|e| e.into_error())?;
-                    file.sync_all()?;
-                    std::fs::rename(&tmp, &dest)?;
-                    let dir = match dest.parent() {
-                        Some(p) if !p.as_os_str().is_empty() => p,
-                        _ => Path::new("."),
-                    };
-                    std::fs::File::open(dir)?.sync_all()
-                })();
-                if done.is_err() {
-                    let _ = std::fs::remove_file(&tmp);
-                }
-                done
+            Sink::File(mut f) => {
+                let Some(file) = f.file.take() else {
+                    return Ok(());
+                };
+                let file = file.into_inner().map_err(|e| e.into_error())?;
+                file.sync_all()?;
+                std::fs::rename(&f.tmp, &f.dest)?;
+                f.kept = true;
+                let dir = match f.dest.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                std::fs::File::open(dir)?.sync_all()
             }
-        }
-    }
-
-    fn abandon(self) {
-        if let Sink::File { tmp, .. } = self {
-            let _ = std::fs::remove_file(tmp);
         }
     }
 }

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use super::progress::Waiting;
 use super::{Columns, context, print_list, print_one};
 use crate::api::admin::LONG_POLL_MS;
-use crate::api::artifacts::ArtifactRef;
+use crate::api::artifacts::{ArtifactRef, MAX_ARTIFACT_BYTES};
 use crate::api::client::Client;
 use crate::api::machine::{self, FetchParams, FetchResult, PingParams};
 use crate::api::sessions::SessionListResult;
@@ -153,17 +153,47 @@ pub async fn fetch(
         timeout_ms: None,
     };
     let cmd = client.runner_fetch(runner, &fetch).await?;
-    let cmd = wait(&client, &cmd.id).await?;
-    let result: FetchResult = result_of(cmd, &format!("fetch {path}"))?;
-    // The bytes come from the control plane's artifact store, checked again on arrival
-    // against the size and SHA-256 the Runner reported.
+    // The file is received while the Runner sends it (a follow of the command's artifact);
+    // the command's result decides whether it is kept. Stdout gets bytes only once they
+    // are checked, so it waits for the result.
+    let follow = async {
+        if output_path.as_os_str() == "-" {
+            return None;
+        }
+        let resp = client.command_artifact(&cmd.id).await.ok()?;
+        let name = crate::api::artifacts::sanitize_name(path).unwrap_or_default();
+        let received = super::artifact::receive(resp, output_path, name, MAX_ARTIFACT_BYTES).await;
+        received
+            .inspect_err(|e| tracing::debug!(error = %e, "following the fetch failed"))
+            .ok()
+    };
+    let mut follow = std::pin::pin!(follow);
+    let mut waiting = std::pin::pin!(wait(&client, &cmd.id));
+    let mut followed = None;
+    let done = loop {
+        tokio::select! {
+            f = &mut follow, if followed.is_none() => followed = Some(f),
+            done = &mut waiting => break done,
+        }
+    };
+    // A failed command drops the follow (and its temporary file) right away.
+    let result: FetchResult = result_of(done?, &format!("fetch {path}"))?;
     let known = ArtifactRef {
         artifact_id: result.artifact_id.clone(),
         name: crate::api::artifacts::sanitize_name(&result.path).unwrap_or_default(),
         size: result.size,
         sha256: result.sha256.clone(),
     };
-    super::artifact::download_known(&client, &known, output_path).await?;
+    let followed = match followed {
+        Some(f) => f,
+        None => follow.await,
+    };
+    match followed {
+        Some(received) if received.is(&known) => received.keep()?,
+        // Not followed, or not these bytes (the upload started over): the stored
+        // artifact, checked again on arrival against what the Runner reported.
+        _ => super::artifact::download_known(&client, &known, output_path).await?,
+    }
     if output_path.as_os_str() != "-" {
         eprintln!(
             "fetched {} ({} bytes, sha256 {}) to {} (artifact {})",

@@ -15,6 +15,7 @@ use axum::{Json, Router};
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
+mod follow;
 mod upload;
 
 use super::AppState;
@@ -31,6 +32,8 @@ pub struct ArtifactFiles {
     /// Uploads with a chunk or finish in progress: one writer per upload at a time.
     busy: Mutex<HashSet<String>>,
     hashing: upload::Hashing,
+    /// Fetches followed while they upload.
+    followers: Arc<follow::Followers>,
 }
 
 /// Holds an upload's write slot until dropped.
@@ -53,6 +56,7 @@ impl ArtifactFiles {
             dir,
             busy: Mutex::default(),
             hashing: upload::Hashing::default(),
+            followers: Arc::default(),
         })
     }
 
@@ -110,6 +114,10 @@ pub fn admin_routes() -> Router<AppState> {
         .route("/api/v1/artifacts", get(artifact_list))
         .route("/api/v1/artifacts/{id}", get(artifact_show))
         .route("/api/v1/artifacts/{id}/content", get(artifact_content))
+        .route(
+            "/api/v1/commands/{id}/artifact",
+            get(follow::command_artifact),
+        )
 }
 
 /// `POST /api/v1/uploads`: its own router, because its body (a whole attached file) is

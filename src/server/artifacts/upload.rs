@@ -91,6 +91,10 @@ pub async fn upload_begin(
         .store
         .call(move |c| rows::begin(c, &current.runner_id, current.generation, &b))
         .await?;
+    state
+        .artifacts
+        .followers
+        .touch(row.command_id.as_deref(), false);
     Ok(Json(row.upload_state()))
 }
 
@@ -450,6 +454,7 @@ pub async fn upload_chunk(
             // The part file is shorter than recorded (lost on a crash): start over.
             let key = id.clone();
             state.store.call(move |c| rows::restart(c, &key)).await?;
+            files.followers.touch(row.command_id.as_deref(), true);
             let mut restarted = row.upload_state();
             restarted.received = 0;
             return Ok(Json(restarted));
@@ -460,6 +465,7 @@ pub async fn upload_chunk(
         .store
         .call(move |c| rows::record_received(c, &key, new_received as i64))
         .await?;
+    files.followers.touch(row.command_id.as_deref(), false);
     let mut answer = row.upload_state();
     answer.received = new_received;
     Ok(Json(answer))
@@ -528,6 +534,7 @@ pub async fn upload_finish(
         (begun, Some(s)) if begun != s => {
             let key = id.clone();
             state.store.call(move |c| rows::restart(c, &key)).await?;
+            files.followers.touch(row.command_id.as_deref(), true);
             files.hashing.forget(&id);
             let _ = std::fs::remove_file(files.part(&id));
             return Err(corrupt(format!(
@@ -552,6 +559,7 @@ pub async fn upload_finish(
     if let Err(why) = checked {
         let key = id.clone();
         state.store.call(move |c| rows::restart(c, &key)).await?;
+        files.followers.touch(row.command_id.as_deref(), true);
         return Err(corrupt(format!(
             "artifact {id} is corrupt ({why}); nothing was kept, upload it again from the start"
         )));
@@ -561,6 +569,7 @@ pub async fn upload_finish(
         .store
         .call(move |c| rows::mark_ready(c, &key, &announced))
         .await?;
+    files.followers.touch(row.command_id.as_deref(), false);
     tracing::info!(artifact = %row.id, name = %row.name, size = row.size, "artifact stored");
     Ok(Json(row.upload_state()))
 }

@@ -129,6 +129,16 @@ pub fn get(conn: &Connection, key: &str) -> Result<ArtifactRow, StoreError> {
         .ok_or_else(|| no_artifact(key))
 }
 
+/// The newest artifact a command uploads (a fetch has at most one), if it began.
+pub fn for_command(conn: &Connection, command_id: &str) -> Result<Option<ArtifactRow>, StoreError> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "{SELECT} WHERE f.command_id = ?1 ORDER BY f.created_at DESC LIMIT 1"
+        ))?
+        .query_row([command_id], row)
+        .optional()?)
+}
+
 /// Artifacts, newest first: one session's, or all; only `account_id`'s unless `None`.
 pub fn list(
     conn: &Connection,
