@@ -641,6 +641,15 @@ fn fetch_exports_only_inside_artifact_roots_and_at_most_25_mib() {
     fetch(big.to_str().unwrap(), &denied).fails(1, "at most 25 MiB");
     fetch("relative/path", &denied).fails(2, "not an absolute path");
     assert!(!denied.exists(), "nothing written on refusal");
+    // Not even the temporary file the CLI received a followed upload into.
+    let parent = denied.parent().unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(parent)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".yy-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     fetch(report, &out).fails(2, "already exists");
 }
 
