@@ -6,13 +6,12 @@
 //! SHA-256 the Runner reports before it keeps anything.
 
 use std::collections::HashMap;
-use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
 use tokio::sync::watch;
 
 use super::{ApiError, AppState};
@@ -27,19 +26,11 @@ const MAX_FOLLOWERS: usize = 32;
 const STALL: Duration = Duration::from_secs(30);
 /// How often a follow looks at its command even without news (it may have ended).
 const LOOK_AGAIN: Duration = Duration::from_secs(1);
-/// Bytes read per blocking step.
-const PIECE: u64 = 1 << 20;
 
-/// What a follower is told: a change counter and how often the upload started over.
-#[derive(Clone, Copy, Default)]
-struct News {
-    changes: u64,
-    restarts: u64,
-}
-
-/// The commands being followed, each with the news of its upload.
+/// The commands being followed, each with how often its upload started over (every
+/// change of the upload wakes its followers, with or without a restart).
 #[derive(Default)]
-pub struct Followers(Mutex<HashMap<String, watch::Sender<News>>>);
+pub struct Followers(Mutex<HashMap<String, watch::Sender<u64>>>);
 
 impl Followers {
     /// Tells the followers of `command` (if any) that its upload moved, or started over.
@@ -47,10 +38,7 @@ impl Followers {
         let Some(command) = command else { return };
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(tx) = map.get(command) {
-            tx.send_modify(|n| {
-                n.changes += 1;
-                n.restarts += u64::from(restarted);
-            });
+            tx.send_modify(|restarts| *restarts += u64::from(restarted));
         }
     }
 
@@ -68,7 +56,7 @@ impl Followers {
                 ));
             }
             None => {
-                let (tx, rx) = watch::channel(News::default());
+                let (tx, rx) = watch::channel(0);
                 map.insert(command.to_string(), tx);
                 rx
             }
@@ -85,11 +73,11 @@ impl Followers {
 struct Following {
     board: Arc<Followers>,
     command: String,
-    rx: Option<watch::Receiver<News>>,
+    rx: Option<watch::Receiver<u64>>,
 }
 
 impl Following {
-    fn news(&self) -> News {
+    fn restarts(&self) -> u64 {
         self.rx.as_ref().map(|r| *r.borrow()).unwrap_or_default()
     }
 
@@ -145,7 +133,7 @@ pub async fn command_artifact(
     UrlPath(command): UrlPath<String>,
 ) -> Result<Response, ApiError> {
     let mut following = state.artifacts.followers.subscribe(&command)?;
-    let restarts = following.news().restarts;
+    let restarts = following.restarts();
     // Until the Runner begins its upload there is nothing to answer with.
     let started = tokio::time::Instant::now();
     let row = loop {
@@ -177,15 +165,9 @@ pub async fn command_artifact(
             None => Ok::<_, std::io::Error>(None),
         }
     });
-    let mut resp = axum::body::Body::from_stream(stream).into_response();
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    let mut resp = super::bytes_response(axum::body::Body::from_stream(stream), size);
     if let Ok(v) = HeaderValue::from_str(&row.id) {
-        h.insert("yy-artifact", v);
+        resp.headers_mut().insert("yy-artifact", v);
     }
     Ok(resp)
 }
@@ -208,7 +190,7 @@ impl Follow {
     /// byte waits until the whole file was checked, so a body that ends is the artifact.
     async fn next(&mut self) -> std::io::Result<Option<bytes::Bytes>> {
         loop {
-            if self.following.news().restarts != self.restarts {
+            if self.following.restarts() != self.restarts {
                 return Err(self.cut("started over"));
             }
             let row = match look(&self.state, &self.command).await {
@@ -266,14 +248,13 @@ impl Follow {
                 f
             }
         };
-        let (at, len) = (self.sent, (upto - self.sent).min(PIECE) as usize);
-        let bytes = tokio::task::spawn_blocking(move || {
-            let mut buf = vec![0u8; len];
-            file.read_exact_at(&mut buf, at)?;
-            Ok::<_, std::io::Error>(bytes::Bytes::from(buf))
-        })
-        .await
-        .map_err(std::io::Error::other)??;
+        let len = (upto - self.sent).min(super::SEND_PIECE as u64) as usize;
+        let bytes = super::read_piece(file, self.sent, len)
+            .await
+            .map_err(std::io::Error::other)??;
+        if bytes.is_empty() {
+            return Err(self.cut("holds fewer bytes than were verified"));
+        }
         self.sent += bytes.len() as u64;
         Ok(bytes)
     }

@@ -238,15 +238,9 @@ async fn stream_file(state: &AppState, row: &ArtifactRow) -> Result<Response, Ap
         .await
         .map_err(blocking_failed)?
         .map_err(|e| io_error("opening an artifact", e))?;
-    let mut resp = file_body(file, row.size as u64).into_response();
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(row.size as u64));
+    let mut resp = bytes_response(file_body(file, row.size as u64), row.size as u64);
     if let Ok(v) = HeaderValue::from_str(&row.sha256) {
-        h.insert(HEADER_SHA256, v);
+        resp.headers_mut().insert(HEADER_SHA256, v);
     }
     Ok(resp)
 }
@@ -254,30 +248,44 @@ async fn stream_file(state: &AppState, row: &ArtifactRow) -> Result<Response, Ap
 /// Bytes read per blocking step while a file is sent.
 const SEND_PIECE: usize = 1 << 20;
 
+/// Up to `len` bytes of `file` at `at`, read on a blocking thread (fewer at its end).
+fn read_piece(
+    file: Arc<std::fs::File>,
+    at: u64,
+    len: usize,
+) -> tokio::task::JoinHandle<std::io::Result<bytes::Bytes>> {
+    tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; len];
+        let mut filled = 0;
+        while filled < len {
+            match file.read_at(&mut buf[filled..], at + filled as u64)? {
+                0 => break,
+                n => filled += n,
+            }
+        }
+        buf.truncate(filled);
+        Ok(bytes::Bytes::from(buf))
+    })
+}
+
+/// A response carrying `size` bytes of a file.
+fn bytes_response(body: axum::body::Body, size: u64) -> Response {
+    let mut resp = body.into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    resp
+}
+
 /// The first `size` bytes of `file` as a response body, read in pieces on blocking threads
 /// one piece ahead of the connection: the next read overlaps the send, and no thread waits
 /// on a slow receiver. A file shorter than `size` ends the body early (the receiver sees
 /// fewer bytes than its Content-Length).
 fn file_body(file: std::fs::File, size: u64) -> axum::body::Body {
-    fn read_piece(
-        file: Arc<std::fs::File>,
-        at: u64,
-        len: usize,
-    ) -> tokio::task::JoinHandle<std::io::Result<bytes::Bytes>> {
-        tokio::task::spawn_blocking(move || {
-            use std::os::unix::fs::FileExt;
-            let mut buf = vec![0u8; len];
-            let mut filled = 0;
-            while filled < len {
-                match file.read_at(&mut buf[filled..], at + filled as u64)? {
-                    0 => break,
-                    n => filled += n,
-                }
-            }
-            buf.truncate(filled);
-            Ok(bytes::Bytes::from(buf))
-        })
-    }
     let piece = move |at: u64| (size - at).min(SEND_PIECE as u64) as usize;
     let file = Arc::new(file);
     let first = (size > 0).then(|| read_piece(file.clone(), 0, piece(0)));

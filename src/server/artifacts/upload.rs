@@ -242,9 +242,7 @@ async fn receive_appended(
     let Some(writer) = joined(opened.await)? else {
         return Ok(Appended::Lost);
     };
-    // The writer is either idle here or busy with the frame before.
-    let mut busy = None;
-    let mut idle = Some(writer);
+    let mut slot = Slot::Idle(Box::new(writer));
     let mut seen = 0u64;
     let mut failure = None;
     let mut stream = body.into_data_stream();
@@ -261,18 +259,10 @@ async fn receive_appended(
             failure = Some(chunk.wrong_size(seen));
             break;
         }
-        let w = match (idle.take(), busy.take()) {
-            (Some(w), _) => w,
-            (None, Some(h)) => joined(h.await)?,
-            (None, None) => unreachable!("the writer is idle or busy"),
-        };
-        busy = Some(tokio::task::spawn_blocking(move || w.write(&frame)));
+        let w = slot.idle().await?;
+        slot = Slot::Busy(tokio::task::spawn_blocking(move || w.write(&frame)));
     }
-    let w = match (idle, busy) {
-        (Some(w), _) => w,
-        (None, Some(h)) => joined(h.await)?,
-        (None, None) => unreachable!("the writer is idle or busy"),
-    };
+    let w = slot.idle().await?;
     let (complete, expected) = (failure.is_none(), chunk.expected);
     let finished = tokio::task::spawn_blocking(move || w.finish(complete, expected));
     let (written, actual, whole) = joined(finished.await)?;
@@ -286,6 +276,22 @@ async fn receive_appended(
         return Err(chunk.corrupt(&actual, &claimed));
     }
     Ok(Appended::Stored(whole))
+}
+
+/// The part file's writer: idle, or busy writing the frame before.
+enum Slot {
+    Idle(Box<PartWriter>),
+    Busy(tokio::task::JoinHandle<std::io::Result<PartWriter>>),
+}
+
+impl Slot {
+    /// The writer once it is done with what it was given.
+    async fn idle(self) -> Result<PartWriter, ApiError> {
+        match self {
+            Slot::Idle(w) => Ok(*w),
+            Slot::Busy(h) => joined(h.await),
+        }
+    }
 }
 
 /// The answer of a blocking part-file step.
