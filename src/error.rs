@@ -84,7 +84,7 @@ pub fn computer_exit(e: &ComputerError) -> Exit {
     match e {
         ComputerError::Invalid(_) => Exit::Usage,
         ComputerError::NotFound(_) => Exit::NotFound,
-        ComputerError::NameInUse { .. } => Exit::Conflict,
+        ComputerError::NameInUse { .. } | ComputerError::Lock(_) => Exit::Conflict,
         _ => Exit::Failure,
     }
 }

@@ -40,6 +40,14 @@ pub enum ImageCommand {
     /// List the yy computer images on this Docker engine
     #[command(visible_alias = "ls")]
     List(JsonFlag),
+    /// Show one yy image (by id, unique id prefix or tag) with the packages it was built
+    /// with
+    Show {
+        #[arg(value_name = "IMAGE")]
+        image: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Remove yy images (by id, unique id prefix or tag) that no container was made from
     /// and no Runner of the current login's server is configured with
     Rm {
@@ -103,13 +111,17 @@ pub struct BuildArgs {
     /// Cache of root filesystems, by recipe
     #[arg(long, value_name = "DIR", default_value = image::DEFAULT_CACHE_DIR)]
     pub cache_dir: PathBuf,
-    /// The package lock (name=version sha256 per line): when it exists, the installed
-    /// packages must match it, else it is written (default: images/RECIPE/packages.lock
-    /// when that directory exists under the current directory, else the lock built into yy)
+    /// The package lock to compare with (name=version sha256 per line); written when it
+    /// does not exist (default: images/RECIPE/packages.lock when that directory exists under
+    /// the current directory, else the lock built into yy). The build installs the suite's
+    /// current packages and says how they differ from it; the image records what it got
     #[arg(long, value_name = "FILE")]
     pub lock: Option<PathBuf>,
-    /// Accept installed packages that differ from the lock (e.g. after a Debian security
-    /// update) and rewrite the lock file
+    /// Refuse any difference from the lock (exit 6), e.g. with --mirror pointing at a
+    /// frozen mirror of your own
+    #[arg(long, conflicts_with = "update_lock")]
+    pub locked: bool,
+    /// Rewrite the lock file with the installed packages when they differ from it
     #[arg(long)]
     pub update_lock: bool,
     /// Do not apply SUITE-updates and SUITE-security (point release only)
@@ -130,6 +142,7 @@ pub async fn run(args: ImageArgs) -> anyhow::Result<()> {
         ImageCommand::Prepare(p) => prepare(p).await,
         ImageCommand::Verify { image, json } => verify(&image, json.json).await,
         ImageCommand::List(json) => list(json.json).await,
+        ImageCommand::Show { image, json } => show(&image, json.json).await,
         ImageCommand::Rm { images, check } => rm(&images, check).await,
         ImageCommand::Prune { yes, check } => prune(yes, check).await,
     }
@@ -154,20 +167,24 @@ fn options(b: BuildArgs) -> anyhow::Result<BuildOptions> {
         fresh: b.fresh,
         recipe,
         update_lock: b.update_lock,
+        locked: b.locked,
     })
 }
 
 /// The steps of a build: a spinner with the current step on a terminal, each step as a
-/// line otherwise; warnings always stay on screen.
+/// line otherwise; warnings and notes (`note: `) always stay on screen.
 fn steps_for(command: &str) -> Mutex<Progress> {
     Mutex::new(Progress::steps(format!("yy image {command}")))
 }
 
 fn step(steps: &Mutex<Progress>, line: &str) {
     let mut steps = steps.lock().unwrap_or_else(|e| e.into_inner());
-    match line.strip_prefix("warning: ") {
-        Some(w) => steps.note(&format!("warning: {w}")),
-        None => steps.step(line),
+    if line.starts_with("warning: ") {
+        steps.note(line);
+    } else if let Some(note) = line.strip_prefix("note: ") {
+        steps.note(note);
+    } else {
+        steps.step(line);
     }
 }
 
@@ -305,6 +322,47 @@ async fn list(as_json: bool) -> anyhow::Result<()> {
             ]
         },
     )
+}
+
+async fn show(key: &str, as_json: bool) -> anyhow::Result<()> {
+    let provider = Provider::connect().await.map_err(cli)?;
+    let images = rm::list(&provider).await.map_err(cli)?;
+    let row = rm::find(&images, key).map_err(cli)?;
+    let details = image::details(&provider, row).await.map_err(cli)?;
+    let r = &details.row;
+    let packages = details.packages.as_ref().map_or_else(
+        || "not recorded (built by a yy that did not record them)".to_string(),
+        |lock| lock.len().to_string(),
+    );
+    output::show(
+        &details,
+        as_json,
+        vec![
+            ("id", r.id.clone()),
+            ("created", r.created.clone()),
+            ("yy version", r.yy_version.clone()),
+            ("recipe", format!("{} {}", details.recipe_name, r.recipe)),
+            ("guest agent", r.binary.clone()),
+            (
+                "tags",
+                if r.tags.is_empty() {
+                    "-".into()
+                } else {
+                    r.tags.join(",")
+                },
+            ),
+            ("packages", packages),
+        ],
+    )?;
+    if let (false, Some(lock)) = (as_json, &details.packages) {
+        let lines = lock
+            .iter()
+            .map(|(name, l)| vec![name.clone(), l.version.clone(), l.sha256.clone()])
+            .collect();
+        output::print("")?;
+        output::print(&output::table(&["package", "version", "sha256"], lines))?;
+    }
+    Ok(())
 }
 
 /// Images that must stay: the ones containers were made from, and unless `local_only` the

@@ -3,9 +3,10 @@
 //! 1. a root filesystem from Debian packages (`debootstrap --variant=minbase`), slimmed,
 //!    cached under the cache directory by recipe, its package set recorded as a lock;
 //! 2. imported into Docker as the base image (reused while the rootfs is unchanged);
-//! 3. a small top layer (user 1000 `yy`, its home, the guest agent at /usr/local/bin/yy)
-//!    uploaded into a never-started helper container and committed with the image config
-//!    and labels (`yy.version`, `yy.recipe`, `yy.binary`).
+//! 3. a small top layer (user 1000 `yy`, its home, the guest agent at /usr/local/bin/yy,
+//!    the package lock at /etc/yy/packages.lock) uploaded into a never-started helper
+//!    container and committed with the image config and labels (`yy.version`, `yy.recipe`,
+//!    `yy.binary`, `yy.packages`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,7 +26,8 @@ use super::docker::Provider;
 use super::recipes::{self, BuiltinRecipe};
 use super::rootfs::{self, Recipe};
 use super::tarball::{TarBuilder, is_static_elf};
-use super::{ComputerError, GUEST_BINARY, GUEST_HOME, GUEST_UID, labels};
+use super::{ComputerError, GUEST_BINARY, GUEST_HOME, GUEST_UID, PACKAGE_LOCK_PATH, labels};
+use super::{dpkg_status, package_lock};
 
 pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
 pub const DEFAULT_SECURITY_MIRROR: &str = "http://deb.debian.org/debian-security";
@@ -57,8 +59,10 @@ pub struct BuildOptions {
     pub fresh: bool,
     /// The built-in recipe: its pinned suite and package list apply unless overridden.
     pub recipe: BuiltinRecipe,
-    /// Accept installed packages that differ from the lock, and rewrite the lock.
+    /// Rewrite the lock file with what was installed when they differ.
     pub update_lock: bool,
+    /// Refuse any difference from the lock (for a frozen mirror of one's own).
+    pub locked: bool,
 }
 
 impl Default for BuildOptions {
@@ -76,6 +80,7 @@ impl Default for BuildOptions {
             fresh: false,
             recipe: recipes::BASE,
             update_lock: false,
+            locked: false,
         }
     }
 }
@@ -104,6 +109,18 @@ pub struct ImageRow {
     pub recipe: String,
     pub binary: String,
     pub tags: Vec<String>,
+}
+
+/// One yy image in full, as `yy image show` tells it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ImageDetails {
+    #[serde(flatten)]
+    pub row: ImageRow,
+    /// The built-in recipe (`base`, `desktop`), `-` when not recorded.
+    pub recipe_name: String,
+    /// The packages it was built with (`yy.packages`); `None` for an image built by a yy
+    /// that did not record them.
+    pub packages: Option<package_lock::Lock>,
 }
 
 /// The guest agent to put in the image, its bytes, digest and version.
@@ -183,7 +200,8 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
     let root = rootfs::ensure(&recipe, &opts.cache_dir, opts.fresh, progress).await?;
     let lock = std::fs::read_to_string(&root.lock_file)
         .map_err(|e| ComputerError::Io(format!("reading {}: {e}", root.lock_file.display())))?;
-    check_or_write_lock(opts, &lock, progress)?;
+    within_closure(&root.dir, &recipe.packages)?;
+    compare_lock(opts, &lock, progress)?;
     let recipe_digest = recipe.digest(&lock);
 
     let base_label = format!("{}-{}", recipe.key(), root.build_id);
@@ -198,13 +216,16 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
         }
     };
     progress("adding the guest agent layer");
-    let layer = layer_tar(&root.dir, &agent.data, opts.recipe.desktop)?;
+    let layer = layer_tar(&root.dir, &agent.data, &lock, opts.recipe.desktop)?;
     let image_id = commit_layer(
         &provider,
         &base_id,
         layer,
         &agent,
-        &recipe_digest,
+        &Recorded {
+            recipe: &recipe_digest,
+            lock: &lock,
+        },
         &opts.recipe,
     )
     .await?;
@@ -230,15 +251,35 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
     })
 }
 
+/// Refuses a root filesystem with a package that neither the recipe's list, minbase nor
+/// their dependencies account for, whatever the lock says.
+fn within_closure(rootfs: &Path, packages: &[String]) -> Result<(), ComputerError> {
+    let path = rootfs.join("var/lib/dpkg/status");
+    let status = std::fs::read_to_string(&path)
+        .map_err(|e| ComputerError::Io(format!("reading {}: {e}", path.display())))?;
+    let extra = dpkg_status::outside_closure(&dpkg_status::parse(&status), packages);
+    if extra.is_empty() {
+        return Ok(());
+    }
+    Err(ComputerError::Lock(format!(
+        "the root filesystem {} has {} package{} that the recipe neither lists nor depends on: {}; rebuild it with --fresh",
+        rootfs.display(),
+        extra.len(),
+        if extra.len() == 1 { "" } else { "s" },
+        extra.join(", ")
+    )))
+}
+
 /// Compares the installed packages with the expected lock (the lock file when it exists,
-/// else the recipe's built-in lock unless the package list was overridden), then writes
-/// the lock file when it is missing or `--update-lock` accepted a change.
-fn check_or_write_lock(
+/// else the recipe's built-in lock unless the package list was overridden) and tells the
+/// differences, one line per kind; `--locked` refuses any. The lock file is written when it
+/// is missing, or rewritten when `--update-lock` is given and it differs.
+fn compare_lock(
     opts: &BuildOptions,
     lock: &str,
     progress: &dyn Fn(&str),
 ) -> Result<(), ComputerError> {
-    let existing = match &opts.lock_out {
+    let expected = match &opts.lock_out {
         Some(p) if p.exists() => Some((
             std::fs::read_to_string(p)
                 .map_err(|e| ComputerError::Io(format!("reading {}: {e}", p.display())))?,
@@ -247,30 +288,49 @@ fn check_or_write_lock(
         Some(_) => None,
         None if opts.packages_file.is_none() => Some((
             opts.recipe.lock.to_string(),
-            format!("of the {} recipe built into yy", opts.recipe.name),
+            format!("the lock of the {} recipe built into yy", opts.recipe.name),
         )),
         None => None,
     };
-    let same = match &existing {
-        Some((want, source)) => match recipes::check_lock(want, lock, source) {
-            Ok(()) => true,
-            Err(e) if !opts.update_lock => return Err(e),
-            Err(e) => {
-                progress(&format!(
-                    "warning: accepting a new lock (--update-lock): {e}"
-                ));
-                false
-            }
-        },
-        None => false,
+    let Some((want, source)) = expected else {
+        if opts.locked {
+            return Err(ComputerError::Invalid(format!(
+                "--locked needs a lock to compare with, and {} does not exist; build once without --locked to write it",
+                opts.lock_out
+                    .as_deref()
+                    .map_or("none was given".into(), |p| p.display().to_string())
+            )));
+        }
+        if let Some(out) = &opts.lock_out {
+            write_lock(out, lock, progress)?;
+        }
+        return Ok(());
     };
-    if let Some(out) = &opts.lock_out
-        && !same
-    {
-        crate::fsutil::write_atomic(out, lock.as_bytes(), 0o644)
-            .map_err(|e| ComputerError::Io(format!("writing {}: {e}", out.display())))?;
-        progress(&format!("wrote the package lock {}", out.display()));
+    let got = package_lock::parse_lock(lock)?;
+    let changes = package_lock::changes(&package_lock::parse_lock(&want)?, &got);
+    if opts.locked {
+        package_lock::require_same(&changes, &source)?;
     }
+    let lines = package_lock::summary(&changes, &source);
+    if lines.is_empty() {
+        progress(&format!("{} packages, as in {source}", got.len()));
+    }
+    for line in &lines {
+        progress(&format!("note: {line}"));
+    }
+    if let Some(out) = &opts.lock_out
+        && opts.update_lock
+        && !changes.is_empty()
+    {
+        write_lock(out, lock, progress)?;
+    }
+    Ok(())
+}
+
+fn write_lock(out: &Path, lock: &str, progress: &dyn Fn(&str)) -> Result<(), ComputerError> {
+    crate::fsutil::write_atomic(out, lock.as_bytes(), 0o644)
+        .map_err(|e| ComputerError::Io(format!("writing {}: {e}", out.display())))?;
+    progress(&format!("wrote the package lock {}", out.display()));
     Ok(())
 }
 
@@ -408,9 +468,14 @@ const FIREFOX_POLICIES: &str = r#"{
 }
 "#;
 
-/// The top layer: accounts with user `yy` (1000), its home and the guest agent (and, on
-/// a desktop, the browser's policies).
-fn layer_tar(rootfs: &Path, binary: &[u8], desktop: bool) -> Result<Vec<u8>, ComputerError> {
+/// The top layer: accounts with user `yy` (1000), its home, the guest agent, the package
+/// lock (and, on a desktop, the browser's policies).
+fn layer_tar(
+    rootfs: &Path,
+    binary: &[u8],
+    lock: &str,
+    desktop: bool,
+) -> Result<Vec<u8>, ComputerError> {
     let read = |rel: &str| {
         std::fs::read_to_string(rootfs.join(rel))
             .map_err(|e| ComputerError::Io(format!("reading {rel} of the root filesystem: {e}")))
@@ -467,10 +532,24 @@ fn layer_tar(rootfs: &Path, binary: &[u8], desktop: bool) -> Result<Vec<u8>, Com
         )
         .map_err(io)?;
     }
+    let lock_path = PACKAGE_LOCK_PATH.trim_start_matches('/');
+    if let Some((dir, _)) = lock_path.rsplit_once('/') {
+        t.dir(dir, 0o755, 0, 0).map_err(io)?;
+    }
+    t.file(lock_path, 0o644, 0, 0, lock.as_bytes())
+        .map_err(io)?;
     t.dir("usr/local/bin", 0o755, 0, 0).map_err(io)?;
     t.file(GUEST_BINARY.trim_start_matches('/'), 0o755, 0, 0, binary)
         .map_err(io)?;
     Ok(t.finish())
+}
+
+/// What an image's labels record of its making besides the guest agent.
+struct Recorded<'a> {
+    /// The `yy.recipe` digest.
+    recipe: &'a str,
+    /// The installed packages (`yy.packages`).
+    lock: &'a str,
 }
 
 async fn commit_layer(
@@ -478,9 +557,10 @@ async fn commit_layer(
     base_id: &str,
     layer: Vec<u8>,
     agent: &Agent,
-    recipe: &str,
+    recorded: &Recorded<'_>,
     builtin: &BuiltinRecipe,
 ) -> Result<String, ComputerError> {
+    let recipe = recorded.recipe;
     let docker = provider.docker();
     let helper = docker
         .create_container(
@@ -514,6 +594,11 @@ async fn commit_layer(
                 agent.sha256
             ),
             format!("LABEL {}=\"{}\"", labels::RECIPE_NAME, builtin.name),
+            format!(
+                "LABEL {}=\"{}\"",
+                labels::PACKAGES,
+                package_lock::to_label(recorded.lock)
+            ),
         ];
         if builtin.desktop {
             // Commands the agent runs find the display the guest agent starts.
@@ -573,4 +658,46 @@ mod policy_tests {
         assert_eq!(p["policies"]["Proxy"]["Locked"], true);
         assert_eq!(p["policies"]["DisableAppUpdate"], true);
     }
+}
+
+/// The labels of `image`, or not found (named so) when the engine does not have it.
+pub async fn image_labels(
+    provider: &Provider,
+    image: &str,
+) -> Result<HashMap<String, String>, ComputerError> {
+    let inspect =
+        provider
+            .docker()
+            .inspect_image(image)
+            .await
+            .map_err(|e| match ComputerError::from(e) {
+                ComputerError::NotFound(_) => {
+                    ComputerError::NotFound(format!("image {image} is not on this engine"))
+                }
+                other => other,
+            })?;
+    Ok(inspect.config.and_then(|c| c.labels).unwrap_or_default())
+}
+
+/// The recorded lock of an image with these labels, if it has one.
+pub fn recorded_lock(
+    labels: &HashMap<String, String>,
+) -> Result<Option<package_lock::Lock>, ComputerError> {
+    labels
+        .get(labels::PACKAGES)
+        .map(|l| package_lock::parse_lock(&package_lock::from_label(l)))
+        .transpose()
+}
+
+/// What `yy image show` tells of one listed image.
+pub async fn details(provider: &Provider, row: &ImageRow) -> Result<ImageDetails, ComputerError> {
+    let labels = image_labels(provider, &row.id).await?;
+    Ok(ImageDetails {
+        recipe_name: labels
+            .get(labels::RECIPE_NAME)
+            .cloned()
+            .unwrap_or_else(|| "-".into()),
+        packages: recorded_lock(&labels)?,
+        row: row.clone(),
+    })
 }

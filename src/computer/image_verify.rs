@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use super::docker::{Provider, RawExec};
 use super::protocol::PROTOCOL;
-use super::{ComputerError, ComputerSpec, Limits, labels, validate_image_id};
+use super::{
+    ComputerError, ComputerSpec, Limits, PACKAGE_LOCK_PATH, labels, package_lock, validate_image_id,
+};
 
 /// Where throw-away workspaces of verification runs live.
 pub const VERIFY_DIR: &str = "/var/tmp/yy/verify";
@@ -145,7 +147,16 @@ pub async fn verify_image_with(
     let created = provider.create(&spec).await;
     let result = match created {
         Ok(c) => {
-            let mut r = checks(provider, &c.id, &spec, &image_version, &mut report).await;
+            let recorded = image_labels.get(labels::PACKAGES).map(String::as_str);
+            let mut r = checks(
+                provider,
+                &c.id,
+                &spec,
+                &image_version,
+                recorded,
+                &mut report,
+            )
+            .await;
             if r.is_ok() && desktop && !report.failed() {
                 r = super::desktop_verify::ladder(provider, &c.id, &spec, &mut |n, w, g| {
                     report.add(n, w, g);
@@ -180,6 +191,7 @@ async fn checks(
     id: &str,
     spec: &ComputerSpec,
     image_version: &str,
+    recorded: Option<&str>,
     report: &mut Ladder<'_>,
 ) -> Result<(), ComputerError> {
     let drifts = provider.verify(id, spec).await?;
@@ -214,6 +226,8 @@ async fn checks(
     };
     report.add("guest agent", want_agent, one_line(&agent, 120));
     report.add("image label yy.version", crate::VERSION, image_version);
+    let (want, got) = packages_as_recorded(provider, id, recorded).await;
+    report.add("packages as recorded (yy.packages)", want, got);
 
     let sh = |script: &'static str| async move {
         provider.exec_raw(id, &["/bin/sh", "-c", script]).await
@@ -268,6 +282,86 @@ async fn checks(
     Ok(())
 }
 
+/// The packages dpkg has installed in the computer and the lock file in the image, both
+/// compared with the image's `yy.packages` label: `(want, got)` of the check.
+async fn packages_as_recorded(
+    provider: &Provider,
+    id: &str,
+    recorded: Option<&str>,
+) -> (String, String) {
+    let Some(label) = recorded else {
+        return (
+            "a recorded lock".into(),
+            "none (built by a yy that did not record its packages; rebuild it)".into(),
+        );
+    };
+    let lock = package_lock::from_label(label);
+    let want = match package_lock::parse_lock(&lock) {
+        Ok(l) => l,
+        Err(e) => return ("a recorded lock".into(), one_line(&e.to_string(), 120)),
+    };
+    let want_text = format!("{} packages", want.len());
+    let query = "dpkg-query -W -f='${db:Status-Abbrev}${Package}=${Version}\\n'";
+    let installed = match provider.exec_raw(id, &["/bin/sh", "-c", query]).await {
+        Ok(r) if r.exit_code == Some(0) => r.stdout,
+        Ok(r) => {
+            return (
+                want_text,
+                one_line(&format!("dpkg-query: {}", r.stderr), 120),
+            );
+        }
+        Err(e) => return (want_text, one_line(&e.to_string(), 120)),
+    };
+    let file = match provider.exec_raw(id, &["cat", PACKAGE_LOCK_PATH]).await {
+        Ok(r) if r.exit_code == Some(0) => r.stdout,
+        Ok(r) => {
+            return (
+                want_text,
+                one_line(&format!("{PACKAGE_LOCK_PATH}: {}", r.stderr), 120),
+            );
+        }
+        Err(e) => return (want_text, one_line(&e.to_string(), 120)),
+    };
+    if file != lock {
+        return (
+            want_text,
+            format!("{PACKAGE_LOCK_PATH} differs from the label"),
+        );
+    }
+    (want_text, installed_vs_recorded(&installed, &want))
+}
+
+/// `N packages` when dpkg's `ii name=version` lines are exactly the recorded ones, else
+/// what differs.
+fn installed_vs_recorded(dpkg_lines: &str, recorded: &package_lock::Lock) -> String {
+    let installed: std::collections::BTreeMap<&str, &str> = dpkg_lines
+        .lines()
+        .filter_map(|l| l.strip_prefix("ii "))
+        .filter_map(|l| l.trim().split_once('='))
+        .collect();
+    let mut differ: Vec<String> = recorded
+        .iter()
+        .filter(|(name, l)| installed.get(name.as_str()) != Some(&l.version.as_str()))
+        .map(|(name, l)| {
+            let have = installed.get(name.as_str()).copied().unwrap_or("missing");
+            format!("{name} {} -> {have}", l.version)
+        })
+        .collect();
+    differ.extend(
+        installed
+            .iter()
+            .filter(|(name, _)| !recorded.contains_key(**name))
+            .map(|(name, v)| format!("{name}={v} not recorded")),
+    );
+    if differ.is_empty() {
+        return format!("{} packages", recorded.len());
+    }
+    one_line(
+        &format!("{} differ: {}", differ.len(), differ.join(", ")),
+        200,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,5 +376,18 @@ mod tests {
         assert_eq!(status_field(status, "Seccomp:"), "missing");
         assert_eq!(one_line("a\nb", 10), "a b");
         assert_eq!(one_line("abcdef", 3), "abc...");
+    }
+
+    #[test]
+    fn installed_packages_are_compared_with_the_recorded_lock() {
+        let recorded = package_lock::parse_lock("a=1\nb=2\n").unwrap();
+        assert_eq!(
+            installed_vs_recorded("ii a=1\nii b=2\nrc gone=1\n", &recorded),
+            "2 packages"
+        );
+        assert_eq!(
+            installed_vs_recorded("ii a=1\nii b=3\nii c=1\n", &recorded),
+            "2 differ: b 2 -> 3, c=1 not recorded"
+        );
     }
 }

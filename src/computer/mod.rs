@@ -7,17 +7,20 @@
 //! * [`docker`]: the provider over bollard (create, verify, start, stop, remove, list).
 //! * [`verify`]: the drift check of a container against its [`ComputerSpec`].
 //! * [`rootfs`], [`image`], [`tarball`], [`image_verify`]: building, listing and verifying
-//!   the image.
+//!   the image; [`package_lock`] and [`dpkg_status`]: what a build installed, compared with
+//!   the recipe's lock and its dependency closure.
 
 pub mod browser;
 pub mod confine;
 pub mod desktop_verify;
 pub mod docker;
+pub mod dpkg_status;
 pub mod guest;
 pub mod host_read;
 pub mod image;
 pub mod image_rm;
 pub mod image_verify;
+pub mod package_lock;
 pub mod protocol;
 pub mod recipes;
 pub mod rootfs;
@@ -38,6 +41,8 @@ pub const GUEST_USER: &str = "1000:1000";
 pub const GUEST_BINARY: &str = "/usr/local/bin/yy";
 /// The guest user's home: a tmpfs, since the root is read-only.
 pub const GUEST_HOME: &str = "/home/yy";
+/// Where an image keeps the lock of the packages it was built with.
+pub const PACKAGE_LOCK_PATH: &str = "/etc/yy/packages.lock";
 
 /// Container labels (`yy.managed=1` marks every container yy created).
 pub mod labels {
@@ -50,6 +55,9 @@ pub mod labels {
     pub const MANAGED: &str = "yy.managed";
     /// Image labels.
     pub const VERSION: &str = "yy.version";
+    /// The packages the image was built with, as [`super::package_lock::to_label`] writes
+    /// them; the same lock is the file [`super::PACKAGE_LOCK_PATH`] in the image.
+    pub const PACKAGES: &str = "yy.packages";
     pub const RECIPE: &str = "yy.recipe";
     pub const BINARY: &str = "yy.binary";
     pub const BASE: &str = "yy.base";
@@ -83,6 +91,9 @@ pub enum ComputerError {
     Op { code: String, message: String },
     #[error("{0}")]
     Io(String),
+    /// The installed packages are not what the lock or the recipe allows.
+    #[error("{0}")]
+    Lock(String),
 }
 
 fn drift_list(drifts: &[verify::Drift]) -> String {

@@ -191,7 +191,20 @@ pub async fn ensure(
         && lock_file.is_file()
         && let Ok(build_id) = fs::read_to_string(&done)
     {
-        progress(&format!("reusing the root filesystem {}", dir.display()));
+        // A cached root filesystem keeps the packages of the day it was built.
+        let age = fs::metadata(&done)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .map_or_else(String::new, |a| match a.as_secs() / 86_400 {
+                0 => " built today;".to_string(),
+                1 => " built yesterday;".to_string(),
+                days => format!(" built {days} days ago;"),
+            });
+        progress(&format!(
+            "reusing the root filesystem {}{age} --fresh installs the suite's current packages",
+            dir.display()
+        ));
         return Ok(Rootfs {
             dir,
             lock_file,
