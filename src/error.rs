@@ -57,6 +57,26 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
+/// The exit status of a command yy ran for the user (`yy computer exec`), passed through
+/// as `docker exec` and `ssh` do. Not a failure of yy: no `error:` line, only `note` (if
+/// any) on stderr, so a script tells the two apart by that line or with `--json`.
+#[derive(Debug)]
+pub struct PassThrough {
+    pub code: i32,
+    pub note: Option<String>,
+}
+
+impl fmt::Display for PassThrough {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.note {
+            Some(note) => f.write_str(note),
+            None => write!(f, "exit status {}", self.code),
+        }
+    }
+}
+
+impl std::error::Error for PassThrough {}
+
 /// What the process should do with an error: its exit code, or `None` to exit quietly
 /// (a closed stdout pipe, as in `yy agent list | head -1`).
 pub fn exit_code(err: &anyhow::Error) -> Option<Exit> {

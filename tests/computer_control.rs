@@ -98,10 +98,39 @@ fn a_computer_runs_isolated_and_its_workspace_survives_stop_and_recreate() {
         .map(|l| l.trim().split(':').next().unwrap())
         .collect();
     assert_eq!(interfaces, vec!["lo"], "only loopback inside");
-    env.run(&["computer", "exec", &id, "--", "sh", "-c", "exit 3"])
-        .fails(1, "exited with status 3");
+    // The command's status is yy's exit code, as with docker exec and ssh; no error line.
+    let failed = env.run(&[
+        "computer",
+        "exec",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        "echo out; exit 7",
+    ]);
+    assert_eq!(
+        (failed.code, failed.stdout.as_str()),
+        (7, "out\n"),
+        "{failed:?}"
+    );
+    assert!(!failed.stderr.contains("error:"), "{failed:?}");
+    let killed = env.run(&["computer", "exec", &id, "--", "sh", "-c", "kill -9 $$"]);
+    assert_eq!(killed.code, 128 + 9, "{killed:?}");
+    assert!(killed.stderr.contains("killed by signal 9"), "{killed:?}");
+    let slow = env.run(&[
+        "computer",
+        "exec",
+        &id,
+        "--timeout",
+        "1s",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    assert_eq!(slow.code, 124, "{slow:?}");
+    assert!(slow.stderr.contains("timed out after 1s"), "{slow:?}");
     let audit = env.json(&["computer", "audit"]);
-    assert_eq!(audit.as_array().unwrap().len(), 2);
+    assert_eq!(audit.as_array().unwrap().len(), 4);
     assert_eq!(audit[1]["action"], "computer.exec");
     assert_eq!(audit[1]["target"], id.as_str());
     assert_eq!(audit[1]["detail"]["argv"][0], "sh");

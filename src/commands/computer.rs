@@ -10,7 +10,7 @@ use crate::api::client::Client;
 use crate::api::computers::{
     Computer, ComputerCreate, ComputerExec, EXEC_DEFAULT_TIMEOUT_MS, ExecResult,
 };
-use crate::error::CliError;
+use crate::error::{CliError, PassThrough};
 use crate::output::{self, opt};
 
 /// `--timeout`'s default in whole seconds, as `--help` shows it ("60s").
@@ -56,7 +56,8 @@ pub enum ComputerCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Run a diagnostic command in a running computer (audited; exit 1 when it fails)
+    /// Run a diagnostic command in a running computer (audited); exits with the command's
+    /// status (124 on timeout, 128+N for signal N), yy's own failures print `error:`
     Exec {
         id: String,
         /// Kill the command's process tree after this long
@@ -314,22 +315,32 @@ async fn exec(
         out.flush()?;
         eprint!("{}", result.stderr);
     }
+    Err(command_status(&result, timeout).into())
+}
+
+/// How `yy computer exec` ends: with the command's own status, like `docker exec` and
+/// `ssh`; a timeout as 124 (as `timeout` does) and a signal as 128+N (as shells do).
+fn command_status(result: &ExecResult, timeout: Duration) -> PassThrough {
     if result.timed_out {
-        return Err(CliError::failure(format!(
-            "the command timed out after {timeout:?}; its process tree was killed"
-        ))
-        .into());
+        return PassThrough {
+            code: 124,
+            note: Some(format!(
+                "the command timed out after {timeout:?}; its process tree was killed"
+            )),
+        };
     }
-    match result.exit_code {
-        Some(0) => Ok(()),
-        Some(code) => {
-            Err(CliError::failure(format!("the command exited with status {code}")).into())
+    match (result.exit_code, result.signal) {
+        (Some(code), _) => PassThrough {
+            code: code.clamp(0, 255),
+            note: None,
+        },
+        (None, signal) => {
+            let signal = signal.unwrap_or(0);
+            PassThrough {
+                code: 128 + signal.clamp(0, 127),
+                note: Some(format!("the command was killed by signal {signal}")),
+            }
         }
-        None => Err(CliError::failure(format!(
-            "the command was killed by signal {}",
-            result.signal.unwrap_or(0)
-        ))
-        .into()),
     }
 }
 

@@ -84,6 +84,13 @@ pub fn main() -> i32 {
     };
     match runtime.block_on(run(cli.command)) {
         Ok(()) => Exit::Ok.code(),
+        Err(err) if err.downcast_ref::<error::PassThrough>().is_some() => {
+            let pass = err.downcast_ref::<error::PassThrough>().expect("checked");
+            if let Some(note) = &pass.note {
+                eprintln!("yy: {}", output::clean(note));
+            }
+            pass.code
+        }
         Err(err) => match error::exit_code(&err) {
             None => Exit::Ok.code(),
             Some(exit) => {
