@@ -44,3 +44,20 @@ fn completions_and_man_pages_are_fresh() {
         "generated files are stale: {stale:?}; refresh them with YY_UPDATE_GENERATED=1 cargo test --test generated"
     );
 }
+
+/// The README promises that every `list` is also `ls`.
+#[test]
+fn every_list_is_also_ls() {
+    fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for sub in cmd.get_subcommands() {
+            let here = format!("{path} {}", sub.get_name());
+            if sub.get_name() == "list" && !sub.get_visible_aliases().any(|a| a == "ls") {
+                missing.push(here.clone());
+            }
+            walk(sub, &here, missing);
+        }
+    }
+    let mut missing = Vec::new();
+    walk(&yy::cli::command(), "yy", &mut missing);
+    assert!(missing.is_empty(), "no `ls` alias: {missing:?}");
+}

@@ -289,8 +289,10 @@ fn an_admin_model_builds_a_team_reviews_reworks_and_the_result_comes_back_once()
     assert_eq!(events[0]["kind"], "goal");
     assert_eq!(events[0]["state"], "completed");
     assert_eq!(events.iter().filter(|e| e["kind"] == "subtask").count(), 2);
-    let list = s.env.json(&["subtask", "list", "--goal", &id]);
+    let list = s.env.json(&["subtask", "ls", "--goal", &id[..8]]);
     assert_eq!(list.as_array().unwrap().len(), 2);
+    let first = list[0]["id"].as_str().unwrap();
+    assert_eq!(s.env.json(&["subtask", "show", &first[..8]])["id"], first);
 }
 
 #[test]
@@ -444,7 +446,13 @@ fn team_and_goal_commands_refuse_bad_input_and_limits_with_their_messages() {
     let goal = out.stdout.trim().to_string();
     let g = env.json(&["goal", "show", &goal]);
     assert_eq!(g["state"], "active");
-    assert_eq!(env.json(&["goal", "stop", &goal])["state"], "stopped");
+    // Ids take unique prefixes, as everywhere; a prefix too short says so.
+    assert_eq!(env.json(&["goal", "show", &goal[..8]])["id"], goal.as_str());
+    env.run(&["goal", "show", &goal[..3]])
+        .fails(2, "at least 4 characters");
+    assert_eq!(env.json(&["goal", "ls"]).as_array().unwrap().len(), 1);
+    assert_eq!(env.json(&["team", "ls"]).as_array().unwrap().len(), 1);
+    assert_eq!(env.json(&["goal", "stop", &goal[..8]])["state"], "stopped");
     let g = env.json(&["goal", "resume", &goal]);
     assert_eq!(
         (g["state"].as_str(), g["generation"].as_i64()),
@@ -457,6 +465,8 @@ fn team_and_goal_commands_refuse_bad_input_and_limits_with_their_messages() {
             .is_empty()
     );
     env.run(&["goal", "show", "nope"]).fails(5, "no goal");
+    env.run(&["subtask", "show", "0f0f0f0f"])
+        .fails(5, "no subtask");
     // A host agent cannot manage a team (team tools reach only computer agents).
     env.run(&["agent", "update", "hb", "--manage-team"])
         .fails(2, "must be a computer agent");

@@ -23,6 +23,7 @@ pub struct GoalArgs {
 #[derive(Debug, Subcommand)]
 pub enum GoalCommand {
     /// List goals, newest first
+    #[command(visible_alias = "ls")]
     List {
         /// Only this team's goals
         #[arg(long)]

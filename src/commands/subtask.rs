@@ -15,6 +15,7 @@ pub struct SubtaskArgs {
 #[derive(Debug, Subcommand)]
 pub enum SubtaskCommand {
     /// List a goal's subtasks in order
+    #[command(visible_alias = "ls")]
     List {
         /// The goal's id
         #[arg(long)]

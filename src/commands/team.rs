@@ -15,6 +15,7 @@ pub struct TeamArgs {
 #[derive(Debug, Subcommand)]
 pub enum TeamCommand {
     /// List teams
+    #[command(visible_alias = "ls")]
     List(ListArgs),
     /// Show a team and its members
     Show(ByName),

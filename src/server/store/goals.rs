@@ -83,11 +83,12 @@ pub fn get(conn: &Connection, id: &str) -> Result<GoalRow, StoreError> {
 }
 
 /// A goal the actor may see.
-pub fn get_for(conn: &Connection, actor: &Actor, id: &str) -> Result<GoalRow, StoreError> {
-    let g = get(conn, id)?;
+pub fn get_for(conn: &Connection, actor: &Actor, key: &str) -> Result<GoalRow, StoreError> {
+    let id = super::ids::resolve_for(conn, super::ids::Kind::Goal, key, actor.scope())?;
+    let g = get(conn, &id)?;
     if !actor.may_see(&g.account_id) {
         return Err(StoreError::NotFound(format!(
-            "no goal {id:?}: see `yy goal list`"
+            "no goal {key:?}: see `yy goal list`"
         )));
     }
     Ok(g)

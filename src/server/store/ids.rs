@@ -21,6 +21,8 @@ pub enum Kind {
     Artifact,
     Command,
     Token,
+    Goal,
+    Subtask,
 }
 
 impl Kind {
@@ -32,6 +34,8 @@ impl Kind {
             Kind::Artifact => "artifacts",
             Kind::Command => "runner_commands",
             Kind::Token => "api_tokens",
+            Kind::Goal => "goals",
+            Kind::Subtask => "subtasks",
         }
     }
 
@@ -43,6 +47,8 @@ impl Kind {
             Kind::Artifact => "artifact",
             Kind::Command => "command",
             Kind::Token => "token",
+            Kind::Goal => "goal",
+            Kind::Subtask => "subtask",
         }
     }
 
@@ -54,6 +60,18 @@ impl Kind {
             Kind::Artifact => "yy artifact list",
             Kind::Command => "yy runner commands RUNNER",
             Kind::Token => "yy token list",
+            Kind::Goal => "yy goal list",
+            Kind::Subtask => "yy subtask list --goal GOAL",
+        }
+    }
+
+    /// Restricts rows to the account `?3` when `scoped` (else `?3` is NULL and unused).
+    fn owned_by(self, scoped: bool) -> &'static str {
+        match (scoped, self) {
+            (false, _) => "AND ?3 IS NULL",
+            // Subtasks belong to their goal's account.
+            (true, Kind::Subtask) => "AND goal_id IN (SELECT id FROM goals WHERE account_id = ?3)",
+            (true, _) => "AND account_id = ?3",
         }
     }
 
@@ -82,11 +100,7 @@ pub fn resolve_for(
     account: Option<&str>,
 ) -> Result<String, StoreError> {
     let table = kind.table();
-    let owned = if account.is_some() {
-        "AND account_id = ?3"
-    } else {
-        "AND ?3 IS NULL"
-    };
+    let owned = kind.owned_by(account.is_some());
     // ?2 (the row limit) is unused here; parameters are bound by number.
     // A full id (what programs send) is one index lookup; only a prefix needs the range.
     let exact: Option<String> = conn
@@ -96,8 +110,15 @@ pub fn resolve_for(
     if let Some(id) = exact {
         return Ok(id);
     }
-    if key.chars().count() < MIN_PREFIX || key.contains(['%', '_']) {
+    if key.contains(['%', '_']) {
         return Err(kind.not_found(key));
+    }
+    if key.chars().count() < MIN_PREFIX {
+        return Err(StoreError::Invalid(format!(
+            "{} id {key:?} is too short: give the full id or a prefix of at least {MIN_PREFIX} characters (see `{}`)",
+            kind.noun(),
+            kind.list_command()
+        )));
     }
     // A range scan on the primary key instead of LIKE, which SQLite may not index.
     let mut stmt = conn.prepare_cached(&format!(
@@ -152,10 +173,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(
-            resolve(&c, Kind::Session, "abc"),
-            Err(StoreError::NotFound(_))
-        ));
+        match resolve(&c, Kind::Session, "abc") {
+            Err(StoreError::Invalid(m)) => assert!(m.contains("at least 4 characters"), "{m}"),
+            other => panic!("{other:?}"),
+        }
         assert!(matches!(
             resolve(&c, Kind::Session, "abcd%"),
             Err(StoreError::NotFound(_))

@@ -512,7 +512,8 @@ pub fn subtask_for(
     actor: &teams::Actor,
     id: &str,
 ) -> Result<SubtaskRow, StoreError> {
-    let sub = goals::get_subtask(conn, id)?;
+    let id = super::ids::resolve_for(conn, super::ids::Kind::Subtask, id, actor.scope())?;
+    let sub = goals::get_subtask(conn, &id)?;
     goals::get_for(conn, actor, &sub.goal_id)?;
     Ok(sub)
 }

@@ -70,6 +70,14 @@ impl Actor {
         }
     }
     /// May act on an object of `account_id`.
+    /// The account whose rows an id prefix may match: `None` for an admin, who sees all.
+    pub fn scope(&self) -> Option<&str> {
+        match self {
+            Actor::Operator { admin: true, .. } => None,
+            other => Some(other.account_id()),
+        }
+    }
+
     pub fn may_see(&self, account_id: &str) -> bool {
         match self {
             Actor::Operator { admin: true, .. } => true,
