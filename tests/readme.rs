@@ -4,7 +4,7 @@
 //! against a fresh data directory: the control plane, the Runner with its supervised Hermes
 //! (the README's offline config block, the scripted model), the chat and the fetch of the
 //! file it wrote. Only paths, the server's address, the model's port and the ids are
-//! substituted; `yy session stop` (for a running turn) is left out. Steps 8-9 build the
+//! substituted. Steps 8-9 build the
 //! computer image with the test's own (dynamically linked) yy, as the README's `cargo
 //! build --release` yy would be, and run the computer agent's turn on the real Docker
 //! engine.
@@ -250,9 +250,6 @@ fn the_walkthrough_runs_as_written() {
         .skip_while(|c| !c.starts_with("yy runner run"))
         .skip(1)
     {
-        if line.starts_with("yy session stop") {
-            continue; // Only for a running turn; the walkthrough's turn has ended.
-        }
         let line = line
             .replace("<RUNNER-ID>", &runner_id)
             .replace("<SESSION-ID>", &session.borrow())
