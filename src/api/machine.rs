@@ -53,6 +53,10 @@ pub struct RunnerStatus {
     /// 127.0.0.1, whatever the registered Hermes URL says).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hermes_listen: Option<String>,
+    /// The container engine computers run on and its version (`docker 20.10.24+dfsg1`,
+    /// `podman 4.3.1`); none when computers are not enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// Longest hostname a Runner may report (bytes).
@@ -99,6 +103,16 @@ impl RunnerStatus {
             && (url.len() > MAX_HOSTNAME || url::Url::parse(url).is_err())
         {
             return Err("the supervised Hermes address is not a URL".into());
+        }
+        if let Some(engine) = &self.engine {
+            let mut parts = engine.splitn(2, ' ');
+            let name = parts.next().unwrap_or_default();
+            let version = parts.next().unwrap_or_default();
+            if !matches!(name, "docker" | "podman") || !word(version) {
+                return Err(format!(
+                    "the engine is not \"docker VERSION\" or \"podman VERSION\" (a version word of 1-{MAX_WORD} of A-Z a-z 0-9 . - _ +)"
+                ));
+            }
         }
         Ok(())
     }

@@ -105,6 +105,10 @@ pub struct Runner {
     /// Where the Hermes the Runner started itself listens, as it reported.
     #[serde(default)]
     pub hermes_listen: Option<String>,
+    /// The container engine its computers run on, with its version, as it reported
+    /// (`docker 20.10.24+dfsg1`, `podman 4.3.1`).
+    #[serde(default)]
+    pub engine: Option<String>,
     /// The image computers are created from (computers enabled), or none.
     pub computer_image: Option<String>,
     /// An image update not current yet: being verified by the Runner, or accepted and

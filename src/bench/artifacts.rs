@@ -138,6 +138,7 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
             computers_capacity: 0,
             hostname: "bench".into(),
             hermes_listen: None,
+            engine: None,
         })
         .await?
         .generation;

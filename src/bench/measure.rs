@@ -288,6 +288,7 @@ pub(super) async fn long_poll_rss(
         computers_capacity: 0,
         hostname: "bench".into(),
         hermes_listen: None,
+        engine: None,
     };
     let connected: Vec<(String, String, i64)> = futures_util::stream::iter(tokens)
         .map(|token| {

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use super::JsonFlag;
 use super::progress::Progress;
 use crate::computer::docker::Provider;
+use crate::computer::engine::EngineArgs;
 use crate::computer::image::{self, BuildOptions};
 use crate::computer::recipes;
 use crate::computer::{ComputerError, image_rm as rm, image_verify};
@@ -36,10 +37,17 @@ pub enum ImageCommand {
         image: String,
         #[command(flatten)]
         json: JsonFlag,
+        #[command(flatten)]
+        engine: EngineArgs,
     },
     /// List the yy computer images on this Docker engine
     #[command(visible_alias = "ls")]
-    List(JsonFlag),
+    List {
+        #[command(flatten)]
+        json: JsonFlag,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
     /// Show one yy image (by id, unique id prefix or tag) with the packages it was built
     /// with
     Show {
@@ -130,6 +138,8 @@ pub struct BuildArgs {
     /// Rebuild the root filesystem even when a cached one matches the recipe
     #[arg(long)]
     pub fresh: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 fn cli(e: ComputerError) -> anyhow::Error {
@@ -140,8 +150,12 @@ pub async fn run(args: ImageArgs) -> anyhow::Result<()> {
     match args.command {
         ImageCommand::Build(b) => build(b).await,
         ImageCommand::Prepare(p) => prepare(p).await,
-        ImageCommand::Verify { image, json } => verify(&image, json.json).await,
-        ImageCommand::List(json) => list(json.json).await,
+        ImageCommand::Verify {
+            image,
+            json,
+            engine,
+        } => verify(&image, json.json, engine).await,
+        ImageCommand::List { json, engine } => list(json.json, engine).await,
         ImageCommand::Show { image, json } => show(&image, json.json).await,
         ImageCommand::Rm { images, check } => rm(&images, check).await,
         ImageCommand::Prune { yes, check } => prune(yes, check).await,
@@ -165,6 +179,7 @@ fn options(b: BuildArgs) -> anyhow::Result<BuildOptions> {
         lock_out,
         updates: !b.no_updates,
         fresh: b.fresh,
+        engine: b.engine.engine,
         recipe,
         update_lock: b.update_lock,
         locked: b.locked,
@@ -224,7 +239,7 @@ async fn prepare(p: PrepareArgs) -> anyhow::Result<()> {
         built.packages,
         started.elapsed().as_secs_f64()
     ));
-    let provider = Provider::connect().await.map_err(cli)?;
+    let provider = Provider::connect_to(opts.engine).await.map_err(cli)?;
     let report = image_verify::verify_image_with(&provider, &built.image_id, &|c| {
         progress(&format!(
             "{} {}: {}",
@@ -252,9 +267,9 @@ async fn prepare(p: PrepareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn verify(image: &str, as_json: bool) -> anyhow::Result<()> {
+async fn verify(image: &str, as_json: bool, engine: EngineArgs) -> anyhow::Result<()> {
     crate::computer::validate_image_id(image).map_err(cli)?;
-    let provider = Provider::connect().await.map_err(cli)?;
+    let provider = Provider::connect_to(engine.engine).await.map_err(cli)?;
     let report = image_verify::verify_image(&provider, image)
         .await
         .map_err(cli)?;
@@ -301,8 +316,8 @@ fn short(digest: &str) -> String {
     digest.chars().take("sha256:".len() + 12).collect()
 }
 
-async fn list(as_json: bool) -> anyhow::Result<()> {
-    let provider = Provider::connect().await.map_err(cli)?;
+async fn list(as_json: bool, engine: EngineArgs) -> anyhow::Result<()> {
+    let provider = Provider::connect_to(engine.engine).await.map_err(cli)?;
     let rows = rm::list(&provider).await.map_err(cli)?;
     output::list(
         &rows,

@@ -233,6 +233,7 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
                 .unwrap_or_else(|| "-".into()),
         ),
         ("hostname", opt(&r.hostname)),
+        ("engine", opt(&r.engine)),
         ("computer image", opt(&r.computer_image)),
         (
             "pending image",

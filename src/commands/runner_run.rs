@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::computer::engine::{Engine, EngineArgs};
 use crate::error::{CliError, Exit};
 use crate::runner::{self, RunnerError, RunnerOptions, config};
 
@@ -36,9 +37,20 @@ pub struct RunArgs {
     /// A DNS server for the egress proxy; repeat for several [default: the Docker engine's]
     #[arg(long = "egress-dns", value_name = "IP")]
     pub egress_dns: Vec<std::net::IpAddr>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.engine.engine == Some(Engine::Podman)
+        && (args.egress_network.is_some() || !args.egress_dns.is_empty())
+    {
+        return Err(CliError::usage(format!(
+            "--egress-network and --egress-dns are for public-web computers, and {}",
+            crate::computer::engine::PODMAN_NO_PUBLIC_WEB
+        ))
+        .into());
+    }
     let config = config::load(&args.config).map_err(|e| CliError::usage(e.to_string()))?;
     let data_dir = match args.data_dir {
         Some(d) => d,
@@ -84,6 +96,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             network: args.egress_network,
             dns: args.egress_dns,
         },
+        engine: args.engine.engine,
     };
     let result = runner::run(opts, super::serve::shutdown_signal()?).await;
     drop(lock);

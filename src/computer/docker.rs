@@ -10,6 +10,7 @@ use bollard::Docker;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ExecConfig, HostConfig, Mount, MountType,
+    ResourcesUlimits,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
@@ -17,9 +18,10 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
+use super::engine::{self, Engine, EngineInfo};
 use super::host_read::HostWorkspace;
 use super::session::{GuestSession, Output};
-use super::verify::{self, Drift};
+use super::verify::{self, Drift, EngineView};
 use super::{ComputerError, ComputerSpec, GUEST_BINARY, GUEST_UID, GUEST_USER, labels};
 
 /// The container's main process; `Init` (tini) is PID 1 above it and reaps orphans.
@@ -53,20 +55,107 @@ pub struct Created {
 #[derive(Clone)]
 pub struct Provider {
     docker: Docker,
+    engine: EngineInfo,
 }
 
 impl Provider {
-    /// Connects to the local engine and negotiates the API version down to what it speaks.
+    /// Connects to the local engine (`DOCKER_HOST`, else the first default socket that
+    /// answers) and negotiates the API version down to what it speaks.
     pub async fn connect() -> Result<Provider, ComputerError> {
-        let docker = Docker::connect_with_unix_defaults()
-            .map_err(|e| ComputerError::Docker(format!("cannot connect to the engine: {e}")))?
-            .with_timeout(Duration::from_secs(600));
+        Self::connect_to(None).await
+    }
+
+    /// Connects to the engine `choice` names (see [`engine`] for which socket), or as
+    /// [`Provider::connect`] does when it is `None`.
+    pub async fn connect_to(choice: Option<Engine>) -> Result<Provider, ComputerError> {
+        let host = std::env::var("DOCKER_HOST").ok();
+        let tried = engine::candidates(choice, host.as_deref())?;
+        let mut last = None;
+        for c in &tried {
+            if !engine::socket_answers(&c.socket) {
+                continue;
+            }
+            match Self::open(c).await {
+                Ok(p) => return Ok(p),
+                Err(e) if c.want.is_some() => return Err(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| engine::not_answering(&tried, choice)))
+    }
+
+    async fn open(c: &engine::Candidate) -> Result<Provider, ComputerError> {
+        let install = c.want.map_or(
+            "scripts/install-docker.sh or scripts/install-podman.sh",
+            |e| e.install_script(),
+        );
+        let docker = Docker::connect_with_unix(&c.socket, 600, bollard::API_DEFAULT_VERSION)
+            .map_err(|e| {
+                ComputerError::Docker(format!("cannot connect to the engine on {}: {e}", c.socket))
+            })?;
         let docker = docker.negotiate_version().await.map_err(|e| {
             ComputerError::Docker(format!(
-                "the engine does not answer on its socket ({e}); start it with scripts/install-docker.sh"
+                "the engine does not answer on {} ({e}); start it with {install}",
+                c.socket
             ))
         })?;
-        Ok(Provider { docker })
+        let v = docker.version().await.map_err(|e| {
+            ComputerError::Docker(format!(
+                "the engine on {} does not say its version: {e}",
+                c.socket
+            ))
+        })?;
+        let (found, version) = engine::identify(&v);
+        if let Some(want) = c.want
+            && want != found
+        {
+            return Err(ComputerError::Invalid(format!(
+                "the engine on {} (from {}) is {} {version}, not {}; point DOCKER_HOST at {}'s socket or leave it unset",
+                c.socket,
+                c.from,
+                found.title(),
+                want.title(),
+                want.title()
+            )));
+        }
+        let info = EngineInfo {
+            engine: found,
+            version,
+            api_version: docker.client_version().to_string(),
+            socket: c.socket.clone(),
+        };
+        Ok(Provider {
+            docker,
+            engine: info,
+        })
+    }
+
+    /// Refuses an engine that would run weaker computers than yy asks for, naming the
+    /// missing property: no seccomp, or a rootless engine (whose uid 1000 is not the
+    /// host's, so the workspace would not be the computer's).
+    pub async fn check_engine(&self) -> Result<(), ComputerError> {
+        let info = self.docker.info().await?;
+        let options = info.security_options.unwrap_or_default();
+        let name = self.engine.engine.title();
+        if !options.iter().any(|o| o.starts_with("name=seccomp")) {
+            return Err(ComputerError::Invalid(format!(
+                "{name} on {} runs containers without seccomp (its SecurityOptions are {options:?}); yy refuses to start computers there",
+                self.engine.socket
+            )));
+        }
+        if options.iter().any(|o| o.starts_with("name=rootless")) {
+            return Err(ComputerError::Invalid(format!(
+                "{name} on {} is rootless: its uid 1000 is not the host's, so workspaces would not belong to the computer; run the rootful service ({})",
+                self.engine.socket,
+                self.engine.engine.install_script()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The engine this provider drives, as it said itself.
+    pub fn engine(&self) -> &EngineInfo {
+        &self.engine
     }
 
     pub fn docker(&self) -> &Docker {
@@ -104,7 +193,7 @@ impl Provider {
             }
         }
         let name = spec.name();
-        let body = create_body(spec, &workspace);
+        let body = create_body(spec, &workspace, self.engine.engine);
         let opts = CreateContainerOptionsBuilder::new().name(&name).build();
         let id = match self.docker.create_container(Some(opts), body).await {
             Ok(r) => r.id,
@@ -159,7 +248,51 @@ impl Provider {
         let inspect = self.inspect(container).await?;
         let workspace = std::fs::canonicalize(&spec.workspace_host_dir)
             .unwrap_or_else(|_| spec.workspace_host_dir.clone());
-        Ok(verify::drifts(&inspect, spec, &workspace))
+        let view = self
+            .engine_view(inspect.id.as_deref().unwrap_or(container))
+            .await?;
+        Ok(verify::drifts(&inspect, spec, &workspace, &view))
+    }
+
+    /// What the engine shows of the container beyond Docker's inspect: on Podman, its
+    /// capability sets from its own (libpod) inspect.
+    pub async fn engine_view(&self, container: &str) -> Result<EngineView, ComputerError> {
+        if self.engine.engine == Engine::Docker {
+            return Ok(EngineView::Docker);
+        }
+        if !container
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(ComputerError::Invalid(format!(
+                "not a container name or ID: {container:?}"
+            )));
+        }
+        let v = engine::get_json(
+            &self.engine.socket,
+            &format!("/v4.0.0/libpod/containers/{container}/json"),
+        )
+        .await?;
+        // Podman writes an empty set as null.
+        let caps = |key: &str| -> Vec<String> {
+            v[key]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|c| c.as_str().unwrap_or("?").to_string())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        if v.get("BoundingCaps").is_none() || v.get("EffectiveCaps").is_none() {
+            return Err(ComputerError::Docker(format!(
+                "Podman's inspect of {container} does not say its capabilities (BoundingCaps, EffectiveCaps); this Podman cannot be checked"
+            )));
+        }
+        Ok(EngineView::Podman {
+            bounding_caps: caps("BoundingCaps"),
+            effective_caps: caps("EffectiveCaps"),
+        })
     }
 
     pub async fn start(&self, container: &str) -> Result<(), ComputerError> {
@@ -367,8 +500,57 @@ impl Provider {
     }
 }
 
-/// The create request for `spec`, with the workspace at its real host path.
-pub fn create_body(spec: &ComputerSpec, workspace: &Path) -> ContainerCreateBody {
+/// Every computer's `nofile` and `nproc` limits (see [`engine::NOFILE`]).
+pub fn ulimits() -> Vec<ResourcesUlimits> {
+    [("nofile", engine::NOFILE), ("nproc", engine::NPROC)]
+        .into_iter()
+        .map(|(name, n)| ResourcesUlimits {
+            name: Some(name.into()),
+            soft: Some(n),
+            hard: Some(n),
+        })
+        .collect()
+}
+
+/// Podman's tmpfs over `/run` and `/var/tmp` (what it mounts writable in every read-only
+/// container) replaced by tiny read-only ones, so the writable places are Docker's.
+const PODMAN_READ_ONLY_TMPFS: &str = "ro,nosuid,nodev,noexec,size=64k";
+
+/// The tmpfs mounts of `spec` on `engine`, as the engine echoes them in its inspect
+/// (without the options Podman adds to each, see [`verify`]).
+pub fn tmpfs_for(
+    spec: &ComputerSpec,
+    engine: Engine,
+) -> std::collections::BTreeMap<String, String> {
+    let mut tmpfs = spec.tmpfs();
+    if engine == Engine::Podman {
+        for path in ["/run", "/var/tmp"] {
+            tmpfs.insert(path.into(), PODMAN_READ_ONLY_TMPFS.into());
+        }
+    }
+    tmpfs
+}
+
+/// The tmpfs mounts to ask `engine` for. Podman 4.3 refuses `uid=`/`gid=` ("unknown mount
+/// option"); its `U` gives the tmpfs to the container's user (1000:1000) and it then
+/// reports `uid=1000,gid=1000` as Docker does. `notmpcopyup` keeps the image's files out
+/// (Docker's tmpfs starts empty too).
+fn tmpfs_request(spec: &ComputerSpec, engine: Engine) -> HashMap<String, String> {
+    let owner = format!("uid={GUEST_UID},gid={GUEST_UID}");
+    tmpfs_for(spec, engine)
+        .into_iter()
+        .map(|(path, o)| match engine {
+            Engine::Podman if o.contains(&owner) => {
+                let o = o.replace(&owner, "U");
+                (path, format!("{o},notmpcopyup"))
+            }
+            _ => (path, o),
+        })
+        .collect()
+}
+
+/// The create request for `spec` on `engine`, with the workspace at its real host path.
+pub fn create_body(spec: &ComputerSpec, workspace: &Path, engine: Engine) -> ContainerCreateBody {
     let limits = &spec.limits;
     let host = HostConfig {
         network_mode: Some(spec.network_mode().into()),
@@ -378,7 +560,8 @@ pub fn create_body(spec: &ComputerSpec, workspace: &Path) -> ContainerCreateBody
         security_opt: Some(vec!["no-new-privileges".into()]),
         readonly_rootfs: Some(true),
         privileged: Some(false),
-        tmpfs: Some(spec.tmpfs().into_iter().collect()),
+        tmpfs: Some(tmpfs_request(spec, engine)),
+        ulimits: Some(ulimits()),
         memory: Some(limits.memory_bytes),
         memory_swap: Some(limits.memory_bytes),
         nano_cpus: Some(limits.nano_cpus),
@@ -492,7 +675,7 @@ mod tests {
     #[test]
     fn the_create_request_carries_the_hardening() {
         let spec = super::super::tests::spec();
-        let body = create_body(&spec, Path::new("/var/tmp/yy/ws/x"));
+        let body = create_body(&spec, Path::new("/var/tmp/yy/ws/x"), Engine::Docker);
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
@@ -501,5 +684,34 @@ mod tests {
         assert_eq!(host.binds, None);
         assert_eq!(body.user.as_deref(), Some("1000:1000"));
         assert_eq!(body.labels.unwrap().len(), 7);
+        let limits = host.ulimits.unwrap();
+        assert_eq!(limits.len(), 2);
+        assert!(
+            limits
+                .iter()
+                .all(|u| u.soft == u.hard && u.hard > Some(1024))
+        );
+    }
+
+    #[test]
+    fn podman_is_asked_for_the_same_computer_in_its_words() {
+        let spec = super::super::tests::spec();
+        let ws = Path::new("/var/tmp/yy/ws/x");
+        let docker = create_body(&spec, ws, Engine::Docker).host_config.unwrap();
+        let podman = create_body(&spec, ws, Engine::Podman).host_config.unwrap();
+        let tmpfs = podman.tmpfs.clone().unwrap();
+        let home = &tmpfs["/home/yy"];
+        assert!(home.ends_with(",U,mode=0700,notmpcopyup"), "{home}");
+        assert!(!home.contains("uid="), "{home}");
+        assert_eq!(tmpfs["/tmp"], docker.tmpfs.as_ref().unwrap()["/tmp"]);
+        for path in ["/run", "/var/tmp"] {
+            assert!(tmpfs[path].starts_with("ro,"), "{tmpfs:?}");
+        }
+        // Everything else is asked for alike.
+        let strip = |mut h: HostConfig| {
+            h.tmpfs = None;
+            h
+        };
+        assert_eq!(strip(docker), strip(podman));
     }
 }

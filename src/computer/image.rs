@@ -63,6 +63,8 @@ pub struct BuildOptions {
     pub update_lock: bool,
     /// Refuse any difference from the lock (for a frozen mirror of one's own).
     pub locked: bool,
+    /// The engine to build into (`--engine`); `None`: the one that answers.
+    pub engine: Option<super::engine::Engine>,
 }
 
 impl Default for BuildOptions {
@@ -81,6 +83,7 @@ impl Default for BuildOptions {
             recipe: recipes::BASE,
             update_lock: false,
             locked: false,
+            engine: None,
         }
     }
 }
@@ -196,7 +199,7 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
         opts.updates,
         &packages_text,
     )?;
-    let provider = Provider::connect().await?;
+    let provider = Provider::connect_to(opts.engine).await?;
     let root = rootfs::ensure(&recipe, &opts.cache_dir, opts.fresh, progress).await?;
     let lock = std::fs::read_to_string(&root.lock_file)
         .map_err(|e| ComputerError::Io(format!("reading {}: {e}", root.lock_file.display())))?;
@@ -419,10 +422,7 @@ async fn import_rootfs(
         .from_src("-")
         .repo(repo)
         .tag(tag)
-        .changes(vec![
-            format!("LABEL {}={base_label}", labels::BASE),
-            format!("LABEL {}={recipe}", labels::RECIPE),
-        ])
+        .changes(import_changes(provider, base_label, recipe))
         .build();
     let infos: Vec<_> = provider
         .docker()
@@ -552,6 +552,17 @@ struct Recorded<'a> {
     lock: &'a str,
 }
 
+/// The import's labels. Podman takes the import's `changes` as one instruction (bollard
+/// sends them joined by newlines), so there the base gets only its `yy.base` label (the
+/// images built on it carry their own `yy.recipe`).
+fn import_changes(provider: &Provider, base_label: &str, recipe: &str) -> Vec<String> {
+    let mut changes = vec![format!("LABEL {}={base_label}", labels::BASE)];
+    if provider.engine().engine == super::engine::Engine::Docker {
+        changes.push(format!("LABEL {}={recipe}", labels::RECIPE));
+    }
+    changes
+}
+
 async fn commit_layer(
     provider: &Provider,
     base_id: &str,
@@ -585,14 +596,10 @@ async fn commit_layer(
             "ENV LANG=C.UTF-8".into(),
             format!("ENV HOME={GUEST_HOME}"),
             r#"CMD ["sleep", "infinity"]"#.into(),
-            format!(
-                "LABEL {}=\"{}\" {}=\"{recipe}\" {}=\"{}\"",
-                labels::VERSION,
-                agent.version,
-                labels::RECIPE,
-                labels::BINARY,
-                agent.sha256
-            ),
+            // One label a line: Podman reads `LABEL a="x" b="y"` as one label `a`.
+            format!("LABEL {}=\"{}\"", labels::VERSION, agent.version),
+            format!("LABEL {}=\"{recipe}\"", labels::RECIPE),
+            format!("LABEL {}=\"{}\"", labels::BINARY, agent.sha256),
             format!("LABEL {}=\"{}\"", labels::RECIPE_NAME, builtin.name),
             format!(
                 "LABEL {}=\"{}\"",
@@ -614,7 +621,7 @@ async fn commit_layer(
             .commit_container(o, ContainerConfig::default())
             .await?
             .id;
-        Ok::<_, ComputerError>(id)
+        Ok::<_, ComputerError>(super::engine::full_image_id(&id))
     }
     .await;
     let _ = provider.remove(&helper).await;

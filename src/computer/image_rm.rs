@@ -84,9 +84,10 @@ pub async fn list(provider: &Provider) -> Result<Vec<ImageRow>, ComputerError> {
         .filter(|i| !i.labels.contains_key(labels::VERSION))
         .map(|i| i.id.as_str())
         .collect();
-    let parents: HashMap<&str, &str> = all
+    // Podman writes a parent without its `sha256:`.
+    let parents: HashMap<String, String> = all
         .iter()
-        .map(|i| (i.id.as_str(), i.parent_id.as_str()))
+        .map(|i| (i.id.clone(), super::engine::full_image_id(&i.parent_id)))
         .collect();
     Ok(image::list(provider)
         .await?
@@ -94,7 +95,7 @@ pub async fn list(provider: &Provider) -> Result<Vec<ImageRow>, ComputerError> {
         .filter(|r| {
             parents
                 .get(r.id.as_str())
-                .is_some_and(|p| bases.contains(p))
+                .is_some_and(|p| bases.contains(p.as_str()))
         })
         .collect())
 }

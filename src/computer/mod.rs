@@ -15,6 +15,7 @@ pub mod confine;
 pub mod desktop_verify;
 pub mod docker;
 pub mod dpkg_status;
+pub mod engine;
 pub mod guest;
 pub mod host_read;
 pub mod image;

@@ -7,8 +7,54 @@ use std::path::Path;
 
 use bollard::models::ContainerInspectResponse;
 
-use super::docker::MAIN_CMD;
-use super::{ComputerSpec, GUEST_USER, GuestNetwork};
+use super::docker::{MAIN_CMD, tmpfs_for, ulimits};
+use super::engine::Engine;
+use super::{ComputerSpec, GUEST_UID, GUEST_USER, GuestNetwork};
+
+/// What the engine shows beyond Docker's inspect answer, for the checks it presents
+/// differently.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum EngineView {
+    #[default]
+    Docker,
+    /// Podman: its own (libpod) inspect's capability sets, the truth behind a `CapDrop`
+    /// that Podman's compat answer spells out capability by capability.
+    Podman {
+        bounding_caps: Vec<String>,
+        effective_caps: Vec<String>,
+    },
+}
+
+impl EngineView {
+    pub fn engine(&self) -> Engine {
+        match self {
+            EngineView::Docker => Engine::Docker,
+            EngineView::Podman { .. } => Engine::Podman,
+        }
+    }
+}
+
+/// Options Podman appends to every tmpfs it reports (mount propagation, and copying the
+/// image's content in); they change neither size, exec nor ownership.
+const PODMAN_TMPFS_ADDED: [&str; 2] = ["rprivate", "tmpcopyup"];
+
+/// Podman's tmpfs options without its additions, in a fixed order. yy asks Podman for the
+/// owner with `U` (the container's user, whose `Config.User` is checked to be 1000:1000),
+/// which Podman reports as `U` until the start and as `uid=1000,gid=1000` after it.
+fn podman_tmpfs_options(options: &str) -> String {
+    let owner = [format!("uid={GUEST_UID}"), format!("gid={GUEST_UID}")];
+    let mut o: Vec<String> = options
+        .split(',')
+        .filter(|o| !PODMAN_TMPFS_ADDED.contains(o))
+        .flat_map(|o| match o {
+            "U" => owner.to_vec(),
+            other => vec![other.to_string()],
+        })
+        .collect();
+    o.sort_unstable();
+    o.dedup();
+    o.join(",")
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Drift {
@@ -64,19 +110,32 @@ fn show<T: fmt::Debug>(v: &T) -> String {
     }
 }
 
-/// Every difference between `c` and `spec`, whose workspace is at `workspace` (real path).
-pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Path) -> Vec<Drift> {
+/// Every difference between `c` and `spec`, whose workspace is at `workspace` (real path),
+/// as `view`'s engine presents it. Podman shows some settings differently from Docker;
+/// each such place below says why its reading is the same property.
+pub fn drifts(
+    c: &ContainerInspectResponse,
+    spec: &ComputerSpec,
+    workspace: &Path,
+    view: &EngineView,
+) -> Vec<Drift> {
+    let podman = view.engine() == Engine::Podman;
     let mut k = Checker(Vec::new());
     let want_name = format!("/{}", spec.name());
     k.eq("Name", Some(want_name.as_str()), c.name.as_deref());
     k.eq("Image", Some(spec.image_id.as_str()), c.image.as_deref());
 
     let config = c.config.clone().unwrap_or_default();
-    k.eq(
-        "Config.Image",
-        Some(spec.image_id.as_str()),
-        config.image.as_deref(),
-    );
+    // Podman's `Config.Image` is not an echo of the request: the bare hex ID, or a name of
+    // the image when it has one (`docker.io/library/yy-computer:dev`). What the container
+    // runs is the top-level `Image`, checked above on both engines.
+    if !podman {
+        k.eq(
+            "Config.Image",
+            Some(spec.image_id.as_str()),
+            config.image.as_deref(),
+        );
+    }
     k.eq("Config.User", Some(GUEST_USER), config.user.as_deref());
     k.eq(
         "Config.WorkingDir",
@@ -108,12 +167,33 @@ pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Pat
         let found = env.iter().find(|e| e.split('=').next() == Some(key));
         k.eq(&format!("Config.Env[{key}]"), Some(&want), found);
     }
-    let caps = h.cap_drop.clone().unwrap_or_default();
-    k.eq(
-        "HostConfig.CapDrop",
-        vec!["ALL".to_string()],
-        caps.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>(),
-    );
+    match view {
+        EngineView::Docker => {
+            let caps = h.cap_drop.clone().unwrap_or_default();
+            k.eq(
+                "HostConfig.CapDrop",
+                vec!["ALL".to_string()],
+                caps.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>(),
+            );
+        }
+        // Podman's compat answer lists the capabilities of its default set one by one
+        // instead of `ALL`; its own inspect says what the process keeps: nothing.
+        EngineView::Podman {
+            bounding_caps,
+            effective_caps,
+        } => {
+            k.eq(
+                "BoundingCaps (podman)",
+                &Vec::<String>::new(),
+                bounding_caps,
+            );
+            k.eq(
+                "EffectiveCaps (podman)",
+                &Vec::<String>::new(),
+                effective_caps,
+            );
+        }
+    }
     k.empty("HostConfig.CapAdd", &h.cap_add);
     k.eq(
         "HostConfig.SecurityOpt",
@@ -127,8 +207,48 @@ pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Pat
         h.privileged.unwrap_or(false),
     );
     k.eq("HostConfig.Init", Some(true), h.init);
-    let tmpfs: BTreeMap<String, String> = h.tmpfs.clone().unwrap_or_default().into_iter().collect();
-    k.eq("HostConfig.Tmpfs", spec.tmpfs(), tmpfs);
+    let tmpfs: BTreeMap<String, String> = h
+        .tmpfs
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(path, o)| match podman {
+            true => (path, podman_tmpfs_options(&o)),
+            false => (path, o),
+        })
+        .collect();
+    let want_tmpfs: BTreeMap<String, String> = tmpfs_for(spec, view.engine())
+        .into_iter()
+        .map(|(path, o)| match podman {
+            true => (path, podman_tmpfs_options(&o)),
+            false => (path, o),
+        })
+        .collect();
+    k.eq("HostConfig.Tmpfs", want_tmpfs, tmpfs);
+    let mut limits: Vec<(String, i64, i64)> = h
+        .ulimits
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|u| {
+            // Podman names them as setrlimit does (`RLIMIT_NOFILE`).
+            let name = u.name.unwrap_or_default().to_ascii_lowercase();
+            let name = name.strip_prefix("rlimit_").unwrap_or(&name).to_string();
+            (name, u.soft.unwrap_or(-1), u.hard.unwrap_or(-1))
+        })
+        .collect();
+    limits.sort();
+    let want_limits: Vec<(String, i64, i64)> = ulimits()
+        .into_iter()
+        .map(|u| {
+            (
+                u.name.unwrap_or_default(),
+                u.soft.unwrap_or(-1),
+                u.hard.unwrap_or(-1),
+            )
+        })
+        .collect();
+    k.eq("HostConfig.Ulimits", want_limits, limits);
     let l = &spec.limits;
     k.eq("HostConfig.Memory", Some(l.memory_bytes), h.memory);
     k.eq("HostConfig.MemorySwap", Some(l.memory_bytes), h.memory_swap);
@@ -139,25 +259,44 @@ pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Pat
         false,
         h.oom_kill_disable.unwrap_or(false),
     );
-    k.empty("HostConfig.Binds", &h.binds);
+    let ws = workspace.display().to_string();
+    if podman {
+        // Podman reports the requested bind mount in `Binds` (and no `HostConfig.Mounts`);
+        // the top-level `Mounts` below is checked as on Docker.
+        k.eq(
+            "HostConfig.Binds",
+            vec![format!("{ws}:{}:rw,rprivate,rbind", spec.guest_cwd)],
+            h.binds.clone().unwrap_or_default(),
+        );
+    } else {
+        k.empty("HostConfig.Binds", &h.binds);
+    }
     k.empty("HostConfig.VolumesFrom", &h.volumes_from);
     k.empty("HostConfig.Devices", &h.devices);
     k.empty("HostConfig.DeviceRequests", &h.device_requests);
+    // Podman says `private` where Docker says nothing: the container's own namespace.
+    let own = |v: &Option<String>| match v.as_deref() {
+        Some("private") if podman => String::new(),
+        other => other.unwrap_or("").to_string(),
+    };
     for (field, v) in [
         ("HostConfig.PidMode", &h.pid_mode),
         ("HostConfig.UTSMode", &h.uts_mode),
         ("HostConfig.UsernsMode", &h.userns_mode),
     ] {
-        k.eq(field, "", v.as_deref().unwrap_or(""));
+        k.eq(field, String::new(), own(v));
     }
+    // `shareable` (Podman's default) is a namespace of its own too, which another
+    // container could join only if created to (yy never does).
     let ipc = h.ipc_mode.as_deref().unwrap_or("");
-    if !matches!(ipc, "" | "private") {
+    let own_ipc = matches!(ipc, "" | "private") || (podman && ipc == "shareable");
+    if !own_ipc {
         k.eq("HostConfig.IpcMode", "private", ipc);
     }
     let sysctls: BTreeMap<String, String> =
         h.sysctls.clone().unwrap_or_default().into_iter().collect();
     k.eq("HostConfig.Sysctls", spec.sysctls(), sysctls);
-    let host_mounts: Vec<(String, String, String, bool)> = h
+    let mut host_mounts: Vec<(String, String, String, bool)> = h
         .mounts
         .unwrap_or_default()
         .into_iter()
@@ -170,7 +309,9 @@ pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Pat
             )
         })
         .collect();
-    let ws = workspace.display().to_string();
+    if podman && host_mounts.is_empty() {
+        host_mounts.push(("bind".into(), ws.clone(), spec.guest_cwd.clone(), false));
+    }
     k.eq(
         "HostConfig.Mounts",
         vec![(
@@ -230,8 +371,12 @@ mod tests {
     }
 
     fn matching_spec(spec: ComputerSpec) -> (ComputerSpec, ContainerInspectResponse) {
+        matching_on(spec, Engine::Docker)
+    }
+
+    fn matching_on(spec: ComputerSpec, engine: Engine) -> (ComputerSpec, ContainerInspectResponse) {
         let ws = Path::new("/var/tmp/yy/ws/x");
-        let body = super::super::docker::create_body(&spec, ws);
+        let body = super::super::docker::create_body(&spec, ws, engine);
         let mut labels: HashMap<String, String> = body.labels.clone().unwrap();
         labels.insert("yy.version".into(), "0.1.0".into()); // merged in from the image
         let inspect = ContainerInspectResponse {
@@ -276,7 +421,12 @@ mod tests {
     fn a_faithful_container_has_no_drift() {
         let (spec, inspect) = matching();
         assert_eq!(
-            drifts(&inspect, &spec, Path::new("/var/tmp/yy/ws/x")),
+            drifts(
+                &inspect,
+                &spec,
+                Path::new("/var/tmp/yy/ws/x"),
+                &EngineView::Docker
+            ),
             vec![]
         );
     }
@@ -361,13 +511,13 @@ mod tests {
         for (field, mutate) in cases {
             let mut c = base.clone();
             mutate(&mut c);
-            let d = drifts(&c, &spec, ws);
+            let d = drifts(&c, &spec, ws, &EngineView::Docker);
             assert!(
                 d.iter().any(|d| d.field == field),
                 "{field} not detected: {d:?}"
             );
         }
-        let d = drifts(&base, &spec, Path::new("/elsewhere"));
+        let d = drifts(&base, &spec, Path::new("/elsewhere"), &EngineView::Docker);
         assert!(d.iter().any(|d| d.field == "Mounts"), "{d:?}");
         assert!(d[0].to_string().contains("expected"), "{}", d[0]);
     }
@@ -381,7 +531,7 @@ mod tests {
             proxy: "172.19.0.3:3128".parse().unwrap(),
         };
         let (spec, base) = matching_spec(spec);
-        assert_eq!(drifts(&base, &spec, ws), vec![]);
+        assert_eq!(drifts(&base, &spec, ws, &EngineView::Docker), vec![]);
         let h = base.host_config.as_ref().unwrap();
         assert_eq!(h.network_mode.as_deref(), Some("yy-egress-net-comp1"));
         assert_eq!(h.sysctls.as_ref().unwrap().len(), 2);
@@ -427,7 +577,7 @@ mod tests {
         for (field, mutate) in cases {
             let mut c = base.clone();
             mutate(&mut c);
-            let d = drifts(&c, &spec, ws);
+            let d = drifts(&c, &spec, ws, &EngineView::Docker);
             assert!(
                 d.iter().any(|d| d.field == field),
                 "{field} not detected: {d:?}"
@@ -440,9 +590,148 @@ mod tests {
             "1".to_string(),
         )]));
         assert!(
-            drifts(&c, &spec, ws)
+            drifts(&c, &spec, ws, &EngineView::Docker)
                 .iter()
                 .any(|d| d.field == "HostConfig.Sysctls")
         );
+    }
+
+    /// A container as Podman 4.3's compat inspect shows it (seen on the build machine):
+    /// every setting as asked, spelled Podman's way.
+    fn as_podman_shows_it() -> (ComputerSpec, ContainerInspectResponse) {
+        let (spec, mut c) = matching_on(super::super::tests::spec(), Engine::Podman);
+        let config = c.config.as_mut().unwrap();
+        config.image = Some(spec.image_id.trim_start_matches("sha256:").to_string());
+        config.entrypoint = Some(vec![]);
+        let h = c.host_config.as_mut().unwrap();
+        h.cap_drop = Some(
+            [
+                "CAP_AUDIT_WRITE",
+                "CAP_CHOWN",
+                "CAP_KILL",
+                "CAP_SETUID",
+                "CAP_SYS_CHROOT",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        h.cap_add = Some(vec![]);
+        h.tmpfs = Some(
+            tmpfs_for(&spec, Engine::Podman)
+                .into_iter()
+                .map(|(path, o)| (path, format!("{o},rprivate,tmpcopyup")))
+                .collect(),
+        );
+        h.binds = Some(vec![format!(
+            "/var/tmp/yy/ws/x:{}:rw,rprivate,rbind",
+            spec.guest_cwd
+        )]);
+        h.mounts = None;
+        h.pid_mode = Some("private".into());
+        h.uts_mode = Some("private".into());
+        h.ipc_mode = Some("shareable".into());
+        for u in h.ulimits.as_mut().unwrap() {
+            u.name = Some(format!(
+                "RLIMIT_{}",
+                u.name.as_deref().unwrap().to_uppercase()
+            ));
+        }
+        c.network_settings.as_mut().unwrap().networks = Some(HashMap::new());
+        (spec, c)
+    }
+
+    fn no_caps() -> EngineView {
+        EngineView::Podman {
+            bounding_caps: vec![],
+            effective_caps: vec![],
+        }
+    }
+
+    #[test]
+    fn podman_shows_the_same_hardening_its_own_way() {
+        let ws = Path::new("/var/tmp/yy/ws/x");
+        let (spec, c) = as_podman_shows_it();
+        assert_eq!(drifts(&c, &spec, ws, &no_caps()), vec![]);
+        // Before the start it shows the owner as asked: `U`.
+        let mut created = c.clone();
+        for o in created
+            .host_config
+            .as_mut()
+            .unwrap()
+            .tmpfs
+            .as_mut()
+            .unwrap()
+            .values_mut()
+        {
+            *o = o.replace("uid=1000,gid=1000", "U");
+        }
+        assert_ne!(created, c);
+        assert_eq!(drifts(&created, &spec, ws, &no_caps()), vec![]);
+        // Read as Docker's, the same answer is refused (no `ALL` in CapDrop, Binds, ...).
+        let d = drifts(&c, &spec, ws, &EngineView::Docker);
+        for field in ["HostConfig.CapDrop", "HostConfig.Binds", "HostConfig.Tmpfs"] {
+            assert!(d.iter().any(|d| d.field == field), "{field}: {d:?}");
+        }
+        // What Podman keeps for the process is what counts.
+        let kept = EngineView::Podman {
+            bounding_caps: vec!["CAP_KILL".into()],
+            effective_caps: vec![],
+        };
+        let d = drifts(&c, &spec, ws, &kept);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].field, "BoundingCaps (podman)");
+        type Mutation = Box<dyn Fn(&mut ContainerInspectResponse)>;
+        let cases: Vec<(&str, Mutation)> = vec![
+            (
+                "HostConfig.Tmpfs",
+                Box::new(|c| {
+                    c.host_config
+                        .as_mut()
+                        .unwrap()
+                        .tmpfs
+                        .as_mut()
+                        .unwrap()
+                        .insert("/run".into(), "rw,rprivate,nosuid,nodev,tmpcopyup".into());
+                }),
+            ),
+            (
+                "HostConfig.Binds",
+                Box::new(|c| {
+                    c.host_config.as_mut().unwrap().binds.as_mut().unwrap()[0] =
+                        "/:/workspace:rw,rprivate,rbind".into()
+                }),
+            ),
+            (
+                "HostConfig.Ulimits",
+                Box::new(|c| c.host_config.as_mut().unwrap().ulimits = None),
+            ),
+            (
+                "HostConfig.PidMode",
+                Box::new(|c| c.host_config.as_mut().unwrap().pid_mode = Some("host".into())),
+            ),
+            (
+                "HostConfig.IpcMode",
+                Box::new(|c| c.host_config.as_mut().unwrap().ipc_mode = Some("host".into())),
+            ),
+            (
+                "Image",
+                Box::new(|c| c.image = Some(format!("sha256:{}", "cd".repeat(32)))),
+            ),
+            (
+                "HostConfig.CapAdd",
+                Box::new(|c| {
+                    c.host_config.as_mut().unwrap().cap_add = Some(vec!["SYS_ADMIN".into()])
+                }),
+            ),
+        ];
+        for (field, mutate) in cases {
+            let mut c = c.clone();
+            mutate(&mut c);
+            let d = drifts(&c, &spec, ws, &no_caps());
+            assert!(
+                d.iter().any(|d| d.field == field),
+                "{field} not detected: {d:?}"
+            );
+        }
     }
 }

@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::api::computers::NetworkMode;
 use crate::api::computers::{ComputerRef, ExecPayload, StartPayload, StartResult};
 use crate::computer::docker::Provider;
+use crate::computer::engine::Engine;
 use crate::computer::protocol::ExecParams;
 use crate::computer::session::GuestSession;
 use crate::computer::{
@@ -87,8 +88,10 @@ impl Computers {
         data_dir: &Path,
         max_running: u32,
         egress: EgressOptions,
+        engine: Option<Engine>,
     ) -> Result<Computers, PoolError> {
-        let provider = Provider::connect().await?;
+        let provider = Provider::connect_to(engine).await?;
+        provider.check_engine().await?;
         let egress = Egress::new(provider.docker().clone(), runner_id, egress);
         let db = Connection::open(data_dir.join("computers.db"))?;
         db.busy_timeout(Duration::from_secs(5))?;
@@ -138,6 +141,14 @@ impl Computers {
 
     pub fn egress(&self) -> &Egress {
         &self.egress
+    }
+
+    /// Whether `public-web` computers can run here; the reason when they cannot.
+    pub fn public_web(&self) -> Result<(), &'static str> {
+        match self.provider.engine().engine {
+            Engine::Docker => Ok(()),
+            Engine::Podman => Err(crate::computer::engine::PODMAN_NO_PUBLIC_WEB),
+        }
     }
 
     fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -340,11 +351,16 @@ impl Computers {
                     .map_err(|e| PoolError::Egress(e.to_string()))?;
                 GuestNetwork::None
             }
-            NetworkMode::PublicWeb => self
-                .egress
-                .attach(&p.computer_id, &p.image_id)
-                .await
-                .map_err(|e| PoolError::Egress(format!("cannot set up the egress network: {e}")))?,
+            NetworkMode::PublicWeb => {
+                self.public_web()
+                    .map_err(|why| PoolError::Egress(why.to_string()))?;
+                self.egress
+                    .attach(&p.computer_id, &p.image_id)
+                    .await
+                    .map_err(|e| {
+                        PoolError::Egress(format!("cannot set up the egress network: {e}"))
+                    })?
+            }
         };
         let mut spec = self.spec(p, network);
         if self.is_desktop(&p.image_id).await {

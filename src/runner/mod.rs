@@ -48,6 +48,8 @@ pub struct RunnerOptions {
     pub max_computers: u32,
     /// Where the egress proxy of public-web computers reaches out.
     pub egress: crate::egress::docker::EgressOptions,
+    /// The container engine `--engine` named; `None`: the one that answers.
+    pub engine: Option<crate::computer::engine::Engine>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -102,8 +104,9 @@ pub async fn run(
         &opts.data_dir,
         opts.max_computers,
         opts.egress,
+        opts.engine,
     )
-    .await;
+    .await?;
     let hermes_home = opts
         .config
         .hermes_home
@@ -238,20 +241,32 @@ async fn check_hermes(link: &HermesLink) -> Result<(), RunnerError> {
 }
 
 /// The computer pool, after removing containers an earlier run left behind; `None` when
-/// this host has no usable Docker engine (the Runner then declares no computer capability).
+/// this host has no usable container engine (the Runner then declares no computer
+/// capability). An engine named by `--engine` that cannot run computers is an error.
 async fn start_computers(
     runner_id: &str,
     data_dir: &std::path::Path,
     max: u32,
     egress: crate::egress::docker::EgressOptions,
-) -> Option<Arc<computers::Computers>> {
-    let pool = match computers::Computers::new(runner_id, data_dir, max, egress).await {
+    engine: Option<crate::computer::engine::Engine>,
+) -> Result<Option<Arc<computers::Computers>>, RunnerError> {
+    let pool = match computers::Computers::new(runner_id, data_dir, max, egress, engine).await {
         Ok(p) => p,
         Err(e) => {
+            if let Some(engine) = engine {
+                return Err(RunnerError::Local(format!(
+                    "--engine {engine}: cannot run computers: {e}"
+                )));
+            }
             tracing::info!(reason = %e, "computers disabled on this Runner");
-            return None;
+            return Ok(None);
         }
     };
+    let info = pool.provider().engine().clone();
+    tracing::info!(engine = %info.engine, version = %info.version, api = %info.api_version, socket = %info.socket, "container engine");
+    if info.engine == crate::computer::engine::Engine::Podman {
+        tracing::warn!("{}", crate::computer::engine::PODMAN_NO_PUBLIC_WEB);
+    }
     match pool.reconcile().await {
         Ok(0) => {}
         Ok(n) => tracing::warn!(
@@ -269,7 +284,7 @@ async fn start_computers(
             "retrying stops an earlier run could not confirm; their slots stay taken"
         );
     }
-    Some(pool)
+    Ok(Some(pool))
 }
 
 fn status(shared: &Shared) -> RunnerStatus {
@@ -281,12 +296,14 @@ fn status(shared: &Shared) -> RunnerStatus {
                 .map(|s| s.to_string()),
         );
     }
-    if shared.computers.is_some() {
+    if let Some(computers) = &shared.computers {
         capabilities.push(crate::api::capabilities::COMPUTER.to_string());
         if shared.workers.is_some() {
             capabilities.push(crate::api::capabilities::COMPUTER_WORKER.to_string());
         }
-        capabilities.push(crate::api::capabilities::EGRESS.to_string());
+        if computers.public_web().is_ok() {
+            capabilities.push(crate::api::capabilities::EGRESS.to_string());
+        }
     }
     RunnerStatus {
         version: crate::VERSION.into(),
@@ -296,6 +313,10 @@ fn status(shared: &Shared) -> RunnerStatus {
             .map(|h| h.trim().to_string())
             .unwrap_or_default(),
         hermes_listen: shared.hermes.supervised_url(),
+        engine: shared
+            .computers
+            .as_ref()
+            .map(|c| c.provider().engine().label()),
     }
 }
 
@@ -601,7 +622,7 @@ async fn execute(
     let pool = || {
         shared.computers.as_ref().ok_or_else(|| {
             CommandFailure::failed(
-                "this Runner cannot run computers: no Docker engine answered when it started",
+                "this Runner cannot run computers: no container engine answered when it started",
             )
         })
     };

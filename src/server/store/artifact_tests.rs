@@ -23,6 +23,7 @@ fn connect_worker(w: &mut World) -> i64 {
         computers_capacity: 2,
         hostname: "test".into(),
         hermes_listen: None,
+        engine: None,
     };
     commands::connect(&mut w.conn, &w.runner, "instance", &status)
         .unwrap()

@@ -207,7 +207,7 @@ pub fn create(
             .any(|c| c == crate::api::capabilities::EGRESS)
     {
         return Err(StoreError::Invalid(format!(
-            "runner {} has network public-web, but its yy cannot run the egress proxy: upgrade yy on the Runner, or `yy runner update {} --network none`",
+            "runner {} has network public-web, but it cannot run the egress proxy (an older yy, or computers on Podman, where public-web is not available): upgrade yy or run the Runner with --engine docker, or `yy runner update {} --network none`",
             runner.id, runner.id
         )));
     }

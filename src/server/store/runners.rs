@@ -79,6 +79,10 @@ impl From<RunnerRow> for views::Runner {
                 .status
                 .as_ref()
                 .and_then(|s| s["hermes_listen"].as_str().map(str::to_string)),
+            engine: r
+                .status
+                .as_ref()
+                .and_then(|s| s["engine"].as_str().map(str::to_string)),
             pending_image: r.images.pending_image.clone(),
             pending_state: r.images.pending_state.clone(),
             pending_command: r.images.pending_command.clone(),

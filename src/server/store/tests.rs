@@ -70,6 +70,7 @@ impl World {
             computers_capacity: 2,
             hostname: "test".into(),
             hermes_listen: None,
+            engine: None,
         };
         let connected =
             commands::connect(&mut self.conn, &self.runner, "instance", &status).expect("connect");
