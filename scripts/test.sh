@@ -9,10 +9,15 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 start=$(date +%s)
-# What the integration tests drive for real: a Docker engine and a pinned Hermes.
+# What the integration tests drive for real: Docker and Podman engines and a pinned Hermes.
 echo "== dependencies"
 docker_api=$(scripts/install-docker.sh | tail -n 1)
 echo "docker engine API $docker_api"
+# Computers on Podman too (tests/podman.rs): its Docker-compatible API service, rootful.
+podman_api=$(scripts/install-podman.sh | tail -n 1)
+YY_TEST_PODMAN_SOCKET=${YY_PODMAN_SOCKET:-/run/podman/podman.sock}
+export YY_TEST_PODMAN_SOCKET
+echo "podman API $podman_api on $YY_TEST_PODMAN_SOCKET"
 YY_TEST_HERMES=$(scripts/install-hermes.sh | tail -n 1)
 export YY_TEST_HERMES
 echo "hermes at $YY_TEST_HERMES"

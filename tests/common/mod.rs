@@ -642,6 +642,19 @@ pub fn require_docker() -> bool {
     false
 }
 
+/// Podman's Docker-compatible API answers on its socket (`YY_TEST_PODMAN_SOCKET`, default
+/// /run/podman/podman.sock); else skip (or fail under CI).
+#[track_caller]
+pub fn require_podman() -> bool {
+    let socket = std::env::var("YY_TEST_PODMAN_SOCKET")
+        .unwrap_or_else(|_| "/run/podman/podman.sock".to_string());
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        return true;
+    }
+    missing("Podman's API service", "run scripts/install-podman.sh");
+    false
+}
+
 /// The pinned `hermes` executable (YY_TEST_HERMES or the default venv); else skip (or fail
 /// under CI).
 #[track_caller]
