@@ -109,13 +109,14 @@ fn prepare_builds_a_desktop_image_that_passes_the_ladder() {
 }
 
 #[test]
-fn the_lock_is_checked_at_build() {
+fn the_lock_is_compared_at_build() {
     if !common::require_docker() {
         return;
     }
     prepared();
     let env = Env::new();
-    // One digest changed: the build refuses and names the package.
+    // One digest changed (another .deb of the same version): the build says so and goes on;
+    // --locked refuses it, naming the package.
     let text = std::fs::read_to_string(lock()).unwrap();
     assert!(
         text.lines()
@@ -131,20 +132,23 @@ fn the_lock_is_checked_at_build() {
     let args = [
         "image", "build", "--recipe", "desktop", "--binary", BIN, "--lock", lock_arg,
     ];
-    // (The test binary is dynamically linked, so a warning line comes first.)
-    let refused = env.run(&args);
-    assert_eq!(refused.code, 1, "{refused:#?}");
+    let mut locked = args.to_vec();
+    locked.push("--locked");
+    let refused = env.run(&locked);
+    assert_eq!(refused.code, 6, "{refused:#?}");
     let last = refused.stderr.lines().last().unwrap_or_default();
     assert!(
-        last.starts_with("error: ") && last.contains("~ xvfb=") && last.contains("--update-lock"),
+        last.starts_with("error: ") && last.contains("1 package (xvfb)"),
         "{refused:#?}"
     );
     assert_eq!(std::fs::read_to_string(&lock).unwrap(), tampered);
-    // --update-lock accepts what was installed and rewrites the lock.
+    // --update-lock takes what was installed and rewrites the lock.
     let mut update = args.to_vec();
     update.push("--update-lock");
     let built = env.run(&update);
     built.ok();
+    let said = format!("1 package rebuilt since {lock_arg}: xvfb");
+    assert!(built.stderr.contains(&said), "{built:#?}");
     assert_eq!(std::fs::read_to_string(&lock).unwrap(), text);
     // That build made an untagged image of its own: remove it.
     let id = built.stdout.lines().last().unwrap_or_default();

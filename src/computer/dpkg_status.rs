@@ -5,7 +5,7 @@
 //! but never a package outside the recipe's dependency closure: that would be a package
 //! nobody asked for.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// One installed package, with what it needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,17 +76,29 @@ fn relations(field: &str) -> Vec<Vec<String>> {
 }
 
 /// Installed packages that neither `roots` (the recipe's list), minbase (`base`, plus apt,
-/// which debootstrap adds to it) nor anything they depend on accounts for.
-pub fn outside_closure(installed: &[Installed], roots: &[String]) -> Vec<String> {
-    let by_name: HashMap<&str, &Installed> =
-        installed.iter().map(|p| (p.name.as_str(), p)).collect();
+/// which debootstrap adds to it) nor anything they depend on accounts for. Dependencies
+/// count as recorded in `installed` and in `earlier` (the status before `SUITE-updates` and
+/// `SUITE-security` were applied): an update may drop a dependency (firefox-esr bundling
+/// NSS), and the package it leaves behind was still asked for.
+pub fn outside_closure(
+    installed: &[Installed],
+    earlier: &[Installed],
+    roots: &[String],
+) -> Vec<String> {
+    let present: HashSet<&str> = installed.iter().map(|p| p.name.as_str()).collect();
+    let mut needs: HashMap<&str, Vec<&str>> = HashMap::new();
     let mut providers: HashMap<&str, Vec<&str>> = HashMap::new();
-    for p in installed {
+    for p in installed.iter().chain(earlier) {
+        if !present.contains(p.name.as_str()) {
+            continue;
+        }
+        let name = p.name.as_str();
+        needs
+            .entry(name)
+            .or_default()
+            .extend(p.needs.iter().flatten().map(String::as_str));
         for v in &p.provides {
-            providers
-                .entry(v.as_str())
-                .or_default()
-                .push(p.name.as_str());
+            providers.entry(v.as_str()).or_default().push(name);
         }
     }
     let mut reached: BTreeSet<&str> = BTreeSet::new();
@@ -98,21 +110,14 @@ pub fn outside_closure(installed: &[Installed], roots: &[String]) -> Vec<String>
         .chain(["apt"])
         .collect();
     while let Some(name) = todo.pop() {
-        // A name is reached through the package itself or whatever provides it.
-        let targets = by_name
-            .get(name)
-            .map(|p| vec![p.name.as_str()])
-            .into_iter()
-            .flatten()
-            .chain(providers.get(name).into_iter().flatten().copied());
-        for target in targets.collect::<Vec<_>>() {
-            if !reached.insert(target) {
-                continue;
-            }
-            if let Some(p) = by_name.get(target) {
-                // Every installed alternative is accounted for: apt picks one, and
-                // whichever it picked is legitimate.
-                todo.extend(p.needs.iter().flatten().map(String::as_str));
+        // A name is reached through the package itself or whatever provides it; every
+        // installed alternative counts (apt picks one, and whichever it picked is
+        // legitimate).
+        let itself = present.get(name).copied();
+        let by_others = providers.get(name).into_iter().flatten().copied();
+        for target in itself.into_iter().chain(by_others).collect::<Vec<_>>() {
+            if reached.insert(target) {
+                todo.extend(needs.get(target).into_iter().flatten().copied());
             }
         }
     }
@@ -210,22 +215,29 @@ Version: 1
         );
         assert!(installed.iter().find(|p| p.name == "bash").unwrap().base);
         assert_eq!(
-            outside_closure(&installed, &["git".to_string()]),
+            outside_closure(&installed, &[], &["git".to_string()]),
             vec!["sneaky"]
         );
         // Without git in the recipe, git and what only it needs are outside too.
         assert_eq!(
-            outside_closure(&installed, &[]),
+            outside_closure(&installed, &[], &[]),
             vec!["git", "perl", "git-man", "liberror-perl", "sneaky"]
         );
-        assert!(outside_closure(&installed, &["git".into(), "sneaky".into()]).is_empty());
+        assert!(outside_closure(&installed, &[], &["git".into(), "sneaky".into()]).is_empty());
+        // Before the updates, git-man needed sneaky: an update that drops a dependency
+        // leaves nothing unasked-for behind.
+        let earlier = parse(
+            "Package: git-man\nStatus: install ok installed\nDepends: sneaky\n\n\
+             Package: gone\nStatus: install ok installed\nDepends: libc6\n",
+        );
+        assert!(outside_closure(&installed, &earlier, &["git".to_string()]).is_empty());
     }
 
     #[test]
     fn virtual_packages_reach_their_providers() {
         let status = "Package: a\nStatus: install ok installed\nDepends: virt\n\n\
                       Package: b\nStatus: install ok installed\nProvides: virt (= 1)\n";
-        assert!(outside_closure(&parse(status), &["a".into()]).is_empty());
+        assert!(outside_closure(&parse(status), &[], &["a".into()]).is_empty());
         assert_eq!(
             relations("x [amd64], y:any (>= 1) | z <!nocheck>"),
             vec![vec!["x".to_string()], vec!["y".into(), "z".into()]]

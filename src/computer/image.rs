@@ -203,7 +203,7 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
     let root = rootfs::ensure(&recipe, &opts.cache_dir, opts.fresh, progress).await?;
     let lock = std::fs::read_to_string(&root.lock_file)
         .map_err(|e| ComputerError::Io(format!("reading {}: {e}", root.lock_file.display())))?;
-    within_closure(&root.dir, &recipe.packages)?;
+    within_closure(&root, &recipe.packages)?;
     compare_lock(opts, &lock, progress)?;
     let recipe_digest = recipe.digest(&lock);
 
@@ -255,18 +255,21 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
 }
 
 /// Refuses a root filesystem with a package that neither the recipe's list, minbase nor
-/// their dependencies account for, whatever the lock says.
-fn within_closure(rootfs: &Path, packages: &[String]) -> Result<(), ComputerError> {
-    let path = rootfs.join("var/lib/dpkg/status");
-    let status = std::fs::read_to_string(&path)
-        .map_err(|e| ComputerError::Io(format!("reading {}: {e}", path.display())))?;
-    let extra = dpkg_status::outside_closure(&dpkg_status::parse(&status), packages);
+/// their dependencies (before or after the updates) account for, whatever the lock says.
+fn within_closure(root: &rootfs::Rootfs, packages: &[String]) -> Result<(), ComputerError> {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| ComputerError::Io(format!("reading {}: {e}", path.display())))
+    };
+    let now = dpkg_status::parse(&read(&root.dir.join("var/lib/dpkg/status"))?);
+    let before = dpkg_status::parse(&read(&root.point_status)?);
+    let extra = dpkg_status::outside_closure(&now, &before, packages);
     if extra.is_empty() {
         return Ok(());
     }
     Err(ComputerError::Lock(format!(
         "the root filesystem {} has {} package{} that the recipe neither lists nor depends on: {}; rebuild it with --fresh",
-        rootfs.display(),
+        root.dir.display(),
         extra.len(),
         if extra.len() == 1 { "" } else { "s" },
         extra.join(", ")

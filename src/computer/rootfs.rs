@@ -24,8 +24,11 @@ pub struct Recipe {
 #[derive(Debug, Clone)]
 pub struct Rootfs {
     pub dir: PathBuf,
-    /// `name=version` per installed package, sorted.
+    /// `name=version sha256` per installed package, sorted.
     pub lock_file: PathBuf,
+    /// The dpkg status as debootstrap left it, before `SUITE-updates` and `SUITE-security`
+    /// (what the point release's packages depended on).
+    pub point_status: PathBuf,
     /// Unique per debootstrap run (a new run means a new base image).
     pub build_id: String,
     pub reused: bool,
@@ -103,7 +106,7 @@ impl Recipe {
 
     fn canonical(&self) -> String {
         format!(
-            "yy-rootfs-v2\nsuite={}\nmirror={}\nupdates={}\nsecurity_mirror={}\npackages={}\n",
+            "yy-rootfs-v3\nsuite={}\nmirror={}\nupdates={}\nsecurity_mirror={}\npackages={}\n",
             self.suite,
             self.mirror,
             self.updates,
@@ -186,9 +189,11 @@ pub async fn ensure(
     let dir = cache_dir.join(format!("rootfs-{key}"));
     let done = cache_dir.join(format!("rootfs-{key}.done"));
     let lock_file = cache_dir.join(format!("rootfs-{key}.packages.lock"));
+    let point_status = cache_dir.join(format!("rootfs-{key}.point-status"));
     if !fresh
         && dir.is_dir()
         && lock_file.is_file()
+        && point_status.is_file()
         && let Ok(build_id) = fs::read_to_string(&done)
     {
         // A cached root filesystem keeps the packages of the day it was built.
@@ -208,6 +213,7 @@ pub async fn ensure(
         return Ok(Rootfs {
             dir,
             lock_file,
+            point_status,
             build_id: build_id.trim().to_string(),
             reused: true,
         });
@@ -247,6 +253,10 @@ pub async fn ensure(
         "is debootstrap installed? run scripts/install-docker.sh",
     )
     .await?;
+    let status = partial.join("var/lib/dpkg/status");
+    let before_updates = fs::read(&status).map_err(|e| io_err("reading the dpkg status", e))?;
+    crate::fsutil::write_atomic(&point_status, &before_updates, 0o644)
+        .map_err(|e| io_err(&point_status.display().to_string(), e))?;
     if recipe.updates {
         progress(&format!(
             "applying {0}-updates and {0}-security",
@@ -294,6 +304,7 @@ pub async fn ensure(
     Ok(Rootfs {
         dir,
         lock_file,
+        point_status,
         build_id,
         reused: false,
     })
