@@ -112,8 +112,11 @@ impl Env {
         self.path("config")
     }
 
+    /// `yy ARGS` in this sandbox. `YY_TEST_BIN` runs another yy binary instead (an older
+    /// build, to see a test fail there).
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
+        let bin = std::env::var("YY_TEST_BIN").unwrap_or_else(|_| BIN.to_string());
+        let mut cmd = Command::new(bin);
         cmd.args(args)
             .env("XDG_CONFIG_HOME", self.config_home())
             .env("XDG_DATA_HOME", self.path("xdg-data"))
