@@ -221,6 +221,17 @@ impl Server {
 
     /// Starts `yy serve --listen LISTEN --data-dir DATA_DIR EXTRA...`.
     pub fn start_with(env: &Env, data_dir: &Path, listen: &str, extra: &[&str]) -> Server {
+        Server::start_shaped(env, data_dir, listen, extra, |_| {})
+    }
+
+    /// [`Server::start_with`], with `shape` applied to the command first (limits, say).
+    pub fn start_shaped(
+        env: &Env,
+        data_dir: &Path,
+        listen: &str,
+        extra: &[&str],
+        shape: impl FnOnce(&mut Command),
+    ) -> Server {
         let stderr_path = env.path(&format!("serve-{}.log", rand_suffix()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut args = vec![
@@ -231,8 +242,9 @@ impl Server {
             data_dir.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        let mut child = env
-            .command(&args)
+        let mut cmd = env.command(&args);
+        shape(&mut cmd);
+        let mut child = cmd
             .env("YY_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(stderr)
