@@ -239,10 +239,11 @@ fn artifacts_come_back_byte_identical_into_a_new_directory() {
         std::fs::Permissions::from_mode(0o640),
     )
     .unwrap();
+    // A link is not taken: a restore writes only files and directories here.
     std::os::unix::fs::symlink("run-1/report.txt", art.join("latest")).unwrap();
     let archive = env.path("a.yyb");
     let created = backup(&env, &env.data_dir(), &archive);
-    assert_eq!(created["file_count"], 5, "{created}");
+    assert_eq!(created["file_count"], 4, "{created}");
     let verified = env.json(&["backup", "verify", s(&archive)]);
     let paths: Vec<&str> = verified["entries"]
         .as_array()
@@ -251,6 +252,7 @@ fn artifacts_come_back_byte_identical_into_a_new_directory() {
         .map(|e| e["path"].as_str().unwrap())
         .collect();
     assert!(paths.contains(&"artifacts/run-1/out/big.bin"));
+    assert!(!paths.contains(&"artifacts/latest"), "{paths:?}");
     assert!(
         !paths
             .iter()
@@ -264,7 +266,7 @@ fn artifacts_come_back_byte_identical_into_a_new_directory() {
     assert!(out.stdout.contains("the directory was new"), "{out:?}");
     let want: BTreeMap<_, _> = tree(&env.data_dir())
         .into_iter()
-        .filter(|(k, _)| k.starts_with("artifacts"))
+        .filter(|(k, _)| k.starts_with("artifacts") && k != "artifacts/latest")
         .collect();
     let got: BTreeMap<_, _> = tree(&fresh)
         .into_iter()
@@ -315,7 +317,13 @@ fn a_flipped_byte_fails_verify_and_restore_and_the_data_stays() {
         let v = env.run(&["backup", "verify", s(&bad)]);
         assert_ne!(v.code, 0, "verify missed a flip at byte {i}: {v:?}");
         assert_eq!(v.stderr.lines().count(), 1, "{v:?}");
-        let r = env.run(&["restore", s(&bad), "--data-dir", s(&target)]);
+        let r = env.run(&[
+            "restore",
+            s(&bad),
+            "--data-dir",
+            s(&target),
+            "--from-other-server",
+        ]);
         assert_ne!(
             r.code, 0,
             "restore took an archive flipped at byte {i}: {r:?}"
@@ -333,8 +341,14 @@ fn a_flipped_byte_fails_verify_and_restore_and_the_data_stays() {
     let nested = target.join("runner-1234/workspaces/c");
     std::fs::create_dir_all(&nested).unwrap();
     std::fs::write(nested.join("f"), "runner data").unwrap();
-    env.run(&["restore", s(&archive), "--data-dir", s(&target)])
-        .ok();
+    env.run(&[
+        "restore",
+        s(&archive),
+        "--data-dir",
+        s(&target),
+        "--from-other-server",
+    ])
+    .ok();
     assert_eq!(accounts(&target), vec!["new"]);
     assert_eq!(
         std::fs::read_to_string(nested.join("f")).unwrap(),
@@ -418,7 +432,16 @@ fn a_newer_schema_is_refused_and_an_older_one_is_migrated() {
     let archive = env.path("older.yyb");
     let made = backup(&env, &older, &archive);
     assert_eq!(made["schema_version"], 3);
-    let out = env.run(&["restore", s(&archive), "--data-dir", s(&target)]);
+    // Schema 3 has no server identity: which server it came from is unknown.
+    env.run(&["restore", s(&archive), "--data-dir", s(&target)])
+        .fails(2, "--from-other-server");
+    let out = env.run(&[
+        "restore",
+        s(&archive),
+        "--data-dir",
+        s(&target),
+        "--from-other-server",
+    ]);
     out.ok();
     assert!(out.stdout.contains("migrated from schema 3"), "{out:?}");
     let conn = rusqlite::Connection::open(target.join("yy.db")).unwrap();
@@ -446,7 +469,13 @@ fn a_restore_killed_at_any_step_is_rolled_back_by_the_next_start() {
             .ok();
         let old = tree(&dir);
         let out = env.run_with(
-            &["restore", s(&new_archive), "--data-dir", s(&dir)],
+            &[
+                "restore",
+                s(&new_archive),
+                "--data-dir",
+                s(&dir),
+                "--from-other-server",
+            ],
             "",
             &[("YY_TEST_RESTORE_CRASH_AT", step)],
         );
@@ -483,7 +512,14 @@ fn a_restore_killed_at_any_step_is_rolled_back_by_the_next_start() {
             );
         } else {
             // The next start is `yy restore`: it rolls back, says so, then restores.
-            let out = env.run(&["restore", s(&new_archive), "--data-dir", s(&dir), "--json"]);
+            let out = env.run(&[
+                "restore",
+                s(&new_archive),
+                "--data-dir",
+                s(&dir),
+                "--json",
+                "--from-other-server",
+            ]);
             out.ok();
             assert!(
                 out.stderr.contains("rolled back an unfinished restore"),

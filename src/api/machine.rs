@@ -146,6 +146,11 @@ pub struct LeasedCommand {
     pub payload: serde_json::Value,
     /// Unix milliseconds after which the command must not start or keep running.
     pub deadline_ms: i64,
+    /// A `worker.turn` of an agent that may manage a team: the opaque id of its team
+    /// tools, minted for this lease. It is not part of the payload, so it is never stored
+    /// with the command and a delivery's fingerprint does not depend on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_tools: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -156,8 +156,10 @@ pub struct WorkerTurnPayload {
     /// written under `inputs/` in the workspace before the model starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<crate::api::artifacts::AttachmentRef>,
-    /// The opaque per-turn id of the team tools, when the agent may manage a team. The
-    /// Runner sends it with each team-tool call; the model never sees it.
+    /// The opaque per-turn id of the team tools, when the agent may manage a team. Never
+    /// in the stored payload: the Runner sets it from its lease
+    /// ([`crate::api::machine::LeasedCommand::team_tools`]) and sends it with each
+    /// team-tool call; the model never sees it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team_tools: Option<String>,
 }

@@ -365,7 +365,10 @@ impl Opened {
         let mut got = Vec::with_capacity(ENTRY_HEADER_LEN + 256);
         for e in &self.manifest.entries {
             let want = entry_header(e);
-            if pos + want.len() as u64 + e.size > self.manifest_offset {
+            let end = pos
+                .checked_add(want.len() as u64)
+                .and_then(|p| p.checked_add(e.size));
+            if end.is_none_or(|end| end > self.manifest_offset) {
                 return Err(bad(format!("the entry {} runs past the entries", e.path)));
             }
             got.resize(want.len(), 0);
@@ -434,8 +437,11 @@ impl Opened {
 mod tests {
     use super::*;
 
+    /// A Runner's: its workspaces may hold links.
     fn manifest() -> Manifest {
-        crate::backup::manifest::test_manifest(vec![])
+        let mut m = crate::backup::manifest::test_manifest(vec![]);
+        m.kind = crate::backup::Kind::Runner;
+        m
     }
 
     fn entry(path: &str) -> Entry {
@@ -478,16 +484,18 @@ mod tests {
     fn write_sample(path: &Path) -> Written {
         let p = Progress::hidden();
         let mut w = ArchiveWriter::new(File::create(path).unwrap(), path, &p).unwrap();
-        let mut d = entry("d");
-        d.kind = EntryType::Dir;
-        w.dir(d).unwrap();
+        for d in ["workspaces", "workspaces/d"] {
+            let mut d = entry(d);
+            d.kind = EntryType::Dir;
+            w.dir(d).unwrap();
+        }
         let data = vec![7u8; CHUNK + 5];
-        let mut f = entry("d/big");
+        let mut f = entry("workspaces/d/big");
         f.size = data.len() as u64;
         w.file(f, &mut &data[..], Path::new("big")).unwrap();
         w.file(entry("empty"), &mut &b""[..], Path::new("empty"))
             .unwrap();
-        w.symlink(entry("link"), b"d/big").unwrap();
+        w.symlink(entry("workspaces/d/link"), b"big").unwrap();
         w.finish(manifest()).unwrap()
     }
 
@@ -501,13 +509,13 @@ mod tests {
         assert_eq!(written.sha256, hex::encode(Sha256::digest(&bytes)));
         let mut opened = open(&path).unwrap();
         assert_eq!(opened.manifest.file_count, 3);
-        assert_eq!(opened.manifest.total_bytes, (CHUNK + 5 + 5) as u64);
+        assert_eq!(opened.manifest.total_bytes, (CHUNK + 5 + 3) as u64);
         let mut keep = Keep(vec![]);
         let sha = opened.read_all(&mut keep, &Progress::hidden()).unwrap();
         assert_eq!(sha, written.sha256);
-        assert_eq!(keep.0.len(), 4);
-        assert_eq!(keep.0[1].1, vec![7u8; CHUNK + 5]);
-        assert_eq!(keep.0[3].1, b"d/big");
+        assert_eq!(keep.0.len(), 5);
+        assert_eq!(keep.0[2].1, vec![7u8; CHUNK + 5]);
+        assert_eq!(keep.0[4].1, b"big");
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //!   `.runner-` are not taken: Runner data directories nested there (the default layout,
 //!   `$XDG_DATA_HOME/yy/runner-ID`) and their locks and restore files belong to the
 //!   Runner, which has its own backup (`yy runner backup`);
-//! * regular files, directories and symlinks are taken as they are (symlinks are never
-//!   followed); sockets, FIFOs and devices are skipped with a warning.
+//! * regular files and directories are taken as they are; symlinks only inside a Runner's
+//!   workspaces (the guest's files, stored as links, never followed), elsewhere they are
+//!   skipped with a warning, as are sockets, FIFOs and devices.
 //!
 //! The lock, journal, staging directory, log and dated copies of a restore live beside the
 //! data directory, not in it, so they are never part of a backup.
@@ -121,6 +122,12 @@ fn walk(kind: Kind, root: &Path, dir: &Path, items: &mut Vec<Item>) -> Result<()
             items.push(Item::Dir(e));
             walk(kind, root, &path, items)?;
         } else if ft.is_symlink() {
+            if !super::manifest::link_allowed(kind, rel_str) {
+                // A restore writes no link there (it could point anywhere): left out, said.
+                tracing::warn!(path = %path.display(),
+                    "skipping a symlink: a restore writes only files and directories outside a Runner's workspaces");
+                continue;
+            }
             let target = std::fs::read_link(&path).map_err(|e| io_error("reading", &path, e))?;
             items.push(Item::Symlink(e, target.as_os_str().as_bytes().to_vec()));
         } else if ft.is_file() {
@@ -213,6 +220,16 @@ pub fn check_database_file(path: &Path) -> Result<i64> {
         ))
     })?;
     check_database(&conn, path)
+}
+
+/// The identity recorded in the control plane database at `path`, if it has one.
+pub fn server_identity_of(path: &Path) -> Option<String> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ok()?;
+    crate::server::store::server_identity(&conn)
 }
 
 /// A file removed when dropped (temporary snapshots and half-written archives).
@@ -326,6 +343,7 @@ pub fn create(
 
     // Databases first, so the progress totals include their snapshot sizes.
     let mut schema_version = super::RUNNER_LAYOUT_VERSION;
+    let mut server_id = None;
     let mut snapshots = Vec::new();
     for item in &items {
         if let Item::Database(e, src) = item {
@@ -333,6 +351,7 @@ pub fn create(
             let version = snapshot(src, &snap.0)?;
             if kind == Kind::ControlPlane && e.path == "yy.db" {
                 schema_version = version;
+                server_id = server_identity_of(&snap.0);
             }
             snapshots.push((e.path.clone(), snap));
         }
@@ -404,6 +423,7 @@ pub fn create(
         file_count: 0,
         total_bytes: 0,
         stopped_computers,
+        server_id,
         entries: vec![],
     };
     let Written {

@@ -64,12 +64,33 @@ pub struct Manifest {
     /// Computers (container ids) stopped for a Runner backup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stopped_computers: Vec<String>,
+    /// The identity of the control plane the backup was taken from (its database's
+    /// `server_identity`); none from a Runner, or from a yy that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_id: Option<String>,
     pub entries: Vec<Entry>,
+}
+
+/// Longest symlink target an archive may hold (Linux's PATH_MAX).
+pub const MAX_LINK: u64 = 4096;
+
+/// True where a restore may create a symlink: inside a workspace of a Runner backup
+/// (`workspaces/ID/...`), the guest's own files. The guest can make such links at any
+/// time; the host reads workspaces only through `openat2` refusing links
+/// (`computer::host_read`) and the container resolves them in its own view. Nowhere else
+/// does a restore create anything but regular files and directories.
+pub fn link_allowed(kind: Kind, path: &str) -> bool {
+    kind == Kind::Runner
+        && path
+            .strip_prefix("workspaces/")
+            .and_then(|rest| rest.split_once('/'))
+            .is_some_and(|(root, inside)| !root.is_empty() && !inside.is_empty())
 }
 
 impl Manifest {
     /// Refuses manifests that could write outside the target or repeat a path: every path
-    /// is relative and clean, unique, and its parent is a directory listed before it.
+    /// is relative and clean, unique, and its parent is a directory listed before it; a
+    /// symlink only where [`link_allowed`]; sizes and times that fit their arithmetic.
     pub fn check(&self) -> Result<()> {
         if self.format != FORMAT {
             return Err(BackupError::Newer(format!(
@@ -100,6 +121,20 @@ impl Manifest {
                     }
                 }
                 EntryType::File | EntryType::Symlink => {
+                    if e.kind == EntryType::Symlink {
+                        if !link_allowed(self.kind, &e.path) {
+                            return Err(BackupError::Invalid(format!(
+                                "the archive holds {} as a symlink: a restore writes only regular files and directories (links only inside a Runner's workspaces); this archive was altered or made by an older yy, and cannot be restored",
+                                e.path
+                            )));
+                        }
+                        if e.size > MAX_LINK {
+                            return Err(corrupt(format!(
+                                "the symlink {} has a {}-byte target",
+                                e.path, e.size
+                            )));
+                        }
+                    }
                     let ok = e
                         .sha256
                         .as_deref()
@@ -109,13 +144,22 @@ impl Manifest {
                     }
                 }
             }
+            if e.mtime_nsec >= 1_000_000_000 {
+                return Err(corrupt(format!("{} has an impossible time", e.path)));
+            }
         }
         let files = self
             .entries
             .iter()
             .filter(|e| e.kind != EntryType::Dir)
             .count() as u64;
-        let bytes: u64 = self.entries.iter().map(|e| e.size).sum();
+        let bytes = self
+            .entries
+            .iter()
+            .try_fold(0u64, |sum, e| sum.checked_add(e.size))
+            .ok_or_else(|| {
+                corrupt("the sizes of its entries add up to more than 2^64 bytes".to_string())
+            })?;
         if files != self.file_count || bytes != self.total_bytes {
             return Err(corrupt(
                 "the manifest's totals do not match its entries".to_string(),
@@ -161,6 +205,7 @@ pub(crate) fn test_manifest(entries: Vec<Entry>) -> Manifest {
         file_count: entries.iter().filter(|e| e.kind != EntryType::Dir).count() as u64,
         total_bytes: 0,
         stopped_computers: vec![],
+        server_id: None,
         entries,
     }
 }
@@ -212,6 +257,50 @@ mod tests {
             entry("g", EntryType::File),
         ]);
         assert!(twice.check().is_err());
+    }
+
+    #[test]
+    fn links_only_inside_a_runner_workspace() {
+        for (kind, path, ok) in [
+            (Kind::Runner, "workspaces/c1/venv/bin/python", true),
+            (Kind::Runner, "workspaces/c1/x", true),
+            (Kind::Runner, "workspaces/c1", false),
+            (Kind::Runner, "workspaces", false),
+            (Kind::Runner, "receipts.db", false),
+            (Kind::Runner, "hermes-home/config.yaml", false),
+            (Kind::ControlPlane, "workspaces/c1/x", false),
+            (Kind::ControlPlane, "yy.db", false),
+            (Kind::ControlPlane, "artifacts", false),
+        ] {
+            assert_eq!(link_allowed(kind, path), ok, "{kind:?} {path}");
+        }
+        let mut m = test_manifest(vec![entry("yy.db", EntryType::Symlink)]);
+        assert!(matches!(m.check(), Err(BackupError::Invalid(_))));
+        m.kind = Kind::Runner;
+        m.entries = vec![
+            entry("workspaces", EntryType::Dir),
+            entry("workspaces/c1", EntryType::Dir),
+            entry("workspaces/c1/l", EntryType::Symlink),
+        ];
+        m.file_count = 1;
+        m.check().unwrap();
+        m.entries[2].size = MAX_LINK + 1;
+        m.total_bytes = MAX_LINK + 1;
+        assert!(matches!(m.check(), Err(BackupError::Corrupt(_))));
+    }
+
+    #[test]
+    fn sizes_that_overflow_are_refused_not_a_panic() {
+        let mut a = entry("a", EntryType::File);
+        let mut b = entry("b", EntryType::File);
+        a.size = u64::MAX;
+        b.size = 2;
+        let mut m = test_manifest(vec![a, b]);
+        m.total_bytes = 1; // what the sum wraps to
+        assert!(matches!(m.check(), Err(BackupError::Corrupt(_))));
+        let mut t = entry("t", EntryType::File);
+        t.mtime_nsec = 1_000_000_000;
+        assert!(test_manifest(vec![t]).check().is_err());
     }
 
     #[test]

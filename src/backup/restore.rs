@@ -146,9 +146,20 @@ impl Sink for Unpack<'_> {
         let f = w
             .into_inner()
             .map_err(|err| io_error("writing", &p, err.into_error()))?;
-        f.set_permissions(std::fs::Permissions::from_mode(e.mode))
+        // No set-id bits: a crafted archive must not plant a set-id file (in a workspace,
+        // the guest could run it).
+        f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
             .map_err(|err| io_error("setting the mode of", &p, err))?;
-        let mtime = UNIX_EPOCH + Duration::new(e.mtime.max(0) as u64, e.mtime_nsec);
+        // Checked: a time past what the system can hold is refused, not a panic.
+        let mtime = UNIX_EPOCH
+            .checked_add(Duration::from_secs(e.mtime.max(0) as u64))
+            .and_then(|t| t.checked_add(Duration::from_nanos(u64::from(e.mtime_nsec))))
+            .ok_or_else(|| {
+                BackupError::Corrupt(format!(
+                    "{} has a modification time out of range; the archive cannot be used",
+                    e.path
+                ))
+            })?;
         f.set_times(std::fs::FileTimes::new().set_modified(mtime))
             .map_err(|err| io_error("setting the time of", &p, err))?;
         chown(&p, e.uid, e.gid)?;
@@ -163,7 +174,7 @@ impl Sink for Unpack<'_> {
 impl Unpack<'_> {
     fn finish_dirs(&self) -> Result<()> {
         for (p, mode) in self.dirs.iter().rev() {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(*mode))
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(*mode & 0o1777))
                 .map_err(|e| io_error("setting the mode of", p, e))?;
         }
         Ok(())
@@ -287,7 +298,7 @@ fn apply_root_metadata(dir: &Path, manifest: &Manifest) -> Result<()> {
         }
         let p = dir.join(&e.path);
         if is_dir(&p) {
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(e.mode))
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(e.mode & 0o1777))
                 .map_err(|err| io_error("setting the mode of", &p, err))?;
             chown(&p, e.uid, e.gid)?;
         }
@@ -327,7 +338,13 @@ pub fn lock_nested_runners(s: &Siblings) -> Result<Vec<super::lock::DirLock>> {
 
 /// Restores `archive` into the data directory of `s`. The caller holds the lock
 /// exclusively and has run the rollback of an earlier interrupted restore.
-pub fn restore(kind: Kind, archive: &Path, s: &Siblings, show_progress: bool) -> Result<Restored> {
+pub fn restore(
+    kind: Kind,
+    archive: &Path,
+    s: &Siblings,
+    show_progress: bool,
+    from_other_server: bool,
+) -> Result<Restored> {
     let started = Instant::now();
     let mut opened = archive::open(archive)?;
     let m = opened.manifest.clone();
@@ -354,9 +371,12 @@ pub fn restore(kind: Kind, archive: &Path, s: &Siblings, show_progress: bool) ->
             m.schema_version
         )));
     }
+    if kind == Kind::ControlPlane && !from_other_server {
+        check_same_server(archive, &m, &s.dir)?;
+    }
     mkdir_private(&s.parent)?;
     if let Some(free) = free_bytes(&s.parent) {
-        let need = m.total_bytes + 64 * 1024 * 1024;
+        let need = m.total_bytes.saturating_add(64 * 1024 * 1024);
         if free < need {
             return Err(BackupError::Io(format!(
                 "not enough space beside {}: the restore needs {} and {} are free; free some space first",
@@ -475,6 +495,29 @@ pub fn restore(kind: Kind, archive: &Path, s: &Siblings, show_progress: bool) ->
         migrated,
         elapsed: started.elapsed(),
     })
+}
+
+/// A control plane backup replaces every account of the server it is restored into: that
+/// is refused when the archive comes from another server (or does not say which), unless
+/// asked for. A directory without a database (or with one older than identities) is new.
+fn check_same_server(archive: &Path, m: &Manifest, dir: &Path) -> Result<()> {
+    let db = crate::server::store::db_path(dir);
+    if !db.symlink_metadata().is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let Some(here) = super::collect::server_identity_of(&db) else {
+        return Ok(());
+    };
+    let from = match &m.server_id {
+        Some(id) if *id == here => return Ok(()),
+        Some(id) => format!("another server (server id {id}; this one is {here})"),
+        None => "a server it does not name (made by an older yy)".to_string(),
+    };
+    Err(BackupError::Invalid(format!(
+        "{} is a backup of {from}: restoring it into {} replaces every account there; pass --from-other-server if that is what you want",
+        archive.display(),
+        dir.display()
+    )))
 }
 
 /// The renames, the migration and the log line: everything between the journal's

@@ -61,6 +61,10 @@ pub struct RestoreArgs {
     /// Data directory to restore into; it need not exist [default: $XDG_DATA_HOME/yy]
     #[arg(long, value_name = "DIR", env = "YY_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Restore a backup of another server (or one that does not say which server it came
+    /// from): every account of this server is replaced by the archive's
+    #[arg(long)]
+    pub from_other_server: bool,
     /// Print the summary as JSON
     #[arg(long)]
     pub json: bool,
@@ -285,6 +289,7 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
             "created_at": m.created_at,
             "hostname": m.hostname,
             "source": m.source,
+            "server_id": m.server_id,
             "file_count": m.file_count,
             "total_bytes": m.total_bytes,
             "stopped_computers": m.stopped_computers,
@@ -353,6 +358,7 @@ fn note(said: Option<String>) {
 pub async fn restore(a: RestoreArgs) -> anyhow::Result<()> {
     let dir = data_dir_or_default(a.data_dir)?;
     let file = a.file;
+    let other = a.from_other_server;
     let restored = blocking(move || {
         let s = Siblings::of(&dir)?;
         let (_lock, said) = journal::maintain(
@@ -364,7 +370,7 @@ pub async fn restore(a: RestoreArgs) -> anyhow::Result<()> {
         )?;
         note(said);
         let _runners = backup::restore::lock_nested_runners(&s)?;
-        backup::restore::restore(Kind::ControlPlane, &file, &s, true)
+        backup::restore::restore(Kind::ControlPlane, &file, &s, true, other)
     })
     .await?;
     print_restored(&restored, a.json)
@@ -430,7 +436,7 @@ pub async fn runner_restore(a: RunnerRestoreArgs) -> anyhow::Result<()> {
         backup::computers::stop_all(&s.dir).await.map_err(cli)?;
     }
     let restored = blocking(move || {
-        let r = backup::restore::restore(Kind::Runner, &file, &s, true);
+        let r = backup::restore::restore(Kind::Runner, &file, &s, true, false);
         drop(lock);
         r
     })

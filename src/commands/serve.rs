@@ -44,7 +44,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = positive_duration)]
     pub body_timeout: Duration,
     /// Most connections open at once [default: from the open-file limit, raised to its
-    /// hard limit at start]
+    /// hard limit at start; never more than that limit leaves room for]. At the cap the
+    /// connection idle longest is closed for a new one
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: Option<u32>,
     /// Longest wait for requests in flight on SIGTERM before they are cut
@@ -86,9 +87,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let shutdown = shutdown_signal()?;
     crate::output::print(&format!("listening on http://{addr}"))?;
-    let max_connections = args
-        .max_connections
-        .map_or_else(|| server::conn::connections_for(nofile), |n| n as usize);
+    // Never more than the open-file limit allows: a connection past it would fail to be
+    // accepted (EMFILE) and take the server's own files down with it.
+    let fits = server::conn::connections_for(nofile);
+    let max_connections = match args.max_connections {
+        Some(n) if n as usize > fits => {
+            tracing::warn!(
+                asked = n,
+                using = fits,
+                nofile,
+                "--max-connections is more than the open-file limit leaves room for; using the most that fits"
+            );
+            fits
+        }
+        Some(n) => n as usize,
+        None => fits,
+    };
     tracing::info!(%addr, data_dir = %data_dir.display(), version = crate::VERSION,
         max_connections, nofile, "serving");
     let config = ServerConfig {

@@ -616,6 +616,11 @@ async fn execute(
     stop: CancellationToken,
 ) -> Finished {
     let command = match RunnerCommand::parse(&cmd.kind, &cmd.payload) {
+        // The team tool id comes with the lease, never from the payload.
+        Ok(RunnerCommand::WorkerTurn(mut p)) => {
+            p.team_tools = cmd.team_tools.clone();
+            RunnerCommand::WorkerTurn(p)
+        }
         Ok(command) => command,
         Err(e) => return Finished::failed(e),
     };

@@ -4,14 +4,21 @@
 //! body within the body deadline, at most `max_connections` sockets are open at once, and
 //! a shutdown waits at most the grace period for requests in flight.
 //!
+//! At the cap, the connection idle longest (no request in progress: silent, half-sent
+//! headers, or kept alive between requests) is closed to let the next client in, so idle
+//! sockets can never keep out a health check or a Runner. Only connections with a request
+//! in progress make new clients wait.
+//!
 //! A Runner's long-poll is a request in progress (its headers came at once and the
-//! handler holds the answer), so neither timeout applies to it.
+//! handler holds the answer), so neither timeout nor eviction applies to it.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -19,7 +26,7 @@ use axum::extract::ConnectInfo;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Sleep;
 use tower::ServiceExt;
 
@@ -72,10 +79,160 @@ pub fn raise_nofile_limit() -> std::io::Result<u64> {
     Ok(lim.rlim_cur)
 }
 
-/// The connection cap that fits an open-file limit: room is kept for the database, the
-/// listener, logs and the blocking pool.
+/// The connection cap that fits an open-file limit: a quarter of the descriptors (at
+/// least 64, at most 1024) is kept for the database, the listener, logs, artifact files
+/// and the blocking pool, so the cap always stays below the limit.
 pub fn connections_for(nofile: u64) -> usize {
-    nofile.saturating_sub(256).clamp(64, 65_536) as usize
+    let reserve = (nofile / 4).clamp(64, 1024);
+    nofile.saturating_sub(reserve).clamp(1, 65_536) as usize
+}
+
+/// One open connection, as the accept loop sees it.
+struct Conn {
+    /// Requests in progress: from their headers to the end of their response body.
+    busy: AtomicUsize,
+    /// When it last had no request in progress (ms since the loop started).
+    idle_since: AtomicU64,
+    /// Asked to close; cleared when it turned out busy.
+    evicting: AtomicBool,
+    evict: Notify,
+}
+
+/// The open connections, to pick the one idle longest.
+struct Open {
+    started: Instant,
+    next: AtomicU64,
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+}
+
+impl Open {
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn add(self: &Arc<Self>) -> (Arc<Conn>, Registered) {
+        let conn = Arc::new(Conn {
+            busy: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(self.now()),
+            evicting: AtomicBool::new(false),
+            evict: Notify::new(),
+        });
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, conn.clone());
+        (
+            conn,
+            Registered {
+                open: self.clone(),
+                id,
+            },
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Conn>>> {
+        // A panic elsewhere cannot leave the map inconsistent: take it as it is.
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the connection idle longest to close; false when every one is busy.
+    fn evict_oldest_idle(&self) -> bool {
+        let conns = self.lock();
+        let oldest = conns
+            .values()
+            .filter(|c| c.busy.load(Ordering::Acquire) == 0 && !c.evicting.load(Ordering::Acquire))
+            .min_by_key(|c| c.idle_since.load(Ordering::Acquire));
+        match oldest {
+            Some(c) => {
+                c.evicting.store(true, Ordering::Release);
+                c.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Removes a connection from [`Open`] when its task ends.
+struct Registered {
+    open: Arc<Open>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.open.lock().remove(&self.id);
+    }
+}
+
+/// A request in progress on a connection; dropped with the response body.
+struct Busy {
+    conn: Arc<Conn>,
+    open: Arc<Open>,
+}
+
+impl Busy {
+    fn new(conn: &Arc<Conn>, open: &Arc<Open>) -> Busy {
+        conn.busy.fetch_add(1, Ordering::AcqRel);
+        Busy {
+            conn: conn.clone(),
+            open: open.clone(),
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if self.conn.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.conn
+                .idle_since
+                .store(self.open.now(), Ordering::Release);
+        }
+    }
+}
+
+/// A response body that keeps its connection busy until it is sent (or dropped).
+struct Tracked {
+    inner: axum::body::Body,
+    _busy: Busy,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Waits for a free slot; meanwhile closes the connection idle longest (again every
+/// 100 ms, as connections finish their requests). None when `shutdown` completed.
+async fn slot_at_cap(
+    slots: &Arc<Semaphore>,
+    open: &Open,
+    shutdown: &mut Pin<&mut impl Future<Output = ()>>,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    loop {
+        if let Ok(s) = slots.clone().try_acquire_owned() {
+            return Some(s);
+        }
+        open.evict_oldest_idle();
+        tokio::select! {
+            _ = shutdown.as_mut() => return None,
+            s = slots.clone().acquire_owned() => return Some(s.expect("the semaphore is never closed")),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
 }
 
 /// Accepts and serves connections until `shutdown` completes.
@@ -86,15 +243,20 @@ pub async fn serve_connections(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let open = Arc::new(Open {
+        started: Instant::now(),
+        next: AtomicU64::new(0),
+        conns: Mutex::new(HashMap::new()),
+    });
     let tracker = tokio_util::task::TaskTracker::new();
     let (closing_tx, closing) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         // Take a slot before accepting: at the cap, new clients wait in the backlog
-        // instead of costing a file descriptor each.
-        let slot = tokio::select! {
-            _ = &mut shutdown => break,
-            s = slots.clone().acquire_owned() => s.expect("the semaphore is never closed"),
+        // instead of costing a file descriptor each, while an idle connection is closed
+        // to make room.
+        let Some(slot) = slot_at_cap(&slots, &open, &mut shutdown).await else {
+            break;
         };
         let (stream, peer) = tokio::select! {
             _ = &mut shutdown => break,
@@ -112,13 +274,24 @@ pub async fn serve_connections(
         let app = app.clone();
         let limits = limits.clone();
         let mut closing = closing.clone();
+        let (conn_state, registered) = open.add();
+        let open = open.clone();
         tracker.spawn(async move {
             let _slot = slot;
+            let _registered = registered;
             let body_timeout = limits.body_timeout;
+            let state = conn_state.clone();
             let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                let busy = Busy::new(&state, &open);
                 let mut req = req.map(|b| axum::body::Body::new(Deadline::new(b, body_timeout)));
                 req.extensions_mut().insert(ConnectInfo(peer));
-                app.clone().oneshot(req)
+                let answer = app.clone().oneshot(req);
+                async move {
+                    let response = answer.await?;
+                    Ok::<_, std::convert::Infallible>(response.map(|inner| {
+                        axum::body::Body::new(Tracked { inner, _busy: busy })
+                    }))
+                }
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
@@ -129,11 +302,21 @@ pub async fn serve_connections(
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades();
             tokio::pin!(conn);
-            let ended = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = async { let _ = closing.wait_for(|c| *c).await; } => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
+            let ended = loop {
+                tokio::select! {
+                    r = conn.as_mut() => break r,
+                    _ = async { let _ = closing.wait_for(|c| *c).await; } => {
+                        conn.as_mut().graceful_shutdown();
+                        break conn.await;
+                    }
+                    _ = conn_state.evict.notified() => {
+                        if conn_state.busy.load(Ordering::Acquire) == 0 {
+                            tracing::debug!(%peer, "closing an idle connection: the connection cap is reached");
+                            break Ok(());
+                        }
+                        // A request began meanwhile: it stays, another goes.
+                        conn_state.evicting.store(false, Ordering::Release);
+                    }
                 }
             };
             if let Err(e) = ended {
@@ -214,7 +397,12 @@ mod tests {
     #[test]
     fn the_connection_cap_leaves_room_for_the_server_itself() {
         assert_eq!(super::connections_for(1024), 768);
-        assert_eq!(super::connections_for(100), 64);
+        assert_eq!(super::connections_for(100), 36);
+        assert_eq!(super::connections_for(64), 1);
+        assert_eq!(super::connections_for(1_048_576), 65_536);
         assert_eq!(super::connections_for(u64::MAX), 65_536);
+        for n in [65, 100, 256, 1024, 4096, 70_000] {
+            assert!((super::connections_for(n) as u64) < n, "{n}");
+        }
     }
 }

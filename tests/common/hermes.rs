@@ -48,10 +48,12 @@ impl FakeModel {
         FakeModel { child, port, log }
     }
 
-    /// The requests that consumed a script step.
+    /// The requests that consumed a script step. A line the server is still writing (no
+    /// newline yet) is not one yet.
     pub fn steps(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
             .filter(|r| r["kind"] == "step")

@@ -112,8 +112,11 @@ impl Env {
         self.path("config")
     }
 
+    /// `yy ARGS` in this sandbox. `YY_TEST_BIN` runs another yy binary instead (an older
+    /// build, to see a test fail there).
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
+        let bin = std::env::var("YY_TEST_BIN").unwrap_or_else(|_| BIN.to_string());
+        let mut cmd = Command::new(bin);
         cmd.args(args)
             .env("XDG_CONFIG_HOME", self.config_home())
             .env("XDG_DATA_HOME", self.path("xdg-data"))
@@ -218,6 +221,17 @@ impl Server {
 
     /// Starts `yy serve --listen LISTEN --data-dir DATA_DIR EXTRA...`.
     pub fn start_with(env: &Env, data_dir: &Path, listen: &str, extra: &[&str]) -> Server {
+        Server::start_shaped(env, data_dir, listen, extra, |_| {})
+    }
+
+    /// [`Server::start_with`], with `shape` applied to the command first (limits, say).
+    pub fn start_shaped(
+        env: &Env,
+        data_dir: &Path,
+        listen: &str,
+        extra: &[&str],
+        shape: impl FnOnce(&mut Command),
+    ) -> Server {
         let stderr_path = env.path(&format!("serve-{}.log", rand_suffix()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut args = vec![
@@ -228,8 +242,9 @@ impl Server {
             data_dir.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        let mut child = env
-            .command(&args)
+        let mut cmd = env.command(&args);
+        shape(&mut cmd);
+        let mut child = cmd
             .env("YY_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(stderr)

@@ -306,11 +306,19 @@ pub fn lease(
                     kind: r.get::<_, CommandKind>(1)?.as_sql().into(),
                     payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
                     deadline_ms: r.get(3)?,
+                    team_tools: None,
                 },
             ))
         })?
         .collect::<Result<_, _>>()?;
     drop(stmt);
+    // A worker turn's team tool id is minted here, for this lease only: it travels in the
+    // answer and is never stored (only its SHA-256 is).
+    for (_, c) in &mut leased {
+        if c.kind == CommandKind::WorkerTurn.as_sql() {
+            c.team_tools = super::team_tools::grant_for_lease(&tx, &c.payload)?;
+        }
+    }
     tx.commit()?;
     leased.sort_by_key(|(seq, _)| *seq);
     Ok(leased.into_iter().map(|(_, c)| c).collect())

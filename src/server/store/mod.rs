@@ -68,6 +68,17 @@ pub fn db_path(data_dir: &Path) -> PathBuf {
     data_dir.join("yy.db")
 }
 
+/// The server's identity (schema 11 and later); none in an older database. A backup
+/// records it, a restore compares it.
+pub fn server_identity(conn: &Connection) -> Option<String> {
+    conn.query_row(
+        "SELECT id FROM server_identity WHERE singleton = 1",
+        [],
+        |r| r.get(0),
+    )
+    .ok()
+}
+
 /// A unit of work for the database thread.
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 

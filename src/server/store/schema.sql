@@ -337,3 +337,11 @@ CREATE TABLE computer_controls (
     expires_at    INTEGER,
     paused        INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1))
 );
+
+-- The server's identity: a backup records it, a restore of another server's backup must be
+-- asked for (`yy restore --from-other-server`).
+CREATE TABLE server_identity (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    id        TEXT NOT NULL                          -- 32 hex digits
+);
+INSERT INTO server_identity (singleton, id) VALUES (1, lower(hex(randomblob(16))));

@@ -396,20 +396,9 @@ pub fn admit_in(
         // A running computer keeps its image; a stopped one starts from the current image.
         let image = super::runner_images::lease_image(&computer, &image).to_string();
         let lease = computers::next_lease(&computer, &agent, &image, &cwd, network);
-        // Team tools: only while the agent may manage a team, checked at every turn.
-        let team_tools = if agent.manage_team {
-            Some(super::team_tools::grant(
-                tx,
-                &agent,
-                &source.id,
-                &session.id,
-                &turn_id,
-            )?)
-        } else {
-            None
-        };
+        // Team tools: their id is minted when the command is leased (never stored here).
         let payload = WorkerTurnPayload {
-            team_tools,
+            team_tools: None,
             session_id: session.id.clone(),
             turn_id: turn_id.clone(),
             profile: profile.name.clone(),

@@ -73,8 +73,22 @@ fn pass(w: &mut World) -> schedule::Pass {
     schedule::pass(&mut w.conn, QueueLimits::default()).unwrap()
 }
 
-/// The turns now queued or running, as (agent name, turn id, command id, tool id).
-fn live_turns(w: &World) -> Vec<(String, String, String, Option<String>)> {
+/// The turns now queued or running, as (agent name, turn id, command id, tool id). Their
+/// commands are leased first, as the Runner would: the tool id exists only in a lease.
+fn live_turns(w: &mut World) -> Vec<(String, String, String, Option<String>)> {
+    let generation: i64 = w
+        .conn
+        .query_row(
+            "SELECT generation FROM runners WHERE id = ?1",
+            [&w.runner],
+            |r| r.get(0),
+        )
+        .unwrap();
+    for c in commands::lease(&mut w.conn, &w.runner, generation, 100).unwrap() {
+        if let Some(id) = c.team_tools {
+            TOOL_IDS.with(|t| t.borrow_mut().insert(c.id, id));
+        }
+    }
     let mut stmt = w
         .conn
         .prepare(
@@ -86,16 +100,23 @@ fn live_turns(w: &World) -> Vec<(String, String, String, Option<String>)> {
         .unwrap();
     stmt.query_map([], |r| {
         let payload: String = r.get(3)?;
-        let v: Value = serde_json::from_str(&payload).unwrap();
-        let tool = v["content"]["team_tools"]
-            .as_str()
-            .or(v["team_tools"].as_str())
-            .map(str::to_string);
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, tool))
+        assert!(
+            !payload.contains("team_tools"),
+            "no tool id in a stored payload: {payload}"
+        );
+        let command: String = r.get(2)?;
+        let tool = TOOL_IDS.with(|t| t.borrow().get(&command).cloned());
+        Ok((r.get(0)?, r.get(1)?, command, tool))
     })
     .unwrap()
     .collect::<Result<_, _>>()
     .unwrap()
+}
+
+thread_local! {
+    /// Tool ids by command id, as leases delivered them (each test runs on its thread).
+    static TOOL_IDS: std::cell::RefCell<std::collections::HashMap<String, String>> =
+        Default::default();
 }
 
 fn turn_of<'a>(
@@ -325,7 +346,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     // The operator's goal wakes the admin to plan it; the admin's turn has team tools.
     let p = pass(&mut w);
     assert_eq!(p.admitted, 1);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, plan_turn, plan_cmd, plan_tool) = turn_of(&turns, "boss").clone();
     let plan_tool = plan_tool.expect("the admin's turn carries a tool id");
     start(&mut w, g, &plan_cmd);
@@ -364,7 +385,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     // The first subtask is ready at once (its owner is idle); the second waits for it.
     let p = pass(&mut w);
     assert_eq!(p.admitted, 1);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, m1_cmd, m1_tool) = turn_of(&turns, "m1").clone();
     assert!(m1_tool.is_none(), "a member has no team tools");
     assert!(turns.iter().all(|t| t.0 != "m2"));
@@ -395,7 +416,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     assert_eq!(draft.state, S::Review);
     assert!(draft.result.as_deref().unwrap().contains("draft v1"));
     // The review turn: its prompt carries the result; it sends the draft back once.
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, review_turn, review_cmd, review_tool) = turn_of(&turns, "boss").clone();
     let prompt = sessions::get_turn(&w.conn, &review_turn).unwrap().message;
     assert!(
@@ -425,7 +446,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     .unwrap();
     finish(&mut w, g, &review_cmd, "sent back");
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, rework_turn, m1_cmd, _) = turn_of(&turns, "m1").clone();
     let prompt = sessions::get_turn(&w.conn, &rework_turn).unwrap().message;
     assert!(
@@ -439,7 +460,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     start(&mut w, g, &m1_cmd);
     finish(&mut w, g, &m1_cmd, "draft v2 with numbers");
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
     start(&mut w, g, &cmd);
     tool(
@@ -463,7 +484,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     assert!(e.to_string().contains("every subtask is accepted"), "{e}");
     // The second subtask becomes ready now, while the admin's turn still runs.
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, polish_turn, m2_cmd, _) = turn_of(&turns, "m2").clone();
     let prompt = sessions::get_turn(&w.conn, &polish_turn).unwrap().message;
     assert!(
@@ -474,7 +495,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     start(&mut w, g, &m2_cmd);
     finish(&mut w, g, &m2_cmd, "polished");
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
     start(&mut w, g, &cmd);
     tool(
@@ -503,7 +524,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     assert_eq!(pass(&mut w).admitted, 0);
     finish(&mut w, g, &cmd, "completed");
     assert_eq!(pass(&mut w).admitted, 1, "the delivery");
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, delivery_turn, cmd, _) = turn_of(&turns, "boss").clone();
     let message = sessions::get_turn(&w.conn, &delivery_turn).unwrap().message;
     assert!(
@@ -613,7 +634,7 @@ fn attempts_subtasks_and_wakeups_are_limited_with_their_messages() {
             [&goal],
         )
         .unwrap();
-    for t in live_turns(&w) {
+    for t in live_turns(&mut w) {
         start(&mut w, g, &t.2);
         finish(&mut w, g, &t.2, "x");
     }
@@ -634,7 +655,7 @@ fn helpers_are_limited_bound_to_their_goal_and_retired_with_it() {
     let (mut w, g) = team_world();
     let goal = crew_goal(&mut w);
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
     let id = id.unwrap();
     start(&mut w, g, &cmd);
@@ -733,7 +754,7 @@ fn a_stopped_goal_runs_no_turn_until_resumed_and_revoking_manage_team_stops_it()
     let gr = tx(&mut w.conn, |c| goals::resume(c, &actor, &goal)).unwrap();
     assert_eq!(gr.generation, 2);
     assert_eq!(pass(&mut w).admitted, 1, "the admin plans after the resume");
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
     start(&mut w, g, &cmd);
     // Revoke: the running turn's id stops working at once, and the goal stops.
@@ -793,7 +814,7 @@ fn an_uncertain_member_turn_goes_to_review_as_uncertain_and_is_never_resubmitted
         .execute("UPDATE goals SET seen = attention WHERE id = ?1", [&goal])
         .unwrap();
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, turn, cmd, _) = turn_of(&turns, "m1").clone();
     start(&mut w, g, &cmd);
     // The Runner reconnects (a control plane restart ends its connection): the running
@@ -820,7 +841,7 @@ fn an_uncertain_member_turn_goes_to_review_as_uncertain_and_is_never_resubmitted
     assert_eq!(sub.state, S::Review);
     assert!(sub.result.unwrap().contains("uncertain"));
     assert!(
-        live_turns(&w).iter().all(|t| t.0 != "m1"),
+        live_turns(&mut w).iter().all(|t| t.0 != "m1"),
         "the member's turn is not replayed"
     );
 }
@@ -830,7 +851,7 @@ fn asking_the_user_makes_the_goal_wait_and_queues_the_question_for_the_origin_se
     let (mut w, g) = team_world();
     let goal = crew_goal(&mut w);
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
     let id = id.unwrap();
     start(&mut w, g, &cmd);
@@ -860,7 +881,7 @@ fn asking_the_user_makes_the_goal_wait_and_queues_the_question_for_the_origin_se
     assert!(e.to_string().contains("waiting_user"), "{e}");
     finish(&mut w, g, &cmd, "asked");
     assert_eq!(pass(&mut w).admitted, 1);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, turn, _, _) = turn_of(&turns, "boss").clone();
     let message = sessions::get_turn(&w.conn, &turn).unwrap().message;
     assert!(message.contains("Which quarter?"), "{message}");
@@ -871,7 +892,7 @@ fn a_new_user_message_in_the_origin_session_resumes_a_stopped_goal() {
     let (mut w, g) = team_world();
     let goal = crew_goal(&mut w);
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, cmd, _) = turn_of(&turns, "boss").clone();
     start(&mut w, g, &cmd);
     finish(&mut w, g, &cmd, "planned nothing yet");
@@ -884,7 +905,7 @@ fn a_new_user_message_in_the_origin_session_resumes_a_stopped_goal() {
     tx(&mut w.conn, |c| goals::stop(c, &actor, &goal)).unwrap();
     // The stop's delivery goes first; then the user writes in the same session.
     pass(&mut w);
-    for t in live_turns(&w) {
+    for t in live_turns(&mut w) {
         start(&mut w, g, &t.2);
         finish(&mut w, g, &t.2, "noted");
     }
@@ -904,7 +925,7 @@ fn members_an_isolated_admin_creates_never_become_host_agents() {
     let (mut w, g) = team_world();
     crew_goal(&mut w);
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
     let id = id.unwrap();
     start(&mut w, g, &cmd);
@@ -980,7 +1001,7 @@ fn subtask_inputs_ride_with_the_owner_turn_and_are_downloadable_only_while_it_ru
     art(&w, "art-other", 10);
     art(&w, "art-huge", crate::api::artifacts::MAX_ATTACH_BYTES + 1);
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, plan_cmd, plan_tool) = turn_of(&turns, "boss").clone();
     let plan_tool = plan_tool.unwrap();
     start(&mut w, g, &plan_cmd);
@@ -1007,7 +1028,7 @@ fn subtask_inputs_ride_with_the_owner_turn_and_are_downloadable_only_while_it_ru
     .unwrap();
     finish(&mut w, g, &plan_cmd, "planned");
     pass(&mut w);
-    let turns = live_turns(&w);
+    let turns = live_turns(&mut w);
     let (_, _, member_cmd, _) = turn_of(&turns, "m1").clone();
     let payload: Value =
         serde_json::from_str(&commands::get(&w.conn, &member_cmd).unwrap().payload).unwrap();

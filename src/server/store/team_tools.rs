@@ -21,9 +21,41 @@ use crate::timefmt::now_ms;
 pub const MAX_ACTIVE_HELPERS: i64 = 8;
 pub const MAX_HELPERS_TOTAL: i64 = 32;
 
-/// Writes a new tool id for the turn being admitted (inside its transaction); like every
+/// Mints the tool id of a `worker.turn` as it is leased (inside the lease's transaction),
+/// while its agent may manage a team. A new lease of the same turn (a Runner that
+/// reconnected) replaces the id: only the latest works. Anything odd about the turn means
+/// no team tools, never a failed lease.
+pub fn grant_for_lease(conn: &Connection, payload: &Value) -> Result<Option<String>, StoreError> {
+    let Some(turn_id) = payload["turn_id"].as_str() else {
+        return Ok(None);
+    };
+    conn.execute("DELETE FROM tool_grants WHERE turn_id = ?1", [turn_id])?;
+    let found: Option<(String, String, String)> = conn
+        .query_row(
+            "SELECT t.session_id, s.account_id, s.agent_id
+             FROM session_turns t JOIN sessions s ON s.id = t.session_id WHERE t.id = ?1",
+            [turn_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let Some((session_id, account_id, agent_id)) = found else {
+        return Ok(None);
+    };
+    let Ok(agent) = agents::get(conn, &account_id, &agent_id) else {
+        return Ok(None);
+    };
+    if !agent.manage_team || agent.archived_at.is_some() {
+        return Ok(None);
+    }
+    let Ok(source) = super::catalog::get_source(conn, &agent.source) else {
+        return Ok(None);
+    };
+    grant(conn, &agent, &source.id, &session_id, turn_id).map(Some)
+}
+
+/// Writes a new tool id for a turn (inside the caller's transaction); like every
 /// credential, only its SHA-256 is stored.
-pub fn grant(
+fn grant(
     conn: &Connection,
     agent: &AgentRow,
     source_id: &str,
@@ -154,22 +186,47 @@ fn list(args: &Value, key: &str) -> Vec<String> {
     }
 }
 
-/// A goal by id, or by the title of an open goal of a team the caller administers (a
-/// model may only remember the title it gave).
+/// A goal of a team the caller administers, by id or by the title of an open one (a model
+/// may only remember the title it gave). Other teams' goals, even of the same account,
+/// are not there for team tools: the answer is the same as for a goal that does not exist.
 fn goal_id(conn: &Connection, caller: &Caller, args: &Value) -> Result<String, StoreError> {
     let key = text(args, "goal")?;
-    if goals::get(conn, key).is_ok() {
-        return Ok(key.to_string());
+    let mine = "SELECT g.id FROM goals g
+         JOIN team_members m ON m.team_id = g.team_id AND m.role = 'admin' AND m.agent_id = ?1";
+    let by_id = conn
+        .query_row(
+            &format!("{mine} WHERE g.id = ?2"),
+            params![caller.agent.id, key],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(id) = by_id {
+        return Ok(id);
     }
     conn.query_row(
-        "SELECT g.id FROM goals g JOIN team_members m ON m.team_id = g.team_id AND m.role = 'admin'
-         WHERE m.agent_id = ?1 AND g.title = ?2 AND g.state IN ('active', 'waiting_user', 'stopped')
-         ORDER BY g.created_at DESC LIMIT 1",
+        &format!(
+            "{mine} WHERE g.title = ?2 AND g.state IN ('active', 'waiting_user', 'stopped')
+             ORDER BY g.created_at DESC LIMIT 1"
+        ),
         params![caller.agent.id, key],
         |r| r.get(0),
     )
     .optional()?
     .ok_or_else(|| StoreError::NotFound(format!("no open goal {key:?} of your teams")))
+}
+
+/// A team the caller administers, by name or id (for `goal_create`); others are unknown.
+fn team_of_caller(conn: &Connection, caller: &Caller, args: &Value) -> Result<String, StoreError> {
+    let key = text(args, "team")?;
+    conn.query_row(
+        "SELECT t.id FROM teams t
+         JOIN team_members m ON m.team_id = t.id AND m.role = 'admin' AND m.agent_id = ?1
+         WHERE t.id = ?2 OR t.name = ?2 ORDER BY t.archived_at IS NOT NULL LIMIT 1",
+        params![caller.agent.id, key],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| StoreError::NotFound(format!("no team {key:?} of yours")))
 }
 
 fn dispatch(
@@ -220,7 +277,7 @@ fn dispatch(
                 conn,
                 &actor,
                 NewGoal {
-                    team: text(args, "team")?,
+                    team: &team_of_caller(conn, caller, args)?,
                     title: text(args, "title")?,
                     criteria: text(args, "criteria")?,
                     session: Some(&caller.session_id),
