@@ -373,8 +373,17 @@ async fn a_podman_computer_is_hardened_like_a_docker_computer() {
     let on_docker = Fixture::new(docker_image);
     let d = Provider::connect_to(Some(Engine::Docker)).await.unwrap();
     let p = Provider::connect_to(Some(Engine::Podman)).await.unwrap();
+    let t = Instant::now();
     let (dc, _ds) = d.launch(&on_docker.spec).await.unwrap();
+    let docker_ms = t.elapsed().as_millis();
+    let t = Instant::now();
     let (pc, _ps) = p.launch(&on_podman.0.spec).await.unwrap();
+    let podman_ms = t.elapsed().as_millis();
+    eprintln!(
+        "launch (create, verify, start, guest session): docker {} {docker_ms} ms, podman {} {podman_ms} ms",
+        d.engine().version,
+        p.engine().version
+    );
     let dh = hardening(&d, "docker", &dc.id).await;
     let ph = hardening(&p, "podman", &pc.id).await;
     let keys: Vec<&String> = dh.iter().map(|(k, _)| k).collect();
