@@ -657,19 +657,6 @@ pub async fn list(provider: &Provider) -> Result<Vec<ImageRow>, ComputerError> {
         .collect())
 }
 
-#[cfg(test)]
-mod policy_tests {
-    use super::*;
-
-    #[test]
-    fn the_browser_uses_the_system_proxy_and_cannot_change_it() {
-        let p: serde_json::Value = serde_json::from_str(FIREFOX_POLICIES).unwrap();
-        assert_eq!(p["policies"]["Proxy"]["Mode"], "system");
-        assert_eq!(p["policies"]["Proxy"]["Locked"], true);
-        assert_eq!(p["policies"]["DisableAppUpdate"], true);
-    }
-}
-
 /// The labels of `image`, or not found (named so) when the engine does not have it.
 pub async fn image_labels(
     provider: &Provider,
@@ -710,4 +697,17 @@ pub async fn details(provider: &Provider, row: &ImageRow) -> Result<ImageDetails
         packages: recorded_lock(&labels)?,
         row: row.clone(),
     })
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    #[test]
+    fn the_browser_uses_the_system_proxy_and_cannot_change_it() {
+        let p: serde_json::Value = serde_json::from_str(FIREFOX_POLICIES).unwrap();
+        assert_eq!(p["policies"]["Proxy"]["Mode"], "system");
+        assert_eq!(p["policies"]["Proxy"]["Locked"], true);
+        assert_eq!(p["policies"]["DisableAppUpdate"], true);
+    }
 }

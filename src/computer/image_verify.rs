@@ -98,18 +98,7 @@ pub async fn verify_image_with(
     notify: &(dyn Fn(&Check) + Sync),
 ) -> Result<Report, ComputerError> {
     validate_image_id(image)?;
-    let inspect =
-        provider
-            .docker()
-            .inspect_image(image)
-            .await
-            .map_err(|e| match ComputerError::from(e) {
-                ComputerError::NotFound(_) => {
-                    ComputerError::NotFound(format!("image {image} is not on this Docker engine"))
-                }
-                other => other,
-            })?;
-    let image_labels = inspect.config.and_then(|c| c.labels).unwrap_or_default();
+    let image_labels = super::image::image_labels(provider, image).await?;
     let image_version = image_labels
         .get(labels::VERSION)
         .cloned()
