@@ -185,8 +185,10 @@ impl Provider {
             Err(e) => {
                 return Err(match ComputerError::from(e) {
                     ComputerError::NotFound(_) => ComputerError::NotFound(format!(
-                        "image {} is not on this Docker engine; build it with `yy image build`",
-                        spec.image_id
+                        "image {} is not on this {} engine; build it with `yy image build --engine {}`",
+                        spec.image_id,
+                        self.engine.engine.title(),
+                        self.engine.engine
                     )),
                     other => other,
                 });
