@@ -506,6 +506,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_reported_engine_is_a_known_name_and_a_version_word() {
+        let status = |engine: &str| RunnerStatus {
+            version: "1.0".into(),
+            hostname: "h".into(),
+            engine: Some(engine.into()),
+            ..Default::default()
+        };
+        assert!(status("docker 20.10.24+dfsg1").check().is_ok());
+        assert!(status("podman 4.3.1").check().is_ok());
+        for bad in [
+            "lxc 1.0",
+            "podman",
+            "podman 4.3\n",
+            "docker 1 2",
+            "podman \u{1b}[2J",
+        ] {
+            assert!(status(bad).check().is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
     fn runner_commands_carry_their_kind_word() {
         let samples = [
             RunnerCommand::Ping(PingPayload { hold_ms: 3 }),
