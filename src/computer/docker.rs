@@ -175,6 +175,19 @@ impl Provider {
         )
     }
 
+    /// An engine's answer about `image` as yy tells it: a missing image names the engine
+    /// it is missing from and how to build it there.
+    pub fn image_error(&self, image: &str, e: bollard::errors::Error) -> ComputerError {
+        match ComputerError::from(e) {
+            ComputerError::NotFound(_) => ComputerError::NotFound(format!(
+                "image {image} is not on this {} engine; build it with `yy image build --engine {}`",
+                self.engine.engine.title(),
+                self.engine.engine
+            )),
+            other => other,
+        }
+    }
+
     /// Creates (not starts) the computer, then inspects it and removes it again if it
     /// differs from the request in any checked way.
     pub async fn create(&self, spec: &ComputerSpec) -> Result<Created, ComputerError> {
@@ -183,15 +196,7 @@ impl Provider {
         match self.docker.inspect_image(&spec.image_id).await {
             Ok(_) => {}
             Err(e) => {
-                return Err(match ComputerError::from(e) {
-                    ComputerError::NotFound(_) => ComputerError::NotFound(format!(
-                        "image {} is not on this {} engine; build it with `yy image build --engine {}`",
-                        spec.image_id,
-                        self.engine.engine.title(),
-                        self.engine.engine
-                    )),
-                    other => other,
-                });
+                return Err(self.image_error(&spec.image_id, e));
             }
         }
         let name = spec.name();

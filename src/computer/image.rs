@@ -657,22 +657,16 @@ pub async fn list(provider: &Provider) -> Result<Vec<ImageRow>, ComputerError> {
         .collect())
 }
 
-/// The labels of `image`, or not found (named so) when the engine does not have it.
+/// The labels of `image`, or not found (naming the engine) when the engine does not have it.
 pub async fn image_labels(
     provider: &Provider,
     image: &str,
 ) -> Result<HashMap<String, String>, ComputerError> {
-    let inspect =
-        provider
-            .docker()
-            .inspect_image(image)
-            .await
-            .map_err(|e| match ComputerError::from(e) {
-                ComputerError::NotFound(_) => {
-                    ComputerError::NotFound(format!("image {image} is not on this engine"))
-                }
-                other => other,
-            })?;
+    let inspect = provider
+        .docker()
+        .inspect_image(image)
+        .await
+        .map_err(|e| provider.image_error(image, e))?;
     Ok(inspect.config.and_then(|c| c.labels).unwrap_or_default())
 }
 
