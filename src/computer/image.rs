@@ -199,12 +199,15 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
         opts.updates,
         &packages_text,
     )?;
+    // Before the slow steps: a lock that cannot be read or parsed, or --locked with nothing
+    // to compare with, is known at once.
+    let expected = expected_lock(opts)?;
     let provider = Provider::connect_to(opts.engine).await?;
     let root = rootfs::ensure(&recipe, &opts.cache_dir, opts.fresh, progress).await?;
     let lock = std::fs::read_to_string(&root.lock_file)
         .map_err(|e| ComputerError::Io(format!("reading {}: {e}", root.lock_file.display())))?;
     within_closure(&root, &recipe.packages)?;
-    compare_lock(opts, &lock, progress)?;
+    compare_lock(opts, expected, &lock, progress)?;
     let recipe_digest = recipe.digest(&lock);
 
     let base_label = format!("{}-{}", recipe.key(), root.build_id);
@@ -276,44 +279,54 @@ fn within_closure(root: &rootfs::Rootfs, packages: &[String]) -> Result<(), Comp
     )))
 }
 
-/// Compares the installed packages with the expected lock (the lock file when it exists,
-/// else the recipe's built-in lock unless the package list was overridden) and tells the
-/// differences, one line per kind; `--locked` refuses any. The lock file is written when it
-/// is missing, or rewritten when `--update-lock` is given and it differs.
-fn compare_lock(
+/// The lock a build compares with and where it comes from: the lock file when it exists,
+/// else the recipe's built-in lock unless the package list was overridden.
+fn expected_lock(
     opts: &BuildOptions,
-    lock: &str,
-    progress: &dyn Fn(&str),
-) -> Result<(), ComputerError> {
-    let expected = match &opts.lock_out {
-        Some(p) if p.exists() => Some((
+) -> Result<Option<(package_lock::Lock, String)>, ComputerError> {
+    let (text, source) = match &opts.lock_out {
+        Some(p) if p.exists() => (
             std::fs::read_to_string(p)
                 .map_err(|e| ComputerError::Io(format!("reading {}: {e}", p.display())))?,
             p.display().to_string(),
-        )),
-        Some(_) => None,
-        None if opts.packages_file.is_none() => Some((
+        ),
+        None if opts.packages_file.is_none() => (
             opts.recipe.lock.to_string(),
             format!("the lock of the {} recipe built into yy", opts.recipe.name),
-        )),
-        None => None,
-    };
-    let Some((want, source)) = expected else {
-        if opts.locked {
-            return Err(ComputerError::Invalid(format!(
-                "--locked needs a lock to compare with, and {} does not exist; build once without --locked to write it",
-                opts.lock_out
-                    .as_deref()
-                    .map_or("none was given".into(), |p| p.display().to_string())
-            )));
+        ),
+        missing => {
+            if opts.locked {
+                return Err(ComputerError::Invalid(match missing {
+                    Some(p) => format!(
+                        "--locked needs a lock to compare with, and {} does not exist; build once without --locked to write it",
+                        p.display()
+                    ),
+                    None => "--locked needs a lock to compare with: pass --lock FILE".into(),
+                }));
+            }
+            return Ok(None);
         }
+    };
+    Ok(Some((package_lock::parse_lock(&text)?, source)))
+}
+
+/// Tells how the installed packages differ from the expected lock, one line per kind;
+/// `--locked` refuses any difference. The lock file is written when it is missing, or
+/// rewritten when `--update-lock` is given and it differs.
+fn compare_lock(
+    opts: &BuildOptions,
+    expected: Option<(package_lock::Lock, String)>,
+    lock: &str,
+    progress: &dyn Fn(&str),
+) -> Result<(), ComputerError> {
+    let Some((want, source)) = expected else {
         if let Some(out) = &opts.lock_out {
             write_lock(out, lock, progress)?;
         }
         return Ok(());
     };
     let got = package_lock::parse_lock(lock)?;
-    let changes = package_lock::changes(&package_lock::parse_lock(&want)?, &got);
+    let changes = package_lock::changes(&want, &got);
     if opts.locked {
         package_lock::require_same(&changes, &source)?;
     }
