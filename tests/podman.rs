@@ -19,23 +19,14 @@ use yy::computer::engine::Engine;
 use yy::computer::protocol::ExecParams;
 
 use common::{BIN, Env, session_of};
-use computer_support::{Fixture, binary_digest, test_image};
+use computer_support::{Fixture, binary_digest, engine_cli, engine_cli_ok, test_image};
 
 fn podman(args: &[&str]) -> std::process::Output {
-    Command::new("podman")
-        .args(args)
-        .output()
-        .expect("run the podman CLI")
+    engine_cli("podman", args)
 }
 
 fn podman_ok(args: &[&str]) -> String {
-    let out = podman(args);
-    assert!(
-        out.status.success(),
-        "podman {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    engine_cli_ok("podman", args)
 }
 
 /// The tag of the test image on Podman (kept apart from other checkouts' like the Docker one).

@@ -27,21 +27,31 @@ pub struct TestImage {
     pub base: String,
 }
 
-pub fn docker(args: &[&str]) -> std::process::Output {
-    Command::new("docker")
+/// Runs an engine's CLI (`docker`, `podman`) and waits.
+pub fn engine_cli(program: &str, args: &[&str]) -> std::process::Output {
+    Command::new(program)
         .args(args)
         .output()
-        .expect("run the docker CLI")
+        .unwrap_or_else(|e| panic!("run the {program} CLI: {e}"))
 }
 
-pub fn docker_ok(args: &[&str]) -> String {
-    let out = docker(args);
+/// Runs an engine's CLI, which must succeed; its trimmed stdout.
+pub fn engine_cli_ok(program: &str, args: &[&str]) -> String {
+    let out = engine_cli(program, args);
     assert!(
         out.status.success(),
-        "docker {args:?}: {}",
+        "{program} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+pub fn docker(args: &[&str]) -> std::process::Output {
+    engine_cli("docker", args)
+}
+
+pub fn docker_ok(args: &[&str]) -> String {
+    engine_cli_ok("docker", args)
 }
 
 pub fn binary_digest() -> String {
