@@ -66,7 +66,7 @@ fn a_computer_runs_isolated_and_its_workspace_survives_stop_and_recreate() {
     let id = c["id"].as_str().unwrap().to_string();
     let first = c["container_id"].as_str().unwrap().to_string();
     let inspect = String::from_utf8(docker(&["inspect", "--format", "{{.HostConfig.NetworkMode}} {{.Config.User}} {{.HostConfig.ReadonlyRootfs}} {{index .Config.Labels \"yy.computer\"}}", &first]).stdout).unwrap();
-    assert_eq!(inspect.trim(), format!("none 1000:1000 true {id}"));
+    assert_eq!(inspect.trim(), format!("none 0:0 true {id}"));
     let shown = env.json(&["runner", "show", &s.reg.id]);
     assert_eq!(shown["computers_capacity"], 2);
     assert!(
