@@ -856,3 +856,32 @@ async fn forward_events(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_over_the_limit_is_reported_as_a_failure_that_says_so() {
+        let small = reportable(CompleteParams {
+            outcome: Outcome::Done,
+            result: Some(serde_json::json!({ "stdout": "ok" })),
+            error: None,
+        });
+        assert_eq!(small.outcome, Outcome::Done);
+        assert!(small.result.is_some());
+        let big = "\u{0}".repeat(crate::api::machine::MAX_RESULT_JSON_BYTES / 6 + 1);
+        let r = reportable(CompleteParams {
+            outcome: Outcome::Done,
+            result: Some(serde_json::json!({ "stdout": big })),
+            error: None,
+        });
+        assert_eq!(r.outcome, Outcome::Failed);
+        assert!(r.result.is_none());
+        assert!(
+            r.error
+                .unwrap()
+                .contains("larger than the control plane takes")
+        );
+    }
+}
