@@ -317,7 +317,14 @@ impl Provider {
                         Err(e) => Some(Err(std::io::Error::other(e.to_string()))),
                     }
                 });
-                let session = GuestSession::start(Box::pin(output), input, None).await?;
+                let session = match GuestSession::start(Box::pin(output), input, None).await {
+                    Err(ComputerError::Guest(why)) if why.contains("'--user'") => {
+                        return Err(ComputerError::Guest(format!(
+                            "the image's guest agent is older than this yy (it cannot run apart from its commands): rebuild the image with `yy image build`; {why}"
+                        )));
+                    }
+                    other => other?,
+                };
                 let hello = session.hello();
                 if hello.agent_uid != Some(GUEST_AGENT_UID) || hello.uid != GUEST_UID {
                     return Err(ComputerError::Guest(format!(

@@ -301,6 +301,51 @@ mod tests {
     use super::*;
 
     #[test]
+    fn output_is_cut_where_its_json_form_reaches_the_cap() {
+        // NUL escapes to six bytes, a quote and a newline to two, UTF-8 stays as it is.
+        assert_eq!(fit_json(&[0; 10], 12), ("\0\0".to_string(), true));
+        assert_eq!(fit_json(&[0; 2], 12), ("\0\0".to_string(), false));
+        assert_eq!(fit_json(b"a\"b\n", 4), ("a\"b".to_string(), true));
+        assert_eq!(fit_json("é€".as_bytes(), 4), ("é".to_string(), true));
+        // Invalid UTF-8 becomes U+FFFD (three bytes).
+        assert_eq!(fit_json(&[0xff, b'a'], 3), ("\u{fffd}".to_string(), true));
+        for data in [
+            vec![0u8; 5000],
+            b"x\"\\\n\t\x01".repeat(700),
+            vec![0xff; 3000],
+        ] {
+            for cap in [0, 1, 5, 6, 7, 1000, 4096] {
+                let (text, cut) = fit_json(&data, cap);
+                let sent = serde_json::to_string(&text).unwrap().len() - 2;
+                assert!(sent <= cap, "{sent} > {cap}");
+                let whole = serde_json::to_string(&String::from_utf8_lossy(&data))
+                    .unwrap()
+                    .len()
+                    - 2;
+                assert_eq!(cut, whole > cap);
+            }
+        }
+        let mut r = ExecResult {
+            exit_code: Some(0),
+            signal: None,
+            stdout: "\0".repeat(1000),
+            stderr: "ok".into(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            truncated: false,
+            timed_out: false,
+            cancelled: false,
+            duration_ms: 1,
+        };
+        cap_exec_result(&mut r, 600);
+        assert_eq!(
+            (r.stdout.len(), r.stdout_truncated, r.truncated),
+            (100, true, true)
+        );
+        assert_eq!((r.stderr.as_str(), r.stderr_truncated), ("ok", false));
+    }
+
+    #[test]
     fn wire_format_is_flat_and_tagged() {
         let req = Request {
             id: 3,

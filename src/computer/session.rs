@@ -589,3 +589,80 @@ async fn read_loop(
 fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
     hay.iter().position(|&b| b == needle)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A guest's output as the session reads it: pieces as they arrive.
+    fn stream(pieces: Vec<Vec<u8>>) -> OutputStream {
+        Box::pin(futures_util::stream::iter(
+            pieces.into_iter().map(|p| Ok(Output::Stdout(p))),
+        ))
+    }
+
+    fn hello_line() -> Vec<u8> {
+        br#"{"type":"hello","protocol":1,"yy_version":"0","workspace":"/w","uid":1000,"gid":1000}
+"#
+        .to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_in_small_pieces_is_read_once_and_ends_the_session() {
+        let piece = vec![b'a'; 64 * 1024];
+        let mut pieces = vec![hello_line()];
+        pieces.extend(std::iter::repeat_n(
+            piece,
+            MAX_FRAME_BYTES / (64 * 1024) + 2,
+        ));
+        // Keeps the stream open after the flood, as a guest that goes on would.
+        let flood = stream(pieces).chain(futures_util::stream::pending());
+        let started = std::time::Instant::now();
+        let s = GuestSession::start(Box::pin(flood), Box::pin(tokio::io::sink()), None)
+            .await
+            .unwrap();
+        for _ in 0..200 {
+            if s.is_closed() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(s.is_closed(), "still open after {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        let why = s.ended().unwrap();
+        assert!(why.contains("longer than 48 MiB"), "{why}");
+        let e = s.version().await.unwrap_err().to_string();
+        assert!(e.contains("longer than 48 MiB"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn frames_that_answer_no_request_end_the_session() {
+        // Ids start at random: a frame for id 1 answers nothing this host sent.
+        let mut pieces = vec![hello_line()];
+        pieces.push(br#"{"id":1,"type":"result","result":{}}"#.to_vec());
+        pieces.push(b"\n".to_vec());
+        let s = GuestSession::start(
+            Box::pin(stream(pieces).chain(futures_util::stream::pending())),
+            Box::pin(tokio::io::sink()),
+            None,
+        )
+        .await
+        .unwrap();
+        for _ in 0..100 {
+            if s.is_closed() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            s.ended().unwrap().contains("did not send"),
+            "{:?}",
+            s.ended()
+        );
+        assert!(first_id() >= 1 && first_id() < 1 << 48);
+    }
+}
