@@ -86,12 +86,6 @@ async fn a_command_cannot_reach_the_guest_agent_nor_forge_its_answers() {
     }
     let f = Fixture::new(&test_image().id);
     let (p, id, s) = launch(&f).await;
-    let hello = s.hello().clone();
-    assert_eq!(
-        (hello.uid, hello.gid, hello.agent_uid),
-        (1000, 1000, Some(yy::computer::GUEST_AGENT_UID)),
-        "{hello:?}"
-    );
     let r = s
         .exec(ExecParams::shell(REACH_THE_AGENT), None)
         .await
@@ -132,6 +126,13 @@ done"#;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert!(!s.is_closed(), "{:?}", s.ended());
+    // It said who it is: commands as 1000, itself apart.
+    let hello = s.hello().clone();
+    assert_eq!(
+        (hello.uid, hello.gid, hello.agent_uid),
+        (1000, 1000, Some(yy::computer::GUEST_AGENT_UID)),
+        "{hello:?}"
+    );
 
     // The Runner's side: frames that answer nothing it asked are refused and end the
     // session, whoever wrote them.
