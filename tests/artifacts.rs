@@ -623,3 +623,58 @@ fn a_fetch_is_followed_chunk_by_chunk_while_it_uploads_and_cut_off_when_it_start
     let (status, _, _) = follow(&r.server.addr(), &admin, "not-a-command");
     assert_eq!(status, 404);
 }
+
+/// Issue 23, finding 4: a 0-byte export failed five times with HTTP 500 "sealing an
+/// artifact: No such file or directory" (no chunk, so no part file). An empty file is a
+/// valid artifact: fetched from a Runner's root and exported from a computer.
+#[test]
+fn an_empty_file_is_a_valid_artifact() {
+    let env = Env::new();
+    let root = env.path("roots");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("empty.txt"), b"").unwrap();
+    let server = env.bootstrap();
+    let reg = env.register_runner(
+        &server,
+        "main",
+        &["--artifact-root", root.to_str().unwrap()],
+    );
+    let (_runner, _) = env.start_online(&reg, "a", 0);
+    let out = env.path("fetched.txt");
+    let empty = root.join("empty.txt");
+    let fetched = env.run(&[
+        "runner",
+        "fetch",
+        &reg.id,
+        empty.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    fetched.ok();
+    assert_eq!(std::fs::read(&out).unwrap(), b"");
+    let listed = env.json(&["artifact", "list"]);
+    assert_eq!(listed[0]["state"], "ready", "{listed}");
+    assert_eq!(listed[0]["size"], 0, "{listed}");
+    assert_eq!(listed[0]["sha256"], sha256_hex(b""), "{listed}");
+
+    // The model's export of an empty file in its computer.
+    let Some(s) = setup(json!([
+        {"tool_call": {"name": "terminal", "arguments": {"command": ": > empty.bin"}}},
+        {"tool_call": {"name": "computer_export", "arguments": {"path": "empty.bin"}}},
+        {"text": "exported"}
+    ])) else {
+        return;
+    };
+    let out = s.env.run(&["chat", "box", "export an empty file"]);
+    out.ok();
+    let tools = tools(&s, &out);
+    let exported = &tools[1]["result"];
+    assert_eq!(exported["size"], 0, "{exported}");
+    assert_eq!(exported["sha256"], sha256_hex(b""), "{exported}");
+    let id = exported["artifact_id"].as_str().unwrap();
+    let dest = s.env.path("empty.out");
+    s.env
+        .run(&["artifact", "get", id, "-o", dest.to_str().unwrap()])
+        .ok();
+    assert_eq!(std::fs::read(&dest).unwrap(), b"");
+}

@@ -334,6 +334,151 @@ async fn screen_actions_drive_the_real_display() {
 /// reaches it as an image (the way Hermes's own computer_use tool hands images over), the
 /// events keep no image bytes, and an operator sees and drives the same screen through the
 /// control plane.
+/// `yy computer attach ID --control` in the background, once it has control: the child
+/// (close its stdin to release) and the control fence it printed.
+fn take_control(env: &Env, id: &str) -> (std::process::Child, i64) {
+    let mut attach = env
+        .command(&["computer", "attach", id, "--control"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_line(&err, "you have control", &mut seen);
+    let line = seen
+        .iter()
+        .find(|l| l.contains("control fence "))
+        .unwrap_or_else(|| panic!("{seen:?}"));
+    let fence = line
+        .split("control fence ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    (attach, fence)
+}
+
+/// Issue 23, finding 7: an operator's input was accepted with no fence while the model
+/// acted. Input needs the caller's live control fence and a recent frame id, from the CLI
+/// and the API alike (the web view sends both); looking needs no control.
+#[test]
+fn screen_input_needs_the_control_fence_and_a_recent_frame() {
+    let Some(s) = common::hermes::worker_setup(
+        || prepared().1.clone(),
+        serde_json::json!([
+            {"tool_call": {"name": "terminal", "arguments": {"command": "touch acting; sleep 8; echo acted"}}},
+            {"text": "done acting"}
+        ]),
+    ) else {
+        return;
+    };
+    let computer = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
+    let chat = s.env.background(&s.server, &["chat", "box", "act"]);
+    common::wait_for(Duration::from_secs(60), "the model to act", || {
+        ws.join("acting").exists().then_some(())
+    });
+    // The model acts and nobody has control: looking is answered, input refused.
+    let shot = s.env.path("shot.png");
+    let shot = shot.to_str().unwrap();
+    let frame = s.env.json(&["computer", "screenshot", &id, "-o", shot])["frame_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.env
+        .run(&["computer", "screen", &id, "get_cursor_position"])
+        .ok();
+    for extra in [&[][..], &["--frame", frame.as_str()][..]] {
+        let mut args = vec!["computer", "screen", &id, "move_cursor", "5", "5"];
+        args.extend_from_slice(extra);
+        s.env.run(&args).fails(6, "needs control of computer");
+    }
+    let token = s.env.stored_token();
+    let auth = format!("Bearer {token}");
+    let post = |body: &str| {
+        common::http(
+            &s.server.addr(),
+            "POST",
+            &format!("/api/v1/computers/{id}/screen"),
+            &[
+                ("Authorization", auth.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            body,
+        )
+        .unwrap()
+    };
+    let (status, body) = post(&format!(
+        r#"{{"action":"left_click","x":5,"y":5,"frame_id":"{frame}"}}"#
+    ));
+    assert_eq!(status, 409, "{body}");
+    // Under control: the fence without a frame is refused, with a recent one it acts.
+    let (mut attach, fence) = take_control(&s.env, &id);
+    let f = fence.to_string();
+    s.env
+        .run(&[
+            "computer",
+            "screen",
+            &id,
+            "move_cursor",
+            "5",
+            "5",
+            "--fence",
+            &f,
+        ])
+        .fails(6, "needs the id of the frame");
+    let (status, body) = post(&format!(
+        r#"{{"action":"left_click","x":5,"y":5,"control_fence":{fence}}}"#
+    ));
+    assert_eq!(status, 409, "{body}");
+    let frame = s.env.json(&["computer", "screenshot", &id, "-o", shot])["frame_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let moved = s.env.json(&[
+        "computer",
+        "screen",
+        &id,
+        "move_cursor",
+        "6",
+        "7",
+        "--fence",
+        &f,
+        "--frame",
+        &frame,
+    ]);
+    assert_eq!(
+        (moved["x"].as_i64(), moved["y"].as_i64()),
+        (Some(6), Some(7))
+    );
+    // An older frame is refused by the guest once a newer one was taken.
+    s.env.json(&["computer", "screenshot", &id, "-o", shot]);
+    s.env
+        .run(&[
+            "computer",
+            "screen",
+            &id,
+            "left_click",
+            "9",
+            "9",
+            "--fence",
+            &f,
+            "--frame",
+            &frame,
+        ])
+        .fails(1, "not the current frame");
+    drop(attach.stdin.take());
+    attach.wait().unwrap();
+    s.env
+        .run(&["computer", "handback", &id, "--note", "ok"])
+        .ok();
+    let done = chat.output();
+    assert!(done.status.success(), "{done:?}");
+}
+
 #[test]
 fn the_model_and_the_operator_share_the_screen() {
     use base64::Engine;
@@ -434,9 +579,28 @@ fn the_model_and_the_operator_share_the_screen() {
         .run(&["computer", "screen", &id, "get_cursor_position"]);
     out.ok();
     assert!(out.stdout.contains("cursor 321,123"), "{out:?}");
+    // Input needs control: refused without it, run with its fence and the frame.
+    s.env
+        .run(&["computer", "screen", &id, "move_cursor", "10", "20"])
+        .fails(6, "needs control");
+    let (mut attach, fence) = take_control(&s.env, &id);
+    let frame = s
+        .env
+        .json(&["computer", "screenshot", &id, "-o", shot.to_str().unwrap()])["frame_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let fence = fence.to_string();
+    let under = |args: &[&str]| {
+        let mut v = vec!["computer", "screen", id.as_str()];
+        v.extend_from_slice(args);
+        v.extend_from_slice(&["--fence", &fence, "--frame", &frame]);
+        v.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+    };
+    let args = under(&["move_cursor", "10", "20"]);
     let moved = s
         .env
-        .json(&["computer", "screen", &id, "move_cursor", "10", "20"]);
+        .json(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(
         (moved["x"].as_i64(), moved["y"].as_i64()),
         (Some(10), Some(20))
@@ -444,9 +608,12 @@ fn the_model_and_the_operator_share_the_screen() {
     s.env
         .run(&["computer", "screen", &id, "left_click", "1"])
         .fails(2, "X Y");
+    let args = under(&["press_key", "NoSuchKey"]);
     s.env
-        .run(&["computer", "screen", &id, "press_key", "NoSuchKey"])
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .fails(1, "NoSuchKey");
+    drop(attach.stdin.take());
+    attach.wait().unwrap();
     let audit = s.env.run(&["computer", "audit"]);
     audit.ok();
     assert!(audit.stdout.contains("computer.screen"), "{audit:?}");
@@ -651,7 +818,8 @@ fn an_operator_takes_over_and_hands_back_with_a_note() {
 }
 
 /// A lost connection (the attached CLI killed) ends control within 30 s: input without a
-/// fence is refused while the control lives and accepted after; the model stays paused.
+/// fence is refused as under someone's control while it lives, then as needing control;
+/// the model stays paused.
 #[test]
 fn a_lost_connection_ends_control_and_the_model_stays_paused() {
     let Some(s) = common::hermes::worker_setup(
@@ -689,11 +857,12 @@ fn a_lost_connection_ends_control_and_the_model_stays_paused() {
     s.env
         .run(&["computer", "screen", &id, "move_cursor", "1", "1"])
         .fails(6, "under an operator's control");
+    // Once control ended, input is still refused: it needs control of its own.
     common::wait_for(Duration::from_secs(40), "control to end", || {
         let out = s
             .env
             .run(&["computer", "screen", &id, "move_cursor", "1", "1"]);
-        (out.code == 0).then_some(())
+        (out.code == 6 && out.stderr.contains("needs control of computer")).then_some(())
     });
     assert!(
         lost.elapsed() <= Duration::from_secs(31),

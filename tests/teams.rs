@@ -848,3 +848,72 @@ fn a_subtask_input_artifact_is_in_the_member_computer_before_its_turn() {
     out.ok();
     assert_eq!(out.stdout, "q1: 10\ntotal: 10\n");
 }
+
+/// Issue 23, finding 6: while an operator holds the admin's computer its model made six
+/// `team_create_member` calls in six seconds. A paused turn makes no tool call of any
+/// kind until the handback, team tools included.
+#[test]
+fn team_tools_wait_like_every_tool_while_an_operator_has_the_computer() {
+    let members: Vec<String> = (1..=6).map(|i| format!("m{i}")).collect();
+    let creates: Vec<Value> = members
+        .iter()
+        .map(|m| tool("team_create_member", json!({ "name": m })))
+        .collect();
+    let Some(s) = setup(json!([
+        { "tool_call": tool("terminal", json!({ "command": "touch started; sleep 3; echo first-done" })) },
+        { "tool_calls": creates },
+        { "text": "members asked for" }
+    ])) else {
+        return;
+    };
+    let computer = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = computer["id"].as_str().unwrap().to_string();
+    let chat = s
+        .env
+        .background(&s.server, &["chat", "box", "make six members"]);
+    // Take control while the first tool runs: the model pauses at its next call.
+    let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
+    wait_for(Duration::from_secs(60), "the first tool", || {
+        ws.join("started").exists().then_some(())
+    });
+    let mut attach = s
+        .env
+        .command(&["computer", "attach", &id, "--control"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = common::lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    common::wait_line(&err, "you have control", &mut seen);
+    let made = || {
+        s.env
+            .json(&["agent", "list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| members.iter().any(|m| a["name"] == m.as_str()))
+            .count()
+    };
+    // The model asks for its team calls meanwhile; none runs while it is paused.
+    wait_for(Duration::from_secs(60), "the model's team calls", || {
+        (s.model.steps().len() >= 2).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(made(), 0, "a team tool ran under an operator's control");
+    // Control ends; the model stays paused: still nothing.
+    drop(attach.stdin.take());
+    attach.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(made(), 0, "a team tool ran while paused");
+    // The handback: the waiting call is answered with the note instead of running.
+    s.env
+        .run(&["computer", "handback", &id, "--note", "carry on"])
+        .ok();
+    let done = chat.output();
+    assert!(done.status.success(), "{done:?}");
+    assert!(made() < 6, "the handed-back call did not run");
+    let last = s.model.steps().last().unwrap()["body"].to_string();
+    assert!(last.contains("carry on"), "{last}");
+}

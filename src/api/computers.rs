@@ -188,11 +188,12 @@ pub struct PausePayload {
 pub struct ComputerScreen {
     #[serde(flatten)]
     pub action: crate::computer::screen::ScreenAction,
-    /// The control fence the operator holds; required for input while anyone holds
-    /// control, and refused when it is not the current one.
+    /// The control fence the operator holds live; required for input (not for looking),
+    /// and refused when it is not the current one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_fence: Option<i64>,
-    /// Run only while this is the current frame (the latest screenshot).
+    /// The frame input aims at: required for input, which runs only while it is the
+    /// current frame (the latest screenshot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frame_id: Option<String>,
 }

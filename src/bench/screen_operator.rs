@@ -108,24 +108,8 @@ async fn measure(admin: &Client, samples: usize) -> anyhow::Result<serde_json::V
     progress("operator path: frames through the web view's server");
     let (frames, frames_elapsed) = web_frames(admin, &id, samples).await?;
 
-    progress("operator path: clicks through the control plane");
-    let mut clicks = Vec::new();
-    let mut readbacks = Vec::new();
-    for i in 0..samples {
-        let (x, y) = ((37 * i as i32) % 1200 + 20, (53 * i as i32) % 760 + 20);
-        let started = Instant::now();
-        act(admin, &id, &ScreenAction::LeftClick { x, y }, None, None).await?;
-        clicks.push(started.elapsed());
-        let r = act(admin, &id, &ScreenAction::GetCursorPosition, None, None).await?;
-        readbacks.push(started.elapsed());
-        if (r.x, r.y) != (x, y) {
-            return Err(CliError::failure(format!(
-                "the cursor is at ({}, {}), not ({x}, {y})",
-                r.x, r.y
-            ))
-            .into());
-        }
-    }
+    progress("operator path: clicks through the control plane, under control");
+    let (clicks, readbacks) = controlled_clicks(admin, &id, samples).await?;
     progress("operator path: clicks from the web view's page endpoint, under control");
     let page_clicks = web_clicks(admin, &id, samples).await?;
     let (shot, frame, input) = (summary(&shots), summary(&frames), summary(&readbacks));
@@ -272,6 +256,47 @@ async fn web_frames(
 /// Clicks sent the way the page sends them (`POST /input` with the control fence and the
 /// frame id, to a real `attach --web --control` server), each until the cursor is read
 /// back through the control plane; control is taken first and released after.
+/// Clicks by admin API calls, as input always goes: under control, with its fence and the
+/// latest frame's id. Each click's time, and each click's with its read-back.
+async fn controlled_clicks(
+    admin: &Client,
+    id: &str,
+    n: usize,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    let c = admin.computer_control(id).await?;
+    let fence = c.control_fence;
+    let result = async {
+        let pause = c.command_id.clone().unwrap_or_default();
+        let cmd = admin.wait_command(&pause, None).await?;
+        crate::commands::runner_ops::result_of::<serde_json::Value>(cmd, "pause")?;
+        let frame = act(admin, id, &ScreenAction::Screenshot, None, None)
+            .await?
+            .frame_id;
+        let mut clicks = Vec::new();
+        let mut readbacks = Vec::new();
+        for i in 0..n {
+            let (x, y) = ((37 * i as i32) % 1200 + 20, (53 * i as i32) % 760 + 20);
+            let started = Instant::now();
+            let click = ScreenAction::LeftClick { x, y };
+            act(admin, id, &click, Some(fence), Some(&frame)).await?;
+            clicks.push(started.elapsed());
+            let r = act(admin, id, &ScreenAction::GetCursorPosition, None, None).await?;
+            readbacks.push(started.elapsed());
+            if (r.x, r.y) != (x, y) {
+                return Err(CliError::failure(format!(
+                    "the cursor is at ({}, {}), not ({x}, {y})",
+                    r.x, r.y
+                ))
+                .into());
+            }
+        }
+        Ok::<_, anyhow::Error>((clicks, readbacks))
+    }
+    .await;
+    let _ = admin.computer_control_renew(id, fence, true).await;
+    result
+}
+
 async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Duration>> {
     let c = admin.computer_control(id).await?;
     let fence = c.control_fence;

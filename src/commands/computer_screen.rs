@@ -35,12 +35,12 @@ pub struct ScreenArgs {
     /// The action's arguments
     #[arg(value_name = "ARG", allow_negative_numbers = true)]
     pub args: Vec<String>,
-    /// The control fence you hold (`attach --control` prints it); needed for input while
-    /// anyone has control, refused when stale
+    /// The control fence you hold (`attach --control` prints it); input needs it (and
+    /// so control: the model never acts meanwhile), refused when stale
     #[arg(long, value_name = "N")]
     pub fence: Option<i64>,
-    /// Only act while this is the current frame (the latest screenshot's id); refused
-    /// when the screen was captured again since
+    /// The frame the input aims at (the latest screenshot's id); input needs it, and is
+    /// refused when the screen was captured again since
     #[arg(long, value_name = "FRAME_ID")]
     pub frame: Option<String>,
     #[command(flatten)]

@@ -8,7 +8,7 @@ use std::path::Path;
 use bollard::models::ContainerInspectResponse;
 
 use super::docker::MAIN_CMD;
-use super::{ComputerSpec, GUEST_USER, GuestNetwork};
+use super::{ComputerSpec, GUEST_AGENT_CAPS, GuestNetwork, MAIN_USER};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Drift {
@@ -77,7 +77,7 @@ pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Pat
         Some(spec.image_id.as_str()),
         config.image.as_deref(),
     );
-    k.eq("Config.User", Some(GUEST_USER), config.user.as_deref());
+    k.eq("Config.User", Some(MAIN_USER), config.user.as_deref());
     k.eq(
         "Config.WorkingDir",
         Some(spec.guest_cwd.as_str()),
@@ -114,7 +114,18 @@ pub fn drifts(c: &ContainerInspectResponse, spec: &ComputerSpec, workspace: &Pat
         vec!["ALL".to_string()],
         caps.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>(),
     );
-    k.empty("HostConfig.CapAdd", &h.cap_add);
+    // The guest agent's few (docs/computer-notes.md); "CAP_SETUID" and "setuid" alike.
+    let mut added: Vec<String> = h
+        .cap_add
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.to_uppercase().trim_start_matches("CAP_").to_string())
+        .collect();
+    added.sort();
+    let mut want: Vec<String> = GUEST_AGENT_CAPS.iter().map(|c| c.to_string()).collect();
+    want.sort();
+    k.eq("HostConfig.CapAdd", want, added);
     k.eq(
         "HostConfig.SecurityOpt",
         Some(vec!["no-new-privileges".to_string()]),

@@ -594,8 +594,20 @@ impl Computers {
         desktop
     }
 
-    /// An operator's screen action on the computer's display.
+    /// An operator's screen action on the computer's display. Input runs only while the
+    /// frame it names is the latest (the control plane checked the control fence).
     pub async fn screen(&self, p: crate::api::computers::ScreenPayload) -> Outcome {
+        use crate::computer::screen::ScreenAction as A;
+        let looking = matches!(
+            p.action,
+            A::Screenshot | A::GetScreenSize | A::GetCursorPosition
+        );
+        if !looking && p.frame_id.is_none() {
+            return Err(ComputerError::Invalid(
+                "screen input needs the id of the frame it aims at; refused".into(),
+            )
+            .into());
+        }
         let guest = self.guest_under(&p.computer_id, p.fence).await?;
         let result = match &p.frame_id {
             Some(frame) => guest.screen_at(frame, p.action).await?,

@@ -122,7 +122,7 @@ pub async fn turn(
     }
     let settings = model::resolve(host.hermes_home, &p.profile).map_err(CommandFailure::failed)?;
     let waiting = |message: String| send(event_types::WAITING, json!({ "message": message }));
-    let (started, guest) = tokio::select! {
+    let (started, mut guest) = tokio::select! {
         r = host.pool.ensure(&p.computer, true, &waiting) => r?,
         _ = stop.cancelled() => return interrupted(&p, "stopped before the computer was ready"),
     };
@@ -231,17 +231,36 @@ pub async fn turn(
                         json!({ "message": "paused: an operator has control of the computer; the model waits for `yy computer handback`" }),
                     )
                 };
+                // Every tool call, team tools included, passes the pause gate: while an
+                // operator has the computer the turn does nothing at all until the handback.
                 let result = if stop.is_cancelled() {
                     json!({ "error": "not run: the turn was stopped" })
-                } else if let (Some(id), true) =
-                    (&p.team_tools, super::team_tools::is_team_tool(&name))
-                {
-                    super::team_tools::forward(host.control, host.generation, id, &name, &args)
-                        .await
                 } else {
                     match host.pool.pauses.enter(computer, &stop, paused).await {
                         Gate::Run => {
-                            let r = run_tool(&guest, &name, &args, &stop, host.exports).await;
+                            let r = match (&p.team_tools, super::team_tools::is_team_tool(&name)) {
+                                (Some(id), true) => {
+                                    super::team_tools::forward(
+                                        host.control,
+                                        host.generation,
+                                        id,
+                                        &name,
+                                        &args,
+                                    )
+                                    .await
+                                }
+                                _ => {
+                                    // A guest session that ended (its agent died, or broke
+                                    // the protocol) is replaced by a fresh one.
+                                    if guest.is_closed()
+                                        && let Ok(fresh) =
+                                            host.pool.guest_under(computer, p.computer.fence).await
+                                    {
+                                        guest = fresh;
+                                    }
+                                    run_tool(&guest, &name, &args, &stop, host.exports).await
+                                }
+                            };
                             host.pool.pauses.leave(computer);
                             r
                         }

@@ -226,7 +226,14 @@ impl Queue {
         frame_id: Option<String>,
     ) -> Result<CommandRow, StoreError> {
         self.change(move |c, limits| {
-            super::store::control::check_input(c, &account_id, &id, &action, control_fence)?;
+            super::store::control::check_input(
+                c,
+                &account_id,
+                &id,
+                &action,
+                control_fence,
+                frame_id.as_deref(),
+            )?;
             computers::screen(c, &account_id, &id, &action, frame_id, limits)
         })
         .await

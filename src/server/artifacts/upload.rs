@@ -590,7 +590,9 @@ fn seal(
     sha: &str,
     hashed: Option<String>,
 ) -> std::io::Result<Result<(), String>> {
-    let file = File::open(part)?;
+    // An empty file sends no chunk, so nothing created its part file: opening creates it
+    // (a missing part of a non-empty file is then caught as 0 bytes, not the size).
+    let file = open_part(part)?;
     let (got_size, got_sha) = match hashed {
         Some(h) => (file.metadata()?.len(), h),
         None => crate::fsutil::sha256_file(part)?,

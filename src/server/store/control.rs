@@ -64,15 +64,17 @@ fn view(id: &str, r: &Row, now: i64, command_id: Option<String>) -> Control {
     }
 }
 
-/// Screen input (anything but looking) under control: while an operator's control is live
-/// only they may send input, with their current fence; a fence that is given must be the
-/// current one and live.
+/// Screen input (anything but looking) needs control: the caller's live control under
+/// its current fence, and the id of the frame the input aims at (the guest refuses one
+/// that is no longer the latest). Looking needs neither; a fence that is given must be
+/// the current one and live, whatever the action.
 pub fn check_input(
     conn: &Connection,
     account_id: &str,
     id: &str,
     action: &crate::computer::screen::ScreenAction,
     control_fence: Option<i64>,
+    frame_id: Option<&str>,
 ) -> Result<(), StoreError> {
     use crate::computer::screen::ScreenAction as A;
     let looking = matches!(
@@ -86,16 +88,31 @@ pub fn check_input(
         .as_ref()
         .and_then(|r| r.live_holder(now).map(str::to_string));
     match (control_fence, r, live) {
-        (Some(f), Some(r), Some(h)) if f == r.fence && h == account_id => Ok(()),
-        (Some(f), r, _) => Err(StoreError::Conflict(format!(
-            "control fence {f} of computer {id} is stale or no longer held (current {}): take control again",
-            r.map(|r| r.fence).unwrap_or(0)
-        ))),
-        (None, _, Some(_)) if !looking => Err(StoreError::Conflict(format!(
-            "computer {id} is under an operator's control: input needs the current control fence (--fence)"
-        ))),
-        _ => Ok(()),
+        (Some(f), Some(r), Some(h)) if f == r.fence && h == account_id => {}
+        (Some(f), r, _) => {
+            return Err(StoreError::Conflict(format!(
+                "control fence {f} of computer {id} is stale or no longer held (current {}): take control again",
+                r.map(|r| r.fence).unwrap_or(0)
+            )));
+        }
+        (None, _, _) if looking => {}
+        (None, _, Some(_)) => {
+            return Err(StoreError::Conflict(format!(
+                "computer {id} is under an operator's control: input needs the current control fence (--fence)"
+            )));
+        }
+        (None, _, None) => {
+            return Err(StoreError::Conflict(format!(
+                "screen input needs control of computer {id} (the model may be acting): take it with `yy computer attach {id} --control` and pass its control fence (--fence)"
+            )));
+        }
     }
+    if !looking && frame_id.is_none_or(str::is_empty) {
+        return Err(StoreError::Conflict(format!(
+            "screen input needs the id of the frame it aims at (--frame, from `yy computer screenshot {id}`)"
+        )));
+    }
+    Ok(())
 }
 
 /// The computer's control as it stands (nobody, fence 0, when never taken).
