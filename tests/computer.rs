@@ -36,10 +36,15 @@ async fn inspect_shows_the_hardening() {
     let c = &v[0];
     let h = &c["HostConfig"];
     assert_eq!(c["Image"], image.id.as_str());
-    assert_eq!(c["Config"]["User"], "1000:1000");
+    // The main process and the guest agent's exec start as root with three capabilities
+    // (the agent takes its own identity at once); commands run as uid 1000 with none.
+    assert_eq!(c["Config"]["User"], "0:0");
     assert_eq!(h["NetworkMode"], "none");
     assert_eq!(h["CapDrop"], serde_json::json!(["ALL"]));
-    assert!(h["CapAdd"].is_null());
+    assert_eq!(
+        h["CapAdd"],
+        serde_json::json!(["SETUID", "SETGID", "SETPCAP"])
+    );
     assert_eq!(h["SecurityOpt"], serde_json::json!(["no-new-privileges"]));
     assert_eq!(h["ReadonlyRootfs"], true);
     assert_eq!(h["Privileged"], false);

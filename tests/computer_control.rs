@@ -66,7 +66,7 @@ fn a_computer_runs_isolated_and_its_workspace_survives_stop_and_recreate() {
     let id = c["id"].as_str().unwrap().to_string();
     let first = c["container_id"].as_str().unwrap().to_string();
     let inspect = String::from_utf8(docker(&["inspect", "--format", "{{.HostConfig.NetworkMode}} {{.Config.User}} {{.HostConfig.ReadonlyRootfs}} {{index .Config.Labels \"yy.computer\"}}", &first]).stdout).unwrap();
-    assert_eq!(inspect.trim(), format!("none 1000:1000 true {id}"));
+    assert_eq!(inspect.trim(), format!("none 0:0 true {id}"));
     let shown = env.json(&["runner", "show", &s.reg.id]);
     assert_eq!(shown["computers_capacity"], 2);
     assert!(
@@ -304,5 +304,83 @@ fn computers_need_a_computer_agent_and_a_full_image_id() {
         shown["computer_image"],
         test_image().id.as_str(),
         "unchanged"
+    );
+}
+
+/// Issue 23, finding 2: 1 MiB of NUL bytes on stdout and on stderr (the default cap) used
+/// to become a 12 MiB result that the control plane refused (413), and the exec ended
+/// `uncertain` at its deadline. The cap counts what is sent (JSON escapes included), so
+/// the result fits and the exec is reported `done` at once; the API's limit and
+/// docs/api.md agree.
+#[test]
+fn output_that_grows_on_the_wire_stays_within_its_cap_and_is_reported() {
+    let Some(s) = setup(1) else { return };
+    let env = &s.env;
+    let c = create(env, "a1");
+    let id = c["id"].as_str().unwrap().to_string();
+    let started = std::time::Instant::now();
+    let out = env.run(&[
+        "computer",
+        "exec",
+        &id,
+        "--json",
+        "--timeout",
+        "60s",
+        "--",
+        "sh",
+        "-c",
+        "head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2",
+    ]);
+    out.ok();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let r: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(r["truncated"], true);
+    for stream in ["stdout", "stderr"] {
+        assert_eq!(r[format!("{stream}_truncated")], true, "{stream}");
+        let sent = serde_json::to_string(&r[stream]).unwrap().len() - 2;
+        assert!(
+            sent <= 1 << 20 && sent > (1 << 20) - 6,
+            "{stream}: {sent} bytes as sent"
+        );
+    }
+    let cmd = env.json(&["runner", "commands", &s.reg.id]);
+    let exec = cmd
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "computer.exec")
+        .unwrap_or_else(|| panic!("{cmd}"));
+    assert_eq!(exec["state"], "done", "{exec}");
+
+    // More than the API takes is refused up front, and the docs say the same limit.
+    let token = env.stored_token();
+    let auth = format!("Bearer {token}");
+    let (status, body) = common::http(
+        &s.server.addr(),
+        "POST",
+        &format!("/api/v1/computers/{id}/exec"),
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ],
+        r#"{"argv":["true"],"output_cap_bytes":16777216}"#,
+    )
+    .unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("between 1 and 1048576"), "{body}");
+    let api = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md")).unwrap();
+    let documented = api
+        .split("`output_cap_bytes` (optional;")
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        documented.contains("1 to 1 MiB") && !documented.contains("16 MiB"),
+        "{documented}"
     );
 }

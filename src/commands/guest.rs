@@ -20,12 +20,38 @@ pub enum GuestCommand {
         /// directory)
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+        /// Run every command (and work on files) as UID:GID while the agent itself takes
+        /// its own identity that they cannot reach; needs the agent to start as root
+        #[arg(long, value_name = "UID:GID", value_parser = parse_user)]
+        user: Option<(u32, u32)>,
     },
+}
+
+fn parse_user(s: &str) -> Result<(u32, u32), String> {
+    let (u, g) = s.split_once(':').ok_or("expected UID:GID")?;
+    let n = |v: &str| {
+        v.parse::<u32>()
+            .map_err(|_| format!("{v:?} is not a number"))
+    };
+    Ok((n(u)?, n(g)?))
+}
+
+/// What must happen before the async runtime starts its threads: the agent's identity
+/// (capabilities belong to a thread, so there must be only one).
+pub fn before_runtime(args: &GuestArgs) -> anyhow::Result<()> {
+    match &args.command {
+        GuestCommand::Serve {
+            user: Some((uid, gid)),
+            ..
+        } => crate::computer::guest::take_identity(*uid, *gid)
+            .context("the guest agent cannot take its identity"),
+        GuestCommand::Serve { user: None, .. } => Ok(()),
+    }
 }
 
 pub async fn run(args: GuestArgs) -> anyhow::Result<()> {
     match args.command {
-        GuestCommand::Serve { workspace } => {
+        GuestCommand::Serve { workspace, .. } => {
             let workspace = match workspace {
                 Some(w) => w,
                 None => std::env::current_dir().context("the current directory")?,

@@ -72,6 +72,12 @@ pub fn main() -> i32 {
     };
     init_logging(&cli.command);
     context::set_server_flag(server);
+    if let Command::Guest(args) = &cli.command
+        && let Err(e) = guest::before_runtime(args)
+    {
+        eprintln!("error: {e:#}");
+        return Exit::Failure.code();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

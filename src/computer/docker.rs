@@ -22,7 +22,10 @@ use super::engine::{self, Engine, EngineInfo};
 use super::host_read::HostWorkspace;
 use super::session::{GuestSession, Output};
 use super::verify::{self, Drift, EngineView};
-use super::{ComputerError, ComputerSpec, GUEST_BINARY, GUEST_UID, GUEST_USER, labels};
+use super::{
+    ComputerError, ComputerSpec, GUEST_AGENT_CAPS, GUEST_AGENT_UID, GUEST_BINARY, GUEST_HOME,
+    GUEST_UID, GUEST_USER, MAIN_USER, labels,
+};
 
 /// The container's main process; `Init` (tini) is PID 1 above it and reaps orphans.
 pub const MAIN_CMD: [&str; 2] = ["sleep", "infinity"];
@@ -401,8 +404,11 @@ impl Provider {
         })
     }
 
-    /// Opens a guest session: `yy guest serve --workspace GUEST_CWD` by an attached exec as
-    /// uid 1000. Keep it open for the computer's life: a request is then one line each way.
+    /// Opens a guest session: `yy guest serve --workspace GUEST_CWD --user 1000:1000` by an
+    /// attached exec that starts as root (with the container's few capabilities); the agent
+    /// takes its own identity at once and runs every command as uid 1000 (see
+    /// [`GUEST_AGENT_UID`]). Keep it open for the computer's life: a request is then one
+    /// line each way.
     pub async fn guest_at(
         &self,
         container: &str,
@@ -413,14 +419,22 @@ impl Provider {
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             tty: Some(false),
-            user: Some(GUEST_USER.into()),
+            user: Some(MAIN_USER.into()),
             working_dir: Some(guest_cwd.into()),
-            env: Some(vec!["YY_LOG=warn".into()]),
+            env: Some(vec!["YY_LOG=warn".into(), format!("HOME={GUEST_HOME}")]),
             cmd: Some(
-                [GUEST_BINARY, "guest", "serve", "--workspace", guest_cwd]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect(),
+                [
+                    GUEST_BINARY,
+                    "guest",
+                    "serve",
+                    "--workspace",
+                    guest_cwd,
+                    "--user",
+                    GUEST_USER,
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             ),
             ..Default::default()
         };
@@ -443,7 +457,22 @@ impl Provider {
                         Err(e) => Some(Err(std::io::Error::other(e.to_string()))),
                     }
                 });
-                GuestSession::start(Box::pin(output), input, None).await
+                let session = match GuestSession::start(Box::pin(output), input, None).await {
+                    Err(ComputerError::Guest(why)) if why.contains("'--user'") => {
+                        return Err(ComputerError::Guest(format!(
+                            "the image's guest agent is older than this yy (it cannot run apart from its commands): rebuild the image with `yy image build`; {why}"
+                        )));
+                    }
+                    other => other?,
+                };
+                let hello = session.hello();
+                if hello.agent_uid != Some(GUEST_AGENT_UID) || hello.uid != GUEST_UID {
+                    return Err(ComputerError::Guest(format!(
+                        "the guest agent runs as uid {:?} with commands as uid {}, not apart as uid {GUEST_AGENT_UID} with commands as uid {GUEST_UID}; refused",
+                        hello.agent_uid, hello.uid
+                    )));
+                }
+                Ok(session)
             }
             StartExecResults::Detached => Err(ComputerError::Guest(
                 "docker started the exec detached".into(),
@@ -564,6 +593,7 @@ pub fn create_body(spec: &ComputerSpec, workspace: &Path, engine: Engine) -> Con
         sysctls: Some(spec.sysctls().into_iter().collect())
             .filter(|s: &HashMap<_, _>| !s.is_empty()),
         cap_drop: Some(vec!["ALL".into()]),
+        cap_add: Some(GUEST_AGENT_CAPS.iter().map(|c| c.to_string()).collect()),
         security_opt: Some(vec!["no-new-privileges".into()]),
         readonly_rootfs: Some(true),
         privileged: Some(false),
@@ -585,7 +615,7 @@ pub fn create_body(spec: &ComputerSpec, workspace: &Path, engine: Engine) -> Con
     };
     ContainerCreateBody {
         image: Some(spec.image_id.clone()),
-        user: Some(GUEST_USER.into()),
+        user: Some(MAIN_USER.into()),
         working_dir: Some(spec.guest_cwd.clone()),
         cmd: Some(MAIN_CMD.iter().map(|s| s.to_string()).collect()),
         labels: Some(spec.labels().into_iter().collect()),
@@ -689,7 +719,11 @@ mod tests {
         assert_eq!(host.memory, host.memory_swap);
         assert_eq!(host.mounts.as_ref().unwrap().len(), 1);
         assert_eq!(host.binds, None);
-        assert_eq!(body.user.as_deref(), Some("1000:1000"));
+        assert_eq!(body.user.as_deref(), Some("0:0"));
+        assert_eq!(
+            host.cap_add,
+            Some(vec!["SETUID".into(), "SETGID".into(), "SETPCAP".into()])
+        );
         assert_eq!(body.labels.unwrap().len(), 7);
         let limits = host.ulimits.unwrap();
         assert_eq!(limits.len(), 2);

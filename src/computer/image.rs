@@ -514,6 +514,16 @@ fn layer_tar(
         shadow.push_str(&format!("yy:!:{days}:0:99999:7:::\n"));
         gshadow.push_str("yy:!::\n");
     }
+    // The guest agent's own identity (it needs no entry to work; this names it in `ps`).
+    if !passwd.lines().any(|l| l.starts_with("yy-guest:")) {
+        let a = super::GUEST_AGENT_UID;
+        passwd.push_str(&format!(
+            "yy-guest:x:{a}:{a}:yy guest agent:/nonexistent:/usr/sbin/nologin\n"
+        ));
+        group.push_str(&format!("yy-guest:x:{a}:\n"));
+        shadow.push_str(&format!("yy-guest:!:{days}:0:99999:7:::\n"));
+        gshadow.push_str("yy-guest:!::\n");
+    }
     let io = |e: std::io::Error| ComputerError::Io(format!("building the layer: {e}"));
     let mut t = TarBuilder::new((crate::timefmt::now_ms() / 1000) as u64);
     t.file("etc/passwd", 0o644, 0, 0, passwd.as_bytes())

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use super::docker::{Provider, RawExec};
 use super::protocol::PROTOCOL;
 use super::{
-    ComputerError, ComputerSpec, Limits, PACKAGE_LOCK_PATH, labels, package_lock, validate_image_id,
+    ComputerError, ComputerSpec, GUEST_AGENT_UID, GUEST_UID, Limits, PACKAGE_LOCK_PATH, labels,
+    package_lock, validate_image_id,
 };
 
 /// Where throw-away workspaces of verification runs live.
@@ -74,6 +75,16 @@ pub fn interfaces(proc_net_dev: &str) -> Vec<String> {
         .filter(|n| !n.is_empty())
         .collect()
 }
+
+/// Run as uid 1000: how far the guest agent can be reached (signal, /proc fd and mem).
+const AGENT_REACH: &str = r#"pid=$(pgrep -of '^/usr/local/bin/yy guest serve') || { echo 'no guest agent'; exit 0; }
+u=$(awk '/^Uid:/ {print $2}' /proc/$pid/status)
+r=''
+kill -0 "$pid" 2>/dev/null && r="$r signalled"
+( : >"/proc/$pid/fd/1" ) 2>/dev/null && r="$r stdout-writable"
+( : <"/proc/$pid/mem" ) 2>/dev/null && r="$r mem-readable"
+ls "/proc/$pid/fd" >/dev/null 2>&1 && r="$r fds-listed"
+echo "uid $u,${r:- unreachable}""#;
 
 fn status_field(status: &str, key: &str) -> String {
     status
@@ -197,16 +208,16 @@ async fn checks(
     provider.start(id).await?;
 
     let want_agent = format!("yy {} protocol {PROTOCOL}", crate::VERSION);
-    let agent = match provider.guest(id).await {
+    let session = provider.guest(id).await;
+    let agent = match &session {
         Ok(session) => {
             let hello = session.hello().clone();
             let got = match session.version().await {
                 Ok(v) => format!("yy {} protocol {}", v.yy_version, v.protocol),
                 Err(e) => e.to_string(),
             };
-            session.close().await;
-            if hello.uid != 1000 {
-                format!("{got} (but running as uid {})", hello.uid)
+            if hello.uid != GUEST_UID {
+                format!("{got} (but running commands as uid {})", hello.uid)
             } else {
                 got
             }
@@ -226,6 +237,16 @@ async fn checks(
         Ok(r) => one_line(&format!("exit {:?}: {}", r.exit_code, r.stderr), 120),
         Err(e) => one_line(&e.to_string(), 120),
     };
+    // The agent runs apart: uid 1000 can neither signal it nor open its /proc entries.
+    let reach = sh(AGENT_REACH).await;
+    if let Ok(s) = session {
+        s.close().await;
+    }
+    report.add(
+        "guest agent from uid 1000",
+        format!("uid {GUEST_AGENT_UID}, unreachable"),
+        text(reach),
+    );
     report.add(
         "uid:gid",
         "1000:1000",

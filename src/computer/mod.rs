@@ -38,6 +38,19 @@ use sha2::{Digest, Sha256};
 /// The guest's user and group, in the container and as owner of the workspace.
 pub const GUEST_UID: u32 = 1000;
 pub const GUEST_USER: &str = "1000:1000";
+/// The guest agent's own user and group (`yy-guest`): not root, not the guest user, and
+/// outside the ranges Debian hands out (system 100-999, people 1000-59999). The agent's
+/// real and saved ids are this one and its effective id the guest user's, so it works on
+/// the workspace as the guest user while no command of that user can signal it, trace it
+/// or open its `/proc` entries (docs/computer-notes.md, "The guest agent's identity").
+pub const GUEST_AGENT_UID: u32 = 60999;
+/// The user a computer's main process and the guest agent's exec start as: root, with
+/// only the capabilities the agent needs to take its identity ([`GUEST_AGENT_CAPS`]).
+/// Every command of the agent runs as [`GUEST_USER`] with no capability at all.
+pub const MAIN_USER: &str = "0:0";
+/// The only capabilities a computer keeps (`CapAdd` after `CapDrop ALL`): to set the
+/// agent's ids and to empty the bounding set it passes on.
+pub const GUEST_AGENT_CAPS: [&str; 3] = ["SETUID", "SETGID", "SETPCAP"];
 /// Where the image carries the guest agent.
 pub const GUEST_BINARY: &str = "/usr/local/bin/yy";
 /// The guest user's home: a tmpfs, since the root is read-only.

@@ -6,6 +6,11 @@
 //! `result` or `error`. Requests run concurrently, so frames of different ids interleave.
 //! A newer guest keeps accepting every request of an older protocol version; the host
 //! refuses a guest whose `protocol` it does not know.
+//!
+//! The host issues request ids in order from a random start and takes only frames that
+//! answer a request it sent and has not seen answered (chunks only for an export): any
+//! other frame, a malformed line or a line over [`MAX_FRAME_BYTES`] ends the session with
+//! the reason, and the next request opens a fresh one.
 
 use std::collections::BTreeMap;
 
@@ -17,7 +22,16 @@ pub const PROTOCOL: u32 = 1;
 /// Largest export chunk before base64 (the last one may be shorter).
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
-/// Output kept per stream of an exec when the request names no cap.
+/// The longest line either side accepts (a frame or a request, newline excluded). Every
+/// answer the guest sends fits well under it: an exec result is at most twice the largest
+/// output cap (caps count JSON-escaped bytes), a read 16 MiB as base64, a listing 10 000
+/// names. A longer line ends the session.
+pub const MAX_FRAME_BYTES: usize = 48 * 1024 * 1024;
+
+/// Output kept per stream of an exec when the request names no cap. A cap counts the
+/// bytes of the stream as it is sent: its text in a JSON string, escapes included (see
+/// [`fit_json`]), so output that escapes to more bytes than it had (NUL bytes become six)
+/// still fits the cap on the wire.
 pub const DEFAULT_OUTPUT_CAP: u64 = crate::api::computers::EXEC_DEFAULT_OUTPUT_CAP;
 /// The largest output cap a request may ask for.
 pub const MAX_OUTPUT_CAP: u64 = 16 * 1024 * 1024;
@@ -41,8 +55,13 @@ pub struct Hello {
     pub yy_version: String,
     /// The workspace root, as the guest resolved it.
     pub workspace: String,
+    /// The user and group commands run as and files are made by.
     pub uid: u32,
     pub gid: u32,
+    /// The agent's own user when it runs apart from its commands (`serve --user`): none of
+    /// them can then signal, trace or read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_uid: Option<u32>,
 }
 
 /// One request from the host.
@@ -176,6 +195,43 @@ pub mod codes {
 /// What an exec answers; the same shape travels on to the admin API.
 pub use crate::api::computers::ExecResult;
 
+/// The bytes `c` takes inside a JSON string as serde_json writes it.
+fn json_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// Output as text (invalid UTF-8 as U+FFFD), cut to the longest prefix whose JSON string
+/// form (quotes excluded) is at most `cap` bytes; true when something was cut.
+pub fn fit_json(data: &[u8], cap: usize) -> (String, bool) {
+    let text = String::from_utf8_lossy(data);
+    let mut used = 0usize;
+    for (i, c) in text.char_indices() {
+        used += json_len(c);
+        if used > cap {
+            return (text[..i].to_string(), true);
+        }
+    }
+    (text.into_owned(), false)
+}
+
+/// Cuts an exec result's streams to `cap` as [`fit_json`] counts (the host applies the cap
+/// it asked for again, whatever the guest sent).
+pub fn cap_exec_result(r: &mut ExecResult, cap: usize) {
+    if r.stdout.len() > cap / 6 || r.stderr.len() > cap / 6 {
+        let (out, cut_out) = fit_json(r.stdout.as_bytes(), cap);
+        let (err, cut_err) = fit_json(r.stderr.as_bytes(), cap);
+        r.stdout = out;
+        r.stderr = err;
+        r.stdout_truncated |= cut_out;
+        r.stderr_truncated |= cut_err;
+    }
+    r.truncated = r.stdout_truncated || r.stderr_truncated;
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ReadResult {
     /// Relative to the workspace root.
@@ -243,6 +299,51 @@ pub struct CancelResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_is_cut_where_its_json_form_reaches_the_cap() {
+        // NUL escapes to six bytes, a quote and a newline to two, UTF-8 stays as it is.
+        assert_eq!(fit_json(&[0; 10], 12), ("\0\0".to_string(), true));
+        assert_eq!(fit_json(&[0; 2], 12), ("\0\0".to_string(), false));
+        assert_eq!(fit_json(b"a\"b\n", 4), ("a\"b".to_string(), true));
+        assert_eq!(fit_json("é€".as_bytes(), 4), ("é".to_string(), true));
+        // Invalid UTF-8 becomes U+FFFD (three bytes).
+        assert_eq!(fit_json(&[0xff, b'a'], 3), ("\u{fffd}".to_string(), true));
+        for data in [
+            vec![0u8; 5000],
+            b"x\"\\\n\t\x01".repeat(700),
+            vec![0xff; 3000],
+        ] {
+            for cap in [0, 1, 5, 6, 7, 1000, 4096] {
+                let (text, cut) = fit_json(&data, cap);
+                let sent = serde_json::to_string(&text).unwrap().len() - 2;
+                assert!(sent <= cap, "{sent} > {cap}");
+                let whole = serde_json::to_string(&String::from_utf8_lossy(&data))
+                    .unwrap()
+                    .len()
+                    - 2;
+                assert_eq!(cut, whole > cap);
+            }
+        }
+        let mut r = ExecResult {
+            exit_code: Some(0),
+            signal: None,
+            stdout: "\0".repeat(1000),
+            stderr: "ok".into(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            truncated: false,
+            timed_out: false,
+            cancelled: false,
+            duration_ms: 1,
+        };
+        cap_exec_result(&mut r, 600);
+        assert_eq!(
+            (r.stdout.len(), r.stdout_truncated, r.truncated),
+            (100, true, true)
+        );
+        assert_eq!((r.stderr.as_str(), r.stderr_truncated), ("ok", false));
+    }
 
     #[test]
     fn wire_format_is_flat_and_tagged() {

@@ -176,7 +176,9 @@ pub(super) fn spawn_detached(
     cwd: &Path,
 ) -> Result<u32, OpError> {
     use std::os::unix::process::CommandExt;
-    let child = Command::new(program)
+    let mut command = Command::new(program);
+    super::guest::as_user(&mut command);
+    let child = command
         .args(args)
         .current_dir(cwd)
         .env("DISPLAY", DISPLAY)

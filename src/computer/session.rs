@@ -33,14 +33,26 @@ pub enum Output {
 pub type OutputStream = Pin<Box<dyn Stream<Item = std::io::Result<Output>> + Send>>;
 pub type InputSink = Pin<Box<dyn AsyncWrite + Send>>;
 
-type Pending = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<FrameBody>>>>;
+/// A request sent and not yet answered: where its frames go, and whether it may get
+/// chunks (only an export does).
+struct Waiting {
+    tx: mpsc::UnboundedSender<FrameBody>,
+    chunks: bool,
+}
+
+type Pending = Arc<Mutex<HashMap<u64, Waiting>>>;
+
+/// Why a session ended, once it has.
+type Ended = Arc<std::sync::OnceLock<String>>;
 
 pub struct GuestSession {
     hello: Hello,
     writer: tokio::sync::Mutex<InputSink>,
     pending: Pending,
+    /// Request ids are issued in order from a random start, so a frame cannot guess one.
     next_id: AtomicU64,
     closed: CancellationToken,
+    ended: Ended,
     reader: tokio::task::JoinHandle<()>,
     /// Keeps a local guest process alive (and kills it on drop).
     _child: Option<tokio::process::Child>,
@@ -79,8 +91,15 @@ impl GuestSession {
     ) -> Result<GuestSession, ComputerError> {
         let pending: Pending = Arc::default();
         let closed = CancellationToken::new();
+        let ended: Ended = Arc::default();
         let (hello_tx, hello_rx) = oneshot::channel();
-        let reader = tokio::spawn(read_loop(output, pending.clone(), closed.clone(), hello_tx));
+        let reader = tokio::spawn(read_loop(
+            output,
+            pending.clone(),
+            closed.clone(),
+            ended.clone(),
+            hello_tx,
+        ));
         let hello = match tokio::time::timeout(HELLO_TIMEOUT, hello_rx).await {
             Ok(Ok(Ok(h))) => h,
             Ok(Ok(Err(why))) => return Err(ComputerError::Guest(why)),
@@ -110,8 +129,9 @@ impl GuestSession {
             hello,
             writer: tokio::sync::Mutex::new(input),
             pending,
-            next_id: AtomicU64::new(1),
+            next_id: AtomicU64::new(first_id()),
             closed,
+            ended,
             reader,
             _child: child,
             host_workspace: None,
@@ -152,9 +172,21 @@ impl GuestSession {
         &self.hello
     }
 
-    /// True once the guest's output ended; open a new session then.
+    /// True once the guest's output ended (or broke the protocol); open a new session then.
     pub fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
+    }
+
+    /// Why the session ended, once it has.
+    pub fn ended(&self) -> Option<&str> {
+        self.ended.get().map(String::as_str)
+    }
+
+    fn closed_error(&self, what: &str) -> ComputerError {
+        ComputerError::Guest(match self.ended() {
+            Some(why) => format!("{what}: {why}"),
+            None => what.to_string(),
+        })
     }
 
     /// Sends one request and returns the receiver of its frames.
@@ -163,12 +195,13 @@ impl GuestSession {
         op: Op,
     ) -> Result<(u64, mpsc::UnboundedReceiver<FrameBody>), ComputerError> {
         if self.is_closed() {
-            return Err(ComputerError::Guest("the session is closed".into()));
+            return Err(self.closed_error("the session is closed"));
         }
+        let chunks = matches!(op, Op::Export { .. });
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
         if let Ok(mut p) = self.pending.lock() {
-            p.insert(id, tx);
+            p.insert(id, Waiting { tx, chunks });
         }
         let mut line = serde_json::to_vec(&Request { id, op })
             .map_err(|e| ComputerError::Guest(e.to_string()))?;
@@ -192,6 +225,7 @@ impl GuestSession {
 
     /// The final frame of a request, as a value or the guest's error.
     async fn finish(
+        &self,
         rx: &mut mpsc::UnboundedReceiver<FrameBody>,
     ) -> Result<serde_json::Value, ComputerError> {
         loop {
@@ -204,11 +238,7 @@ impl GuestSession {
                     });
                 }
                 Some(FrameBody::Chunk { .. }) => continue,
-                None => {
-                    return Err(ComputerError::Guest(
-                        "the session closed mid-request".into(),
-                    ));
-                }
+                None => return Err(self.closed_error("the session closed mid-request")),
             }
         }
     }
@@ -216,7 +246,7 @@ impl GuestSession {
     /// One request that answers with a single result.
     pub async fn call<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T, ComputerError> {
         let (_, mut rx) = self.send(op).await?;
-        let value = Self::finish(&mut rx).await?;
+        let value = self.finish(&mut rx).await?;
         serde_json::from_value(value)
             .map_err(|e| ComputerError::Guest(format!("malformed result: {e}")))
     }
@@ -228,11 +258,15 @@ impl GuestSession {
         params: ExecParams,
         cancel: Option<&CancellationToken>,
     ) -> Result<ExecResult, ComputerError> {
+        let cap = params
+            .output_cap_bytes
+            .unwrap_or(DEFAULT_OUTPUT_CAP)
+            .min(MAX_OUTPUT_CAP) as usize;
         let (id, mut rx) = self.send(Op::Exec(params)).await?;
         let value = match cancel {
-            None => Self::finish(&mut rx).await?,
+            None => self.finish(&mut rx).await?,
             Some(token) => {
-                let finish = Self::finish(&mut rx);
+                let finish = self.finish(&mut rx);
                 tokio::pin!(finish);
                 tokio::select! {
                     r = &mut finish => r?,
@@ -243,8 +277,10 @@ impl GuestSession {
                 }
             }
         };
-        serde_json::from_value(value)
-            .map_err(|e| ComputerError::Guest(format!("malformed exec result: {e}")))
+        let mut result: ExecResult = serde_json::from_value(value)
+            .map_err(|e| ComputerError::Guest(format!("malformed exec result: {e}")))?;
+        cap_exec_result(&mut result, cap);
+        Ok(result)
     }
 
     /// Kills the process group of exec request `target`.
@@ -374,7 +410,7 @@ impl GuestSession {
                         message: error.message,
                     });
                 }
-                None => return Err(ComputerError::Guest("the session closed mid-export".into())),
+                None => return Err(self.closed_error("the session closed mid-export")),
             }
         }
     }
@@ -403,17 +439,90 @@ fn reader_stream<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     })
 }
 
+/// The first request id of a session: random in 1..2^48 (exact as a JSON number anywhere).
+fn first_id() -> u64 {
+    (uuid::Uuid::new_v4().as_u128() as u64 >> 16).max(1)
+}
+
+/// What the guest sent that ends the session.
+enum Broken {
+    /// The output ended or failed (not a protocol error).
+    Gone(String),
+    Violation(String),
+}
+
+/// Takes one complete line from the guest: the hello first, then frames for requests this
+/// host sent and has not seen answered. Anything else breaks the session.
+fn take_line(
+    line: &[u8],
+    pending: &Pending,
+    hello_tx: &mut Option<oneshot::Sender<Result<Hello, String>>>,
+) -> Result<(), Broken> {
+    if line.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(());
+    }
+    let shown = || {
+        String::from_utf8_lossy(&line[..line.len().min(200)])
+            .trim()
+            .to_string()
+    };
+    if let Some(tx) = hello_tx.take() {
+        let hello = serde_json::from_slice::<Hello>(line)
+            .ok()
+            .filter(|h| h.kind == "hello")
+            .ok_or_else(|| format!("did not start: {}", shown()));
+        let failed = hello.is_err();
+        let _ = tx.send(hello);
+        return if failed {
+            Err(Broken::Gone("no hello".into()))
+        } else {
+            Ok(())
+        };
+    }
+    let frame = serde_json::from_slice::<Frame>(line).map_err(|e| {
+        Broken::Violation(format!(
+            "the guest sent a malformed line ({e}): {}",
+            shown()
+        ))
+    })?;
+    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(waiting) = p.get(&frame.id) else {
+        return Err(Broken::Violation(format!(
+            "the guest answered request {}, which this host did not send or saw answered already",
+            frame.id
+        )));
+    };
+    let chunk = matches!(frame.body, FrameBody::Chunk { .. });
+    if chunk && !waiting.chunks {
+        return Err(Broken::Violation(format!(
+            "the guest sent a chunk for request {}, which is not an export",
+            frame.id
+        )));
+    }
+    let gone = waiting.tx.send(frame.body).is_err();
+    if !chunk || gone {
+        p.remove(&frame.id);
+    }
+    Ok(())
+}
+
+/// Splits the guest's output into lines in one pass over each byte (a line that arrives in
+/// many pieces is never searched again from its start) and ends the session when a line
+/// grows past [`MAX_FRAME_BYTES`] or breaks the protocol.
 async fn read_loop(
     mut output: OutputStream,
     pending: Pending,
     closed: CancellationToken,
+    ended: Ended,
     hello_tx: oneshot::Sender<Result<Hello, String>>,
 ) {
     let mut hello_tx = Some(hello_tx);
     let mut buf: Vec<u8> = Vec::new();
+    // buf[..scanned] holds no newline.
+    let mut scanned = 0usize;
     let mut stderr = Tail::default();
-    let mut ended = "the guest agent exited".to_string();
-    while let Some(item) = output.next().await {
+    let mut why = Broken::Gone("the guest agent exited".to_string());
+    'read: while let Some(item) = output.next().await {
         let bytes = match item {
             Ok(Output::Stdout(b)) => b,
             Ok(Output::Stderr(b)) => {
@@ -422,55 +531,138 @@ async fn read_loop(
                 continue;
             }
             Err(e) => {
-                ended = format!("reading from the guest: {e}");
+                why = Broken::Gone(format!("reading from the guest: {e}"));
                 break;
             }
         };
         buf.extend_from_slice(&bytes);
-        while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=pos).collect();
-            let line = &line[..line.len() - 1];
-            if line.iter().all(|b| b.is_ascii_whitespace()) {
-                continue;
-            }
-            if let Some(tx) = hello_tx.take() {
-                let hello = serde_json::from_slice::<Hello>(line)
-                    .ok()
-                    .filter(|h| h.kind == "hello")
-                    .ok_or_else(|| {
-                        format!(
-                            "did not start: {}",
-                            String::from_utf8_lossy(&line[..line.len().min(300)]).trim()
-                        )
-                    });
-                let _ = tx.send(hello);
-                continue;
-            }
-            match serde_json::from_slice::<Frame>(line) {
-                Ok(frame) => {
-                    let done = !matches!(frame.body, FrameBody::Chunk { .. });
-                    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-                    let gone = match p.get(&frame.id) {
-                        Some(tx) => tx.send(frame.body).is_err(),
-                        None => false,
-                    };
-                    if done || gone {
-                        p.remove(&frame.id);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "malformed line from the guest agent"),
+        let mut start = 0usize;
+        while let Some(i) = memchr(b'\n', &buf[scanned..]) {
+            let end = scanned + i;
+            let taken = take_line(&buf[start..end], &pending, &mut hello_tx);
+            start = end + 1;
+            scanned = start;
+            if let Err(broken) = taken {
+                why = broken;
+                break 'read;
             }
         }
+        if start > 0 {
+            buf.drain(..start);
+        }
+        scanned = buf.len();
+        if buf.len() > MAX_FRAME_BYTES {
+            why = Broken::Violation(format!(
+                "the guest sent a line longer than {} MiB without a newline",
+                MAX_FRAME_BYTES >> 20
+            ));
+            break;
+        }
     }
+    drop(output);
+    let (text, violation) = match why {
+        Broken::Gone(t) => (t, false),
+        Broken::Violation(t) => (t, true),
+    };
+    if violation {
+        tracing::warn!(error = %text, "the guest broke the protocol; its session is ended");
+    }
+    let _ = ended.set(if violation {
+        format!("{text}; the session was ended")
+    } else {
+        text.clone()
+    });
     if let Some(tx) = hello_tx.take() {
         let tail = stderr.text();
         let why = if tail.is_empty() {
-            format!("{ended} before saying hello")
+            format!("{text} before saying hello")
         } else {
-            format!("{ended} before saying hello: {tail}")
+            format!("{text} before saying hello: {tail}")
         };
         let _ = tx.send(Err(why));
     }
     closed.cancel();
     pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+/// The index of the first `needle` in `hay`.
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A guest's output as the session reads it: pieces as they arrive.
+    fn stream(pieces: Vec<Vec<u8>>) -> OutputStream {
+        Box::pin(futures_util::stream::iter(
+            pieces.into_iter().map(|p| Ok(Output::Stdout(p))),
+        ))
+    }
+
+    fn hello_line() -> Vec<u8> {
+        br#"{"type":"hello","protocol":1,"yy_version":"0","workspace":"/w","uid":1000,"gid":1000}
+"#
+        .to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_in_small_pieces_is_read_once_and_ends_the_session() {
+        let piece = vec![b'a'; 64 * 1024];
+        let mut pieces = vec![hello_line()];
+        pieces.extend(std::iter::repeat_n(
+            piece,
+            MAX_FRAME_BYTES / (64 * 1024) + 2,
+        ));
+        // Keeps the stream open after the flood, as a guest that goes on would.
+        let flood = stream(pieces).chain(futures_util::stream::pending());
+        let started = std::time::Instant::now();
+        let s = GuestSession::start(Box::pin(flood), Box::pin(tokio::io::sink()), None)
+            .await
+            .unwrap();
+        for _ in 0..200 {
+            if s.is_closed() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(s.is_closed(), "still open after {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        let why = s.ended().unwrap();
+        assert!(why.contains("longer than 48 MiB"), "{why}");
+        let e = s.version().await.unwrap_err().to_string();
+        assert!(e.contains("longer than 48 MiB"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn frames_that_answer_no_request_end_the_session() {
+        // Ids start at random: a frame for id 1 answers nothing this host sent.
+        let mut pieces = vec![hello_line()];
+        pieces.push(br#"{"id":1,"type":"result","result":{}}"#.to_vec());
+        pieces.push(b"\n".to_vec());
+        let s = GuestSession::start(
+            Box::pin(stream(pieces).chain(futures_util::stream::pending())),
+            Box::pin(tokio::io::sink()),
+            None,
+        )
+        .await
+        .unwrap();
+        for _ in 0..100 {
+            if s.is_closed() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            s.ended().unwrap().contains("did not send"),
+            "{:?}",
+            s.ended()
+        );
+        assert!(first_id() >= 1 && first_id() < 1 << 48);
+    }
 }

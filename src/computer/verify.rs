@@ -9,7 +9,7 @@ use bollard::models::ContainerInspectResponse;
 
 use super::docker::{MAIN_CMD, tmpfs_for, ulimits};
 use super::engine::Engine;
-use super::{ComputerSpec, GUEST_UID, GUEST_USER, GuestNetwork};
+use super::{ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GUEST_USER, GuestNetwork};
 
 /// What the engine shows beyond Docker's inspect answer, for the checks it presents
 /// differently.
@@ -54,6 +54,15 @@ fn podman_tmpfs_options(options: &str) -> String {
     o.sort_unstable();
     o.dedup();
     o.join(",")
+}
+
+/// Capability names as one spelling, sorted: "CAP_SETUID" and "setuid" alike.
+fn agent_caps<S: AsRef<str>>(caps: impl Iterator<Item = S>) -> Vec<String> {
+    let mut caps: Vec<String> = caps
+        .map(|c| c.as_ref().to_uppercase().trim_start_matches("CAP_").to_string())
+        .collect();
+    caps.sort();
+    caps
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -182,19 +191,21 @@ pub fn drifts(
             bounding_caps,
             effective_caps,
         } => {
-            k.eq(
-                "BoundingCaps (podman)",
-                &Vec::<String>::new(),
-                bounding_caps,
-            );
+            let want = agent_caps(GUEST_AGENT_CAPS.iter());
+            k.eq("BoundingCaps (podman)", &want, &agent_caps(bounding_caps.iter()));
             k.eq(
                 "EffectiveCaps (podman)",
-                &Vec::<String>::new(),
-                effective_caps,
+                &want,
+                &agent_caps(effective_caps.iter()),
             );
         }
     }
-    k.empty("HostConfig.CapAdd", &h.cap_add);
+    // The guest agent's few (docs/computer-notes.md, "The guest agent's identity").
+    k.eq(
+        "HostConfig.CapAdd",
+        agent_caps(GUEST_AGENT_CAPS.iter()),
+        agent_caps(h.cap_add.iter().flatten()),
+    );
     k.eq(
         "HostConfig.SecurityOpt",
         Some(vec!["no-new-privileges".to_string()]),

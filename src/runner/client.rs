@@ -36,6 +36,13 @@ impl MachineError {
             MachineError::Transport(_) => None,
         }
     }
+    /// The HTTP status of a refusal.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            MachineError::Api { status, .. } => Some(*status),
+            MachineError::Transport(_) => None,
+        }
+    }
     /// Worth retrying after a pause (network trouble, a restarting or overloaded server).
     pub fn is_transient(&self) -> bool {
         match self {

@@ -794,15 +794,20 @@ fn cancel_running(shared: &Shared, target: String) -> serde_json::Value {
 /// Reports an outcome, retrying through network trouble. A refusal (another outcome won,
 /// or the generation ended) is final: the control plane already decided.
 async fn report(shared: &Arc<Shared>, generation: i64, id: &str, f: Finished) {
-    let params = CompleteParams {
+    let mut params = reportable(CompleteParams {
         outcome: f.outcome,
         result: f.result,
         error: f.error,
-    };
+    });
     let mut attempt = 0;
     loop {
         match shared.client.complete(generation, id, &params).await {
             Ok(()) => return,
+            // Whatever the control plane cannot take, it still learns how the command ended.
+            Err(e) if e.status() == Some(413) && params.result.is_some() => {
+                tracing::warn!(command = %id, error = %e, "the result was refused as too large; reporting a failure instead");
+                params = too_large(params.result.as_ref().map_or(0, |r| r.to_string().len()));
+            }
             Err(e) if e.is_transient() && attempt < 8 && !shared.hard_stop.is_cancelled() => {
                 let wait = backoff(attempt);
                 attempt += 1;
@@ -814,6 +819,28 @@ async fn report(shared: &Arc<Shared>, generation: i64, id: &str, f: Finished) {
                 return;
             }
         }
+    }
+}
+
+/// An outcome the control plane takes: a result over its size limit becomes a failure
+/// that says so (an exec's output is capped before this; this is the last line).
+fn reportable(params: CompleteParams) -> CompleteParams {
+    let size = params.result.as_ref().map_or(0, |r| r.to_string().len());
+    if size > crate::api::machine::MAX_RESULT_JSON_BYTES {
+        too_large(size)
+    } else {
+        params
+    }
+}
+
+fn too_large(size: usize) -> CompleteParams {
+    CompleteParams {
+        outcome: Outcome::Failed,
+        result: None,
+        error: Some(format!(
+            "the result ({size} bytes as JSON) is larger than the control plane takes ({} bytes); it was dropped",
+            crate::api::machine::MAX_RESULT_JSON_BYTES
+        )),
     }
 }
 
@@ -853,5 +880,34 @@ async fn forward_events(
         if let Err(e) = client.events(generation, &id, batch).await {
             tracing::warn!(command = %id, error = %e, "events not delivered");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_over_the_limit_is_reported_as_a_failure_that_says_so() {
+        let small = reportable(CompleteParams {
+            outcome: Outcome::Done,
+            result: Some(serde_json::json!({ "stdout": "ok" })),
+            error: None,
+        });
+        assert_eq!(small.outcome, Outcome::Done);
+        assert!(small.result.is_some());
+        let big = "\u{0}".repeat(crate::api::machine::MAX_RESULT_JSON_BYTES / 6 + 1);
+        let r = reportable(CompleteParams {
+            outcome: Outcome::Done,
+            result: Some(serde_json::json!({ "stdout": big })),
+            error: None,
+        });
+        assert_eq!(r.outcome, Outcome::Failed);
+        assert!(r.result.is_none());
+        assert!(
+            r.error
+                .unwrap()
+                .contains("larger than the control plane takes")
+        );
     }
 }
