@@ -43,7 +43,7 @@ pub fn before_runtime(args: &GuestArgs) -> anyhow::Result<()> {
         GuestCommand::Serve {
             user: Some((uid, gid)),
             ..
-        } => crate::computer::guest::take_identity(*uid, *gid)
+        } => crate::computer::identity::take_identity(*uid, *gid)
             .context("the guest agent cannot take its identity"),
         GuestCommand::Serve { user: None, .. } => Ok(()),
     }

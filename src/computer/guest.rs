@@ -56,9 +56,6 @@ fn result_frame<T: serde::Serialize>(id: u64, r: Result<T, OpError>) -> Vec<u8> 
     }
 }
 
-/// The user and group every command runs as, once [`take_identity`] set them.
-static RUN_AS: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
-
 /// The hello line for a workspace.
 pub fn hello(ws: &Workspace) -> Hello {
     // SAFETY: these getters cannot fail and touch no memory.
@@ -70,119 +67,7 @@ pub fn hello(ws: &Workspace) -> Hello {
         workspace: ws.root().display().to_string(),
         uid: euid,
         gid: egid,
-        agent_uid: RUN_AS.get().map(|_| ruid),
-    }
-}
-
-fn os_err(what: &str) -> std::io::Error {
-    let e = std::io::Error::last_os_error();
-    std::io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-/// Makes the guest agent a process that `uid:gid` cannot reach, while it works on the
-/// workspace as them and runs its commands as them. Started as root (the Runner's exec,
-/// with only the capabilities SETUID, SETGID and SETPCAP), it empties the bounding set
-/// (nothing it starts can ever gain a capability), takes `gid` as its only supplementary
-/// group, and sets real and saved ids to the agent's own ([`GUEST_AGENT_UID`]) and the
-/// effective ones to `uid:gid`. No id is 0 then, so the kernel drops every capability;
-/// the process is not dumpable, so its `/proc` entries (fd, mem, environ, ...) belong to
-/// root and need ptrace access, which a process of `uid` lacks (its real and saved ids
-/// differ); a signal from `uid` is refused for the same reason. Children set all their ids
-/// to `uid:gid` before they run anything (allowed: `uid` is the effective id).
-///
-/// Must run before any other thread exists: capabilities and the bounding set belong to
-/// the calling thread only.
-///
-/// [`GUEST_AGENT_UID`]: super::GUEST_AGENT_UID
-pub fn take_identity(uid: u32, gid: u32) -> std::io::Result<()> {
-    use super::GUEST_AGENT_UID as AGENT;
-    // SAFETY: plain system calls on this process's credentials; no memory is shared.
-    unsafe {
-        if libc::geteuid() != 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                "--user needs the guest agent to start as root (the Runner's exec does)",
-            ));
-        }
-        if uid == 0 || uid == AGENT || gid == 0 || gid == AGENT {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("--user {uid}:{gid} must not be root nor the agent's own {AGENT}"),
-            ));
-        }
-        for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINVAL) {
-                    break; // past the kernel's last capability
-                }
-                return Err(std::io::Error::new(
-                    e.kind(),
-                    format!("emptying the capability bounding set (needs SETPCAP): {e}"),
-                ));
-            }
-        }
-        let groups = [gid as libc::gid_t];
-        if libc::setgroups(1, groups.as_ptr()) != 0 {
-            return Err(os_err("setgroups"));
-        }
-        if libc::setresgid(AGENT, gid, AGENT) != 0 {
-            return Err(os_err("setresgid"));
-        }
-        if libc::setresuid(AGENT, uid, AGENT) != 0 {
-            return Err(os_err("setresuid"));
-        }
-        if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
-            return Err(os_err("PR_SET_DUMPABLE"));
-        }
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(os_err("PR_SET_NO_NEW_PRIVS"));
-        }
-    }
-    // Check what the kernel says, not what was asked.
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
-            .unwrap_or_default()
-    };
-    let want_uid = format!("{AGENT} {uid} {AGENT} {uid}");
-    let zero = "0000000000000000";
-    if field("Uid:") != want_uid
-        || ["CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"]
-            .iter()
-            .any(|k| field(k) != zero)
-    {
-        return Err(std::io::Error::other(format!(
-            "the guest agent's identity did not take: Uid {}, CapEff {}, CapBnd {}",
-            field("Uid:"),
-            field("CapEff:"),
-            field("CapBnd:")
-        )));
-    }
-    let _ = RUN_AS.set((uid, gid));
-    Ok(())
-}
-
-/// Makes `cmd` run as the user of [`take_identity`] (all its ids), when the agent took one.
-pub(super) fn as_user(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    let Some(&(uid, gid)) = RUN_AS.get() else {
-        return;
-    };
-    // SAFETY: only raw system calls between fork and exec (async-signal-safe; no
-    // allocation, no lock).
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0
-                || libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        agent_uid: super::identity::runs_apart().then_some(ruid),
     }
 }
 
@@ -450,7 +335,7 @@ pub async fn exec(
     let timeout = Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).max(1));
     let started = Instant::now();
     let mut command = tokio::process::Command::new(&argv[0]);
-    as_user(command.as_std_mut());
+    super::identity::as_user(command.as_std_mut());
     let mut child = command
         .args(&argv[1..])
         .current_dir(&cwd)

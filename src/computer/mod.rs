@@ -18,6 +18,7 @@ pub mod dpkg_status;
 pub mod engine;
 pub mod guest;
 pub mod host_read;
+pub mod identity;
 pub mod image;
 pub mod image_rm;
 pub mod image_verify;

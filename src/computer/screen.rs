@@ -177,7 +177,7 @@ pub(super) fn spawn_detached(
 ) -> Result<u32, OpError> {
     use std::os::unix::process::CommandExt;
     let mut command = Command::new(program);
-    super::guest::as_user(&mut command);
+    super::identity::as_user(&mut command);
     let child = command
         .args(args)
         .current_dir(cwd)
