@@ -36,8 +36,9 @@ async fn inspect_shows_the_hardening() {
     let c = &v[0];
     let h = &c["HostConfig"];
     assert_eq!(c["Image"], image.id.as_str());
-    // The main process and the guest agent's exec start as root with three capabilities
-    // (the agent takes its own identity at once); commands run as uid 1000 with none.
+    // On Docker the container (tini and `sleep`) runs as root with three capabilities,
+    // so that the guest agent's exec gets them to take its own identity at once; commands
+    // and plain execs run as uid 1000 with none.
     assert_eq!(c["Config"]["User"], "0:0");
     assert_eq!(h["NetworkMode"], "none");
     assert_eq!(h["CapDrop"], serde_json::json!(["ALL"]));

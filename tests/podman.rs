@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use yy::computer::docker::Provider;
 use yy::computer::engine::Engine;
 use yy::computer::protocol::ExecParams;
+use yy::computer::session::GuestSession;
 
 use common::{BIN, Env, session_of};
 use computer_support::{Fixture, binary_digest, engine_cli, engine_cli_ok, test_image};
@@ -146,12 +147,13 @@ async fn a_computer_is_created_used_stopped_and_removed_on_podman() {
     // Read back with the podman CLI, independent of our own verify code.
     let v: Value = serde_json::from_str(&podman_ok(&["inspect", &created.id])).unwrap();
     let c = &v[0];
-    // Podman writes an empty set as null.
+    // The container keeps the guest agent's three capabilities and nothing else (its
+    // commands and plain execs drop them: a_podman_computer_is_hardened_like_...).
     for caps in ["BoundingCaps", "EffectiveCaps"] {
-        assert!(
-            c[caps].is_null() || c[caps] == json!([]),
-            "{caps}: {}",
-            c[caps]
+        assert_eq!(
+            c[caps],
+            json!(["CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID"]),
+            "{caps}"
         );
     }
     let h = &c["HostConfig"];
@@ -236,6 +238,8 @@ fn image_verify_and_list_run_on_podman() {
         "root read-only",
         "capabilities (CapEff)",
         "no_new_privs",
+        "guest agent from uid 1000",
+        "a command's capabilities",
     ] {
         assert!(out.stdout.contains(check), "{check}: {}", out.stdout);
     }
@@ -255,8 +259,14 @@ fn image_verify_and_list_run_on_podman() {
 }
 
 /// What a computer looks like, read from the outside (the engine's CLI inspect) and from
-/// the inside (as uid 1000), in words both engines can be compared in.
-async fn hardening(p: &Provider, cli: &str, id: &str) -> Vec<(String, String)> {
+/// the inside (a command of the guest agent, and a plain exec), in words both engines can
+/// be compared in.
+async fn hardening(
+    p: &Provider,
+    session: &GuestSession,
+    cli: &str,
+    id: &str,
+) -> Vec<(String, String)> {
     let out = Command::new(cli).args(["inspect", id]).output().unwrap();
     assert!(out.status.success(), "{cli} inspect {id}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -283,15 +293,35 @@ async fn hardening(p: &Provider, cli: &str, id: &str) -> Vec<(String, String)> {
         add(&format!("HostConfig.{k}"), h[k].to_string());
     }
     let none = |x: &Value| x.is_null() || x.as_array().is_some_and(|a| a.is_empty());
-    add("HostConfig.CapAdd empty", none(&h["CapAdd"]).to_string());
-    add("HostConfig.Devices empty", none(&h["Devices"]).to_string());
-    // Docker: CapDrop ["ALL"]; Podman: what its process keeps.
-    let keeps_none = if cli == "podman" {
-        none(&c["BoundingCaps"]) && none(&c["EffectiveCaps"])
-    } else {
-        h["CapDrop"] == json!(["ALL"])
+    let caps = |x: &Value| {
+        let mut c: Vec<String> = x
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|c| {
+                c.as_str()
+                    .unwrap_or("?")
+                    .trim_start_matches("CAP_")
+                    .to_uppercase()
+            })
+            .collect();
+        c.sort();
+        c.join(",")
     };
-    add("capabilities kept: none", keeps_none.to_string());
+    add("HostConfig.Devices empty", none(&h["Devices"]).to_string());
+    // Docker: CapDrop ["ALL"] and CapAdd; Podman: what its process keeps (its CapAdd
+    // reads empty).
+    let three = "SETGID,SETPCAP,SETUID";
+    let keeps_agents_three = if cli == "podman" {
+        caps(&c["BoundingCaps"]) == three && caps(&c["EffectiveCaps"]) == three
+    } else {
+        h["CapDrop"] == json!(["ALL"]) && caps(&h["CapAdd"]) == three
+    };
+    add(
+        "capabilities kept: the guest agent's three",
+        keeps_agents_three.to_string(),
+    );
     let mut limits: Vec<String> = h["Ulimits"]
         .as_array()
         .cloned()
@@ -326,12 +356,9 @@ async fn hardening(p: &Provider, cli: &str, id: &str) -> Vec<(String, String)> {
         .collect();
     add("Mounts", mounts.join("; "));
 
-    let inside = p
-        .exec_raw(
-            id,
-            &[
-                "sh",
-                "-c",
+    let inside = session
+        .exec(
+            ExecParams::shell(
                 "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status; \
                  echo uid=$(id -u):$(id -g); echo nofile=$(ulimit -n); \
                  echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '); \
@@ -341,7 +368,8 @@ async fn hardening(p: &Provider, cli: &str, id: &str) -> Vec<(String, String)> {
                  echo memory=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max); \
                  echo home=$(stat -c '%u:%g' /home/yy); \
                  echo pid1=$(cat /proc/1/comm | sed 's/catatonit\\|docker-init\\|podman-init\\|tini/init/')",
-            ],
+            ),
+            None,
         )
         .await
         .unwrap();
@@ -349,6 +377,26 @@ async fn hardening(p: &Provider, cli: &str, id: &str) -> Vec<(String, String)> {
     for line in inside.stdout.lines() {
         if let Some((k, v)) = line.split_once(['=', ':']) {
             rows.push((format!("inside: {k}"), v.trim().to_string()));
+        }
+    }
+    // A plain exec (diagnostics, the takeover shell) holds nothing either, though Podman
+    // hands a non-root exec the container's added capabilities.
+    let plain = p
+        .exec_raw(
+            id,
+            &[
+                "grep",
+                "-E",
+                "^(CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):",
+                "/proc/self/status",
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(plain.exit_code, Some(0), "{plain:?}");
+    for line in plain.stdout.lines() {
+        if let Some((k, v)) = line.split_once(':') {
+            rows.push((format!("plain exec: {k}"), v.trim().to_string()));
         }
     }
     rows
@@ -365,18 +413,18 @@ async fn a_podman_computer_is_hardened_like_a_docker_computer() {
     let d = Provider::connect_to(Some(Engine::Docker)).await.unwrap();
     let p = Provider::connect_to(Some(Engine::Podman)).await.unwrap();
     let t = Instant::now();
-    let (dc, _ds) = d.launch(&on_docker.spec).await.unwrap();
+    let (dc, ds) = d.launch(&on_docker.spec).await.unwrap();
     let docker_ms = t.elapsed().as_millis();
     let t = Instant::now();
-    let (pc, _ps) = p.launch(&on_podman.0.spec).await.unwrap();
+    let (pc, ps) = p.launch(&on_podman.0.spec).await.unwrap();
     let podman_ms = t.elapsed().as_millis();
     eprintln!(
         "launch (create, verify, start, guest session): docker {} {docker_ms} ms, podman {} {podman_ms} ms",
         d.engine().version,
         p.engine().version
     );
-    let dh = hardening(&d, "docker", &dc.id).await;
-    let ph = hardening(&p, "podman", &pc.id).await;
+    let dh = hardening(&d, &ds, "docker", &dc.id).await;
+    let ph = hardening(&p, &ps, "podman", &pc.id).await;
     let keys: Vec<&String> = dh.iter().map(|(k, _)| k).collect();
     assert_eq!(
         keys,
@@ -387,7 +435,13 @@ async fn a_podman_computer_is_hardened_like_a_docker_computer() {
     let mut table = String::from("field | docker | podman\n");
     let mut differ = Vec::new();
     for ((k, dv), (_, pv)) in dh.iter().zip(&ph) {
-        let same = k == "Image" || dv == pv;
+        // The container's user follows each engine's rule for an exec's capabilities
+        // (Engine::container_user); what runs inside is compared below.
+        let same = match k.as_str() {
+            "Image" => true,
+            "Config.User" => dv == "\"0:0\"" && pv == "\"1000:1000\"",
+            _ => dv == pv,
+        };
         table.push_str(&format!(
             "{}{k} | {dv} | {pv}\n",
             if same { "  " } else { "! " }
@@ -414,6 +468,9 @@ async fn a_podman_computer_is_hardened_like_a_docker_computer() {
     }
     let value = |k: &str| ph.iter().find(|(key, _)| key == k).unwrap().1.clone();
     assert_eq!(value("inside: CapBnd"), "0000000000000000");
+    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        assert_eq!(value(&format!("plain exec: {set}")), "0000000000000000");
+    }
     assert_eq!(value("inside: Seccomp"), "2");
     assert_eq!(value("inside: write/"), "ro");
     assert_eq!(value("inside: write/run"), "ro");

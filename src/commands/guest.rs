@@ -25,6 +25,17 @@ pub enum GuestCommand {
         #[arg(long, value_name = "UID:GID", value_parser = parse_user)]
         user: Option<(u32, u32)>,
     },
+    /// Run COMMAND with no capability at all (how the Runner's plain execs start in a
+    /// computer)
+    Run {
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 fn parse_user(s: &str) -> Result<(u32, u32), String> {
@@ -36,8 +47,8 @@ fn parse_user(s: &str) -> Result<(u32, u32), String> {
     Ok((n(u)?, n(g)?))
 }
 
-/// What must happen before the async runtime starts its threads: the agent's identity
-/// (capabilities belong to a thread, so there must be only one).
+/// What must happen before the async runtime starts its threads (capabilities belong to
+/// a thread, so there must be only one): the agent's identity, or all of `yy guest run`.
 pub fn before_runtime(args: &GuestArgs) -> anyhow::Result<()> {
     match &args.command {
         GuestCommand::Serve {
@@ -46,11 +57,22 @@ pub fn before_runtime(args: &GuestArgs) -> anyhow::Result<()> {
         } => crate::computer::identity::take_identity(*uid, *gid)
             .context("the guest agent cannot take its identity"),
         GuestCommand::Serve { user: None, .. } => Ok(()),
+        GuestCommand::Run { command } => {
+            use std::os::unix::process::CommandExt;
+            crate::computer::identity::drop_capabilities()
+                .context("yy guest run cannot drop its capabilities")?;
+            // `exec` returns only when it failed.
+            let e = std::process::Command::new(&command[0])
+                .args(&command[1..])
+                .exec();
+            Err(e).with_context(|| format!("cannot run {:?}", command[0]))
+        }
     }
 }
 
 pub async fn run(args: GuestArgs) -> anyhow::Result<()> {
     match args.command {
+        GuestCommand::Run { .. } => anyhow::bail!("yy guest run ends before the runtime starts"),
         GuestCommand::Serve { workspace, .. } => {
             let workspace = match workspace {
                 Some(w) => w,

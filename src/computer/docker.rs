@@ -23,8 +23,8 @@ use super::host_read::HostWorkspace;
 use super::session::{GuestSession, Output};
 use super::verify::{self, Drift, EngineView};
 use super::{
-    ComputerError, ComputerSpec, GUEST_AGENT_CAPS, GUEST_AGENT_UID, GUEST_BINARY, GUEST_HOME,
-    GUEST_UID, GUEST_USER, MAIN_USER, labels,
+    ComputerError, ComputerSpec, GUEST_AGENT_CAPS, GUEST_AGENT_START_USER, GUEST_AGENT_UID,
+    GUEST_BINARY, GUEST_HOME, GUEST_UID, GUEST_USER, labels, without_capabilities,
 };
 
 /// The container's main process; `Init` (tini) is PID 1 above it and reaps orphans.
@@ -419,7 +419,7 @@ impl Provider {
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             tty: Some(false),
-            user: Some(MAIN_USER.into()),
+            user: Some(GUEST_AGENT_START_USER.into()),
             working_dir: Some(guest_cwd.into()),
             env: Some(vec!["YY_LOG=warn".into(), format!("HOME={GUEST_HOME}")]),
             cmd: Some(
@@ -480,14 +480,14 @@ impl Provider {
         }
     }
 
-    /// Runs one command as uid 1000 by a plain exec (no guest agent) and collects it.
-    /// For diagnostics and checks; tools go through [`Provider::guest`].
+    /// Runs one command as uid 1000 with no capability by a plain exec (no guest agent)
+    /// and collects it. For diagnostics and checks; tools go through [`Provider::guest`].
     pub async fn exec_raw(&self, container: &str, argv: &[&str]) -> Result<RawExec, ComputerError> {
         let config = ExecConfig {
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             user: Some(GUEST_USER.into()),
-            cmd: Some(argv.iter().map(|s| s.to_string()).collect()),
+            cmd: Some(without_capabilities(argv)),
             ..Default::default()
         };
         let exec = self.docker.create_exec(container, config).await?.id;
@@ -615,7 +615,7 @@ pub fn create_body(spec: &ComputerSpec, workspace: &Path, engine: Engine) -> Con
     };
     ContainerCreateBody {
         image: Some(spec.image_id.clone()),
-        user: Some(MAIN_USER.into()),
+        user: Some(engine.container_user().into()),
         working_dir: Some(spec.guest_cwd.clone()),
         cmd: Some(MAIN_CMD.iter().map(|s| s.to_string()).collect()),
         labels: Some(spec.labels().into_iter().collect()),
@@ -738,8 +738,14 @@ mod tests {
     fn podman_is_asked_for_the_same_computer_in_its_words() {
         let spec = super::super::tests::spec();
         let ws = Path::new("/var/tmp/yy/ws/x");
-        let docker = create_body(&spec, ws, Engine::Docker).host_config.unwrap();
-        let podman = create_body(&spec, ws, Engine::Podman).host_config.unwrap();
+        let (docker, podman) = (
+            create_body(&spec, ws, Engine::Docker),
+            create_body(&spec, ws, Engine::Podman),
+        );
+        // The container's user follows each engine's rule for an exec's capabilities.
+        assert_eq!(docker.user.as_deref(), Some("0:0"));
+        assert_eq!(podman.user.as_deref(), Some("1000:1000"));
+        let (docker, podman) = (docker.host_config.unwrap(), podman.host_config.unwrap());
         let tmpfs = podman.tmpfs.clone().unwrap();
         let home = &tmpfs["/home/yy"];
         assert!(home.ends_with(",U,mode=0700,notmpcopyup"), "{home}");

@@ -64,6 +64,22 @@ impl Engine {
             Engine::Podman => "scripts/install-podman.sh",
         }
     }
+
+    /// The user a computer's container (its init and main process) runs as, chosen so
+    /// that the guest agent's exec as root gets the three capabilities it needs to take
+    /// its identity (docs/computer-notes.md, "The guest agent's identity"). Docker gives
+    /// an exec the capabilities it computed for the container's user, none for a non-root
+    /// one (and `no-new-privileges` keeps a root exec from gaining them), so its
+    /// containers run as root, running no guest code. Podman computes them per exec, and
+    /// its tmpfs owner `U` follows the container's user, so its containers run as the
+    /// guest user (it hands a non-root exec the added capabilities: see
+    /// [`super::without_capabilities`]).
+    pub fn container_user(self) -> &'static str {
+        match self {
+            Engine::Docker => super::GUEST_AGENT_START_USER,
+            Engine::Podman => super::GUEST_USER,
+        }
+    }
 }
 
 impl std::fmt::Display for Engine {

@@ -73,13 +73,7 @@ pub fn take_identity(uid: u32, gid: u32) -> std::io::Result<()> {
     }
     // Check what the kernel says, not what was asked.
     let status = std::fs::read_to_string("/proc/self/status")?;
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
-            .unwrap_or_default()
-    };
+    let field = |key: &str| status_field(&status, key);
     let want_uid = format!("{AGENT} {uid} {AGENT} {uid}");
     let zero = "0000000000000000";
     if field("Uid:") != want_uid
@@ -121,4 +115,79 @@ pub(super) fn as_user(cmd: &mut std::process::Command) {
 /// Whether the agent took an identity apart from its commands.
 pub fn runs_apart() -> bool {
     RUN_AS.get().is_some()
+}
+
+/// Leaves this process with no capability it could use or pass on, for a plain exec of
+/// the Runner (diagnostics, the takeover shell) that starts as the guest user: Docker
+/// gives such a process none, but Podman hands a non-root user the container's added
+/// capabilities (ambient, so they survive `execve`). Empties the bounding set where it can
+/// (with SETPCAP), then the ambient, inheritable, permitted and effective sets, and sets
+/// `no_new_privs`; checks what the kernel says. Call it with one thread only, then exec.
+pub fn drop_capabilities() -> std::io::Result<()> {
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // SAFETY: system calls on this thread's own credentials; `capset` reads the two
+    // structs, which outlive the call and have the kernel's layout (repr(C)).
+    unsafe {
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                // EINVAL: past the kernel's last one; EPERM: no SETPCAP, and then no
+                // capability to keep either (see below).
+                break;
+            }
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(os_err("clearing the ambient capabilities"));
+        }
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData::default(); 2];
+        if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
+            return Err(os_err("capset"));
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(os_err("PR_SET_NO_NEW_PRIVS"));
+        }
+    }
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kept: Vec<&str> = ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"]
+        .into_iter()
+        .filter(|k| status_field(&status, k) != "0000000000000000")
+        .collect();
+    if !kept.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "capabilities kept after dropping them: {}",
+            kept.join(" ")
+        )));
+    }
+    Ok(())
+}
+
+/// One field of `/proc/self/status`, its words joined by one space.
+fn status_field(status: &str, key: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }

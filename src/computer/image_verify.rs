@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::docker::{Provider, RawExec};
-use super::protocol::PROTOCOL;
+use super::protocol::{ExecParams, PROTOCOL};
 use super::{
     ComputerError, ComputerSpec, GUEST_AGENT_UID, GUEST_UID, Limits, PACKAGE_LOCK_PATH, labels,
     package_lock, validate_image_id,
@@ -239,9 +239,30 @@ async fn checks(
     };
     // The agent runs apart: uid 1000 can neither signal it nor open its /proc entries.
     let reach = sh(AGENT_REACH).await;
+    // What a command of the agent holds (the path every tool takes).
+    let command_caps = match &session {
+        Ok(s) => match s
+            .exec(ExecParams::argv(["cat", "/proc/self/status"]), None)
+            .await
+        {
+            Ok(r) if r.exit_code == Some(0) => ["CapEff:", "CapBnd:", "NoNewPrivs:"]
+                .iter()
+                .map(|k| format!("{k} {}", status_field(&r.stdout, k)))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Ok(r) => one_line(&format!("exit {:?}: {}", r.exit_code, r.stderr), 120),
+            Err(e) => one_line(&e.to_string(), 120),
+        },
+        Err(e) => one_line(&e.to_string(), 120),
+    };
     if let Ok(s) = session {
         s.close().await;
     }
+    report.add(
+        "a command's capabilities",
+        "CapEff: 0000000000000000 CapBnd: 0000000000000000 NoNewPrivs: 1",
+        command_caps,
+    );
     report.add(
         "guest agent from uid 1000",
         format!("uid {GUEST_AGENT_UID}, unreachable"),

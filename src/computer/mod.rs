@@ -45,15 +45,27 @@ pub const GUEST_USER: &str = "1000:1000";
 /// the workspace as the guest user while no command of that user can signal it, trace it
 /// or open its `/proc` entries (docs/computer-notes.md, "The guest agent's identity").
 pub const GUEST_AGENT_UID: u32 = 60999;
-/// The user a computer's main process and the guest agent's exec start as: root, with
-/// only the capabilities the agent needs to take its identity ([`GUEST_AGENT_CAPS`]).
-/// Every command of the agent runs as [`GUEST_USER`] with no capability at all.
-pub const MAIN_USER: &str = "0:0";
+/// The user the guest agent's exec starts as: root, with only the capabilities it needs
+/// to take its identity ([`GUEST_AGENT_CAPS`]). The container itself (its init and main
+/// process) runs as [`GUEST_USER`], which owns its tmpfs home on both engines; every
+/// command of the agent and every plain exec ([`without_capabilities`]) runs as
+/// [`GUEST_USER`] with no capability at all.
+pub const GUEST_AGENT_START_USER: &str = "0:0";
 /// The only capabilities a computer keeps (`CapAdd` after `CapDrop ALL`): to set the
 /// agent's ids and to empty the bounding set it passes on.
 pub const GUEST_AGENT_CAPS: [&str; 3] = ["SETUID", "SETGID", "SETPCAP"];
 /// Where the image carries the guest agent.
 pub const GUEST_BINARY: &str = "/usr/local/bin/yy";
+
+/// `argv` as a plain exec in a computer runs it: through `yy guest run`, which leaves it
+/// no capability (Podman gives a non-root exec the container's added ones).
+pub fn without_capabilities<S: AsRef<str>>(argv: &[S]) -> Vec<String> {
+    [GUEST_BINARY, "guest", "run", "--"]
+        .into_iter()
+        .map(String::from)
+        .chain(argv.iter().map(|a| a.as_ref().to_string()))
+        .collect()
+}
 /// The guest user's home: a tmpfs, since the root is read-only.
 pub const GUEST_HOME: &str = "/home/yy";
 /// Where an image keeps the lock of the packages it was built with.

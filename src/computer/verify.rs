@@ -9,7 +9,7 @@ use bollard::models::ContainerInspectResponse;
 
 use super::docker::{MAIN_CMD, tmpfs_for, ulimits};
 use super::engine::Engine;
-use super::{ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GUEST_USER, GuestNetwork};
+use super::{ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GuestNetwork};
 
 /// What the engine shows beyond Docker's inspect answer, for the checks it presents
 /// differently.
@@ -59,7 +59,12 @@ fn podman_tmpfs_options(options: &str) -> String {
 /// Capability names as one spelling, sorted: "CAP_SETUID" and "setuid" alike.
 fn agent_caps<S: AsRef<str>>(caps: impl Iterator<Item = S>) -> Vec<String> {
     let mut caps: Vec<String> = caps
-        .map(|c| c.as_ref().to_uppercase().trim_start_matches("CAP_").to_string())
+        .map(|c| {
+            c.as_ref()
+                .to_uppercase()
+                .trim_start_matches("CAP_")
+                .to_string()
+        })
         .collect();
     caps.sort();
     caps
@@ -145,7 +150,11 @@ pub fn drifts(
             config.image.as_deref(),
         );
     }
-    k.eq("Config.User", Some(GUEST_USER), config.user.as_deref());
+    k.eq(
+        "Config.User",
+        Some(view.engine().container_user()),
+        config.user.as_deref(),
+    );
     k.eq(
         "Config.WorkingDir",
         Some(spec.guest_cwd.as_str()),
@@ -176,6 +185,9 @@ pub fn drifts(
         let found = env.iter().find(|e| e.split('=').next() == Some(key));
         k.eq(&format!("Config.Env[{key}]"), Some(&want), found);
     }
+    // Beyond `CapDrop ALL`, the guest agent's few (docs/computer-notes.md, "The guest
+    // agent's identity").
+    let want_caps = agent_caps(GUEST_AGENT_CAPS.iter());
     match view {
         EngineView::Docker => {
             let caps = h.cap_drop.clone().unwrap_or_default();
@@ -184,28 +196,35 @@ pub fn drifts(
                 vec!["ALL".to_string()],
                 caps.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>(),
             );
+            k.eq(
+                "HostConfig.CapAdd",
+                &want_caps,
+                &agent_caps(h.cap_add.iter().flatten()),
+            );
         }
         // Podman's compat answer lists the capabilities of its default set one by one
-        // instead of `ALL`; its own inspect says what the process keeps: nothing.
+        // instead of `ALL`, and an empty `CapAdd` for the ones yy adds; its own inspect
+        // says what the process keeps.
         EngineView::Podman {
             bounding_caps,
             effective_caps,
         } => {
-            let want = agent_caps(GUEST_AGENT_CAPS.iter());
-            k.eq("BoundingCaps (podman)", &want, &agent_caps(bounding_caps.iter()));
+            let added = agent_caps(h.cap_add.iter().flatten());
+            if !added.is_empty() {
+                k.eq("HostConfig.CapAdd", &want_caps, &added);
+            }
+            k.eq(
+                "BoundingCaps (podman)",
+                &want_caps,
+                &agent_caps(bounding_caps.iter()),
+            );
             k.eq(
                 "EffectiveCaps (podman)",
-                &want,
+                &want_caps,
                 &agent_caps(effective_caps.iter()),
             );
         }
     }
-    // The guest agent's few (docs/computer-notes.md, "The guest agent's identity").
-    k.eq(
-        "HostConfig.CapAdd",
-        agent_caps(GUEST_AGENT_CAPS.iter()),
-        agent_caps(h.cap_add.iter().flatten()),
-    );
     k.eq(
         "HostConfig.SecurityOpt",
         Some(vec!["no-new-privileges".to_string()]),
@@ -651,10 +670,15 @@ mod tests {
         (spec, c)
     }
 
-    fn no_caps() -> EngineView {
+    /// What Podman's own inspect says a computer's process keeps: the agent's three.
+    fn podman_caps() -> EngineView {
+        let three: Vec<String> = ["CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID"]
+            .into_iter()
+            .map(String::from)
+            .collect();
         EngineView::Podman {
-            bounding_caps: vec![],
-            effective_caps: vec![],
+            bounding_caps: three.clone(),
+            effective_caps: three,
         }
     }
 
@@ -662,7 +686,7 @@ mod tests {
     fn podman_shows_the_same_hardening_its_own_way() {
         let ws = Path::new("/var/tmp/yy/ws/x");
         let (spec, c) = as_podman_shows_it();
-        assert_eq!(drifts(&c, &spec, ws, &no_caps()), vec![]);
+        assert_eq!(drifts(&c, &spec, ws, &podman_caps()), vec![]);
         // Before the start it shows the owner as asked: `U`.
         let mut created = c.clone();
         for o in created
@@ -677,16 +701,19 @@ mod tests {
             *o = o.replace("uid=1000,gid=1000", "U");
         }
         assert_ne!(created, c);
-        assert_eq!(drifts(&created, &spec, ws, &no_caps()), vec![]);
+        assert_eq!(drifts(&created, &spec, ws, &podman_caps()), vec![]);
         // Read as Docker's, the same answer is refused (no `ALL` in CapDrop, Binds, ...).
         let d = drifts(&c, &spec, ws, &EngineView::Docker);
         for field in ["HostConfig.CapDrop", "HostConfig.Binds", "HostConfig.Tmpfs"] {
             assert!(d.iter().any(|d| d.field == field), "{field}: {d:?}");
         }
         // What Podman keeps for the process is what counts.
+        let EngineView::Podman { effective_caps, .. } = podman_caps() else {
+            unreachable!()
+        };
         let kept = EngineView::Podman {
             bounding_caps: vec!["CAP_KILL".into()],
-            effective_caps: vec![],
+            effective_caps,
         };
         let d = drifts(&c, &spec, ws, &kept);
         assert_eq!(d.len(), 1, "{d:?}");
@@ -738,7 +765,7 @@ mod tests {
         for (field, mutate) in cases {
             let mut c = c.clone();
             mutate(&mut c);
-            let d = drifts(&c, &spec, ws, &no_caps());
+            let d = drifts(&c, &spec, ws, &podman_caps());
             assert!(
                 d.iter().any(|d| d.field == field),
                 "{field} not detected: {d:?}"

@@ -24,7 +24,7 @@ use super::CommandFailure;
 use super::client::MachineClient;
 use super::computers::Computers;
 use crate::api::shell::{Control, MAX_FRAME, ShellPayload};
-use crate::computer::GUEST_USER;
+use crate::computer::{GUEST_USER, without_capabilities};
 
 /// Shells this Runner relays at once.
 pub const MAX_SHELLS: usize = 8;
@@ -116,7 +116,7 @@ async fn start(
         tty: Some(true),
         user: Some(GUEST_USER.into()),
         env: Some(vec!["TERM=xterm-256color".into()]),
-        cmd: Some(vec!["/bin/sh".into(), "-c".into(), WRAPPER.into()]),
+        cmd: Some(without_capabilities(&["/bin/sh", "-c", WRAPPER])),
         ..Default::default()
     };
     let exec = docker.create_exec(container, config).await?.id;
@@ -290,12 +290,7 @@ impl Shell {
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),
                 user: Some(GUEST_USER.into()),
-                cmd: Some(vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    KILL_SESSION.into(),
-                    sid.clone(),
-                ]),
+                cmd: Some(without_capabilities(&["/bin/sh", "-c", KILL_SESSION, &sid])),
                 ..Default::default()
             };
             let run = async {
