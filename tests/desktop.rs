@@ -1000,11 +1000,15 @@ fn the_web_view_shows_the_screen_and_sends_input_under_the_fence() {
         s.env
             .run(&[
                 "computer", "exec", &id, "--", "/bin/sh", "-c",
-                "setsid xterm -geometry 80x24+0+0 -e sh -c 'read line; echo \"$line\" > typed.txt' >/dev/null 2>&1 </dev/null &",
+                "setsid xterm -geometry 80x24+0+0 -e sh -c ': > xterm-up; read line; echo \"$line\" > typed.txt' >/dev/null 2>&1 </dev/null &",
             ])
             .ok();
         let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
-        std::thread::sleep(Duration::from_secs(2));
+        // The terminal's shell runs once its window is up (a loaded host takes seconds).
+        common::wait_for(Duration::from_secs(30), "the terminal", || {
+            ws.join("xterm-up").exists().then_some(())
+        });
+        std::thread::sleep(Duration::from_millis(500));
         b.point_at(left + 50.0, top + 50.0).await;
         b.click(left + 50.0, top + 50.0).await;
         let said = b
