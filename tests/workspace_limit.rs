@@ -94,7 +94,7 @@ fn fill(env: &Env, id: &str) {
 fn a_full_workspace_stops_the_guest_not_the_runner() {
     let Some(s) = setup() else { return };
     let env = &s.env;
-    let (runner, _) = start(&s, "32MiB", 0);
+    let (mut runner, g1) = start(&s, "32MiB", 0);
     let id = create(env);
     let ws = workspaces(env);
     let img = ws.join(format!("{id}.img"));
@@ -147,6 +147,40 @@ fn a_full_workspace_stops_the_guest_not_the_runner() {
     assert!(!is_mountpoint(&ws.join(&id)));
     let allocated = std::fs::metadata(&img).unwrap().blocks() * 512;
     assert!(allocated < 16 * MIB, "{allocated} bytes still allocated");
+
+    // A backup reads the files of the unmounted image, never the image itself.
+    runner.kill9();
+    let rd = env.path("runner-data-a");
+    let archive = env.path("runner.yyb");
+    env.run(&[
+        "runner",
+        "backup",
+        "--data-dir",
+        rd.to_str().unwrap(),
+        "-o",
+        archive.to_str().unwrap(),
+    ])
+    .ok();
+    assert!(
+        !is_mountpoint(&ws.join(&id)),
+        "unmounted again after the backup"
+    );
+    let listed = env.json(&["backup", "verify", archive.to_str().unwrap()]);
+    let paths: Vec<&str> = listed["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        paths.contains(&format!("workspaces/{id}/keep").as_str()),
+        "{paths:?}"
+    );
+    assert!(!paths.iter().any(|p| p.ends_with(".img")), "{paths:?}");
+    let (runner, _) = start(&s, "32MiB", g1);
+    wait_for(Duration::from_secs(20), "the old lease ended", || {
+        (env.json(&["computer", "show", &id])["state"] == "stopped").then_some(())
+    });
     let again = create(env);
     assert_eq!(again, id);
     let out = env.run(&["computer", "exec", &id, "--", "cat", "keep"]);
