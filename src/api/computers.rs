@@ -61,7 +61,30 @@ pub struct Computer {
     /// An operator's control (takeover), when it was ever taken; shown by `show`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<Control>,
+    /// What its workspace takes, as its Runner last reported it (with a start, an exec or
+    /// a turn); none before that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_usage: Option<WorkspaceUsage>,
 }
+
+/// A workspace's size as its Runner measured it. Without a limit (`--workspace-limit 0`)
+/// every field is none: nothing bounds or measures it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceUsage {
+    /// Bytes in use in the workspace's file system (its own metadata included).
+    pub used_bytes: Option<u64>,
+    /// Bytes the guest can still write.
+    pub free_bytes: Option<u64>,
+    /// The workspace's size limit.
+    pub limit_bytes: Option<u64>,
+    /// When the control plane heard it (RFC 3339); set by the control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_at: Option<String>,
+}
+
+/// The key under which a Runner adds [`WorkspaceUsage`] to the result of a computer start,
+/// exec and turn.
+pub const WORKSPACE_USAGE_KEY: &str = "workspace_usage";
 
 impl Computer {
     /// No Runner command is in flight for it.

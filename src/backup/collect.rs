@@ -4,7 +4,9 @@
 //! * a top-level `NAME.db` that is a SQLite database is copied through SQLite's online
 //!   backup API (a consistent snapshot even while `yy serve` writes to it); its `-wal`,
 //!   `-shm` and `-journal` files are not taken (the snapshot contains what they hold);
-//! * a Runner's `runner.lock` is not taken (a lock, not data);
+//! * a Runner's `runner.lock` is not taken (a lock, not data), nor its workspaces' disk
+//!   images (`workspaces/ID.img`, and a migration's `workspaces/.ID...` leftovers): the
+//!   workspace's files are taken through its mount;
 //! * in the control plane's directory, top-level names starting with `runner-` or
 //!   `.runner-` are not taken: Runner data directories nested there (the default layout,
 //!   `$XDG_DATA_HOME/yy/runner-ID`) and their locks and restore files belong to the
@@ -108,6 +110,14 @@ fn walk(kind: Kind, root: &Path, dir: &Path, items: &mut Vec<Item>) -> Result<()
         let top = dir == root;
         let name = name.to_string_lossy();
         if top && left_out(kind, &name) {
+            continue;
+        }
+        // A workspace's disk image is not its data: the files are read through its mount
+        // (`yy runner backup` mounts the images first), never the sparse image.
+        if kind == Kind::Runner
+            && dir == root.join("workspaces")
+            && crate::computer::workspaces::is_image_entry(&name)
+        {
             continue;
         }
         let meta = match path.symlink_metadata() {

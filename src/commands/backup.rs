@@ -10,6 +10,7 @@ use crate::backup::collect::{self, Created};
 use crate::backup::lock::{DirLock, Mode};
 use crate::backup::restore::Restored;
 use crate::backup::{self, BackupError, Kind, Siblings, archive, journal};
+use crate::computer::workspaces;
 use crate::error::CliError;
 use crate::output;
 
@@ -406,7 +407,11 @@ pub async fn runner_backup(a: RunnerBackupArgs) -> anyhow::Result<()> {
     let stopped = backup::computers::stop_all(&s.dir).await.map_err(cli)?;
     let created = blocking(move || {
         let out = collect::check_output(&s.dir, &a.output, a.force)?;
+        // Workspaces with a size limit are disk images: their files are read mounted.
+        let mounted =
+            workspaces::mount_for_backup(&s.dir).map_err(|e| BackupError::Io(e.to_string()))?;
         let created = collect::create(Kind::Runner, &s.dir, &out, stopped, true);
+        workspaces::unmount_all(&mounted);
         drop(lock);
         created
     })
@@ -434,6 +439,13 @@ pub async fn runner_restore(a: RunnerRestoreArgs) -> anyhow::Result<()> {
     let (s, lock) = blocking(move || runner_maintenance(&dir)).await?;
     if s.dir.exists() {
         backup::computers::stop_all(&s.dir).await.map_err(cli)?;
+        // A restore moves plain directories: the images go with the data from before, and
+        // the Runner moves each restored workspace into a new image at its next start.
+        let dir = s.dir.clone();
+        blocking(move || {
+            workspaces::unmount_for_restore(&dir).map_err(|e| BackupError::Io(e.to_string()))
+        })
+        .await?;
     }
     let restored = blocking(move || {
         let r = backup::restore::restore(Kind::Runner, &file, &s, true, false);

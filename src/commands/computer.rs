@@ -148,6 +148,7 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
         ),
         ("network", network_shown(c)),
         ("workspace", c.guest_cwd.clone()),
+        ("workspace usage", usage_shown(c.workspace_usage.as_ref())),
         ("container", opt(&c.container_id)),
         (
             "resources",
@@ -163,6 +164,31 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
         ("updated", c.updated_at.clone()),
     ];
     output::show(c, json, fields)
+}
+
+/// What the workspace takes: "28.1 MiB used of 32.0 MiB (1.2 MiB free), reported ...".
+fn usage_shown(u: Option<&crate::api::computers::WorkspaceUsage>) -> String {
+    let size = super::progress::human_bytes;
+    let Some(u) = u else {
+        return "- (reported with the computer's next start, exec or turn)".into();
+    };
+    let at = u
+        .reported_at
+        .as_deref()
+        .map(|t| format!(", reported {t}"))
+        .unwrap_or_default();
+    match (u.used_bytes, u.limit_bytes) {
+        (Some(used), Some(limit)) => format!(
+            "{} used of {}{}{at}",
+            size(used),
+            size(limit),
+            u.free_bytes
+                .map(|f| format!(" ({} free)", size(f)))
+                .unwrap_or_default()
+        ),
+        (Some(used), None) => format!("{} used, no limit{at}", size(used)),
+        _ => format!("no limit (its Runner runs with --workspace-limit 0){at}"),
+    }
 }
 
 /// Who controls the computer and whether its model is paused.
@@ -347,6 +373,24 @@ fn command_status(result: &ExecResult, timeout: Duration) -> PassThrough {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workspace_usage_reads_as_used_of_limit() {
+        use crate::api::computers::WorkspaceUsage;
+        let u = WorkspaceUsage {
+            used_bytes: Some(29 << 20),
+            free_bytes: Some(0),
+            limit_bytes: Some(32 << 20),
+            reported_at: Some("2026-01-01T00:00:00Z".into()),
+        };
+        assert_eq!(
+            usage_shown(Some(&u)),
+            "29.0 MiB used of 32.0 MiB (0 B free), reported 2026-01-01T00:00:00Z"
+        );
+        let none = WorkspaceUsage::default();
+        assert!(usage_shown(Some(&none)).starts_with("no limit"));
+        assert!(usage_shown(None).starts_with("- "));
+    }
 
     #[test]
     fn show_says_why_a_computer_is_recreated() {

@@ -37,6 +37,12 @@ pub struct RunArgs {
     /// A DNS server for the egress proxy; repeat for several [default: the Docker engine's]
     #[arg(long = "egress-dns", value_name = "IP")]
     pub egress_dns: Vec<std::net::IpAddr>,
+    /// Size limit of each computer's workspace, e.g. 64MiB or 10GiB: an ext4 image per
+    /// workspace, so the guest gets "No space left on device" at the limit (needs root and
+    /// mkfs.ext4). `0` or `none`: no limit (unsafe: a computer can fill the host's disk)
+    #[arg(long, value_name = "SIZE", default_value = "10GiB", env = "YY_WORKSPACE_LIMIT",
+          value_parser = crate::computer::workspaces::parse_limit_arg)]
+    pub workspace_limit: crate::computer::workspaces::Limit,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -97,6 +103,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             dns: args.egress_dns,
         },
         engine: args.engine.engine,
+        workspace_limit: args.workspace_limit.0,
     };
     let result = runner::run(opts, super::serve::shutdown_signal()?).await;
     drop(lock);

@@ -38,6 +38,18 @@ impl EngineView {
 /// image's content in); they change neither size, exec nor ownership.
 const PODMAN_TMPFS_ADDED: [&str; 2] = ["rprivate", "tmpcopyup"];
 
+/// A Podman bind (`SRC:DST:OPTIONS`) without the options that only restrict it.
+fn without_restrictions(bind: &str) -> String {
+    let Some((head, options)) = bind.rsplit_once(':') else {
+        return bind.to_string();
+    };
+    let kept: Vec<&str> = options
+        .split(',')
+        .filter(|o| !matches!(*o, "nosuid" | "nodev" | "noexec"))
+        .collect();
+    format!("{head}:{}", kept.join(","))
+}
+
 /// Podman's tmpfs options without its additions, in a fixed order. yy asks Podman for the
 /// owner with `U` (the container's user, whose `Config.User` is checked to be 1000:1000),
 /// which Podman reports as `U` until the start and as `uid=1000,gid=1000` after it.
@@ -293,10 +305,19 @@ pub fn drifts(
     if podman {
         // Podman reports the requested bind mount in `Binds` (and no `HostConfig.Mounts`);
         // the top-level `Mounts` below is checked as on Docker.
+        // A workspace that is a mount of its own (its image, `--workspace-limit`) comes
+        // with that mount's `nosuid,nodev`: Podman lists them, and they only restrict.
+        let binds: Vec<String> = h
+            .binds
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|b| without_restrictions(&b))
+            .collect();
         k.eq(
             "HostConfig.Binds",
             vec![format!("{ws}:{}:rw,rprivate,rbind", spec.guest_cwd)],
-            h.binds.clone().unwrap_or_default(),
+            binds,
         );
     } else {
         k.empty("HostConfig.Binds", &h.binds);
@@ -679,6 +700,30 @@ mod tests {
         EngineView::Podman {
             bounding_caps: three.clone(),
             effective_caps: three,
+        }
+    }
+
+    #[test]
+    fn a_workspace_mount_of_its_own_passes_on_podman_and_another_source_not() {
+        let ws = Path::new("/var/tmp/yy/ws/x");
+        let (spec, mut c) = as_podman_shows_it();
+        let binds = |c: &mut ContainerInspectResponse, b: &str| {
+            c.host_config.as_mut().unwrap().binds = Some(vec![b.to_string()]);
+        };
+        // The image mounted at the workspace (`nosuid,nodev`) shows through.
+        binds(
+            &mut c,
+            "/var/tmp/yy/ws/x:/workspace:rw,rprivate,nosuid,nodev,rbind",
+        );
+        assert_eq!(drifts(&c, &spec, ws, &no_caps()), vec![]);
+        for bad in [
+            "/var/tmp/yy/ws/y:/workspace:rw,rprivate,nosuid,nodev,rbind",
+            "/var/tmp/yy/ws/x:/workspace:rw,rshared,nosuid,rbind",
+            "/var/tmp/yy/ws/x:/workspace:rw,rprivate,suid,rbind",
+        ] {
+            binds(&mut c, bad);
+            let d = drifts(&c, &spec, ws, &no_caps());
+            assert!(d.iter().any(|d| d.field == "HostConfig.Binds"), "{bad}");
         }
     }
 

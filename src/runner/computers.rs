@@ -21,6 +21,8 @@ use crate::computer::{
 };
 use crate::egress::docker::{Egress, EgressOptions};
 
+use crate::computer::workspaces::{WorkspaceError, Workspaces};
+
 /// How many computers may run at once by default (the setting takes 1-8).
 pub const DEFAULT_MAX_RUNNING: u32 = 2;
 /// How long a container gets to stop before it is killed.
@@ -48,6 +50,8 @@ pub struct Computers {
     pub generation: Mutex<i64>,
     /// Models paused by an operator's takeover.
     pub pauses: super::pauses::Pauses,
+    /// The computers' workspaces, with their size limit.
+    workspaces: Arc<Workspaces>,
 }
 
 /// Why a computer operation on this Runner failed.
@@ -71,8 +75,8 @@ pub enum PoolError {
     PoolFull { running: usize, max: u32 },
     #[error("the stop was not confirmed ({0}); the reservation is kept and the stop retried")]
     StopUnconfirmed(ComputerError),
-    #[error("cannot delete the workspace: {0}")]
-    Workspace(std::io::Error),
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
     #[error("cannot encode the result: {0}")]
     Encode(#[from] serde_json::Error),
     #[error("{0}")]
@@ -89,6 +93,7 @@ impl Computers {
         max_running: u32,
         egress: EgressOptions,
         engine: Option<Engine>,
+        workspace_limit: Option<u64>,
     ) -> Result<Computers, PoolError> {
         let provider = Provider::connect_to(engine).await?;
         provider.check_engine().await?;
@@ -132,7 +137,32 @@ impl Computers {
             pauses: Default::default(),
             egress,
             generation: Mutex::new(0),
+            workspaces: Arc::new(Workspaces::new(data_dir, workspace_limit)),
         })
+    }
+
+    pub fn workspaces(&self) -> &Workspaces {
+        &self.workspaces
+    }
+
+    /// Runs `f` on the workspaces off the async threads (it mounts, copies, allocates).
+    async fn on_workspaces<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Workspaces) -> T + Send + 'static,
+    ) -> T {
+        let w = self.workspaces.clone();
+        tokio::task::spawn_blocking(move || f(&w))
+            .await
+            .expect("a workspace task does not panic")
+    }
+
+    /// What the computer's workspace takes now (none before its first start).
+    pub async fn workspace_usage(
+        &self,
+        computer: &str,
+    ) -> Option<crate::api::computers::WorkspaceUsage> {
+        let id = computer.to_string();
+        self.on_workspaces(move |w| w.usage(&id)).await
     }
 
     pub fn capacity(&self) -> u32 {
@@ -211,7 +241,7 @@ impl Computers {
     }
 
     fn workspace(&self, computer: &str) -> PathBuf {
-        self.data_dir.join("workspaces").join(computer)
+        self.workspaces.dir(computer)
     }
 
     /// Removes containers of this Runner left from an earlier run: after a restart every
@@ -224,6 +254,11 @@ impl Computers {
         }
         // Their networks and the proxy go too; the next public-web start makes new ones.
         self.egress.reconcile().await?;
+        // Their workspaces are unmounted (and their space given back) until started again.
+        let released = self.on_workspaces(|w| w.release_all()).await;
+        if released > 0 {
+            tracing::info!(released, "released the workspaces of removed containers");
+        }
         let _ = self
             .db()
             .execute("UPDATE computers SET container_id = NULL", []);
@@ -368,6 +403,14 @@ impl Computers {
         }
         // A container under the owner's name from an earlier lease goes first.
         let _ = self.provider.remove(&spec.name()).await;
+        // The workspace, with its limit, before a container mounts it.
+        let id = p.computer_id.clone();
+        if let Err(e) = self.on_workspaces(move |w| w.prepare(&id)).await {
+            if matches!(spec.network, GuestNetwork::Egress { .. }) {
+                let _ = self.egress.detach(&p.computer_id).await;
+            }
+            return Err(e.into());
+        }
         let launched = self.provider.launch(&spec).await;
         if let GuestNetwork::Egress { network, .. } = &spec.network {
             let bound = match &launched {
@@ -448,16 +491,20 @@ impl Computers {
         if let Err(e) = self.egress.detach(&p.computer_id).await {
             tracing::warn!(computer = %p.computer_id, error = %e, "could not remove the computer's egress network");
         }
-        self.release(&p.computer_id);
+        // The workspace before the slot: a start waiting for the slot mounts it again.
+        let id = p.computer_id.clone();
         if p.delete_workspace {
-            let ws = self.workspace(&p.computer_id);
-            if ws.exists() {
-                std::fs::remove_dir_all(&ws).map_err(PoolError::Workspace)?;
-            }
+            let deleted = self.on_workspaces(move |w| w.delete(&id)).await;
+            self.release(&p.computer_id);
+            deleted?;
             let _ = self.db().execute(
                 "DELETE FROM computers WHERE computer_id = ?1 AND fence <= ?2",
                 params![p.computer_id, p.fence],
             );
+        } else {
+            // No container uses it now: its free space goes back to the host.
+            self.on_workspaces(move |w| w.release(&id)).await;
+            self.release(&p.computer_id);
         }
         Ok(json!({ "stopped": true, "workspace_deleted": p.delete_workspace }))
     }
@@ -488,6 +535,8 @@ impl Computers {
                     );
                     self.set_container(&computer, None);
                     let _ = self.egress.detach(&computer).await;
+                    let id = computer.clone();
+                    self.on_workspaces(move |w| w.release(&id)).await;
                     self.release(&computer);
                     return;
                 }

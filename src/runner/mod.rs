@@ -50,6 +50,8 @@ pub struct RunnerOptions {
     pub egress: crate::egress::docker::EgressOptions,
     /// The container engine `--engine` named; `None`: the one that answers.
     pub engine: Option<crate::computer::engine::Engine>,
+    /// Each computer workspace's size limit; `None`: unlimited.
+    pub workspace_limit: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +107,7 @@ pub async fn run(
         opts.max_computers,
         opts.egress,
         opts.engine,
+        opts.workspace_limit,
     )
     .await?;
     let hermes_home = opts
@@ -249,8 +252,11 @@ async fn start_computers(
     max: u32,
     egress: crate::egress::docker::EgressOptions,
     engine: Option<crate::computer::engine::Engine>,
+    workspace_limit: Option<u64>,
 ) -> Result<Option<Arc<computers::Computers>>, RunnerError> {
-    let pool = match computers::Computers::new(runner_id, data_dir, max, egress, engine).await {
+    let made =
+        computers::Computers::new(runner_id, data_dir, max, egress, engine, workspace_limit).await;
+    let pool = match made {
         Ok(p) => p,
         Err(e) => {
             if let Some(engine) = engine {
@@ -262,6 +268,20 @@ async fn start_computers(
             return Ok(None);
         }
     };
+    // A Runner that cannot make limited workspaces says so now, not at the first start.
+    pool.workspaces()
+        .preflight()
+        .map_err(|e| RunnerError::Local(e.to_string()))?;
+    match workspace_limit {
+        Some(limit) => tracing::info!(
+            limit = %crate::computer::workspaces::human(limit),
+            reserve = %crate::computer::workspaces::human(crate::computer::workspaces::RESERVE),
+            "each computer's workspace is an image of this size"
+        ),
+        None => tracing::warn!(
+            "--workspace-limit 0: workspaces have no size limit; a computer can fill this host's disk and stop the Runner's own databases"
+        ),
+    }
     let info = pool.provider().engine().clone();
     tracing::info!(engine = %info.engine, version = %info.version, api = %info.api_version, socket = %info.socket, "container engine");
     if info.engine == crate::computer::engine::Engine::Podman {
@@ -624,6 +644,12 @@ async fn execute(
         Ok(command) => command,
         Err(e) => return Finished::failed(e),
     };
+    let computer = match &command {
+        RunnerCommand::ComputerStart(p) => Some(p.computer_id.clone()),
+        RunnerCommand::ComputerExec(p) => Some(p.computer_id.clone()),
+        RunnerCommand::WorkerTurn(p) => Some(p.computer.computer_id.clone()),
+        _ => None,
+    };
     let pool = || {
         shared.computers.as_ref().ok_or_else(|| {
             CommandFailure::failed(
@@ -693,6 +719,17 @@ async fn execute(
         RunnerCommand::ComputerImageAccept(p) => {
             async { image_accept::accept(pool()?, p).await }.await
         }
+    };
+    // A computer's start, exec and turn tell the control plane what its workspace takes.
+    let answer = match (answer, &computer, &shared.computers) {
+        (Ok(mut v), Some(id), Some(pool)) if v.is_object() => {
+            if let Some(usage) = pool.workspace_usage(id).await {
+                v[crate::api::computers::WORKSPACE_USAGE_KEY] =
+                    serde_json::to_value(usage).unwrap_or_default();
+            }
+            Ok(v)
+        }
+        (answer, _, _) => answer,
     };
     match answer {
         Ok(v) => Finished {

@@ -54,6 +54,24 @@ pub struct Env {
 /// the test: remove every yy container whose workspace lies in this environment.
 impl Drop for Env {
     fn drop(&mut self) {
+        self.remove_containers();
+        // Then the workspace images the killed Runners left mounted (`--workspace-limit`).
+        let root = std::fs::canonicalize(self.dir.path()).unwrap_or(self.dir.path().into());
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut mounts: Vec<&str> = info
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| Path::new(m).starts_with(&root))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounts {
+            let _ = Command::new("umount").arg(m).output();
+        }
+    }
+}
+
+impl Env {
+    fn remove_containers(&self) {
         let ids = Command::new("docker")
             .args(["ps", "-aq", "--filter", "label=yy.managed=1"])
             .output();
@@ -124,7 +142,10 @@ impl Env {
             .env_remove("YY_SERVER")
             .env_remove("YY_TOKEN")
             .env_remove("YY_DATA_DIR")
-            .env_remove("YY_LOG");
+            .env_remove("YY_LOG")
+            // Runners' workspace images stay small: the default (10 GiB, allocated while a
+            // computer runs) would fill a test host running several at once.
+            .env("YY_WORKSPACE_LIMIT", "256MiB");
         cmd
     }
 

@@ -449,6 +449,9 @@ pub fn complete(
         "UPDATE runner_commands SET state = ?2, finished_at = ?3, result = ?4, error = ?5 WHERE id = ?1",
     )?
     .execute(params![id, outcome.state(), now, result, error])?;
+    if let (Outcome::Done, Some(result)) = (outcome, result) {
+        super::computers::record_workspace_usage(&tx, &cmd, result)?;
+    }
     tx.commit()?;
     // The row as just written (not read back: completing is on every command's path).
     Ok(CommandRow {

@@ -42,6 +42,8 @@ pub struct ComputerRow {
     pub network: NetworkMode,
     /// Its Runner's current computer image.
     pub runner_image: Option<String>,
+    /// JSON: what its workspace takes, as last reported.
+    pub workspace_usage: Option<String>,
 }
 
 impl From<ComputerRow> for wire::Computer {
@@ -65,6 +67,9 @@ impl From<ComputerRow> for wire::Computer {
             image_id: r.image_id,
             network: r.network,
             control: None,
+            workspace_usage: r
+                .workspace_usage
+                .and_then(|s| serde_json::from_str(&s).ok()),
         }
     }
 }
@@ -72,7 +77,7 @@ impl From<ComputerRow> for wire::Computer {
 const SELECT: &str = "SELECT c.id, c.account_id, c.agent_id, g.name, a.username, c.runner_id,
         c.image_id, c.guest_cwd, c.state, c.fence, c.container_id, c.last_command, c.last_error,
         c.resources, c.created_at, c.updated_at, c.network,
-        (SELECT computer_image FROM runners WHERE id = c.runner_id)
+        (SELECT computer_image FROM runners WHERE id = c.runner_id), c.workspace_usage
     FROM computers c JOIN agents g ON g.id = c.agent_id JOIN accounts a ON a.id = c.account_id";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
@@ -95,6 +100,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
         updated_at: r.get(15)?,
         network: NetworkMode::parse(&r.get::<_, String>(16)?).unwrap_or_default(),
         runner_image: r.get(17)?,
+        workspace_usage: r.get(18)?,
     })
 }
 
@@ -115,6 +121,44 @@ pub fn list(conn: &Connection, removed: bool) -> Result<Vec<ComputerRow>, StoreE
         .query_map(params![removed, ComputerState::Removed], row)?
         .collect::<Result<_, _>>()?;
     Ok(rows)
+}
+
+/// Keeps what a Runner reported of a computer's workspace with the result of a start, an
+/// exec or a turn of that computer (on that Runner). A result without it changes nothing.
+pub fn record_workspace_usage(
+    conn: &Connection,
+    cmd: &CommandRow,
+    result: &str,
+) -> Result<(), StoreError> {
+    if !matches!(
+        cmd.kind,
+        CommandKind::ComputerStart | CommandKind::ComputerExec | CommandKind::WorkerTurn
+    ) {
+        return Ok(());
+    }
+    let Ok(result) = serde_json::from_str::<serde_json::Value>(result) else {
+        return Ok(());
+    };
+    let Some(Ok(mut usage)) = result
+        .get(wire::WORKSPACE_USAGE_KEY)
+        .map(|u| serde_json::from_value::<wire::WorkspaceUsage>(u.clone()))
+    else {
+        return Ok(());
+    };
+    usage.reported_at = Some(rfc3339(now_ms()));
+    let payload: serde_json::Value = serde_json::from_str(&cmd.payload).unwrap_or_default();
+    let computer = match RunnerCommand::parse(cmd.kind.as_sql(), &payload) {
+        Ok(RunnerCommand::ComputerStart(p)) => p.computer_id,
+        Ok(RunnerCommand::ComputerExec(p)) => p.computer_id,
+        Ok(RunnerCommand::WorkerTurn(p)) => p.computer.computer_id,
+        _ => return Ok(()),
+    };
+    let usage = serde_json::to_string(&usage).unwrap_or_default();
+    conn.execute(
+        "UPDATE computers SET workspace_usage = ?3 WHERE id = ?1 AND runner_id = ?2",
+        params![computer, cmd.runner_id, usage],
+    )?;
+    Ok(())
 }
 
 /// A full image id: `sha256:` and 64 lowercase hex digits.

@@ -169,7 +169,9 @@ CREATE TABLE computers (
     created_at   INTEGER NOT NULL,
     updated_at   INTEGER NOT NULL,
     -- The network mode it was last started with (its Runner's mode at that start).
-    network      TEXT NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'public-web'))
+    network      TEXT NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'public-web')),
+    -- JSON: what its workspace takes, as its Runner last reported it.
+    workspace_usage TEXT
 );
 CREATE UNIQUE INDEX computers_one_per_agent ON computers(agent_id) WHERE state != 'removed';
 
