@@ -65,6 +65,13 @@ pub struct Computer {
     /// a turn); none before that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_usage: Option<WorkspaceUsage>,
+    /// When it was last used: a turn, an exec, takeover or screen input (reading its state
+    /// or screen does not count). Its Runner stops it after its idle time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<String>,
+    /// Why yy stopped it by itself: `idle 30m`, `reclaimed for agent NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
 }
 
 /// A workspace's size as its Runner measured it. Without a limit (`--workspace-limit 0`)

@@ -57,6 +57,14 @@ pub struct RunnerStatus {
     /// `podman 4.3.1`); none when computers are not enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<String>,
+    /// How long a computer may sit idle before the control plane stops it
+    /// (`--computer-idle`); none when computers are not enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub computer_idle_ms: Option<u64>,
+    /// How long a computer must have sat idle before a start waiting for a full pool takes
+    /// its slot (`--computer-reclaim-after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub computer_reclaim_ms: Option<u64>,
 }
 
 /// Longest hostname a Runner may report (bytes).

@@ -109,6 +109,13 @@ pub struct Runner {
     /// (`docker 20.10.24+dfsg1`, `podman 4.3.1`).
     #[serde(default)]
     pub engine: Option<String>,
+    /// How long its computers may sit idle before they are stopped, as it reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub computer_idle_ms: Option<u64>,
+    /// How long a computer must have sat idle before a start waiting for a full pool takes
+    /// its slot, as it reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub computer_reclaim_ms: Option<u64>,
     /// The image computers are created from (computers enabled), or none.
     pub computer_image: Option<String>,
     /// An image update not current yet: being verified by the Runner, or accepted and

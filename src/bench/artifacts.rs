@@ -139,6 +139,8 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
             hostname: "bench".into(),
             hermes_listen: None,
             engine: None,
+            computer_idle_ms: None,
+            computer_reclaim_ms: None,
         })
         .await?
         .generation;

@@ -289,6 +289,8 @@ pub(super) async fn long_poll_rss(
         hostname: "bench".into(),
         hermes_listen: None,
         engine: None,
+        computer_idle_ms: None,
+        computer_reclaim_ms: None,
     };
     let connected: Vec<(String, String, i64)> = futures_util::stream::iter(tokens)
         .map(|token| {

@@ -133,7 +133,16 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
     let fields = vec![
         ("id", c.id.clone()),
         ("agent", format!("{} (owner {})", c.agent, c.owner)),
-        ("state", c.state.clone()),
+        (
+            "state",
+            match &c.stop_reason {
+                // Why yy stopped it by itself, while it has not started again.
+                Some(reason) if matches!(c.state.as_str(), "stopping" | "stopped") => {
+                    format!("{} ({reason})", c.state)
+                }
+                _ => c.state.clone(),
+            },
+        ),
         ("fence", c.fence.to_string()),
         ("runner", c.runner_id.clone()),
         (
@@ -160,6 +169,7 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
         ("last error", opt(&c.last_error)),
         ("why", why(c)),
         ("control", control_shown(c)),
+        ("last used", opt(&c.last_used_at)),
         ("created", c.created_at.clone()),
         ("updated", c.updated_at.clone()),
     ];

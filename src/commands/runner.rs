@@ -10,6 +10,7 @@ use crate::api::{names, params, views};
 use crate::egress::NetworkMode;
 use crate::error::CliError;
 use crate::output::{self, opt};
+use crate::timefmt::duration_words;
 
 #[derive(Debug, Args)]
 pub struct RunnerArgs {
@@ -231,6 +232,17 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
             r.computers_capacity
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "-".into()),
+        ),
+        (
+            "idle computers",
+            match (r.computer_idle_ms, r.computer_reclaim_ms) {
+                (Some(idle), Some(reclaim)) => format!(
+                    "stopped after {}; a waiting start takes a slot idle for {}",
+                    duration_words(idle as i64),
+                    duration_words(reclaim as i64)
+                ),
+                _ => "-".into(),
+            },
         ),
         ("hostname", opt(&r.hostname)),
         ("engine", opt(&r.engine)),

@@ -26,10 +26,19 @@ pub struct RunArgs {
     /// uncertain
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
-    /// Computers that may run at once on this host (one more is refused, not queued)
+    /// Computers that may run at once on this host (a start beyond waits for a slot)
     #[arg(long, value_name = "N", default_value_t = crate::runner::computers::DEFAULT_MAX_RUNNING,
           value_parser = clap::value_parser!(u32).range(1..=8))]
     pub max_computers: u32,
+    /// How long a computer may sit idle (no turn, exec, takeover or screen input; reading
+    /// its state or screen does not count) before it is stopped; its workspace stays and
+    /// its next use starts it again
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = idle_duration)]
+    pub computer_idle: Duration,
+    /// How long a computer must have sat idle before a start that waits for a full pool
+    /// stops it and takes its slot
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = idle_duration)]
+    pub computer_reclaim_after: Duration,
     /// The Docker network the egress proxy of public-web computers reaches out through (it
     /// must exist) [default: a bridge network the Runner creates, yy-egress-out-RUNNER_ID]
     #[arg(long, value_name = "NETWORK")]
@@ -45,6 +54,15 @@ pub struct RunArgs {
     pub workspace_limit: crate::computer::workspaces::Limit,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// A duration of at least a second (the control plane checks once a second).
+fn idle_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(1) {
+        return Err("must be at least 1s".into());
+    }
+    Ok(d)
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -104,6 +122,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         engine: args.engine.engine,
         workspace_limit: args.workspace_limit.0,
+        computer_idle: runner::ComputerIdle {
+            idle: args.computer_idle,
+            reclaim_after: args.computer_reclaim_after,
+        },
     };
     let result = runner::run(opts, super::serve::shutdown_signal()?).await;
     drop(lock);

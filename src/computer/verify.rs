@@ -715,14 +715,14 @@ mod tests {
             &mut c,
             "/var/tmp/yy/ws/x:/workspace:rw,rprivate,nosuid,nodev,rbind",
         );
-        assert_eq!(drifts(&c, &spec, ws, &no_caps()), vec![]);
+        assert_eq!(drifts(&c, &spec, ws, &podman_caps()), vec![]);
         for bad in [
             "/var/tmp/yy/ws/y:/workspace:rw,rprivate,nosuid,nodev,rbind",
             "/var/tmp/yy/ws/x:/workspace:rw,rshared,nosuid,rbind",
             "/var/tmp/yy/ws/x:/workspace:rw,rprivate,suid,rbind",
         ] {
             binds(&mut c, bad);
-            let d = drifts(&c, &spec, ws, &no_caps());
+            let d = drifts(&c, &spec, ws, &podman_caps());
             assert!(d.iter().any(|d| d.field == "HostConfig.Binds"), "{bad}");
         }
     }

@@ -52,6 +52,17 @@ pub struct RunnerOptions {
     pub engine: Option<crate::computer::engine::Engine>,
     /// Each computer workspace's size limit; `None`: unlimited.
     pub workspace_limit: Option<u64>,
+    /// How long the control plane lets a computer sit idle before it stops it, and how
+    /// long before a start waiting for a full pool takes an idle one's slot.
+    pub computer_idle: ComputerIdle,
+}
+
+/// What this Runner asks of its idle computers (`--computer-idle`,
+/// `--computer-reclaim-after`); the control plane acts on it.
+#[derive(Debug, Clone, Copy)]
+pub struct ComputerIdle {
+    pub idle: Duration,
+    pub reclaim_after: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +91,7 @@ struct Shared {
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Fires when the grace period after SIGTERM is over.
     hard_stop: CancellationToken,
+    computer_idle: ComputerIdle,
 }
 
 /// Runs until `shutdown` fires (then finishes or records in-flight work) or the control
@@ -128,6 +140,7 @@ pub async fn run(
         spool: clean_spool(&opts.data_dir),
         inflight: Mutex::default(),
         hard_stop: CancellationToken::new(),
+        computer_idle: opts.computer_idle,
     });
     let tasks = TaskTracker::new();
     tasks.spawn(compact_forever(shared.clone()));
@@ -337,6 +350,14 @@ fn status(shared: &Shared) -> RunnerStatus {
             .computers
             .as_ref()
             .map(|c| c.provider().engine().label()),
+        computer_idle_ms: shared
+            .computers
+            .as_ref()
+            .map(|_| shared.computer_idle.idle.as_millis() as u64),
+        computer_reclaim_ms: shared
+            .computers
+            .as_ref()
+            .map(|_| shared.computer_idle.reclaim_after.as_millis() as u64),
     }
 }
 

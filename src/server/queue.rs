@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use super::hub::{GenerationError, Hub, RunnerSignals};
 use super::store::agents::{self, AgentRow};
 use super::store::commands::{self, Cancelled, CommandRow, QueueLimits, StartRefused};
+use super::store::computer_idle;
 use super::store::computers::{self, ComputerRow};
 use super::store::sessions::{self, Admission, SessionRow, TurnRow};
 use super::store::{Store, StoreError, retention, runner_images, runners};
@@ -636,8 +637,10 @@ impl Queue {
             let swept = self
                 .store
                 .call(|c| {
-                    let runners = commands::sweep(c)?;
+                    let mut runners = commands::sweep(c)?;
                     commands::settle(c, None)?;
+                    // Idle computers give their slots back.
+                    runners.extend(computer_idle::reclaim(c, crate::timefmt::now_ms())?);
                     Ok(runners)
                 })
                 .await;

@@ -24,6 +24,8 @@ fn connect_worker(w: &mut World) -> i64 {
         hostname: "test".into(),
         hermes_listen: None,
         engine: None,
+        computer_idle_ms: None,
+        computer_reclaim_ms: None,
     };
     commands::connect(&mut w.conn, &w.runner, "instance", &status)
         .unwrap()

@@ -452,6 +452,7 @@ pub fn complete(
     if let (Outcome::Done, Some(result)) = (outcome, result) {
         super::computers::record_workspace_usage(&tx, &cmd, result)?;
     }
+    super::computer_idle::command_ended(&tx, &cmd, now)?;
     tx.commit()?;
     // The row as just written (not read back: completing is on every command's path).
     Ok(CommandRow {

@@ -6,6 +6,7 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
+use super::computer_idle::used_until;
 use super::{StoreError, agents, catalog, new_id, runners};
 use crate::api::computers::{
     self as wire, ComputerRef, ExecPayload, NetworkMode, StartPayload, StartResult,
@@ -44,6 +45,8 @@ pub struct ComputerRow {
     pub runner_image: Option<String>,
     /// JSON: what its workspace takes, as last reported.
     pub workspace_usage: Option<String>,
+    pub last_used_at: Option<i64>,
+    pub stop_reason: Option<String>,
 }
 
 impl From<ComputerRow> for wire::Computer {
@@ -70,6 +73,8 @@ impl From<ComputerRow> for wire::Computer {
             workspace_usage: r
                 .workspace_usage
                 .and_then(|s| serde_json::from_str(&s).ok()),
+            last_used_at: r.last_used_at.map(rfc3339),
+            stop_reason: r.stop_reason,
         }
     }
 }
@@ -77,7 +82,8 @@ impl From<ComputerRow> for wire::Computer {
 const SELECT: &str = "SELECT c.id, c.account_id, c.agent_id, g.name, a.username, c.runner_id,
         c.image_id, c.guest_cwd, c.state, c.fence, c.container_id, c.last_command, c.last_error,
         c.resources, c.created_at, c.updated_at, c.network,
-        (SELECT computer_image FROM runners WHERE id = c.runner_id), c.workspace_usage
+        (SELECT computer_image FROM runners WHERE id = c.runner_id), c.workspace_usage,
+        c.last_used_at, c.stop_reason
     FROM computers c JOIN agents g ON g.id = c.agent_id JOIN accounts a ON a.id = c.account_id";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
@@ -101,6 +107,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
         network: NetworkMode::parse(&r.get::<_, String>(16)?).unwrap_or_default(),
         runner_image: r.get(17)?,
         workspace_usage: r.get(18)?,
+        last_used_at: r.get(19)?,
+        stop_reason: r.get(20)?,
     })
 }
 
@@ -350,7 +358,7 @@ pub fn hold(
     conn.execute(
         "UPDATE computers SET fence = ?2, lease_round = ?3, state = ?4, runner_id = ?5,
              image_id = ?6, guest_cwd = ?7, container_id = NULL, last_command = ?8, last_error = NULL,
-             updated_at = ?9, network = ?10
+             updated_at = ?9, network = ?10, last_used_at = ?9, stop_reason = NULL
          WHERE id = ?1",
         params![
             lease.computer_id,
@@ -394,6 +402,16 @@ pub fn stop(
     id: &str,
     remove: bool,
 ) -> Result<(ComputerRow, Option<CommandRow>), StoreError> {
+    stop_because(conn, id, remove, None)
+}
+
+/// [`stop`], saying why when yy stops it by itself (`idle 30m`).
+pub fn stop_because(
+    conn: &mut Connection,
+    id: &str,
+    remove: bool,
+    reason: Option<&str>,
+) -> Result<(ComputerRow, Option<CommandRow>), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let c = get(&tx, id)?;
     if c.state == ComputerState::Removed {
@@ -422,8 +440,15 @@ pub fn stop(
     )?;
     tx.execute(
         "UPDATE computers SET fence = ?2, lease_round = NULL, state = ?3, last_command = ?4,
-             updated_at = ?5 WHERE id = ?1",
-        params![c.id, fence, ComputerState::Stopping, cmd.id, now_ms()],
+             updated_at = ?5, stop_reason = ?6 WHERE id = ?1",
+        params![
+            c.id,
+            fence,
+            ComputerState::Stopping,
+            cmd.id,
+            now_ms(),
+            reason
+        ],
     )?;
     let c = get(&tx, id)?;
     tx.commit()?;
@@ -458,6 +483,8 @@ pub fn exec(
     let budget =
         timeout_ms.unwrap_or(crate::api::computers::EXEC_DEFAULT_TIMEOUT_MS) as i64 + 30_000;
     let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, budget, limits)?;
+    // In use from now until it ends (`computer_idle::command_ended`).
+    used_until(&tx, &c.id, now_ms())?;
     audit(
         &tx,
         account_id,

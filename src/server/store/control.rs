@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::StoreError;
 use super::commands::{self, CommandRow, QueueLimits};
+use super::computer_idle::used_until;
 use super::computers::{audit, get};
 use crate::api::computers::{CONTROL_TTL_MS, Control, MAX_NOTE_CHARS, PausePayload};
 use crate::api::machine::RunnerCommand;
@@ -112,6 +113,9 @@ pub fn check_input(
             "screen input needs the id of the frame it aims at (--frame, from `yy computer screenshot {id}`)"
         )));
     }
+    if !looking {
+        used_until(conn, &c.id, now)?;
+    }
     Ok(())
 }
 
@@ -173,6 +177,7 @@ pub fn take(
              expires_at = ?4, paused = 1",
         params![c.id, fence, account_id, expires],
     )?;
+    used_until(&tx, &c.id, now)?;
     let command = RunnerCommand::ComputerPause(PausePayload {
         computer_id: c.id.clone(),
         control_fence: fence,
@@ -229,6 +234,8 @@ pub fn renew_or_release(
             params![c.id, now + CONTROL_TTL_MS],
         )?;
     }
+    // Control held is use; its end starts the idle time.
+    used_until(&tx, &c.id, now)?;
     let r = row(&tx, &c.id)?.expect("exists");
     tx.commit()?;
     Ok((view(&c.id, &r, now, None), None))

@@ -9,6 +9,7 @@ mod artifact_tests;
 pub mod artifacts;
 pub mod catalog;
 pub mod commands;
+pub mod computer_idle;
 pub mod computers;
 pub mod control;
 pub mod goals;

@@ -83,6 +83,14 @@ impl From<RunnerRow> for views::Runner {
                 .status
                 .as_ref()
                 .and_then(|s| s["engine"].as_str().map(str::to_string)),
+            computer_idle_ms: r
+                .status
+                .as_ref()
+                .and_then(|s| s["computer_idle_ms"].as_u64()),
+            computer_reclaim_ms: r
+                .status
+                .as_ref()
+                .and_then(|s| s["computer_reclaim_ms"].as_u64()),
             pending_image: r.images.pending_image.clone(),
             pending_state: r.images.pending_state.clone(),
             pending_command: r.images.pending_command.clone(),

@@ -171,7 +171,11 @@ CREATE TABLE computers (
     -- The network mode it was last started with (its Runner's mode at that start).
     network      TEXT NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'public-web')),
     -- JSON: what its workspace takes, as its Runner last reported it.
-    workspace_usage TEXT
+    workspace_usage TEXT,
+    -- When it was last used (a turn, an exec, takeover, screen input; reads do not count).
+    last_used_at INTEGER,
+    -- Why yy stopped it by itself (`idle 30m`, `reclaimed for agent NAME`); a start clears it.
+    stop_reason  TEXT
 );
 CREATE UNIQUE INDEX computers_one_per_agent ON computers(agent_id) WHERE state != 'removed';
 

@@ -30,6 +30,8 @@ fn team_world() -> (World, i64) {
         computers_capacity: 8,
         hermes_listen: None,
         engine: None,
+        computer_idle_ms: None,
+        computer_reclaim_ms: None,
         hostname: "test".into(),
     };
     let generation = commands::connect(&mut w.conn, &w.runner, "instance", &status)
@@ -828,6 +830,8 @@ fn an_uncertain_member_turn_goes_to_review_as_uncertain_and_is_never_resubmitted
         computers_capacity: 8,
         hermes_listen: None,
         engine: None,
+        computer_idle_ms: None,
+        computer_reclaim_ms: None,
         hostname: "test".into(),
     };
     commands::connect(&mut w.conn, &w.runner, "instance-2", &status).unwrap();

@@ -71,6 +71,8 @@ impl World {
             hostname: "test".into(),
             hermes_listen: None,
             engine: None,
+            computer_idle_ms: None,
+            computer_reclaim_ms: None,
         };
         let connected =
             commands::connect(&mut self.conn, &self.runner, "instance", &status).expect("connect");
