@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0010_runner_image_history.sql"),
     include_str!("../../../migrations/0011_server_identity.sql"),
     include_str!("../../../migrations/0012_team_tool_ids_at_rest.sql"),
+    include_str!("../../../migrations/0013_turn_waits.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.

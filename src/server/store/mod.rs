@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod commands;
 pub mod computers;
 pub mod control;
+pub mod goal_waits;
 pub mod goals;
 pub mod ids;
 mod migrate;
@@ -28,6 +29,9 @@ pub mod team_tools;
 pub mod teams;
 #[cfg(test)]
 mod tests;
+pub mod turn_waits;
+#[cfg(test)]
+mod wait_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
