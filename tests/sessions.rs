@@ -864,13 +864,16 @@ fn disabling_an_account_stops_its_running_turn_and_refuses_its_queued_one() {
         String::from_utf8_lossy(&out.stderr).contains("interrupted"),
         "{out:?}"
     );
-    let cmds = s.env.json(&["runner", "commands", &s.reg.id]);
-    let stops: Vec<&Value> = cmds
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kind"] == "session.stop")
-        .collect();
-    assert_eq!(stops.len(), 2, "{cmds}");
-    assert!(stops.iter().all(|c| c["state"] == "done"), "{cmds}");
+    // The turn ends interrupted first; the stop's confirmation follows.
+    wait_for(Duration::from_secs(30), "both stops confirmed", || {
+        let cmds = s.env.json(&["runner", "commands", &s.reg.id]);
+        let stops: Vec<Value> = cmds
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == "session.stop")
+            .cloned()
+            .collect();
+        (stops.len() == 2 && stops.iter().all(|c| c["state"] == "done")).then_some(())
+    });
 }
