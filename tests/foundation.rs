@@ -802,3 +802,33 @@ fn a_server_without_a_login_says_so_and_typos_get_only_close_suggestions() {
     assert!(out.stderr.contains("'agent'"), "{out:?}");
     assert!(!out.stderr.contains("guest"), "{out:?}");
 }
+
+#[test]
+fn a_second_serve_on_one_data_directory_is_refused_naming_the_first() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let data = env.data_dir();
+    let out = env.run(&[
+        "serve",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(out.code, 6, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("pid {}", server.child.id())),
+        "it names the running one's pid: {out:?}"
+    );
+    assert!(
+        out.stderr
+            .contains(&format!("listening on http://{}", server.addr())),
+        "and its address: {out:?}"
+    );
+    assert_eq!(out.stderr.trim().lines().count(), 1, "one line: {out:?}");
+    // The first goes on serving; once it stopped, the directory is free again.
+    env.run(&["whoami"]).ok();
+    assert_eq!(server.terminate(), 0);
+    let again = common::Server::start(&env, &data);
+    drop(again);
+}

@@ -638,3 +638,242 @@ fn a_turn_that_hermes_ends_with_an_error_keeps_its_own_words() {
         "{shown:#?}"
     );
 }
+
+/// `yy chat` to a busy agent from the test's own process: its stderr lines on a channel.
+fn queued_chat(s: &Setup, message: &str) -> (Bg, std::sync::mpsc::Receiver<String>) {
+    let mut chat = chat_in_background(s, message);
+    let stderr = chat.0.as_mut().unwrap().stderr.take().unwrap();
+    (chat, common::lines_of(stderr))
+}
+
+#[test]
+fn chats_to_a_busy_agent_queue_and_complete_in_order() {
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            {"match": "the first message", "steps": [{"text": "first answer comes slowly", "delay_ms": 1000}]},
+            {"match": "the second message", "steps": [{"text": "second answer"}]}
+        ]
+    })) else {
+        return;
+    };
+    let first = chat_in_background(&s, "the first message");
+    wait_streaming(&s.model);
+
+    // The second is queued, and says so within a second: how many are ahead and why.
+    let asked = Instant::now();
+    let (second, lines) = queued_chat(&s, "the second message");
+    let mut seen = Vec::new();
+    common::wait_line(&lines, "queued: 1 ahead of this turn", &mut seen);
+    let said_after = asked.elapsed();
+    eprintln!("the queued chat said so after {said_after:?}");
+    assert!(said_after < Duration::from_secs(1), "{said_after:?}");
+    let line = seen.last().unwrap();
+    assert!(line.contains("\"bot\" is already in a turn"), "{line}");
+    assert!(line.contains("Ctrl-C cancels it"), "{line}");
+
+    // The API answers 202 with the waiting turn and its position.
+    let token = s.env.stored_token();
+    let auth = format!("Bearer {token}");
+    let (status, body) = common::http(
+        &s.server.addr(),
+        "POST",
+        "/api/v1/chat",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        r#"{"agent":"bot","message":"the third message"}"#,
+    )
+    .unwrap();
+    assert_eq!(status, 202, "{body}");
+    let third: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(third["turn"]["state"], "waiting", "{third}");
+    assert_eq!(third["queued"]["position"], 3, "{third}");
+    assert_eq!(third["queued"]["ahead"], 2, "{third}");
+    let (sid, tid) = (
+        third["session"]["id"].as_str().unwrap(),
+        third["turn"]["id"].as_str().unwrap(),
+    );
+    // Cancelled through the API: it never runs.
+    let (status, body) = common::http(
+        &s.server.addr(),
+        "POST",
+        &format!("/api/v1/sessions/{sid}/turns/{tid}/cancel"),
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        "{}",
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+
+    // Ctrl-C in a queued `yy chat` cancels its turn on the server.
+    let (mut fourth, lines) = queued_chat(&s, "the fourth message");
+    let mut seen = Vec::new();
+    common::wait_line(&lines, "queued: 2 ahead of this turn", &mut seen);
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = fourth.0.as_ref().unwrap().id() as i32;
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let status = fourth.0.as_mut().unwrap().wait().unwrap();
+    assert_eq!(status.code(), Some(3), "exit 3: cancelled");
+    let fourth_session = seen[0].trim_start_matches("session ").to_string();
+    let shown = s.env.json(&["session", "show", &fourth_session]);
+    assert_eq!(shown["turns"][0]["state"], "interrupted", "{shown}");
+    assert!(
+        shown["turns"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled before it started"),
+        "{shown}"
+    );
+
+    // Both complete, in order.
+    let out = first.output();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("first answer comes slowly"));
+    let out = second.output();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("second answer"));
+    let asked: Vec<String> = s
+        .model
+        .steps()
+        .iter()
+        .map(|r| r["body"].to_string())
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:#?}");
+    assert!(asked[0].contains("the first message"), "{}", asked[0]);
+    assert!(asked[1].contains("the second message"), "{}", asked[1]);
+    let log = std::fs::read_to_string(&s.model.log).unwrap();
+    assert!(
+        !log.contains("the third message"),
+        "a cancelled turn never ran"
+    );
+    assert!(
+        !log.contains("the fourth message"),
+        "a cancelled turn never ran"
+    );
+}
+
+#[test]
+fn disabling_an_account_stops_its_running_turn_and_refuses_its_queued_one() {
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            {"match": "alice starts", "steps": [{"text": "one two three four five six seven eight", "delay_ms": 1500}]},
+            {"match": "archive me", "steps": [{"text": "one two three four five six seven eight", "delay_ms": 1500}]}
+        ]
+    })) else {
+        return;
+    };
+    s.env
+        .run_with(
+            // An admin: only admins create agents; its agent is its own all the same.
+            &["account", "create", "alice", "--admin", "--password-stdin"],
+            common::PASSWORD,
+            &[],
+        )
+        .ok();
+    let alice = Env::new();
+    alice.login(&s.server, "alice");
+    alice
+        .run(&[
+            "agent",
+            "create",
+            "helper",
+            "--profile",
+            "default",
+            "--env",
+            "host",
+            "--source",
+            "main",
+        ])
+        .ok();
+    let helper = alice.json(&["agent", "list"]);
+    let helper = helper.as_array().unwrap()[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let running = alice.background(&s.server, &["chat", "helper", "alice starts"]);
+    wait_streaming(&s.model);
+    let mut queued = alice.background(&s.server, &["chat", "helper", "alice waits"]);
+    let lines = common::lines_of(queued.0.as_mut().unwrap().stderr.take().unwrap());
+    let mut seen = Vec::new();
+    common::wait_line(&lines, "queued: 1 ahead", &mut seen);
+    let queued_session = seen[0].trim_start_matches("session ").to_string();
+
+    s.env.run(&["account", "disable", "alice"]).ok();
+    // Its running turn is stopped, and the stop confirmed by the Runner.
+    let sessions = s.env.json(&["session", "list"]);
+    let running_session = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["owner"] == "alice" && x["id"] != queued_session.as_str())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown = wait_for(Duration::from_secs(30), "alice's turn stopped", || {
+        let v = s.env.json(&["session", "show", &running_session]);
+        (v["turns"][0]["state"] == "interrupted" && v["stopping"] == false).then_some(v)
+    });
+    assert_eq!(shown["state"], "idle", "{shown}");
+    let cmds = s.env.json(&["runner", "commands", &s.reg.id]);
+    let stop = cmds
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "session.stop")
+        .expect("a stop was sent");
+    assert_eq!(stop["state"], "done", "confirmed");
+    // Its queued turn was refused, and never reached the model.
+    let shown = s.env.json(&["session", "show", &queued_session]);
+    assert_eq!(shown["turns"][0]["state"], "error", "{shown}");
+    assert!(
+        shown["turns"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("disabled"),
+        "{shown}"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let log = std::fs::read_to_string(&s.model.log).unwrap();
+    assert!(
+        !log.contains("alice waits"),
+        "the queued turn never reached the model"
+    );
+    assert_eq!(s.model.steps().len(), 1);
+    drop(running);
+    drop(queued);
+    // A turn for the disabled account's agent is refused at admission, even an admin's.
+    s.env
+        .run(&["chat", &helper, "from an admin"])
+        .fails(4, "account \"alice\" is disabled");
+
+    // Archiving an agent stops its running host turn (confirmed).
+    let chat = chat_in_background(&s, "archive me please");
+    wait_for(Duration::from_secs(30), "the second model request", || {
+        (s.model.steps().len() == 2).then_some(())
+    });
+    s.env.run(&["agent", "archive", "bot"]).ok();
+    let out = chat.output();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interrupted"),
+        "{out:?}"
+    );
+    // The turn ends interrupted first; the stop's confirmation follows.
+    wait_for(Duration::from_secs(30), "both stops confirmed", || {
+        let cmds = s.env.json(&["runner", "commands", &s.reg.id]);
+        let stops: Vec<Value> = cmds
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == "session.stop")
+            .cloned()
+            .collect();
+        (stops.len() == 2 && stops.iter().all(|c| c["state"] == "done")).then_some(())
+    });
+}

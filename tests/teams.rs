@@ -917,3 +917,50 @@ fn team_tools_wait_like_every_tool_while_an_operator_has_the_computer() {
     let last = s.model.steps().last().unwrap()["body"].to_string();
     assert!(last.contains("carry on"), "{last}");
 }
+
+/// An admin that creates a goal in chat but adds no subtask in that turn is woken once
+/// the turn ends, and plans it then: nobody has to stop and resume the goal.
+#[test]
+fn a_goal_left_without_subtasks_wakes_its_admin_when_the_creating_turn_ends() {
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            { "match": "[yy team review]", "steps": [
+                { "tool_call": tool("subtask_add", json!({ "goal": GOAL, "title": "Write", "owner": "writer", "criteria": "a line" })) },
+                { "text": "Planned now." }
+            ] },
+            { "match": "[yy subtask] #1", "steps": [ { "text": "written" } ] },
+            { "match": "Set up a goal", "steps": [
+                { "tool_call": tool("team_create_member", json!({ "name": "writer" })) },
+                { "tool_call": tool("team_create", json!({ "name": "crew", "members": ["writer"] })) },
+                { "tool_call": tool("goal_create", json!({ "team": "crew", "title": GOAL, "criteria": "c" })) },
+                { "text": "I will plan it later." }
+            ] }
+        ]
+    })) else {
+        return;
+    };
+    s.env
+        .run(&["chat", "box", "Set up a goal, plan later"])
+        .ok();
+    let id = goal_of(&s)["id"].as_str().unwrap().to_string();
+    let planned = wait_for(
+        Duration::from_secs(240),
+        "the admin woken to plan the goal",
+        || {
+            let g = s.env.json(&["goal", "show", &id]);
+            (g["total"].as_i64()? >= 1).then_some(g)
+        },
+    );
+    assert_eq!(planned["state"], "active", "{planned:#}");
+    assert!(planned["wakeups"].as_i64().unwrap() >= 1, "{planned:#}");
+    assert_eq!(planned["subtasks"][0]["owner"], "writer");
+    // Until it ends, the goal says what it waits for.
+    let shown = s.env.run(&["goal", "show", &id]);
+    assert!(shown.stdout.contains("waits for"), "{shown:?}");
+    let g = s.env.json(&["goal", "show", &id]);
+    if g["state"] == "active" {
+        assert!(g["waits_for"].is_string(), "{g:#}");
+    }
+    assert!(!requests_of(&s, "[yy team review]").is_empty());
+}

@@ -336,6 +336,12 @@ impl Client {
         self.act("sessions", id, "stop").await
     }
 
+    /// Cancels one turn: a waiting one at once, a started one through a confirmed stop.
+    pub async fn turn_cancel(&self, session: &str, turn: &str) -> Result<StopStarted> {
+        let path = format!("turns/{}/cancel", seg(turn));
+        self.act("sessions", session, &path).await
+    }
+
     pub async fn session_close(&self, id: &str) -> Result<StopStarted> {
         self.act("sessions", id, "close").await
     }

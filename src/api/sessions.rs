@@ -44,11 +44,16 @@ pub struct Session {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Turn {
     pub id: String,
+    /// Its place in the session; 0 while it waits to start.
     pub seq: i64,
-    pub runner_id: String,
-    pub command_id: String,
+    /// The Runner and the command it runs as; absent while it waits to start.
+    #[serde(default)]
+    pub runner_id: Option<String>,
+    #[serde(default)]
+    pub command_id: Option<String>,
     pub message: String,
-    /// queued, running, complete, interrupted, error or uncertain.
+    /// waiting (in the chat queue, not yet admitted), queued (admitted, not yet taken by
+    /// its Runner), running, complete, interrupted, error or uncertain.
     pub state: String,
     pub final_text: Option<String>,
     pub usage: Option<serde_json::Value>,
@@ -65,7 +70,7 @@ pub struct Turn {
 
 impl Turn {
     pub fn is_final(&self) -> bool {
-        !matches!(self.state.as_str(), "queued" | "running")
+        !matches!(self.state.as_str(), "waiting" | "queued" | "running")
     }
 }
 
@@ -81,6 +86,27 @@ pub struct ToolCall {
 pub struct ChatStarted {
     pub session: Session,
     pub turn: Turn,
+    /// Present when the turn could not start at once and waits (answered with 202).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<Queued>,
+}
+
+/// Where a waiting chat turn stands: turns of one agent start first in, first out.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Queued {
+    /// 1 when it starts next.
+    pub position: u32,
+    /// Turns that start before it (its agent's current turn and earlier waiting ones).
+    pub ahead: u32,
+    /// Why it cannot start now.
+    pub reason: String,
+}
+
+impl Queued {
+    /// The one line said to a person.
+    pub fn line(&self) -> String {
+        format!("queued: {} ahead of this turn; {}", self.ahead, self.reason)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

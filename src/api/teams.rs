@@ -149,6 +149,10 @@ pub struct Goal {
     pub generation: i64,
     /// Automatic admin wake-ups used in this authorization.
     pub wakeups: i64,
+    /// What an open goal waits for: its admin's turn, a member's turn, a Runner or a
+    /// slot, or the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
     pub summary: Option<String>,
     /// Accepted subtasks, and all of them.
     pub accepted: i64,
@@ -192,7 +196,8 @@ pub struct GoalCreate {
 /// One goal event of `yy goal watch --json` (and of the watch endpoint).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GoalEvent {
-    /// `goal` (the goal's state changed) or `subtask`.
+    /// `goal` (the goal's state changed), `subtask`, or `waits` (what the goal waits for
+    /// changed: `waits_for`).
     pub kind: String,
     pub goal_id: String,
     pub state: String,
@@ -202,6 +207,8 @@ pub struct GoalEvent {
     pub title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
     pub at: String,
 }
 

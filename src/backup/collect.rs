@@ -4,9 +4,10 @@
 //! * a top-level `NAME.db` that is a SQLite database is copied through SQLite's online
 //!   backup API (a consistent snapshot even while `yy serve` writes to it); its `-wal`,
 //!   `-shm` and `-journal` files are not taken (the snapshot contains what they hold);
-//! * a Runner's `runner.lock` is not taken (a lock, not data), nor its workspaces' disk
-//!   images (`workspaces/ID.img`, and a migration's `workspaces/.ID...` leftovers): the
-//!   workspace's files are taken through its mount;
+//! * a Runner's `runner.lock` and the control plane's `serve.lock` are not taken (locks,
+//!   not data), nor a Runner's workspace disk images (`workspaces/ID.img`, and a
+//!   migration's `workspaces/.ID...` leftovers): the workspace's files are taken through
+//!   its mount;
 //! * in the control plane's directory, top-level names starting with `runner-` or
 //!   `.runner-` are not taken: Runner data directories nested there (the default layout,
 //!   `$XDG_DATA_HOME/yy/runner-ID`) and their locks and restore files belong to the
@@ -50,7 +51,7 @@ fn left_out(kind: Kind, name: &str) -> bool {
     sidecar
         || match kind {
             Kind::Runner => name == "runner.lock",
-            Kind::ControlPlane => is_nested_runner(name),
+            Kind::ControlPlane => is_nested_runner(name) || name == "serve.lock",
         }
 }
 
@@ -467,6 +468,7 @@ mod tests {
         assert!(left_out(Kind::Runner, "receipts.db-journal"));
         assert!(left_out(Kind::Runner, "runner.lock"));
         assert!(!left_out(Kind::ControlPlane, "runner.lock"));
+        assert!(left_out(Kind::ControlPlane, "serve.lock"));
         assert!(left_out(Kind::ControlPlane, "runner-abc"));
         assert!(left_out(Kind::ControlPlane, ".runner-abc.lock"));
         assert!(!left_out(Kind::Runner, "runner-abc"));

@@ -35,7 +35,9 @@ pub enum AccountCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Disable an account: it can no longer log in, and its tokens are revoked at once
+    /// Disable an account: it can no longer log in, and its old work ends at once: its
+    /// tokens are revoked, its waiting turns refused, its goals stopped, and its running
+    /// turns stopped (each stop confirmed by its Runner)
     Disable {
         username: String,
         #[command(flatten)]

@@ -55,19 +55,26 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
         })
         .await?;
     let session_id = started.session.id.clone();
+    let turn_id = started.turn.id.clone();
     if args.json {
         output::print(&serde_json::to_string(&serde_json::json!({
             "type": "turn.start", "session": started.session, "turn": started.turn,
+            "queued": started.queued,
         }))?)?;
     } else {
         eprintln!("session {session_id}");
+        // Said at once: the turn waits, how many go first and why.
+        if let Some(q) = &started.queued {
+            eprintln!("[{}; Ctrl-C cancels it]", output::clean(&q.line()));
+        }
     }
-    // Ctrl-C stops the turn (confirmed by the Runner) instead of leaving it running.
+    // Ctrl-C cancels this turn: taken out of the queue while it waits, else stopped
+    // (confirmed by the Runner) instead of left running.
     tokio::select! {
-        r = stream(&client, &session_id, &started.turn.id, args.json) => r,
+        r = stream(&client, &session_id, &turn_id, args.json) => r,
         _ = tokio::signal::ctrl_c() => {
-            let _ = client.session_stop(&session_id).await;
-            Err(CliError::new(Exit::Cancelled, format!("interrupted; stopping session {session_id} (see `yy session show {session_id}`)")).into())
+            let _ = client.turn_cancel(&session_id, &turn_id).await;
+            Err(CliError::new(Exit::Cancelled, format!("interrupted; cancelling turn {turn_id} of session {session_id} (see `yy session show {session_id}`)")).into())
         }
     }
 }
@@ -82,7 +89,7 @@ async fn stream(
     let mut printed_text = false;
     // The first look comes back within a second, so that waiting is never silent.
     let mut wait_ms = super::progress::FIRST_LOOK_MS;
-    let mut waiting = Waiting::new("Ctrl-C stops the turn");
+    let mut waiting = Waiting::new("Ctrl-C cancels the turn");
     let mut queued = false;
     let mut told_json: Option<String> = None;
     loop {

@@ -72,6 +72,7 @@ impl Columns for Goal {
         "wake-ups",
         "generation",
         "reason",
+        "waits for",
         "origin session",
         "created",
     ];
@@ -87,6 +88,7 @@ impl Columns for Goal {
             self.wakeups.to_string(),
             self.generation.to_string(),
             opt(&self.reason),
+            opt(&self.waits_for),
             opt(&self.origin_session_id),
             self.created_at.clone(),
         ]
@@ -148,6 +150,21 @@ fn changes(before: &HashMap<String, String>, goal: &Goal, at: &str) -> Vec<GoalE
             subtask_id: None,
             title: Some(goal.title.clone()),
             attempts: None,
+            waits_for: None,
+            at: at.into(),
+        });
+    }
+    if before.get("waits") != goal.waits_for.as_ref()
+        && let Some(w) = &goal.waits_for
+    {
+        out.push(GoalEvent {
+            kind: "waits".into(),
+            goal_id: goal.id.clone(),
+            state: goal.state.to_string(),
+            subtask_id: None,
+            title: None,
+            attempts: None,
+            waits_for: Some(w.clone()),
             at: at.into(),
         });
     }
@@ -161,6 +178,7 @@ fn changes(before: &HashMap<String, String>, goal: &Goal, at: &str) -> Vec<GoalE
                 subtask_id: Some(s.id.clone()),
                 title: Some(s.title.clone()),
                 attempts: Some(s.attempts),
+                waits_for: None,
                 at: at.into(),
             });
         }
@@ -176,6 +194,9 @@ fn snapshot(goal: &Goal) -> HashMap<String, String> {
         .map(|s| (s.id.clone(), format!("{}:{}", s.state, s.attempts)))
         .collect();
     m.insert("goal".into(), format!("goal:{}", goal.state));
+    if let Some(w) = &goal.waits_for {
+        m.insert("waits".into(), w.clone());
+    }
     m
 }
 
@@ -194,6 +215,9 @@ fn tree(goal: &Goal) -> String {
             .map(|r| format!(" - {}", clean(r)))
             .unwrap_or_default()
     );
+    if let Some(w) = &goal.waits_for {
+        t.push_str(&format!("waits for {}\n", clean(w)));
+    }
     let subs = goal.subtasks.clone().unwrap_or_default();
     for (i, s) in subs.iter().enumerate() {
         let branch = if i + 1 == subs.len() {
@@ -245,7 +269,7 @@ async fn watch(client: &crate::api::client::Client, id: &str, json: bool) -> any
                     output::print(&serde_json::to_string(e)?)?;
                 } else {
                     output::print(&format!(
-                        "{} {} {} {}{}",
+                        "{} {} {} {}{}{}",
                         e.at,
                         e.kind,
                         e.subtask_id.as_deref().unwrap_or(&e.goal_id),
@@ -253,6 +277,10 @@ async fn watch(client: &crate::api::client::Client, id: &str, json: bool) -> any
                         e.title
                             .as_deref()
                             .map(|t| format!(" {}", clean(t)))
+                            .unwrap_or_default(),
+                        e.waits_for
+                            .as_deref()
+                            .map(|w| format!(" waits for {}", clean(w)))
                             .unwrap_or_default()
                     ))?;
                 }

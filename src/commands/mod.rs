@@ -19,6 +19,7 @@ pub mod generate;
 pub mod goal;
 pub mod guest;
 pub mod image;
+pub mod instance;
 pub mod login;
 pub mod profile;
 pub mod progress;

@@ -1,6 +1,5 @@
 //! `yy runner run`: the Runner process.
 
-use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -86,23 +85,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     crate::fsutil::create_private_dir(&data_dir)
         .map_err(|e| CliError::failure(format!("cannot create {}: {e}", data_dir.display())))?;
     // One process per data directory: two would share receipts and could both run a command.
-    let lock_path = data_dir.join("runner.lock");
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| CliError::failure(format!("cannot open {}: {e}", lock_path.display())))?;
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(CliError::new(
-            Exit::Conflict,
-            format!(
-                "another yy runner is already running with {}; stop it first",
-                data_dir.display()
-            ),
-        )
-        .into());
-    }
+    let lock = super::instance::hold(&data_dir, super::instance::RUNNER_LOCK, "yy runner")?;
     tracing::info!(
         runner = %config.runner_id,
         server = %config.server_url,

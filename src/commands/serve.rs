@@ -77,6 +77,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     // Held until the server stops: a restore of this directory is refused meanwhile.
     let _lock = super::backup::enter_data_dir(&data_dir)?;
+    crate::fsutil::create_private_dir(&data_dir)
+        .map_err(|e| CliError::failure(format!("cannot create {}: {e}", data_dir.display())))?;
+    // One server per data directory: two would both schedule, sweep and settle one
+    // database. Exit 6 names the one running.
+    let mut instance = super::instance::hold(&data_dir, super::instance::SERVE_LOCK, "yy serve")?;
     limit_retained_memory();
     let nofile = server::conn::raise_nofile_limit()
         .map_err(|e| CliError::failure(format!("cannot read the open-file limit: {e}")))?;
@@ -85,6 +90,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| CliError::failure(format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener.local_addr()?;
+    instance.describe(&format!("listening on http://{addr}"))?;
     let shutdown = shutdown_signal()?;
     crate::output::print(&format!("listening on http://{addr}"))?;
     // Never more than the open-file limit allows: a connection past it would fail to be
@@ -131,6 +137,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .context("serving")?;
     tracing::info!("stopped");
+    drop(instance);
     Ok(())
 }
 

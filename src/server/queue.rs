@@ -16,7 +16,8 @@ use super::store::agents::{self, AgentRow};
 use super::store::commands::{self, Cancelled, CommandRow, QueueLimits, StartRefused};
 use super::store::computer_idle;
 use super::store::computers::{self, ComputerRow};
-use super::store::sessions::{self, Admission, SessionRow, TurnRow};
+use super::store::sessions::{self, Admission, SessionRow};
+use super::store::turn_waits::{self, Chat};
 use super::store::{Store, StoreError, retention, runner_images, runners};
 
 use crate::api::machine::{Connected, LeasedCommand, Outcome, RunnerCommand, RunnerStatus};
@@ -297,16 +298,45 @@ impl Queue {
     /// Admits a chat turn and queues it on the agent's Runner.
     /// A user's message in the session a goal came from also re-authorizes that goal when
     /// it was stopped, waiting or blocked (`goals::resume_by_chat`).
-    pub async fn chat(&self, admission: Admission) -> Result<(SessionRow, TurnRow), StoreError> {
-        let admitted = self
+    /// A turn that cannot start yet waits in the chat queue (`turn_waits`) instead.
+    pub async fn chat(&self, admission: Admission) -> Result<Chat, StoreError> {
+        let chat = self
             .change(move |c, limits| {
-                let admitted = sessions::admit_turn(c, &admission, limits)?;
-                super::store::goals::resume_by_chat(c, &admitted.0.id)?;
-                Ok(admitted)
+                let chat = turn_waits::chat(c, &admission, limits)?;
+                let (Chat::Started(session, _) | Chat::Queued(session, ..)) = &chat;
+                super::store::goals::resume_by_chat(c, &session.id)?;
+                Ok(chat)
             })
             .await?;
         self.kick();
-        Ok(admitted)
+        Ok(chat)
+    }
+
+    /// Cancels one turn of a session: a waiting one at once, an admitted one through a
+    /// stop of its session (confirmed by its Runner); the session's other turns go on.
+    pub async fn turn_cancel(
+        &self,
+        session: String,
+        turn: String,
+    ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+        let done = self
+            .change(move |c, limits| sessions::cancel_turn(c, &session, &turn, limits))
+            .await?;
+        self.kick();
+        Ok(done)
+    }
+
+    /// `yy session stop`: the turns waiting in the session are cancelled, and its
+    /// running turn is stopped.
+    pub async fn session_stop_all(
+        &self,
+        id: String,
+    ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+        let done = self
+            .change(move |c, limits| sessions::stop_all(c, &id, limits))
+            .await?;
+        self.kick();
+        Ok(done)
     }
 
     pub async fn session_stop(
@@ -325,25 +355,58 @@ impl Queue {
             .await
     }
 
-    /// Archives an agent: its queued work is refused when it would start, and its
-    /// computer stops.
+    /// Archives an agent: its queued work is refused when it would start, its running
+    /// turn is stopped (its Runner confirms the stop), and its computer stops.
     pub async fn agent_archive(
         &self,
         account_id: String,
         key: String,
     ) -> Result<AgentRow, StoreError> {
-        let (agent, stopped) = self
+        let (agent, stopped, running) = self
             .store
             .call(move |c| {
                 let agent = agents::archive(c, &account_id, &key)?;
                 let stopped = computers::stop_for_agent(c, &agent.id)?;
-                Ok((agent, stopped))
+                let running = sessions::running_session(c, &agent.id)?;
+                Ok((agent, stopped, running))
             })
             .await?;
         if let Some(runner) = stopped.as_ref().and_then(Touches::touches) {
             self.wake(&runner, true);
         }
+        if let Some(session) = running {
+            match self.session_stop(session.clone()).await {
+                Ok(_) | Err(StoreError::Conflict(_)) => {}
+                Err(e) => tracing::warn!(%session, error = %e, "stop of an archived agent's turn"),
+            }
+        }
+        self.kick();
         Ok(agent)
+    }
+
+    /// Disables an account: its tokens, waiting turns, goals and controls end at once (see
+    /// `accounts::disable`), and each of its running turns gets a stop that its Runner
+    /// confirms. Returns the account and the stops queued.
+    pub async fn account_disable(
+        &self,
+        username: String,
+    ) -> Result<(super::store::accounts::AccountRow, Vec<CommandRow>), StoreError> {
+        let (account, running) = self
+            .store
+            .call(move |c| super::store::accounts::disable(c, &username))
+            .await?;
+        let mut stops = Vec::new();
+        for session in running {
+            match self.session_stop(session.clone()).await {
+                Ok((_, Some(stop))) => stops.push(stop),
+                Ok((_, None)) => {}
+                // It ended meanwhile: nothing to stop.
+                Err(StoreError::Conflict(_)) => {}
+                Err(e) => tracing::warn!(%session, error = %e, "stop of a disabled account's turn"),
+            }
+        }
+        self.kick();
+        Ok((account, stops))
     }
 
     /// `yy runner update`: may queue a `computer.image.accept` on the Runner.
@@ -737,9 +800,12 @@ impl Touches for (SessionRow, Option<CommandRow>) {
     }
 }
 
-impl Touches for (SessionRow, TurnRow) {
+impl Touches for Chat {
     fn touches(&self) -> Option<String> {
-        Some(self.1.runner_id.clone())
+        match self {
+            Chat::Started(_, turn) => Some(turn.runner_id.clone()),
+            Chat::Queued(..) => None,
+        }
     }
 }
 

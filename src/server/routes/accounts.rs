@@ -137,11 +137,9 @@ pub async fn account_disable(
             "you cannot disable your own account: ask another admin",
         ));
     }
-    let account = state
-        .store
-        .call(move |c| accounts::set_disabled(c, &name, true))
-        .await?;
-    tracing::info!(account = ?account.username, by = ?caller.account.username, "account disabled; its tokens revoked");
+    let (account, stops) = state.queue.account_disable(name).await?;
+    tracing::info!(account = ?account.username, by = ?caller.account.username, stops = stops.len(),
+        "account disabled: its tokens revoked, waiting turns refused, goals stopped, running turns stopping");
     Ok(Json(account.into()))
 }
 

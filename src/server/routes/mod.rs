@@ -167,6 +167,10 @@ pub fn admin() -> Router<AppState> {
             get(sessions::session_events),
         )
         .route("/api/v1/sessions/{id}/stop", post(sessions::session_stop))
+        .route(
+            "/api/v1/sessions/{id}/turns/{turn}/cancel",
+            post(sessions::turn_cancel),
+        )
         .route("/api/v1/sessions/{id}/close", post(sessions::session_close))
         .route(
             "/api/v1/teams",

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 
 use crate::api::sessions as wire;
 use crate::server::AppState;
@@ -11,6 +12,7 @@ use crate::server::auth::Caller;
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
 use crate::server::store::sessions::{self, Admission, SessionRow};
+use crate::server::store::turn_waits::{self, Chat};
 use crate::server::store::{StoreError, agents, ids};
 
 /// Largest chat message accepted.
@@ -44,23 +46,33 @@ async fn transcript(state: &AppState, session: SessionRow) -> Result<wire::Sessi
     let turns = state
         .store
         .call(move |c| {
-            sessions::turns(c, &id)?
+            let mut turns = sessions::turns(c, &id)?
                 .into_iter()
                 .map(|t| {
                     let tools = sessions::tool_calls(c, &t.id)?;
                     Ok(t.view(tools))
                 })
-                .collect::<Result<Vec<_>, StoreError>>()
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            // Then the turns that have not started: waiting (in the order they will
+            // start), or ended without starting (cancelled, refused).
+            turns.extend(
+                turn_waits::of_session(c, &id)?
+                    .into_iter()
+                    .map(|w| w.view()),
+            );
+            Ok(turns)
         })
         .await?;
     Ok(session.view(Some(turns)))
 }
 
+/// 200 with the turn when it starts at once; 202 with the waiting turn and its place in
+/// the queue when it cannot start yet.
 pub async fn chat_create(
     State(state): State<AppState>,
     caller: Caller,
     Body(p): Body<wire::ChatParams>,
-) -> Result<Json<wire::ChatStarted>, ApiError> {
+) -> Result<(StatusCode, Json<wire::ChatStarted>), ApiError> {
     if p.message.trim().is_empty() {
         return Err(ApiError::bad_request("the message is empty"));
     }
@@ -74,7 +86,7 @@ pub async fn chat_create(
         Some(s) => Some(load(&state, &caller, s).await?.id),
         None => None,
     };
-    let (session, turn) = state
+    let chat = state
         .queue
         .chat(Admission {
             account_id: caller.account.id.clone(),
@@ -86,10 +98,31 @@ pub async fn chat_create(
             inputs: Vec::new(),
         })
         .await?;
-    Ok(Json(wire::ChatStarted {
-        session: session.view(None),
-        turn: turn.view(Vec::new()),
-    }))
+    Ok(match chat {
+        Chat::Started(session, turn) => (
+            StatusCode::OK,
+            Json(wire::ChatStarted {
+                session: session.view(None),
+                turn: turn.view(Vec::new()),
+                queued: None,
+            }),
+        ),
+        Chat::Queued(session, wait, ahead) => {
+            let queued = wire::Queued {
+                position: ahead + 1,
+                ahead,
+                reason: wait.reason.clone(),
+            };
+            (
+                StatusCode::ACCEPTED,
+                Json(wire::ChatStarted {
+                    session: session.view(None),
+                    turn: wait.view(),
+                    queued: Some(queued),
+                }),
+            )
+        }
+    })
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -158,34 +191,57 @@ pub async fn session_events(
             let (sid, after, turn_key) = (id.clone(), q.after, q.turn.clone());
             let store = state.store.clone();
             async move {
-                let (session_state, events, turn) = store
+                let (session_state, events, turn, queued) = store
                     .call(move |c| {
                         let session = sessions::get(c, &sid)?;
                         let events = sessions::events_after(c, &sid, after)?;
+                        // A turn in the chat queue is not a session turn until it starts.
+                        let wait = match &turn_key {
+                            Some(t) => turn_waits::find(c, t)?.filter(|w| w.session_id == sid),
+                            None => None,
+                        };
+                        if let Some(w) = wait {
+                            let queued = if w.is_waiting() {
+                                let ahead = turn_waits::ahead(c, &w)?;
+                                let q = wire::Queued {
+                                    position: ahead + 1,
+                                    ahead,
+                                    reason: w.reason.clone(),
+                                };
+                                Some(q.line())
+                            } else {
+                                None
+                            };
+                            return Ok((session.state, events, Some(w.view()), queued));
+                        }
                         let turn = match turn_key {
                             Some(t) => Some(sessions::get_turn(c, &t)?),
                             None => sessions::turns(c, &sid)?.pop(),
                         };
-                        Ok((session.state, events, turn))
+                        Ok((
+                            session.state,
+                            events,
+                            turn.map(|t| t.view(Vec::new())),
+                            None,
+                        ))
                     })
                     .await?;
-                let turn = turn.map(|t| t.view(Vec::new()));
                 let ready = !events.is_empty() || turn.as_ref().is_none_or(|t| t.is_final());
                 let page = wire::EventsPage {
                     events,
                     session_state: session_state.as_sql().into(),
                     turn,
-                    waiting: None,
+                    waiting: queued,
                 };
                 Ok::<_, ApiError>((page, ready))
             }
         })
         .await?;
-    let waiting = page
-        .turn
-        .as_ref()
-        .filter(|t| t.state == "queued")
-        .map(|t| super::commands::runner_wait(&state, &t.runner_id, "the turn"));
+    let waiting = page.waiting.clone().or_else(|| {
+        let turn = page.turn.as_ref().filter(|t| t.state == "queued")?;
+        let runner = turn.runner_id.as_deref()?;
+        Some(super::commands::runner_wait(&state, runner, "the turn"))
+    });
     Ok(Json(wire::EventsPage { waiting, ..page }))
 }
 
@@ -195,7 +251,22 @@ pub async fn session_stop(
     Path(id): Path<String>,
 ) -> Result<Json<wire::StopStarted>, ApiError> {
     let id = load(&state, &caller, id).await?.id;
-    let (session, command) = state.queue.session_stop(id).await?;
+    let (session, command) = state.queue.session_stop_all(id).await?;
+    Ok(Json(wire::StopStarted {
+        session: session.view(None),
+        command_id: command.map(|c| c.id),
+    }))
+}
+
+/// Cancels one turn (Ctrl-C in `yy chat`): a waiting one at once; a started one is
+/// stopped like `session stop`, leaving the turns queued behind it.
+pub async fn turn_cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, turn)): Path<(String, String)>,
+) -> Result<Json<wire::StopStarted>, ApiError> {
+    let id = load(&state, &caller, id).await?.id;
+    let (session, command) = state.queue.turn_cancel(id, turn).await?;
     Ok(Json(wire::StopStarted {
         session: session.view(None),
         command_id: command.map(|c| c.id),

@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StoreError, is_unique_violation, new_id, not_found};
+use crate::api::teams::GoalState;
 use crate::api::views;
 use crate::timefmt::{now_ms, rfc3339};
 
@@ -97,6 +98,14 @@ pub fn credentials(
         .optional()?)
 }
 
+/// The account's name when it is disabled (its work is refused and stopped).
+pub fn disabled_name(conn: &Connection, id: &str) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT username FROM accounts WHERE id = ?1 AND disabled_at IS NOT NULL")?
+        .query_row([id], |r| r.get(0))
+        .optional()?)
+}
+
 /// Stores a new token (by its hash) and returns the token's id.
 pub fn insert_token(
     conn: &Connection,
@@ -180,6 +189,56 @@ pub fn set_disabled(
     let account = get_by_name(&tx, username)?;
     tx.commit()?;
     Ok(account)
+}
+
+/// Disables an account and ends its old work in the same transaction: its tokens are
+/// revoked, its waiting turns refused, its goals stopped, its controls of computers ended.
+/// Returns the sessions whose running turns must now be stopped (a stop needs its Runner
+/// to confirm it, so the caller queues those).
+pub fn disable(
+    conn: &mut Connection,
+    username: &str,
+) -> Result<(AccountRow, Vec<String>), StoreError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let account = get_by_name(&tx, username)?;
+    let now = now_ms();
+    tx.execute(
+        "UPDATE accounts SET disabled_at = coalesce(disabled_at, ?1) WHERE id = ?2",
+        params![now, account.id],
+    )?;
+    tx.execute(
+        "UPDATE api_tokens SET revoked_at = ?1 WHERE account_id = ?2 AND revoked_at IS NULL",
+        params![now, account.id],
+    )?;
+    let why = format!("account {username:?} was disabled");
+    super::turn_waits::refuse_account(&tx, &account.id, &format!("refused: {why}"))?;
+    for goal in super::goals::goals_where(
+        &tx,
+        "account_id = ?1 AND state IN ('active', 'waiting_user')",
+        [&account.id],
+    )? {
+        super::goals::end(
+            &tx,
+            &goal.id,
+            GoalState::Stopped,
+            &format!("stopped: {why}"),
+            None,
+        )?;
+    }
+    tx.execute(
+        "UPDATE computer_controls SET holder = NULL, expires_at = NULL WHERE holder = ?1",
+        [&account.id],
+    )?;
+    let running: Vec<String> = {
+        let mut stmt = tx.prepare(
+            "SELECT id FROM sessions WHERE account_id = ?1 AND state = 'running' ORDER BY id",
+        )?;
+        stmt.query_map([&account.id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?
+    };
+    let account = get_by_name(&tx, username)?;
+    tx.commit()?;
+    Ok((account, running))
 }
 
 /// Sets a password and revokes every token of the account except `keep`.

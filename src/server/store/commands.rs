@@ -591,13 +591,17 @@ fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String
         profile: String,
         allowed: String,
         disabled: bool,
+        /// The owner's name when its account is disabled.
+        owner_disabled: Option<String>,
     }
     let found = conn
         .query_row(
             "SELECT g.name, g.archived_at IS NOT NULL, p.name, r.allowed_profiles,
-                    r.disabled_at IS NOT NULL
+                    r.disabled_at IS NOT NULL,
+                    CASE WHEN a.disabled_at IS NOT NULL THEN a.username END
              FROM agents g JOIN profiles p ON p.id = g.profile_id
              JOIN runners r ON r.id = ?2 AND r.source_id = g.source_id
+             JOIN accounts a ON a.id = g.account_id
              WHERE g.id = ?1",
             params![agent, cmd.runner_id],
             |r| {
@@ -607,6 +611,7 @@ fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String
                     profile: r.get(2)?,
                     allowed: r.get(3)?,
                     disabled: r.get(4)?,
+                    owner_disabled: r.get(5)?,
                 })
             },
         )
@@ -617,6 +622,7 @@ fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String
         profile,
         allowed,
         disabled,
+        owner_disabled,
     }) = found
     else {
         return Ok(Some(
@@ -624,7 +630,11 @@ fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String
         ));
     };
     let allowed: Vec<String> = serde_json::from_str(&allowed).unwrap_or_default();
-    Ok(if archived {
+    Ok(if let Some(owner) = owner_disabled {
+        Some(format!(
+            "no longer authorized: account {owner:?}, which owns agent {name:?}, was disabled"
+        ))
+    } else if archived {
         Some(format!("no longer authorized: agent {name:?} was archived"))
     } else if disabled {
         Some("no longer authorized: the Runner was disabled".into())

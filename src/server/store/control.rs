@@ -208,6 +208,12 @@ pub fn renew_or_release(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let c = get(&tx, id)?;
     let now = now_ms();
+    // A disabled account renews nothing (its controls also ended when it was disabled).
+    if !release && let Some(name) = super::accounts::disabled_name(&tx, account_id)? {
+        return Err(StoreError::Forbidden(format!(
+            "account {name:?} is disabled: its control of computer {id} is not renewed"
+        )));
+    }
     let r = row(&tx, &c.id)?.ok_or_else(|| {
         StoreError::Conflict(format!("nobody has taken control of computer {id}"))
     })?;

@@ -457,6 +457,7 @@ pub fn view(conn: &Connection, g: GoalRow, full: bool) -> Result<wire::Goal, Sto
     let subs = subtasks(conn, &g.id)?;
     let accepted = subs.iter().filter(|s| s.state == S::Accepted).count() as i64;
     let total = subs.len() as i64;
+    let waits_for = super::goal_waits::waits_for(conn, &g, &subs)?;
     let subtasks = if full {
         Some(
             subs.into_iter()
@@ -485,6 +486,7 @@ pub fn view(conn: &Connection, g: GoalRow, full: bool) -> Result<wire::Goal, Sto
         created_by: g.created_by,
         generation: g.generation,
         wakeups: g.wakeups,
+        waits_for,
         summary: g.summary,
         accepted,
         total,

@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0012_team_tool_ids_at_rest.sql"),
     include_str!("../../../migrations/0013_workspace_usage.sql"),
     include_str!("../../../migrations/0014_computer_idle.sql"),
+    include_str!("../../../migrations/0015_turn_waits.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.

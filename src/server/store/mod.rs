@@ -12,6 +12,7 @@ pub mod commands;
 pub mod computer_idle;
 pub mod computers;
 pub mod control;
+pub mod goal_waits;
 pub mod goals;
 pub mod ids;
 mod migrate;
@@ -29,6 +30,9 @@ pub mod team_tools;
 pub mod teams;
 #[cfg(test)]
 mod tests;
+pub mod turn_waits;
+#[cfg(test)]
+mod wait_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

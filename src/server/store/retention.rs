@@ -68,6 +68,8 @@ pub fn compact(
         stmt.query_map(params![cutoff, delivered_before], |r| r.get(0))?
             .collect::<Result<Vec<String>, _>>()?
     };
+    // Chat turns that ended without starting (their `yy chat` has long seen how).
+    super::turn_waits::compact(&tx, cutoff)?;
     let commands = tx.execute(
         &format!(
             "DELETE FROM runner_commands

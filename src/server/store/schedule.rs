@@ -41,6 +41,10 @@ pub fn pass(conn: &mut Connection, limits: QueueLimits) -> Result<Pass, StoreErr
         settle(&tx, &mut out)?;
         tx.commit()?;
     }
+    // People's chats first: they wait in the chat queue, in order.
+    let runners = super::turn_waits::dispatch(conn, limits)?;
+    out.admitted += runners.len();
+    out.runners.extend(runners);
     dispatch(conn, limits, &mut out)?;
     out.runners.sort();
     out.runners.dedup();
@@ -195,14 +199,15 @@ fn settle(conn: &Connection, out: &mut Pass) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Work the admin has not dealt with: a result to review, or every subtask accepted.
+/// Work the admin has not dealt with: a goal not planned yet (no subtask), a result to
+/// review, or every subtask accepted.
 fn needs_admin(conn: &Connection, goal: &GoalRow) -> Result<bool, StoreError> {
     let subs = goals::subtasks(conn, &goal.id)?;
-    Ok(subs.iter().any(|s| s.state == S::Review)
-        || (!subs.is_empty()
-            && subs
-                .iter()
-                .all(|s| matches!(s.state, S::Accepted | S::Cancelled))))
+    Ok(subs.is_empty()
+        || subs.iter().any(|s| s.state == S::Review)
+        || subs
+            .iter()
+            .all(|s| matches!(s.state, S::Accepted | S::Cancelled)))
 }
 
 /// Retires helpers whose goal ended, stopped or moved to another authorization (their
@@ -519,13 +524,15 @@ pub fn subtask_for(
 }
 
 /// Whether anything may need a pass: an open goal, a running subtask, a pending
-/// delivery, an admin turn to settle, or a retired helper's computer to remove.
+/// delivery, an admin turn to settle, a retired helper's computer to remove, or a chat
+/// turn waiting to start.
 pub fn any_work(conn: &Connection) -> Result<bool, StoreError> {
     Ok(conn
         .prepare_cached(
             "SELECT EXISTS (SELECT 1 FROM goals WHERE state = 'active' OR admin_turn_id IS NOT NULL)
                  OR EXISTS (SELECT 1 FROM subtasks WHERE state = 'running')
                  OR EXISTS (SELECT 1 FROM deliveries WHERE state = 'pending')
+                 OR EXISTS (SELECT 1 FROM turn_waits WHERE state = 'waiting')
                  OR EXISTS (SELECT 1 FROM helpers h JOIN computers c ON c.agent_id = h.agent_id
                             WHERE h.retired_at IS NOT NULL AND c.state NOT IN ('removed', 'stopping'))",
         )?

@@ -6,7 +6,7 @@ use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
 use super::sessions::{STOP_TIMEOUT_MS, SessionRow, TURN_COLUMNS, TurnRow, get, turn_row};
-use super::{StoreError, runners};
+use super::{StoreError, runners, turn_waits};
 use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::sessions::{SessionRef, TurnResult};
 use crate::api::states::{SessionState, TurnState};
@@ -228,6 +228,63 @@ pub fn stop(
     Ok((session, Some(stop)))
 }
 
+/// `yy session stop`: cancels the turns waiting in the session, then stops its running
+/// turn (when only waiting turns were there, that is all).
+pub fn stop_all(
+    conn: &mut Connection,
+    session_id: &str,
+    limits: QueueLimits,
+) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+    let cancelled = {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        get(&tx, session_id)?;
+        let n = turn_waits::cancel_session(&tx, session_id, "cancelled: its session was stopped")?;
+        tx.commit()?;
+        n
+    };
+    match stop(conn, session_id, limits) {
+        Err(StoreError::Conflict(_)) if cancelled > 0 => Ok((get(conn, session_id)?, None)),
+        other => other,
+    }
+}
+
+/// Cancels one turn (Ctrl-C in `yy chat`): a waiting one is cancelled at once; an admitted
+/// one that has not ended is stopped like `yy session stop`, without touching the turns
+/// waiting behind it.
+pub fn cancel_turn(
+    conn: &mut Connection,
+    session_id: &str,
+    turn_id: &str,
+    limits: QueueLimits,
+) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
+    {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let session = get(&tx, session_id)?;
+        if let Some(w) = turn_waits::find(&tx, turn_id)? {
+            if w.session_id != session.id {
+                return Err(StoreError::NotFound(format!(
+                    "no turn {turn_id:?} in session {}",
+                    session.id
+                )));
+            }
+            if turn_waits::cancel(&tx, turn_id, "cancelled before it started")? {
+                tx.commit()?;
+                return Ok((session, None));
+            }
+        }
+    }
+    let turn = super::sessions::get_turn(conn, turn_id)?;
+    if turn.session_id != session_id {
+        return Err(StoreError::NotFound(format!(
+            "no turn {turn_id:?} in session {session_id}"
+        )));
+    }
+    if turn.state.is_final() {
+        return Ok((get(conn, session_id)?, None));
+    }
+    stop(conn, session_id, limits)
+}
+
 /// Closes a session for good; its Hermes session is closed on the Runner when it has one.
 pub fn close(
     conn: &mut Connection,
@@ -245,6 +302,7 @@ pub fn close(
             session.id, session.id
         )));
     }
+    turn_waits::cancel_session(&tx, session_id, "cancelled: its session was closed")?;
     let mut command = None;
     if let (Some(runner_id), Some(hermes)) = (&session.runner_id, &session.hermes_session_id) {
         let close = RunnerCommand::SessionClose(SessionRef {

@@ -128,8 +128,8 @@ impl TurnRow {
         wire::Turn {
             id: self.id,
             seq: self.seq,
-            runner_id: self.runner_id,
-            command_id: self.command_id,
+            runner_id: Some(self.runner_id),
+            command_id: Some(self.command_id),
             message: self.message,
             state: self.state.as_sql().into(),
             final_text: self.final_text,
@@ -234,6 +234,26 @@ pub struct Admission {
     pub inputs: Vec<String>,
 }
 
+/// Why a turn cannot start now although it may later: it waits in the chat queue
+/// (`turn_waits`), or the scheduler's work item stays queued.
+#[derive(Debug, Clone)]
+pub struct Busy {
+    /// The agent the turn is for.
+    pub agent_id: String,
+    /// Said to the person waiting.
+    pub reason: String,
+    /// Every slot of the control plane is taken (not only this agent busy).
+    pub slots: bool,
+}
+
+/// What an admission did.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // short-lived, returned once per admission
+pub enum Admitted {
+    Now(SessionRow, TurnRow),
+    Busy(Busy),
+}
+
 /// Admits a turn: agent, Runner, profile permission and slots are checked, and the session,
 /// turn and Runner command are written, in one transaction.
 pub fn admit_turn(
@@ -248,18 +268,42 @@ pub fn admit_turn(
 }
 
 /// [`admit_turn`] inside the caller's transaction (the scheduler records what it admitted
-/// in the same one).
+/// in the same one). A busy agent or a full control plane is refused (`Conflict`, `Limit`).
 pub fn admit_in(
     tx: &Connection,
     a: &Admission,
     limits: QueueLimits,
 ) -> Result<(SessionRow, TurnRow), StoreError> {
-    let agent = agents::get(tx, &a.account_id, &a.agent)?;
-    if agent.account_id != a.account_id && !a.admin {
+    match admit_or_wait(tx, a, limits, None)? {
+        Admitted::Now(session, turn) => Ok((session, turn)),
+        Admitted::Busy(b) if b.slots => Err(StoreError::Limit(format!(
+            "{}; try again when one ends",
+            b.reason
+        ))),
+        Admitted::Busy(b) => Err(StoreError::Conflict(b.reason)),
+    }
+}
+
+/// The checks of an admission that do not depend on what runs now: the asker and the
+/// agent's owner are enabled accounts, the agent is active and the asker may use it.
+pub fn check_asker(
+    tx: &Connection,
+    account_id: &str,
+    admin: bool,
+    agent: &agents::AgentRow,
+) -> Result<(), StoreError> {
+    if agent.account_id != account_id && !admin {
         return Err(StoreError::NotFound(format!(
             "no agent named {:?}: see `yy agent list`",
-            a.agent
+            agent.name
         )));
+    }
+    for id in [account_id, agent.account_id.as_str()] {
+        if let Some(name) = super::accounts::disabled_name(tx, id)? {
+            return Err(StoreError::Forbidden(format!(
+                "account {name:?} is disabled: its turns are refused (an admin may enable it with `yy account enable {name}`)"
+            )));
+        }
     }
     if agent.archived_at.is_some() {
         return Err(StoreError::Invalid(format!(
@@ -267,6 +311,22 @@ pub fn admit_in(
             agent.name
         )));
     }
+    Ok(())
+}
+
+/// [`admit_in`], but a turn that may start later is answered with [`Admitted::Busy`]
+/// instead of an error: its agent is in a turn, an earlier turn of the agent waits in the
+/// chat queue, every slot is taken, or its computer is settling. Everything else that
+/// would refuse it is checked first. `wait`: the waiting turn being admitted now (its id
+/// becomes the turn's id; only turns queued before it go first).
+pub fn admit_or_wait(
+    tx: &Connection,
+    a: &Admission,
+    limits: QueueLimits,
+    wait: Option<&str>,
+) -> Result<Admitted, StoreError> {
+    let agent = agents::get(tx, &a.account_id, &a.agent)?;
+    check_asker(tx, &a.account_id, a.admin, &agent)?;
     let isolated = agent.env == AgentEnv::Computer;
     if !isolated && !a.attachments.is_empty() {
         return Err(StoreError::Invalid(format!(
@@ -304,11 +364,35 @@ pub fn admit_in(
         )));
     }
     let profile = catalog::get_profile(tx, &agent.profile)?;
-    if let Some(busy) = running_session(tx, &agent.id)? {
-        return Err(StoreError::Conflict(format!(
-            "agent {:?} is already in a turn (session {busy}); wait for it or stop it with `yy session stop {busy}`",
-            agent.name
-        )));
+    // A session named: it must be this agent's and open (a new one is made once admitted).
+    let named = match a.session.as_deref() {
+        Some(key) => Some(open_session_of(tx, key, &agent)?),
+        None => None,
+    };
+    let busy = |reason: String, slots: bool| {
+        Ok(Admitted::Busy(Busy {
+            agent_id: agent.id.clone(),
+            reason,
+            slots,
+        }))
+    };
+    if let Some(earlier) = super::turn_waits::earlier_waiting(tx, &agent.id, wait)? {
+        return busy(
+            format!(
+                "an earlier turn of agent {:?} waits to start (session {earlier})",
+                agent.name
+            ),
+            false,
+        );
+    }
+    if let Some(running) = running_session(tx, &agent.id)? {
+        return busy(
+            format!(
+                "agent {:?} is already in a turn (session {running}); wait for it or stop it with `yy session stop {running}`",
+                agent.name
+            ),
+            false,
+        );
     }
     let running: i64 = tx.query_row(
         "SELECT count(*) FROM session_turns WHERE state IN (?1, ?2)",
@@ -316,45 +400,15 @@ pub fn admit_in(
         |r| r.get(0),
     )?;
     if running >= MAX_RUNNING_TURNS {
-        return Err(StoreError::Limit(format!(
-            "{running} turns are running, the limit of the control plane; try again when one ends"
-        )));
+        return busy(
+            format!("{running} turns are running, the limit of the control plane"),
+            true,
+        );
     }
     let now = now_ms();
-    let session = match a.session.as_deref() {
-        Some(key) => {
-            let s = get(tx, key)?;
-            if s.agent_id != agent.id {
-                return Err(StoreError::Invalid(format!(
-                    "session {} belongs to agent {:?}, not {:?}",
-                    s.id, s.agent, agent.name
-                )));
-            }
-            match s.state {
-                SessionState::PendingCleanup => {
-                    return Err(StoreError::Conflict(format!(
-                        "session {} is pending cleanup (its stop could not be confirmed) and is never reused: start a new session",
-                        s.id
-                    )));
-                }
-                SessionState::Closed => {
-                    return Err(StoreError::Conflict(format!(
-                        "session {} is closed: start a new session",
-                        s.id
-                    )));
-                }
-                _ => s,
-            }
-        }
-        None => {
-            let id = new_id();
-            tx.execute(
-                "INSERT INTO sessions (id, account_id, agent_id, state, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-                params![id, agent.account_id, agent.id, SessionState::Idle, now],
-            )?;
-            get(tx, &id)?
-        }
+    let session = match named {
+        Some(s) => s,
+        None => new_session(tx, &agent)?,
     };
     // A session continued on another Runner starts a new Hermes session there and takes
     // its recent text history along.
@@ -367,7 +421,7 @@ pub fn admit_in(
     // Also carried on the same Runner: Hermes forgets sessions when its connection drops
     // (a Runner restart), and the Runner then starts a new one seeded with this history.
     let history = history(tx, &session.id)?;
-    let turn_id = new_id();
+    let turn_id = wait.map_or_else(new_id, str::to_string);
     let command = if isolated {
         let (image, network) = runners::computer_settings(tx, &runner.id)?;
         let image = image.ok_or_else(|| {
@@ -388,10 +442,13 @@ pub fn admit_in(
             })?;
         let computer = computers::record(tx, &agent, &runner.id, &image, &cwd)?;
         if computer.state.is_busy() {
-            return Err(StoreError::Conflict(format!(
-                "computer {} of agent {:?} is {}; try again when it has settled (`yy computer show {}`)",
-                computer.id, agent.name, computer.state, computer.id
-            )));
+            return busy(
+                format!(
+                    "computer {} of agent {:?} is {} (`yy computer show {}`)",
+                    computer.id, agent.name, computer.state, computer.id
+                ),
+                false,
+            );
         }
         // A running computer keeps its image; a stopped one starts from the current image.
         let image = super::runner_images::lease_image(&computer, &image).to_string();
@@ -460,7 +517,44 @@ pub fn admit_in(
     )?;
     let session = get(tx, &session.id)?;
     let turn = get_turn(tx, &turn_id)?;
-    Ok((session, turn))
+    Ok(Admitted::Now(session, turn))
+}
+
+/// The session `key` when it belongs to `agent` and may take another turn.
+pub fn open_session_of(
+    tx: &Connection,
+    key: &str,
+    agent: &agents::AgentRow,
+) -> Result<SessionRow, StoreError> {
+    let s = get(tx, key)?;
+    if s.agent_id != agent.id {
+        return Err(StoreError::Invalid(format!(
+            "session {} belongs to agent {:?}, not {:?}",
+            s.id, s.agent, agent.name
+        )));
+    }
+    match s.state {
+        SessionState::PendingCleanup => Err(StoreError::Conflict(format!(
+            "session {} is pending cleanup (its stop could not be confirmed) and is never reused: start a new session",
+            s.id
+        ))),
+        SessionState::Closed => Err(StoreError::Conflict(format!(
+            "session {} is closed: start a new session",
+            s.id
+        ))),
+        _ => Ok(s),
+    }
+}
+
+/// A new, idle session of `agent`.
+pub fn new_session(tx: &Connection, agent: &agents::AgentRow) -> Result<SessionRow, StoreError> {
+    let id = new_id();
+    tx.execute(
+        "INSERT INTO sessions (id, account_id, agent_id, state, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        params![id, agent.account_id, agent.id, SessionState::Idle, now_ms()],
+    )?;
+    get(tx, &id)
 }
 
 /// The session in which the agent is in a turn now, if any (one turn at a time per agent).
@@ -589,4 +683,4 @@ pub fn events_after(
     Ok(rows)
 }
 
-pub use super::session_ends::{close, settle, stop};
+pub use super::session_ends::{cancel_turn, close, settle, stop, stop_all};

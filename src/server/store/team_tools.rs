@@ -283,6 +283,12 @@ fn dispatch(
                     session: Some(&caller.session_id),
                 },
             )?;
+            // The admin plans it in this turn; once the turn ends the scheduler looks
+            // whether it did (a goal left without subtasks wakes its admin again).
+            conn.execute(
+                "UPDATE goals SET admin_turn_id = ?2 WHERE id = ?1",
+                params![goal.id, caller.turn_id],
+            )?;
             Ok(json!({ "goal_id": goal.id, "state": goal.state }))
         }
         "subtask_add" => {
