@@ -178,7 +178,9 @@ fn team_tools_see_only_the_callers_teams_and_no_tool_id_is_stored() {
     .unwrap();
     let (turns, with_id): (i64, i64) = db
         .query_row(
-            "SELECT count(*), count(*) FILTER (WHERE payload LIKE '%team_tools%')
+            // The key, not the words: a prompt may say "team tools" (and `_` is LIKE's
+            // any-character).
+            "SELECT count(*), count(*) FILTER (WHERE json_extract(payload, '$.team_tools') IS NOT NULL)
              FROM runner_commands WHERE kind = 'worker.turn'",
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
