@@ -454,7 +454,7 @@ fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
         took < Duration::from_secs(2),
         "said at once ({took:?}): {said}"
     );
-    assert!(said.contains("Ctrl-C stops the turn"), "{said}");
+    assert!(said.contains("Ctrl-C cancels the turn"), "{said}");
     let _ = chat.kill();
     let _ = chat.wait();
     // The client went away; the queued turn is visible and stops, by a unique id prefix.
