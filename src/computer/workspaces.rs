@@ -242,8 +242,16 @@ fn in_use(img: &Path) -> bool {
     })
 }
 
-/// Mounts `img` at `dir` unless a loop device still has it.
+/// How long a loop device may take to let its image go after the unmount (the kernel
+/// clears an autoclear device after the last close, not within `umount`).
+const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Mounts `img` at `dir` unless a loop device still has it after [`LOOP_RELEASE`].
 fn mount_once(img: &Path, dir: &Path, options: &str) -> Result<(), WorkspaceError> {
+    let since = std::time::Instant::now();
+    while in_use(img) && since.elapsed() < LOOP_RELEASE {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     if in_use(img) {
         return Err(WorkspaceError::Setup(format!(
             "workspace image {} is still in use (a container or mount that outlived its computer); remove it and start again",
