@@ -964,3 +964,137 @@ fn a_goal_left_without_subtasks_wakes_its_admin_when_the_creating_turn_ends() {
     }
     assert!(!requests_of(&s, "[yy team review]").is_empty());
 }
+
+/// Issue 22, item 5: files travel with reviews and dependencies. The admin's review turn
+/// finds the member's exported file under `reviews/#1/`, byte for byte; the subtask that
+/// depends on #1 finds #1's accepted file under `inputs/deps/#1/` without the admin naming
+/// it.
+#[test]
+fn result_files_travel_to_the_review_and_to_the_dependent_subtask() {
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            { "match": "[yy team review]", "steps": [
+                { "tool_call": tool("terminal", json!({ "command": "sha256sum reviews/#1/data.txt" })) },
+                { "tool_call": tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1", "decision": "accept" })) },
+                { "text": "Accepted #1." },
+                { "tool_calls": [
+                    tool("subtask_review", json!({ "goal": GOAL, "subtask": "#2", "decision": "accept" })),
+                    tool("goal_complete", json!({ "goal": GOAL, "summary": "checked" }))
+                ] },
+                { "text": "Done." }
+            ] },
+            { "match": "[yy goal result]", "steps": [ { "text": "Delivered." } ] },
+            { "match": "[yy subtask] #1", "steps": [
+                { "tool_call": tool("terminal", json!({ "command": "printf 'q1: 10\\ntotal: 10\\n' > data.txt" })) },
+                { "tool_call": tool("computer_export", json!({ "path": "data.txt" })) },
+                { "text": "data.txt exported" }
+            ] },
+            { "match": "[yy subtask] #2", "steps": [
+                { "tool_call": tool("terminal", json!({ "command": "cat inputs/deps/#1/data.txt" })) },
+                { "text": "The total is 10." }
+            ] },
+            { "match": "Build the team", "steps": [
+                { "tool_calls": [
+                    tool("team_create_member", json!({ "name": "writer" })),
+                    tool("team_create_member", json!({ "name": "editor" }))
+                ] },
+                { "tool_call": tool("team_create", json!({ "name": "crew", "members": ["writer", "editor"] })) },
+                { "tool_call": tool("goal_create", json!({ "team": "crew", "title": GOAL, "criteria": "c" })) },
+                { "tool_calls": [
+                    tool("subtask_add", json!({ "goal": GOAL, "title": "Collect", "owner": "writer", "criteria": "data.txt" })),
+                    tool("subtask_add", json!({ "goal": GOAL, "title": "Check", "owner": "editor",
+                        "criteria": "the total is read", "deps": ["#1"] }))
+                ] },
+                { "text": "At work." }
+            ] }
+        ]
+    })) else {
+        return;
+    };
+    s.env.run(&["chat", "box", "Build the team"]).ok();
+    let id = goal_of(&s)["id"].as_str().unwrap().to_string();
+    let g = wait_completed(&s, &id);
+    assert_eq!(g["state"], "completed", "{g:#}");
+    let subs = g["subtasks"].as_array().unwrap();
+    let exported = &subs[0]["result"]["artifacts"][0];
+    let sha = exported["sha256"].as_str().unwrap();
+    // Nobody named the file for #2.
+    assert!(
+        subs[1]["inputs"]["artifacts"]
+            .as_array()
+            .is_none_or(|a| a.is_empty()),
+        "{g:#}"
+    );
+
+    // The review turn was told where the file is, and its sha256sum read it there.
+    let reviews = requests_of(&s, "[yy team review]");
+    let first = reviews[0]["body"]["messages"].to_string();
+    assert!(first.contains("/workspace/reviews/#1/data.txt"), "{first}");
+    let summed = reviews[1]["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        summed.contains(&format!("{sha}  reviews/#1/data.txt")),
+        "the review read the same bytes: {summed}"
+    );
+    let computer_of = |agent: &str| {
+        s.env
+            .json(&["computer", "list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["agent"] == agent)
+            .and_then(|c| c["id"].as_str().map(str::to_string))
+            .unwrap_or_else(|| panic!("{agent}'s computer"))
+    };
+    let out = s.env.run(&[
+        "computer",
+        "exec",
+        &computer_of("box"),
+        "--",
+        "cat",
+        "reviews/#1/data.txt",
+    ]);
+    out.ok();
+    assert_eq!(out.stdout, "q1: 10\ntotal: 10\n");
+
+    // The dependent subtask's member read #1's accepted file under inputs/deps/#1/.
+    let asked = requests_of(&s, "[yy subtask] #2");
+    let first = asked[0]["body"]["messages"].to_string();
+    assert!(
+        first.contains("/workspace/inputs/deps/#1/data.txt"),
+        "{first}"
+    );
+    let out = s.env.run(&[
+        "computer",
+        "exec",
+        &computer_of("editor"),
+        "--",
+        "cat",
+        "inputs/deps/#1/data.txt",
+    ]);
+    out.ok();
+    assert_eq!(out.stdout, "q1: 10\ntotal: 10\n");
+
+    // The goal's result went back to the session it came from with the accepted file.
+    let delivered = requests_of(&s, "[yy goal result]");
+    let told = delivered[0]["body"]["messages"].to_string();
+    assert!(told.contains("/workspace/results/#1/data.txt"), "{told}");
+    let out = s.env.run(&[
+        "computer",
+        "exec",
+        &computer_of("box"),
+        "--",
+        "cat",
+        "results/#1/data.txt",
+    ]);
+    out.ok();
+    assert_eq!(out.stdout, "q1: 10\ntotal: 10\n");
+}

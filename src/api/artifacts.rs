@@ -114,6 +114,11 @@ pub struct AttachmentRef {
     pub name: String,
     pub size: u64,
     pub sha256: String,
+    /// Where in the workspace an input goes, relative to its root, when not `inputs`:
+    /// `reviews/#N` (a result an admin reviews), `inputs/deps/#N` (the accepted result of
+    /// a subtask this one depends on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
 }
 
 /// What a tool, a fetch or a CLI says of a stored artifact.

@@ -504,48 +504,69 @@ impl TurnExports {
         let lines = self.place(guest, inputs, cwd, INPUTS_DIR).await?;
         Ok(lines.map(|lines| {
             format!(
-                "[Your subtask's {} input file(s) are in your computer:\n{lines}]",
+                "[{} file(s) for this turn are in your computer (under inputs/: your subtask's; inputs/deps/#N/: the accepted result of subtask #N it depends on; reviews/#N/: the result of subtask #N to review; results/#N/: the accepted result of subtask #N of a goal delivered to you):\n{lines}]",
                 inputs.len()
             )
         }))
     }
 
-    /// Downloads each file (size and SHA-256 checked), writes it under `dir/` in the
-    /// guest (checked again there) and returns one line per file naming its path.
+    /// Downloads each file (size and SHA-256 checked), writes it under its directory
+    /// (`default_dir/` unless it names one) in the guest (checked again there) and returns
+    /// one line per file naming its path.
     async fn place(
         &self,
         guest: &GuestSession,
         files: &[AttachmentRef],
         cwd: &str,
-        dir: &str,
+        default_dir: &str,
     ) -> Result<Option<String>, String> {
         if files.is_empty() {
             return Ok(None);
         }
+        let mut dirs: Vec<&str> = Vec::new();
+        for a in files {
+            let dir = a.dir.as_deref().unwrap_or(default_dir);
+            if !input_dir_is_plain(dir) {
+                return Err(format!(
+                    "refused: {dir:?} is not a plain directory in the workspace"
+                ));
+            }
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
         let mkdir = ExecParams {
-            argv: Some(vec!["mkdir".into(), "-p".into(), dir.into()]),
+            argv: Some(
+                ["mkdir", "-p", "--"]
+                    .into_iter()
+                    .chain(dirs.iter().copied())
+                    .map(String::from)
+                    .collect(),
+            ),
             timeout_ms: Some(30_000),
             ..ExecParams::default()
         };
         let made = guest.exec(mkdir, None).await.map_err(|e| e.to_string())?;
         if made.exit_code != Some(0) {
             return Err(format!(
-                "cannot create {dir}/ in the computer: {}",
+                "cannot create {} in the computer: {}",
+                dirs.join(", "),
                 made.stderr.trim()
             ));
         }
         let mut lines = Vec::new();
         let mut used: Vec<String> = Vec::new();
         for a in files {
+            let dir = a.dir.as_deref().unwrap_or(default_dir);
             let name = artifacts::sanitize_name(&a.name)
                 .ok_or_else(|| format!("file name {:?} is not usable", a.name))?;
             // Two files of one name both arrive: the later one is prefixed by its id.
-            let name = if used.contains(&name) {
+            let name = if used.contains(&format!("{dir}/{name}")) {
                 format!("{}-{name}", &a.artifact_id[..a.artifact_id.len().min(8)])
             } else {
                 name
             };
-            used.push(name.clone());
+            used.push(format!("{dir}/{name}"));
             let data = self.transfer.download(a).await?;
             let rel = format!("{dir}/{name}");
             let written = guest
@@ -566,9 +587,41 @@ impl TurnExports {
     }
 }
 
+/// A directory an input may go to: relative, of plain names (`reviews/#2`), never `..`.
+fn input_dir_is_plain(dir: &str) -> bool {
+    !dir.is_empty()
+        && dir.len() <= 64
+        && dir.split('/').all(|c| {
+            !c.is_empty()
+                && c != "."
+                && c != ".."
+                && c.chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "#-_.".contains(ch))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_input_goes_only_to_a_plain_directory_of_the_workspace() {
+        for ok in ["inputs", "reviews/#2", "inputs/deps/#10"] {
+            assert!(input_dir_is_plain(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "/etc",
+            "../x",
+            "a/../../b",
+            "a//b",
+            "a/./b",
+            "a b",
+            "a\nb",
+        ] {
+            assert!(!input_dir_is_plain(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn the_whole_hash_reads_what_it_skipped_and_restarts_when_sent_back() {

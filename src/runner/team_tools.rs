@@ -69,7 +69,7 @@ pub fn schemas() -> Vec<Value> {
         ),
         tool(
             "subtask_add",
-            "Add a subtask to a goal (at most 32 per goal). It runs when the subtasks it depends on are accepted.",
+            "Add a subtask to a goal (at most 32 per goal). It runs when the subtasks it depends on are accepted; their results' files are copied into the owner's computer under inputs/deps/#N/ before its turn.",
             json!({
                 "goal": s("Goal id"),
                 "title": s("What to do"),

@@ -444,22 +444,51 @@ pub fn attachable(
             name: a.name,
             size: a.size as u64,
             sha256: a.sha256,
+            dir: None,
         });
     }
     Ok(out)
 }
 
-/// A subtask's input artifacts as a turn carries them: the ready ones of the account (one
-/// deleted since the subtask was added is left out; the prompt names what is there), at
-/// most [`MAX_ATTACHMENTS`], each small enough for one guest write.
+/// An artifact to put into a computer agent's workspace before its turn, and where
+/// (`None`: `inputs/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    pub artifact_id: String,
+    pub dir: Option<String>,
+}
+
+impl InputFile {
+    pub fn inputs(ids: impl IntoIterator<Item = String>) -> Vec<InputFile> {
+        ids.into_iter()
+            .map(|artifact_id| InputFile {
+                artifact_id,
+                dir: None,
+            })
+            .collect()
+    }
+}
+
+/// Most input files one turn gets: a subtask's own (8), its dependencies' results and the
+/// results an admin reviews.
+pub const MAX_TURN_INPUTS: usize = 32;
+
+/// The input files of a scheduler's turn that still exist, are ready, belong to the
+/// account and fit what one guest write carries; the rest are left out (at most
+/// [`MAX_TURN_INPUTS`], each artifact once).
 pub fn turn_inputs(
     conn: &Connection,
     account_id: &str,
-    ids: &[String],
+    files: &[InputFile],
 ) -> Result<Vec<wire::AttachmentRef>, StoreError> {
     let mut out: Vec<wire::AttachmentRef> = Vec::new();
-    for id in ids.iter().take(MAX_ATTACHMENTS) {
-        let Ok(a) = get(conn, id) else { continue };
+    for f in files {
+        if out.len() >= MAX_TURN_INPUTS {
+            break;
+        }
+        let Ok(a) = get(conn, &f.artifact_id) else {
+            continue;
+        };
         if a.account_id.as_deref() != Some(account_id)
             || !a.is_ready()
             || a.size as u64 > wire::MAX_ATTACH_BYTES
@@ -472,6 +501,7 @@ pub fn turn_inputs(
             name: a.name,
             size: a.size as u64,
             sha256: a.sha256,
+            dir: f.dir.clone(),
         });
     }
     Ok(out)
@@ -582,6 +612,33 @@ pub fn for_download(
             r.get(0)
         })
         .optional()?;
+    // Or a result of a subtask of the goal the turn works for (the admin reviewing it, a
+    // member whose subtask depends on it, the session the goal's result is delivered to),
+    // named in that turn's inputs.
+    let command = match command {
+        Some(c) => Some(c),
+        None => conn
+            .prepare_cached(
+                "SELECT c.id FROM runner_commands c JOIN goals g ON g.account_id = ?3
+                 WHERE c.runner_id = ?1 AND c.lease_generation = ?2 AND c.state = 'running'
+                     AND c.kind = 'worker.turn'
+                     AND EXISTS (SELECT 1 FROM json_each(c.payload, '$.inputs')
+                                 WHERE json_extract(value, '$.artifact_id') = ?4)
+                     AND (g.admin_turn_id = json_extract(c.payload, '$.turn_id')
+                          OR EXISTS (SELECT 1 FROM subtasks t WHERE t.goal_id = g.id
+                                     AND t.turn_id = json_extract(c.payload, '$.turn_id'))
+                          OR EXISTS (SELECT 1 FROM deliveries d WHERE d.goal_id = g.id
+                                     AND d.turn_id = json_extract(c.payload, '$.turn_id')))
+                     AND EXISTS (SELECT 1 FROM subtasks r, json_each(r.result, '$.artifacts') v
+                                 WHERE r.goal_id = g.id AND r.result IS NOT NULL
+                                   AND json_extract(v.value, '$.id') = ?4)
+                 LIMIT 1",
+            )?
+            .query_row(params![runner_id, generation, a.account_id, a.id], |r| {
+                r.get(0)
+            })
+            .optional()?,
+    };
     let command = command.ok_or_else(|| refused.unwrap_or_else(|| no_artifact(id)))?;
     authorize(conn, runner_id, generation, &command)?;
     Ok(a)

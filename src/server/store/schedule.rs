@@ -6,6 +6,7 @@
 
 use rusqlite::{Connection, TransactionBehavior, params};
 
+use super::artifacts::InputFile;
 use super::commands::{self, QueueLimits};
 use super::goals::{self, GoalRow, MAX_ATTEMPTS, MAX_WAKEUPS, Step, SubtaskRow};
 use super::prompts::{admin_prompt, delivery_message, member_prompt};
@@ -414,7 +415,9 @@ fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<Stri
                     session: Some(s.id.clone()),
                     message,
                     attachments: Vec::new(),
-                    inputs: Vec::new(),
+                    // The accepted results' files go along (into a computer agent's
+                    // workspace, under results/#N/).
+                    inputs: delivered_files(&payload),
                 },
                 limits,
             )?;
@@ -441,6 +444,8 @@ fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<Stri
             }
             let admin = teams::admin_of(tx, &goal.team_id)?;
             let message = admin_prompt(tx, &goal)?;
+            // The files of each result under review go into its computer.
+            let inputs = result_files(tx, &goal.id, "review", None, "reviews")?;
             let (session, turn) = sessions::admit_in(
                 tx,
                 &Admission {
@@ -450,7 +455,7 @@ fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<Stri
                     session: goal.admin_session_id.clone(),
                     message,
                     attachments: Vec::new(),
-                    inputs: Vec::new(),
+                    inputs,
                 },
                 limits,
             )?;
@@ -489,10 +494,22 @@ fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<Stri
                     session: sub.session_id.clone(),
                     message,
                     attachments: Vec::new(),
-                    // Its input artifacts go into a computer member's workspace.
-                    inputs: serde_json::from_str::<crate::api::teams::SubtaskInputs>(&sub.inputs)
-                        .unwrap_or_default()
-                        .artifacts,
+                    // Its input artifacts go into a computer member's workspace, and the
+                    // accepted results of the subtasks it depends on.
+                    inputs: InputFile::inputs(
+                        serde_json::from_str::<crate::api::teams::SubtaskInputs>(&sub.inputs)
+                            .unwrap_or_default()
+                            .artifacts,
+                    )
+                    .into_iter()
+                    .chain(result_files(
+                        tx,
+                        &sub.goal_id,
+                        "accepted",
+                        Some(&sub.id),
+                        "inputs/deps",
+                    )?)
+                    .collect(),
                 },
                 limits,
             )?;
@@ -509,6 +526,59 @@ fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<Stri
             Ok(Some(turn.runner_id))
         }
     }
+}
+
+/// The files of the accepted results in a goal's delivery, each under `results/#SEQ/`.
+fn delivered_files(payload: &str) -> Vec<InputFile> {
+    let v: serde_json::Value = serde_json::from_str(payload).unwrap_or_default();
+    let mut files = Vec::new();
+    for s in v["subtasks"].as_array().into_iter().flatten() {
+        if s["state"] != "accepted" {
+            continue;
+        }
+        for a in s["artifacts"].as_array().into_iter().flatten() {
+            if let Some(id) = a["id"].as_str() {
+                files.push(InputFile {
+                    artifact_id: id.to_string(),
+                    dir: Some(format!("results/#{}", s["seq"])),
+                });
+            }
+        }
+    }
+    files
+}
+
+/// The artifacts of the results of a goal's subtasks in `state` (only those `dependent`
+/// depends on, when given), each under `under/#SEQ/`.
+fn result_files(
+    conn: &Connection,
+    goal_id: &str,
+    state: &str,
+    dependent: Option<&str>,
+    under: &str,
+) -> Result<Vec<InputFile>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.seq, s.result FROM subtasks s
+         WHERE s.goal_id = ?1 AND s.state = ?2 AND s.result IS NOT NULL
+             AND (?3 IS NULL OR s.id IN (SELECT depends_on FROM subtask_deps WHERE subtask_id = ?3))
+         ORDER BY s.seq",
+    )?;
+    let rows: Vec<(i64, String)> = stmt
+        .query_map(params![goal_id, state, dependent], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut files = Vec::new();
+    for (seq, result) in rows {
+        let Ok(result) = serde_json::from_str::<SubtaskResult>(&result) else {
+            continue;
+        };
+        files.extend(result.artifacts.into_iter().map(|a| InputFile {
+            artifact_id: a.id,
+            dir: Some(format!("{under}/#{seq}")),
+        }));
+    }
+    Ok(files)
 }
 
 /// A subtask for `yy subtask show`, with the goal's account checked.

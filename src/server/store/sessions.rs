@@ -229,9 +229,9 @@ pub struct Admission {
     pub message: String,
     /// Uploaded files (artifact ids) to put into a computer agent's workspace first.
     pub attachments: Vec<String>,
-    /// A subtask's input artifacts (ids) to put under `inputs/` in a computer agent's
-    /// workspace first (the scheduler's member turns).
-    pub inputs: Vec<String>,
+    /// Artifacts to put into a computer agent's workspace first (the scheduler's turns: a
+    /// subtask's inputs and its dependencies' results, the results an admin reviews).
+    pub inputs: Vec<artifacts::InputFile>,
 }
 
 /// Why a turn cannot start now although it may later: it waits in the chat queue
