@@ -1098,3 +1098,90 @@ fn result_files_travel_to_the_review_and_to_the_dependent_subtask() {
     out.ok();
     assert_eq!(out.stdout, "q1: 10\ntotal: 10\n");
 }
+
+/// Issue 22: three computer agents (an admin and two members) on the default pool of two
+/// complete a goal with a review and a rework, with no operator action: idle computers give
+/// their slots back, and a start waiting for a full pool takes the longest idle one's.
+#[test]
+fn three_computer_agents_share_a_pool_of_two_through_a_review_and_a_rework() {
+    let Some(s) = worker_setup_with(
+        || test_image().id.clone(),
+        json!({
+            "steps": [],
+            "by_prompt": [
+                { "match": "[yy team review]", "steps": [
+                    { "tool_call": tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1",
+                        "decision": "rework", "note": "add the total" })) },
+                    { "text": "Sent back." },
+                    { "tool_call": tool("subtask_review", json!({ "goal": GOAL, "subtask": "#1", "decision": "accept" })) },
+                    { "text": "Accepted #1." },
+                    { "tool_calls": [
+                        tool("subtask_review", json!({ "goal": GOAL, "subtask": "#2", "decision": "accept" })),
+                        tool("goal_complete", json!({ "goal": GOAL, "summary": "checked" }))
+                    ] },
+                    { "text": "Done." }
+                ] },
+                { "match": "[yy goal result]", "steps": [ { "text": "Delivered." } ] },
+                { "match": "[yy subtask] #1", "steps": [
+                    { "tool_call": tool("terminal", json!({ "command": "printf 'q1: 10\\n' > data.txt" })) },
+                    { "text": "first try" },
+                    { "tool_call": tool("terminal", json!({ "command": "printf 'q1: 10\\ntotal: 10\\n' > data.txt" })) },
+                    { "tool_call": tool("computer_export", json!({ "path": "data.txt" })) },
+                    { "text": "with the total" }
+                ] },
+                { "match": "[yy subtask] #2", "steps": [
+                    { "tool_call": tool("terminal", json!({ "command": "cat inputs/deps/#1/data.txt" })) },
+                    { "text": "The total is 10." }
+                ] },
+                { "match": "Build the team", "steps": [
+                    { "tool_calls": [
+                        tool("team_create_member", json!({ "name": "writer" })),
+                        tool("team_create_member", json!({ "name": "editor" }))
+                    ] },
+                    { "tool_call": tool("team_create", json!({ "name": "crew", "members": ["writer", "editor"] })) },
+                    { "tool_call": tool("goal_create", json!({ "team": "crew", "title": GOAL, "criteria": "c" })) },
+                    { "tool_calls": [
+                        tool("subtask_add", json!({ "goal": GOAL, "title": "Collect", "owner": "writer", "criteria": "a total line" })),
+                        tool("subtask_add", json!({ "goal": GOAL, "title": "Check", "owner": "editor",
+                            "criteria": "the total is read", "deps": ["#1"] }))
+                    ] },
+                    { "text": "At work." }
+                ] }
+            ]
+        }),
+        // The default pool of two; idle computers go after 5 s, and a waiting start takes
+        // one idle for 1 s.
+        &["--computer-idle", "5s", "--computer-reclaim-after", "1s"],
+    ) else {
+        return;
+    };
+    s.env.run(&["agent", "update", "box", "--manage-team"]).ok();
+    let runner = s.env.json(&["runner", "show", &s.reg.id]);
+    assert_eq!(runner["computers_capacity"], 2, "{runner}");
+    s.env.run(&["chat", "box", "Build the team"]).ok();
+    let id = goal_of(&s)["id"].as_str().unwrap().to_string();
+    let g = wait_completed(&s, &id);
+    assert_eq!(g["state"], "completed", "{g:#}");
+    let subs = g["subtasks"].as_array().unwrap();
+    assert_eq!(subs[0]["attempts"], 2, "reworked once: {g:#}");
+    assert!(subs.iter().all(|s| s["state"] == "accepted"), "{g:#}");
+    let member = requests_of(&s, "[yy subtask] #2");
+    let read = member[1]["body"]["messages"].to_string();
+    assert!(read.contains("total: 10"), "{read}");
+    // Three computers took turns on two slots; once the work is done, each gives its slot
+    // back by itself.
+    let stopped = wait_for(
+        Duration::from_secs(60),
+        "every computer idle-stopped",
+        || {
+            let list = s.env.json(&["computer", "list"]);
+            let all = list.as_array()?;
+            (all.len() == 3
+                && all
+                    .iter()
+                    .all(|c| c["state"] == "stopped" && c["stop_reason"].is_string()))
+            .then_some(list)
+        },
+    );
+    eprintln!("{stopped:#}");
+}
