@@ -504,7 +504,7 @@ impl TurnExports {
         let lines = self.place(guest, inputs, cwd, INPUTS_DIR).await?;
         Ok(lines.map(|lines| {
             format!(
-                "[{} file(s) for this turn are in your computer (under inputs/: your subtask's; inputs/deps/#N/: the accepted result of subtask #N it depends on; reviews/#N/: the result of subtask #N to review; results/#N/: the accepted result of subtask #N of a goal delivered to you):\n{lines}]",
+                "[{} file(s) for this turn are in your computer (under inputs/: your subtask's; inputs/deps/#N/: the accepted result of subtask #N it depends on; reviews/#N/: the result of subtask #N to review; results/#N/: the accepted result of subtask #N of a goal delivered to you; attachments/: files attached earlier in this conversation):\n{lines}]",
                 inputs.len()
             )
         }))

@@ -469,6 +469,29 @@ impl InputFile {
     }
 }
 
+/// The files attached to earlier turns of a session that are still kept (the newest
+/// [`MAX_ATTACHMENTS`]), to go under `attachments/` again when it moves to another Runner.
+pub fn session_uploads(conn: &Connection, session_id: &str) -> Result<Vec<InputFile>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id FROM artifacts WHERE session_id = ?1 AND kind = ?2 AND state = ?3
+         ORDER BY created_at DESC LIMIT ?4",
+    )?;
+    let ids: Vec<String> = stmt
+        .query_map(
+            params![session_id, kinds::INPUT, READY, MAX_ATTACHMENTS as i64],
+            |r| r.get(0),
+        )?
+        .collect::<Result<_, _>>()?;
+    Ok(ids
+        .into_iter()
+        .rev()
+        .map(|artifact_id| InputFile {
+            artifact_id,
+            dir: Some("attachments".into()),
+        })
+        .collect())
+}
+
 /// Most input files one turn gets: a subtask's own (8), its dependencies' results and the
 /// results an admin reviews.
 pub const MAX_TURN_INPUTS: usize = 32;
@@ -612,6 +635,25 @@ pub fn for_download(
             r.get(0)
         })
         .optional()?;
+    // Or a file attached earlier in the session, put again into the workspace of a turn
+    // of that session on another Runner.
+    let command = match command {
+        Some(c) => Some(c),
+        None if a.kind == kinds::INPUT && a.session_id.is_some() => conn
+            .prepare_cached(
+                "SELECT c.id FROM runner_commands c
+                 WHERE c.runner_id = ?1 AND c.lease_generation = ?2 AND c.state = 'running'
+                     AND c.kind = 'worker.turn' AND json_extract(c.payload, '$.session_id') = ?3
+                     AND EXISTS (SELECT 1 FROM json_each(c.payload, '$.inputs')
+                                 WHERE json_extract(value, '$.artifact_id') = ?4)
+                 LIMIT 1",
+            )?
+            .query_row(params![runner_id, generation, a.session_id, a.id], |r| {
+                r.get(0)
+            })
+            .optional()?,
+        None => None,
+    };
     // Or a result of a subtask of the goal the turn works for (the admin reviewing it, a
     // member whose subtask depends on it, the session the goal's result is delivered to),
     // named in that turn's inputs.

@@ -454,6 +454,13 @@ pub fn admit_or_wait(
         let image = super::runner_images::lease_image(&computer, &image).to_string();
         let lease = computers::next_lease(&computer, &agent, &image, &cwd, network);
         // Team tools: their id is minted when the command is leased (never stored here).
+        // A session that moved to another Runner finds the files attached earlier in it
+        // there again (under attachments/), each downloaded and checked once more: the
+        // paths its history names are not taken on trust.
+        let mut inputs = a.inputs.clone();
+        if session.runner_id.is_some() && !same_runner {
+            inputs.extend(artifacts::session_uploads(tx, &session.id)?);
+        }
         let payload = WorkerTurnPayload {
             team_tools: None,
             session_id: session.id.clone(),
@@ -463,7 +470,7 @@ pub fn admit_or_wait(
             history,
             computer: lease.clone(),
             attachments: artifacts::attachable(tx, &a.account_id, &a.attachments)?,
-            inputs: artifacts::turn_inputs(tx, &a.account_id, &a.inputs)?,
+            inputs: artifacts::turn_inputs(tx, &a.account_id, &inputs)?,
         };
         let turn = RunnerCommand::WorkerTurn(payload.clone());
         let command = commands::enqueue_in(tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?;
