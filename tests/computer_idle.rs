@@ -15,7 +15,7 @@ use serde_json::Value;
 struct Setup {
     env: Env,
     server: Server,
-    _runner: RunnerProc,
+    runner: RunnerProc,
     runner_id: String,
 }
 
@@ -46,7 +46,7 @@ fn setup(agents: usize, runner_args: &[&str]) -> Option<Setup> {
     Some(Setup {
         env,
         server,
-        _runner: runner,
+        runner,
         runner_id: reg.id,
     })
 }
@@ -85,11 +85,19 @@ fn an_idle_computer_stops_by_itself_and_reads_do_not_renew_it() {
     .ok();
     let used = Instant::now();
     // Reading its state and its screen size every half second does not keep it.
-    let stopped = wait_for(Duration::from_secs(30), "the idle stop", || {
+    let stopped = common::poll(Duration::from_secs(60), || {
         let _ = env.run(&["computer", "screen", &id, "get_screen_size"]);
         let c = show(env, &id);
         std::thread::sleep(Duration::from_millis(500));
         (c["state"] == "stopped").then_some(c)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no idle stop in 60 s: {:#}\nrunner log:\n{}\nserver log:\n{}",
+            show(env, &id),
+            s.runner.log(),
+            s.server.log()
+        )
     });
     let after = used.elapsed();
     assert!(after >= Duration::from_secs(3), "stopped after {after:?}");

@@ -700,10 +700,8 @@ impl Queue {
             let swept = self
                 .store
                 .call(|c| {
-                    let mut runners = commands::sweep(c)?;
+                    let runners = commands::sweep(c)?;
                     commands::settle(c, None)?;
-                    // Idle computers give their slots back.
-                    runners.extend(computer_idle::reclaim(c, crate::timefmt::now_ms())?);
                     Ok(runners)
                 })
                 .await;
@@ -714,6 +712,20 @@ impl Queue {
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "command sweep failed"),
+            }
+            // Idle computers give their slots back (on its own: a failed sweep must not
+            // keep a pool full).
+            match self
+                .store
+                .call(|c| computer_idle::reclaim(c, crate::timefmt::now_ms()))
+                .await
+            {
+                Ok(runners) => {
+                    for r in runners {
+                        self.wake(&r, false);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "idle computer pass failed"),
             }
         }
     }
