@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install (if missing) and start (if not answering) the Docker engine that yy
-# computers run on, plus debootstrap for registry-free base images.
+# computers run on, plus debootstrap for registry-free base images and e2fsprogs for
+# workspace limits.
 #
 # Idempotent; safe to run when dockerd is already running. Needs root on Debian.
 # Last line of stdout: the server's Docker API version (e.g. "1.41").
@@ -29,6 +30,8 @@ fi
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+# Workspace limits (yy runner run --workspace-limit) make an ext4 image per workspace.
+command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
 if [ "${#missing[@]}" -gt 0 ]; then
     say "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -6,45 +6,13 @@ mod computer_support;
 
 use std::time::Duration;
 
-use common::{Env, Registered, RunnerProc, Server, wait_for};
-use computer_support::{docker, test_image};
+use common::{Env, wait_for};
+use computer_support::{ComputerSetup, computer_setup, docker, test_image};
 use serde_json::Value;
 
-struct Setup {
-    env: Env,
-    server: Server,
-    reg: Registered,
-    runner: RunnerProc,
-}
-
 /// A control plane, computer agents `a1`..`aN`, and a Runner with computers enabled.
-fn setup(agents: usize) -> Option<Setup> {
-    if !common::require_docker() {
-        return None;
-    }
-    let image = test_image().id.clone();
-    let env = Env::new();
-    let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
-    for i in 1..=agents {
-        env.run(&[
-            "agent",
-            "create",
-            &format!("a{i}"),
-            "--profile",
-            "default",
-            "--env",
-            "computer",
-        ])
-        .ok();
-    }
-    let (runner, _) = env.start_online(&reg, "a", 0);
-    Some(Setup {
-        env,
-        server,
-        reg,
-        runner,
-    })
+fn setup(agents: usize) -> Option<ComputerSetup> {
+    computer_setup(agents, &[])
 }
 
 fn create(env: &Env, agent: &str) -> Value {

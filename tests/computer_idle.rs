@@ -8,48 +8,9 @@ mod computer_support;
 
 use std::time::{Duration, Instant};
 
-use common::{Env, RunnerProc, Server, wait_for};
-use computer_support::{docker, test_image};
+use common::{Env, wait_for};
+use computer_support::{computer_setup, docker};
 use serde_json::Value;
-
-struct Setup {
-    env: Env,
-    server: Server,
-    runner: RunnerProc,
-    runner_id: String,
-}
-
-/// A control plane, computer agents `a1`..`aN`, and a Runner with computers enabled and
-/// `runner_args`.
-fn setup(agents: usize, runner_args: &[&str]) -> Option<Setup> {
-    if !common::require_docker() {
-        return None;
-    }
-    let image = test_image().id.clone();
-    let env = Env::new();
-    let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
-    for i in 1..=agents {
-        env.run(&[
-            "agent",
-            "create",
-            &format!("a{i}"),
-            "--profile",
-            "default",
-            "--env",
-            "computer",
-        ])
-        .ok();
-    }
-    let runner = env.start_runner_with(&reg, "a", runner_args);
-    env.wait_online(&reg.id, 0);
-    Some(Setup {
-        env,
-        server,
-        runner,
-        runner_id: reg.id,
-    })
-}
 
 fn show(env: &Env, id: &str) -> Value {
     env.json(&["computer", "show", id])
@@ -57,14 +18,14 @@ fn show(env: &Env, id: &str) -> Value {
 
 #[test]
 fn an_idle_computer_stops_by_itself_and_reads_do_not_renew_it() {
-    let Some(s) = setup(
+    let Some(s) = computer_setup(
         1,
         &["--computer-idle", "4s", "--computer-reclaim-after", "1s"],
     ) else {
         return;
     };
     let env = &s.env;
-    let runner = env.run(&["runner", "show", &s.runner_id]);
+    let runner = env.run(&["runner", "show", &s.reg.id]);
     assert!(
         runner.stdout.contains("stopped after 4s"),
         "{}",
@@ -121,7 +82,7 @@ fn an_idle_computer_stops_by_itself_and_reads_do_not_renew_it() {
 
 #[test]
 fn a_start_waiting_for_a_full_pool_takes_the_slot_of_an_idle_computer() {
-    let Some(s) = setup(
+    let Some(s) = computer_setup(
         2,
         &[
             "--max-computers",

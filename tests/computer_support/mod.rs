@@ -11,7 +11,7 @@ use yy::computer::docker::Provider;
 use yy::computer::session::GuestSession;
 use yy::computer::{ComputerError, ComputerSpec, Limits};
 
-use crate::common::{BIN, Env};
+use crate::common::{BIN, Env, Registered, RunnerProc, Server};
 
 pub const TAG: &str = "yy-computer:test";
 
@@ -186,4 +186,44 @@ pub fn op_code(e: ComputerError) -> String {
         ComputerError::Op { code, .. } => code,
         other => panic!("expected a refused operation, got {other}"),
     }
+}
+
+/// A control plane, computer agents `a1`..`aN`, and a Runner (data directory `a`) with
+/// computers enabled and `runner_args`.
+pub struct ComputerSetup {
+    pub env: Env,
+    pub server: Server,
+    pub reg: Registered,
+    pub runner: RunnerProc,
+}
+
+/// [`ComputerSetup`], or `None` where Docker is missing outside CI.
+pub fn computer_setup(agents: usize, runner_args: &[&str]) -> Option<ComputerSetup> {
+    if !crate::common::require_docker() {
+        return None;
+    }
+    let image = test_image().id.clone();
+    let env = Env::new();
+    let server = env.bootstrap();
+    let reg = env.register_runner(&server, "main", &["--computer-image", &image]);
+    for i in 1..=agents {
+        env.run(&[
+            "agent",
+            "create",
+            &format!("a{i}"),
+            "--profile",
+            "default",
+            "--env",
+            "computer",
+        ])
+        .ok();
+    }
+    let runner = env.start_runner_with(&reg, "a", runner_args);
+    env.wait_online(&reg.id, 0);
+    Some(ComputerSetup {
+        env,
+        server,
+        reg,
+        runner,
+    })
 }
