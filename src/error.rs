@@ -133,6 +133,7 @@ pub fn client_exit(e: &ClientError) -> Exit {
             (400 | 413 | 415 | 422, _) => Exit::Usage,
             _ => Exit::Failure,
         },
+        ClientError::Certificate(_) => Exit::Auth,
         ClientError::Connect { .. } | ClientError::Protocol { .. } => Exit::Failure,
     }
 }

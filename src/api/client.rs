@@ -1,6 +1,7 @@
 //! The HTTP client every CLI command uses to talk to `yy serve`; its typed methods, one per
 //! endpoint, are in [`super::admin`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode, Url};
@@ -19,6 +20,9 @@ pub enum ClientError {
     },
     #[error("cannot reach the yy server at {url}: {reason}")]
     Connect { url: String, reason: String },
+    /// The server's certificate is not the one pinned for it.
+    #[error("{0}")]
+    Certificate(String),
     #[error("unexpected answer from the yy server at {url}: {reason}")]
     Protocol { url: String, reason: String },
 }
@@ -36,15 +40,43 @@ impl ClientError {
 /// a connect timeout. For a plain `http://` peer no TLS roots are loaded: reading the
 /// system's certificates costs a CLI about 40 ms at every start, for nothing.
 pub fn http_builder(base: &Url) -> reqwest::ClientBuilder {
+    pinned_builder(base, None).0
+}
+
+/// [`http_builder`] for a yy server: an `https://` one must present the certificate
+/// pinned for it or one a trusted CA issued for its name ([`super::tls`]). Also returns
+/// the TLS configuration, for WebSockets to the same server.
+pub fn pinned_builder(
+    base: &Url,
+    pin: Option<&str>,
+) -> (reqwest::ClientBuilder, Option<Arc<rustls::ClientConfig>>) {
     let builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10));
     if base.scheme() == "http" {
-        builder.tls_certs_only(std::iter::empty())
-    } else {
-        builder
+        return (builder.tls_certs_only(std::iter::empty()), None);
     }
+    let (config, _seen) = super::tls::client_config(pin);
+    (
+        builder.tls_backend_preconfigured((*config).clone()),
+        Some(config),
+    )
+}
+
+/// The one-line refusal of a certificate that is neither the pinned one nor CA-issued,
+/// with both fingerprints and how to accept the new one.
+pub fn changed_certificate(base: &str, pinned: &str, presented: &str) -> String {
+    format!(
+        "the certificate of {base} changed: pinned SHA-256 {pinned}, presented {presented}, and no trusted CA issued it; if the server got a new certificate on purpose (check its fingerprint in the `yy serve` log), run `yy login {base} --username NAME --cert-sha256 {presented}`"
+    )
+}
+
+/// The connector for a WebSocket to a yy server reached with `tls` (None: plain).
+pub fn websocket_connector(
+    tls: &Option<Arc<rustls::ClientConfig>>,
+) -> Option<tokio_tungstenite::Connector> {
+    tls.clone().map(tokio_tungstenite::Connector::Rustls)
 }
 
 /// A WebSocket request (`ws`/`wss` for `http`/`https`) to `path` (with its query) under
@@ -77,6 +109,8 @@ pub struct Client {
     http: reqwest::Client,
     base: Url,
     token: Option<String>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    pin: Option<String>,
 }
 
 impl std::fmt::Debug for Client {
@@ -91,6 +125,16 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// `base` is the server URL, e.g. `http://127.0.0.1:8420`.
     pub fn new(base: &str, token: Option<String>) -> Result<Self, ClientError> {
+        Client::pinned(base, token, None)
+    }
+
+    /// A client that trusts an `https://` server's certificate when its SHA-256 is `pin`
+    /// (or a trusted CA issued it for the name).
+    pub fn pinned(
+        base: &str,
+        token: Option<String>,
+        pin: Option<&str>,
+    ) -> Result<Self, ClientError> {
         let mut base = Url::parse(base).map_err(|e| ClientError::Connect {
             url: base.to_string(),
             reason: format!("not a URL ({e})"),
@@ -105,7 +149,8 @@ impl Client {
             let path = format!("{}/", base.path());
             base.set_path(&path);
         }
-        let http = http_builder(&base)
+        let (builder, tls) = pinned_builder(&base, pin);
+        let http = builder
             .timeout(Duration::from_secs(120))
             .user_agent(concat!("yy/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -113,7 +158,18 @@ impl Client {
                 url: base.to_string(),
                 reason: e.to_string(),
             })?;
-        Ok(Client { http, base, token })
+        Ok(Client {
+            http,
+            base,
+            token,
+            tls,
+            pin: pin.map(str::to_string),
+        })
+    }
+
+    /// The TLS connector for a WebSocket to this server (None over plain HTTP).
+    pub fn websocket_connector(&self) -> Option<tokio_tungstenite::Connector> {
+        websocket_connector(&self.tls)
     }
 
     /// The WebSocket request for an admin path (with its query), authenticated.
@@ -219,9 +275,21 @@ impl Client {
     }
 
     fn connect_error(&self, e: &reqwest::Error) -> ClientError {
+        let reason = root_cause(e);
+        let presented = reason
+            .split("has SHA-256 ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next());
+        if let (Some(pinned), Some(presented)) = (&self.pin, presented) {
+            return ClientError::Certificate(changed_certificate(
+                self.base_url().trim_end_matches('/'),
+                pinned,
+                presented,
+            ));
+        }
         ClientError::Connect {
             url: self.base_url().to_string(),
-            reason: root_cause(e),
+            reason,
         }
     }
 
@@ -239,15 +307,9 @@ impl Client {
         if let Some(body) = body {
             req = req.json(body);
         }
-        let resp = req.send().await.map_err(|e| ClientError::Connect {
-            url: self.base_url().to_string(),
-            reason: root_cause(&e),
-        })?;
+        let resp = req.send().await.map_err(|e| self.connect_error(&e))?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| ClientError::Connect {
-            url: self.base_url().to_string(),
-            reason: root_cause(&e),
-        })?;
+        let bytes = resp.bytes().await.map_err(|e| self.connect_error(&e))?;
         if !status.is_success() {
             return Err(api_error(status, &bytes, url.path()));
         }

@@ -13,6 +13,7 @@ pub mod sessions;
 pub mod shell;
 pub mod states;
 pub mod teams;
+pub mod tls;
 pub mod views;
 
 /// Prefix of account API tokens (`yy login`): lets log maskers and secret scanners find them.

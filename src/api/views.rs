@@ -157,6 +157,15 @@ pub struct RunnerConfig {
     pub hermes_url: String,
     pub allowed_profiles: Vec<String>,
     pub artifact_roots: Vec<String>,
+    /// The SHA-256 of the control plane's certificate (`yy serve --tls self-signed`): the
+    /// Runner trusts that certificate, or one a trusted CA issued for the name, and nothing
+    /// else.
+    #[serde(
+        rename = "serverCertSha256",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub server_cert_sha256: Option<String>,
     /// Permits plain http:// to a control plane or Hermes that is not on loopback.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_insecure_lan: bool,

@@ -130,7 +130,7 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
     }
     let cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&s.runner_config)?)?;
     let token = cfg["token"].as_str().unwrap_or_default().to_string();
-    let client = MachineClient::new(&s.url, token)?;
+    let client = MachineClient::new(&s.url, token, None)?;
     let generation = client
         .connect(&RunnerStatus {
             version: crate::VERSION.into(),

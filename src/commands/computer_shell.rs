@@ -49,7 +49,12 @@ pub async fn connect(
     }
     let req = client.websocket(&path)?;
     let config = crate::api::shell::ws_config();
-    let connecting = tokio_tungstenite::connect_async_with_config(req, Some(config), true);
+    let connecting = tokio_tungstenite::connect_async_tls_with_config(
+        req,
+        Some(config),
+        true,
+        client.websocket_connector(),
+    );
     match tokio::time::timeout(Duration::from_secs(30), connecting).await {
         Ok(Ok((ws, _))) => Ok(ws),
         Ok(Err(tungstenite::Error::Http(resp))) => Err(client.refused(

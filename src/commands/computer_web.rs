@@ -377,6 +377,7 @@ pub async fn serve(client: Client, computer: String, fence: Option<i64>) -> anyh
         listener,
         router(web),
         limits,
+        None,
         async move {
             let _ = stopped.await;
         },

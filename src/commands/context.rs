@@ -14,6 +14,9 @@ pub struct StoredLogin {
     pub server: String,
     pub username: String,
     pub token: String,
+    /// The server's self-signed certificate, trusted at login (SHA-256, hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_sha256: Option<String>,
 }
 
 fn home() -> Option<PathBuf> {
@@ -93,6 +96,8 @@ pub fn set_server_flag(server: Option<String>) {
 struct Resolved {
     server: String,
     token: Option<String>,
+    /// The certificate pinned for the server: `YY_CERT_SHA256`, else the stored login's.
+    pin: Option<String>,
     /// `--server` or `YY_SERVER` named the server (not the stored login).
     from: Option<&'static str>,
     /// The server the stored login is for, if any.
@@ -114,15 +119,20 @@ fn resolve() -> anyhow::Result<Resolved> {
     let stored_server = stored
         .as_ref()
         .map(|l| l.server.trim_end_matches('/').to_string());
-    // A stored token is only sent to the server it was issued by.
-    let token = env("YY_TOKEN").or_else(|| {
-        stored
-            .filter(|l| l.server.trim_end_matches('/') == server)
-            .map(|l| l.token)
-    });
+    // A stored token (and pin) only ever serves the server it was issued by.
+    let same = stored.filter(|l| l.server.trim_end_matches('/') == server);
+    let pin = match env("YY_CERT_SHA256") {
+        Some(p) => Some(
+            crate::api::tls::parse_fingerprint(&p)
+                .map_err(|e| CliError::usage(format!("YY_CERT_SHA256: {e}")))?,
+        ),
+        None => same.as_ref().and_then(|l| l.cert_sha256.clone()),
+    };
+    let token = env("YY_TOKEN").or_else(|| same.map(|l| l.token));
     Ok(Resolved {
         server,
         token,
+        pin,
         from,
         stored_server,
     })
@@ -161,5 +171,5 @@ pub fn client() -> anyhow::Result<Client> {
         }
         .into());
     }
-    Ok(Client::new(&r.server, r.token)?)
+    Ok(Client::pinned(&r.server, r.token, r.pin.as_deref())?)
 }

@@ -1,5 +1,7 @@
 //! `yy login`, `yy logout`, `yy whoami`.
 
+use std::io::IsTerminal;
+
 use clap::Args;
 
 use super::context::{self, StoredLogin};
@@ -10,7 +12,8 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {
-    /// The server, e.g. http://127.0.0.1:8420
+    /// The server, e.g. https://yy.example.com:8420 (plain http:// only to a loopback
+    /// address such as http://127.0.0.1:8420)
     pub url: String,
     /// Account name
     #[arg(long)]
@@ -18,6 +21,14 @@ pub struct LoginArgs {
     /// Read the password from stdin instead of a terminal prompt
     #[arg(long)]
     pub password_stdin: bool,
+    /// Trust the server's self-signed certificate with this SHA-256 fingerprint (as
+    /// `yy serve` prints it) without asking; also accepts a replaced certificate
+    #[arg(long, value_name = "SHA256", value_parser = parse_pin)]
+    pub cert_sha256: Option<String>,
+}
+
+fn parse_pin(s: &str) -> Result<String, String> {
+    crate::api::tls::parse_fingerprint(s)
 }
 
 #[derive(Debug, Args)]
@@ -29,8 +40,11 @@ pub struct WhoamiArgs {
 
 pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     crate::api::names::check_http_url("server URL", &args.url).map_err(CliError::usage)?;
+    let url = reqwest::Url::parse(&args.url).map_err(|e| CliError::usage(e.to_string()))?;
+    let previous = context::load_login().ok().flatten();
+    let pin = trusted_certificate(&url, &args, previous.as_ref()).await?;
     let password = super::prompt::password(args.password_stdin, false)?;
-    let client = Client::new(&args.url, None)?;
+    let client = Client::pinned(&args.url, None, pin.as_deref())?;
     let result = client
         .login(&params::LoginParams {
             username: args.username.clone(),
@@ -38,8 +52,9 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
         })
         .await?;
     // Replacing an older login: revoke its token so it does not linger on the server.
-    if let Ok(Some(old)) = context::load_login()
-        && let Ok(old_client) = Client::new(&old.server, Some(old.token))
+    if let Some(old) = previous
+        && let Ok(old_client) =
+            Client::pinned(&old.server, Some(old.token), old.cert_sha256.as_deref())
     {
         let _ = old_client.logout().await;
     }
@@ -47,6 +62,7 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
         server: client.base_url().to_string(),
         username: result.account.username.clone(),
         token: result.token,
+        cert_sha256: pin,
     })?;
     output::print(&format!(
         "logged in to {} as {} (token stored in {})",
@@ -57,11 +73,91 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The certificate fingerprint to pin for `url`, decided before any password is sent:
+/// none over plain HTTP (loopback only) or for a CA-issued certificate; else `--cert-sha256`,
+/// the one pinned at an earlier login (a different one is refused), or the operator's yes
+/// on a terminal to the fingerprint shown.
+async fn trusted_certificate(
+    url: &reqwest::Url,
+    args: &LoginArgs,
+    previous: Option<&StoredLogin>,
+) -> anyhow::Result<Option<String>> {
+    if url.scheme() == "http" {
+        let loopback = url
+            .host()
+            .is_some_and(|h| crate::runner::config::is_loopback_literal(&h));
+        if !loopback {
+            return Err(CliError::usage(format!(
+                "{} is plain http:// to an address that is not loopback: the password would cross the network readable; use https:// (`yy serve --tls self-signed`)",
+                args.url
+            ))
+            .into());
+        }
+        if args.cert_sha256.is_some() {
+            return Err(CliError::usage("--cert-sha256 needs an https:// server URL").into());
+        }
+        return Ok(None);
+    }
+    let seen = crate::api::tls::probe(url)
+        .await
+        .map_err(|e| CliError::failure(e.to_string()))?;
+    let presented = seen.fingerprint.unwrap_or_default();
+    if let Some(pin) = &args.cert_sha256 {
+        if *pin != presented && !seen.ca_issued {
+            return Err(CliError::new(
+                crate::error::Exit::Auth,
+                format!(
+                    "the certificate of {} has SHA-256 {presented}, not the --cert-sha256 {pin}: nothing was sent; check the fingerprint `yy serve` printed",
+                    args.url
+                ),
+            )
+            .into());
+        }
+        return Ok(Some(pin.clone()));
+    }
+    let server = url.as_str().trim_end_matches('/');
+    let pinned = previous
+        .filter(|l| l.server.trim_end_matches('/') == server)
+        .and_then(|l| l.cert_sha256.clone());
+    match pinned {
+        Some(old) if old == presented => return Ok(Some(old)),
+        Some(old) if !seen.ca_issued => {
+            return Err(CliError::new(
+                crate::error::Exit::Auth,
+                crate::api::client::changed_certificate(server, &old, &presented),
+            )
+            .into());
+        }
+        _ => {}
+    }
+    if seen.ca_issued {
+        return Ok(None);
+    }
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(CliError::new(
+            crate::error::Exit::Auth,
+            format!(
+                "the certificate of {server} is not issued by a trusted CA; its SHA-256 is {presented}: if that is the fingerprint `yy serve` printed, pass --cert-sha256 {presented}"
+            ),
+        )
+        .into());
+    }
+    eprintln!(
+        "The certificate of {server} is not issued by a trusted CA.\nIts SHA-256 fingerprint is {presented}\nCompare it with the one `yy serve` printed at its start."
+    );
+    super::prompt::confirm("Trust this certificate for this server?", false)?;
+    Ok(Some(presented))
+}
+
 pub async fn logout() -> anyhow::Result<()> {
     let Some(stored) = context::load_login()? else {
         return Err(CliError::new(crate::error::Exit::Auth, "not logged in; nothing to do").into());
     };
-    let client = Client::new(&stored.server, Some(stored.token.clone()))?;
+    let client = Client::pinned(
+        &stored.server,
+        Some(stored.token.clone()),
+        stored.cert_sha256.as_deref(),
+    )?;
     match client.logout().await {
         Ok(_) => {}
         // Already revoked on the server: forgetting it locally is all that is left.

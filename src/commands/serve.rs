@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -9,6 +10,7 @@ use clap::Args;
 
 use crate::error::CliError;
 use crate::server::store::commands::QueueLimits;
+use crate::server::tls::{ServerTls, TlsSource};
 use crate::server::{self, AppState, ConnLimits, ServerConfig, Store};
 
 #[derive(Debug, Args)]
@@ -57,6 +59,33 @@ pub struct ServeArgs {
     /// How long finished commands and the events of finished turns are kept
     #[arg(long, value_name = "DURATION", default_value = "30days", value_parser = positive_duration)]
     pub retention: Duration,
+    /// Serve HTTPS with this certificate (PEM, the server's first, then its chain); with
+    /// --tls-key. SIGHUP reads both files again
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "tls"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, SEC1 or PKCS#1)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// `self-signed`: serve HTTPS with a certificate made on first start and kept in
+    /// DATA_DIR/tls (mode 0600); its SHA-256 fingerprint is printed at every start, and
+    /// `yy runner register` pins it in runner.json
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub tls: Option<TlsMode>,
+    /// Allow plain HTTP on an address other than loopback (tokens and passwords then cross
+    /// the network readable; a warning is logged at every start and shown by `yy status`)
+    #[arg(long)]
+    pub insecure_http: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsMode {
+    /// A certificate made by the server for itself
+    SelfSigned,
 }
 
 fn positive_duration(s: &str) -> Result<Duration, String> {
@@ -71,7 +100,7 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let data_dir = match args.data_dir {
+    let data_dir = match args.data_dir.clone() {
         Some(d) => d,
         None => super::context::default_data_dir()?,
     };
@@ -85,14 +114,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     limit_retained_memory();
     let nofile = server::conn::raise_nofile_limit()
         .map_err(|e| CliError::failure(format!("cannot read the open-file limit: {e}")))?;
+    let (tls, warnings) = tls_setup(&args, &data_dir)?;
     let store = open_store(data_dir.clone()).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError::failure(format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener.local_addr()?;
-    instance.describe(&format!("listening on http://{addr}"))?;
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    instance.describe(&format!("listening on {scheme}://{addr}"))?;
     let shutdown = shutdown_signal()?;
-    crate::output::print(&format!("listening on http://{addr}"))?;
+    crate::output::print(&format!("listening on {scheme}://{addr}"))?;
+    if let Some(tls) = &tls {
+        let fingerprint = tls.fingerprint();
+        crate::output::print(&format!("certificate SHA-256 {fingerprint}"))?;
+        tracing::info!(sha256 = %fingerprint, "serving HTTPS");
+        tokio::spawn(reload_on_hangup(tls.clone())?);
+    }
+
     // Never more than the open-file limit allows: a connection past it would fail to be
     // accepted (EMFILE) and take the server's own files down with it.
     let fits = server::conn::connections_for(nofile);
@@ -125,6 +166,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         allowed_hosts: server::hosts::AllowedHosts::new(addr, &args.allowed_hosts),
         token_lifetime: args.token_lifetime,
         retention: args.retention,
+        tls,
+        warnings,
     };
     let files = server::artifacts::ArtifactFiles::open(&data_dir).map_err(|e| {
         CliError::failure(format!(
@@ -139,6 +182,66 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("stopped");
     drop(instance);
     Ok(())
+}
+
+/// The certificate to serve with, if any, and the warnings of an insecure setup. Plain
+/// HTTP on an address other than loopback is refused without --insecure-http.
+fn tls_setup(
+    args: &ServeArgs,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<(Option<Arc<ServerTls>>, Vec<String>)> {
+    let source = match (&args.tls_cert, &args.tls_key, args.tls) {
+        (Some(cert), Some(key), _) => Some(TlsSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        (_, _, Some(TlsMode::SelfSigned)) => Some(TlsSource::SelfSigned {
+            dir: data_dir.join("tls"),
+            names: server::tls::self_signed_names(args.listen, &args.allowed_hosts),
+        }),
+        _ => None,
+    };
+    let mut warnings = Vec::new();
+    let Some(source) = source else {
+        if !args.listen.ip().is_loopback() {
+            if !args.insecure_http {
+                return Err(CliError::usage(format!(
+                    "--listen {} is not a loopback address and no TLS is set: passwords and tokens would cross the network readable; add --tls self-signed (or --tls-cert FILE --tls-key FILE), or --insecure-http if this network is trusted",
+                    args.listen
+                ))
+                .into());
+            }
+            warnings.push(format!(
+                "serving plain HTTP on {} (--insecure-http): passwords and tokens cross the network readable",
+                args.listen
+            ));
+        }
+        return Ok((None, warnings));
+    };
+    if args.insecure_http {
+        return Err(CliError::usage("--insecure-http and TLS exclude each other: drop one").into());
+    }
+    let tls = ServerTls::load(&source).map_err(|e| CliError::usage(e.to_string()))?;
+    Ok((Some(tls), warnings))
+}
+
+/// Reads the certificate files again at each SIGHUP; a bad file is logged and the
+/// certificate in use stays.
+fn reload_on_hangup(
+    tls: Arc<ServerTls>,
+) -> std::io::Result<impl std::future::Future<Output = ()> + Send> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(async move {
+        while hup.recv().await.is_some() {
+            match tls.reload() {
+                Ok(sha256) => tracing::info!(%sha256, "certificate reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "certificate not reloaded; the one in use stays")
+                }
+            }
+        }
+    })
 }
 
 /// Large blocks (a password check takes 19 MiB) go straight back to the system when freed.

@@ -58,19 +58,23 @@ impl MachineError {
 pub struct MachineClient {
     http: reqwest::Client,
     base: Url,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     token: String,
     pub instance: String,
 }
 
 impl MachineClient {
-    pub fn new(server_url: &str, token: String) -> Result<Self, MachineError> {
+    /// A client for the control plane at `server_url`; over `https://` its certificate must
+    /// have the SHA-256 `pin` (runner.json's `serverCertSha256`) or be CA-issued.
+    pub fn new(server_url: &str, token: String, pin: Option<&str>) -> Result<Self, MachineError> {
         let mut base =
             Url::parse(server_url).map_err(|e| MachineError::Transport(e.to_string()))?;
         if !base.path().ends_with('/') {
             let p = format!("{}/", base.path());
             base.set_path(&p);
         }
-        let http = crate::api::client::http_builder(&base)
+        let (builder, tls) = crate::api::client::pinned_builder(&base, pin);
+        let http = builder
             .timeout(Duration::from_millis(LEASE_WAIT_MS + 15_000))
             .pool_idle_timeout(Duration::from_secs(60))
             .user_agent(concat!("yy-runner/", env!("CARGO_PKG_VERSION")))
@@ -79,9 +83,15 @@ impl MachineClient {
         Ok(MachineClient {
             http,
             base,
+            tls,
             token,
             instance: uuid::Uuid::new_v4().to_string(),
         })
+    }
+
+    /// The TLS connector for a WebSocket to the control plane (None over plain HTTP).
+    pub fn websocket_connector(&self) -> Option<tokio_tungstenite::Connector> {
+        crate::api::client::websocket_connector(&self.tls)
     }
 
     /// A WebSocket request to a machine path with the machine headers.

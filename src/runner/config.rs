@@ -49,7 +49,8 @@ pub fn load(path: &Path) -> Result<RunnerConfig, ConfigError> {
         path: shown.clone(),
         reason,
     };
-    let config: RunnerConfig = serde_json::from_slice(&text).map_err(|e| invalid(e.to_string()))?;
+    let mut config: RunnerConfig =
+        serde_json::from_slice(&text).map_err(|e| invalid(e.to_string()))?;
     if config.protocol != PROTOCOL_VERSION {
         return Err(invalid(format!(
             "it is for runner protocol {}, and this yy speaks protocol {PROTOCOL_VERSION}: use the yy version that matches the control plane",
@@ -75,6 +76,16 @@ pub fn load(path: &Path) -> Result<RunnerConfig, ConfigError> {
                 "serverURL has unsupported scheme {other:?}"
             )));
         }
+    }
+    if let Some(pin) = &config.server_cert_sha256 {
+        let parsed = crate::api::tls::parse_fingerprint(pin)
+            .map_err(|e| invalid(format!("serverCertSha256: {e}")))?;
+        if url.scheme() != "https" {
+            return Err(invalid(
+                "serverCertSha256 is set but serverURL is not https://: remove one of them".into(),
+            ));
+        }
+        config.server_cert_sha256 = Some(parsed);
     }
     if uuid::Uuid::parse_str(&config.runner_id).is_err() {
         return Err(invalid(format!(

@@ -107,8 +107,12 @@ pub async fn run(
     {
         tracing::warn!(command = %id, "command was running when this Runner stopped; its outcome is uncertain and it will never run again");
     }
-    let client = MachineClient::new(&opts.config.server_url, opts.config.token.clone())
-        .map_err(|e| RunnerError::Local(e.to_string()))?;
+    let client = MachineClient::new(
+        &opts.config.server_url,
+        opts.config.token.clone(),
+        opts.config.server_cert_sha256.as_deref(),
+    )
+    .map_err(|e| RunnerError::Local(e.to_string()))?;
     let hermes = HermesLink::new(&opts.config, &opts.data_dir)
         .await
         .map_err(RunnerError::Local)?;

@@ -66,7 +66,12 @@ pub async fn open(
         .websocket(&format!("runner/v1/shell/{}", p.relay_id), generation)
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
     let config = crate::api::shell::ws_config();
-    let connecting = tokio_tungstenite::connect_async_with_config(req, Some(config), true);
+    let connecting = tokio_tungstenite::connect_async_tls_with_config(
+        req,
+        Some(config),
+        true,
+        client.websocket_connector(),
+    );
     let mut ws = match tokio::time::timeout(Duration::from_secs(15), connecting).await {
         Ok(Ok((ws, _))) => ws,
         Ok(Err(e)) => {

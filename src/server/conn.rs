@@ -235,11 +235,17 @@ async fn slot_at_cap(
     }
 }
 
-/// Accepts and serves connections until `shutdown` completes.
+/// A connection's byte stream: plain TCP, or TLS over it.
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send> Stream for T {}
+type Io = Pin<Box<dyn Stream>>;
+
+/// Accepts and serves connections until `shutdown` completes; over TLS when `tls` is set.
 pub async fn serve_connections(
     listener: tokio::net::TcpListener,
     app: Router,
     limits: ConnLimits,
+    tls: Option<Arc<super::tls::ServerTls>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -276,9 +282,30 @@ pub async fn serve_connections(
         let mut closing = closing.clone();
         let (conn_state, registered) = open.add();
         let open = open.clone();
+        let acceptor = tls.as_ref().map(|t| t.acceptor());
         tracker.spawn(async move {
             let _slot = slot;
             let _registered = registered;
+            // The handshake gets the header timeout: a client that never finishes it is
+            // as slow as one that never sends its headers.
+            let io: Io = match acceptor {
+                None => Box::pin(stream),
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream))
+                        .await
+                    {
+                        Ok(Ok(tls)) => Box::pin(tls),
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    }
+                }
+            };
             let body_timeout = limits.body_timeout;
             let state = conn_state.clone();
             let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -299,7 +326,7 @@ pub async fn serve_connections(
                 .header_read_timeout(limits.header_timeout);
             // With upgrades: an operator's shell relay is a WebSocket (`shell_relay.rs`).
             let conn = builder
-                .serve_connection(TokioIo::new(stream), service)
+                .serve_connection(TokioIo::new(io), service)
                 .with_upgrades();
             tokio::pin!(conn);
             let ended = loop {

@@ -15,6 +15,7 @@ mod routes;
 mod scheduler;
 pub mod shell_relay;
 pub mod store;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -40,6 +41,10 @@ pub struct ServerConfig {
     pub token_lifetime: Duration,
     /// Finished commands and turn events older than this are deleted.
     pub retention: Duration,
+    /// HTTPS: the certificate in use (None: plain HTTP).
+    pub tls: Option<Arc<tls::ServerTls>>,
+    /// What an operator should know about this server's setup (`yy status`).
+    pub warnings: Vec<String>,
 }
 
 impl ServerConfig {
@@ -51,6 +56,8 @@ impl ServerConfig {
             allowed_hosts: hosts::AllowedHosts::new(listen, &[]),
             token_lifetime: DEFAULT_TOKEN_LIFETIME,
             retention: DEFAULT_RETENTION,
+            tls: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -131,6 +138,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = state.config.conn.clone();
+    let tls = state.config.tls.clone();
     let sweeper = tokio::spawn(
         state
             .queue
@@ -139,7 +147,7 @@ pub async fn serve(
     );
     let scheduler = tokio::spawn(state.queue.clone().schedule_forever());
     let app = router(state);
-    let result = conn::serve_connections(listener, app, limits, async move {
+    let result = conn::serve_connections(listener, app, limits, tls, async move {
         shutdown.await;
         let _ = stop.send(true);
     })

@@ -4,6 +4,7 @@
 
 pub mod chromium;
 pub mod hermes;
+pub mod netns;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -48,6 +49,10 @@ impl Out {
 /// A sandbox: its own config and data directories, and the commands to drive the CLI in it.
 pub struct Env {
     pub dir: tempfile::TempDir,
+    /// Every yy this sandbox starts runs in this network namespace (`ip netns exec`).
+    pub netns: Option<String>,
+    /// Set in the environment of every yy this sandbox starts.
+    pub envs: Vec<(String, String)>,
 }
 
 /// Runners are killed without notice when a test ends, so their computers would outlive
@@ -118,6 +123,8 @@ impl Env {
     pub fn new() -> Env {
         Env {
             dir: tempfile::tempdir().expect("tempdir"),
+            netns: None,
+            envs: Vec::new(),
         }
     }
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -134,7 +141,15 @@ impl Env {
     /// build, to see a test fail there).
     pub fn command(&self, args: &[&str]) -> Command {
         let bin = std::env::var("YY_TEST_BIN").unwrap_or_else(|_| BIN.to_string());
-        let mut cmd = Command::new(bin);
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, &bin]);
+                c
+            }
+            None => Command::new(bin),
+        };
+        cmd.envs(self.envs.iter().map(|(k, v)| (k, v)));
         cmd.args(args)
             .env("XDG_CONFIG_HOME", self.config_home())
             .env("XDG_DATA_HOME", self.path("xdg-data"))
@@ -192,19 +207,19 @@ impl Env {
         .ok();
     }
 
+    /// `yy login` as `username`; an HTTPS server's printed fingerprint is trusted.
     pub fn login(&self, server: &Server, username: &str) {
-        self.run_with(
-            &[
-                "login",
-                &server.url,
-                "--username",
-                username,
-                "--password-stdin",
-            ],
-            PASSWORD,
-            &[],
-        )
-        .ok();
+        let mut args = vec![
+            "login",
+            &server.url,
+            "--username",
+            username,
+            "--password-stdin",
+        ];
+        if let Some(pin) = &server.cert_sha256 {
+            args.extend(["--cert-sha256", pin]);
+        }
+        self.run_with(&args, PASSWORD, &[]).ok();
     }
 
     /// The token stored by `yy login`.
@@ -231,6 +246,8 @@ impl Env {
 /// A running `yy serve`; killed when dropped.
 pub struct Server {
     pub url: String,
+    /// The certificate's SHA-256 an HTTPS server printed.
+    pub cert_sha256: Option<String>,
     pub child: Child,
     stderr_path: PathBuf,
 }
@@ -272,9 +289,16 @@ impl Server {
             .spawn()
             .expect("spawn yy serve");
         let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut first).unwrap();
+        let cert_sha256 = first.contains("https://").then(|| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            line.trim()
+                .strip_prefix("certificate SHA-256 ")
+                .unwrap_or_else(|| panic!("no fingerprint line: {line:?}"))
+                .to_string()
+        });
         let url = first
             .trim()
             .strip_prefix("listening on ")
@@ -288,10 +312,15 @@ impl Server {
             .to_string();
         let server = Server {
             url,
+            cert_sha256,
             child,
             stderr_path,
         };
-        server.wait_healthy();
+        // It answers once it printed its address; the probe below speaks plain HTTP from
+        // this test's own network namespace.
+        if env.netns.is_none() && server.cert_sha256.is_none() {
+            server.wait_healthy();
+        }
         server
     }
 

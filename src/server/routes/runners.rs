@@ -86,6 +86,11 @@ pub async fn runner_register(
         hermes_url: row.hermes_url.clone(),
         allowed_profiles: row.allowed_profiles.clone(),
         artifact_roots: row.artifact_roots.clone(),
+        // The Runner pins the certificate this server presents now (over https only).
+        server_cert_sha256: match &state.config.tls {
+            Some(tls) if row.server_url.starts_with("https://") => Some(tls.fingerprint()),
+            _ => None,
+        },
         allow_insecure_lan: false,
         hermes_token_file: None,
         hermes_command: None,
