@@ -125,6 +125,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         allowed_hosts: server::hosts::AllowedHosts::new(addr, &args.allowed_hosts),
         token_lifetime: args.token_lifetime,
         retention: args.retention,
+        warnings: Vec::new(),
     };
     let files = server::artifacts::ArtifactFiles::open(&data_dir).map_err(|e| {
         CliError::failure(format!(

@@ -15,6 +15,7 @@ mod routes;
 mod scheduler;
 pub mod shell_relay;
 pub mod store;
+pub mod telemetry;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -40,6 +41,9 @@ pub struct ServerConfig {
     pub token_lifetime: Duration,
     /// Finished commands and turn events older than this are deleted.
     pub retention: Duration,
+    /// What the operator should know about how this control plane runs (`yy status`
+    /// shows them), e.g. that it listens without TLS.
+    pub warnings: Vec<String>,
 }
 
 impl ServerConfig {
@@ -51,6 +55,7 @@ impl ServerConfig {
             allowed_hosts: hosts::AllowedHosts::new(listen, &[]),
             token_lifetime: DEFAULT_TOKEN_LIFETIME,
             retention: DEFAULT_RETENTION,
+            warnings: Vec::new(),
         }
     }
 }
@@ -70,6 +75,9 @@ pub struct AppState {
     pub artifacts: artifacts::Files,
     /// Operators' shells being relayed (`yy computer attach --control`).
     pub shells: Arc<shell_relay::Relays>,
+    /// When this state was made (the uptime `yy status` shows).
+    pub started: std::time::Instant,
+    pub started_ms: i64,
 }
 
 impl AppState {
@@ -84,6 +92,7 @@ impl AppState {
         artifacts: artifacts::ArtifactFiles,
     ) -> (AppState, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
+        telemetry::install();
         let state = AppState {
             queue: Queue::new(store.clone(), config.queue, rx),
             store,
@@ -91,6 +100,8 @@ impl AppState {
             login: Arc::default(),
             artifacts: std::sync::Arc::new(artifacts),
             shells: Arc::default(),
+            started: std::time::Instant::now(),
+            started_ms: crate::timefmt::now_ms(),
         };
         (state, tx)
     }
@@ -114,6 +125,9 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::health())
         .fallback(error::no_route)
         .method_not_allowed_fallback(extract::wrong_method)
+        // Inside the host guard: a request it refuses is not counted under a route. Router
+        // layers run after routing, so the route template is known here.
+        .layer(axum::middleware::from_fn(telemetry::count_requests))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             hosts::guard,
@@ -138,6 +152,7 @@ pub async fn serve(
             .sweep_forever(state.config.retention, state.artifacts.clone()),
     );
     let scheduler = tokio::spawn(state.queue.clone().schedule_forever());
+    let upkeep = tokio::spawn(crate::prom::upkeep_forever());
     let app = router(state);
     let result = conn::serve_connections(listener, app, limits, async move {
         shutdown.await;
@@ -146,5 +161,6 @@ pub async fn serve(
     .await;
     sweeper.abort();
     scheduler.abort();
+    upkeep.abort();
     result
 }
