@@ -5,7 +5,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::commands::{
     account, admin, agent, artifact, backup, bench, chat, computer, egress, generate, guest, image,
-    login, profile, runner, serve, session, source, token,
+    login, metrics, profile, runner, serve, session, source, status, token,
 };
 use crate::commands::{goal, subtask, team};
 
@@ -44,6 +44,11 @@ pub enum Command {
     Account(account::AccountArgs),
     /// API tokens: list, revoke
     Token(token::TokenArgs),
+    /// The control plane on one screen: Runners, computers, turns, goals, recent failures
+    /// (admins only)
+    Status(status::StatusArgs),
+    /// Prometheus metrics on /metrics: the scrape tokens that read them (admins only)
+    Metrics(metrics::MetricsArgs),
     /// Manage sources: the Hermes connections Bots come from
     Source(source::SourceArgs),
     /// Manage profiles: a Hermes profile and its guest working directory
@@ -89,8 +94,8 @@ pub enum Command {
 /// The nouns whose commands talk to a yy server, and so take `--server`. `runner run` reads
 /// its server from its runner.json and is left out.
 const SERVER_NOUNS: &[&str] = &[
-    "logout", "whoami", "account", "token", "source", "profile", "agent", "runner", "chat",
-    "computer", "session", "artifact", "team", "goal", "subtask",
+    "logout", "whoami", "account", "token", "status", "metrics", "source", "profile", "agent",
+    "runner", "chat", "computer", "session", "artifact", "team", "goal", "subtask",
 ];
 
 /// The id of `--server` in the parsed matches.

@@ -14,6 +14,7 @@ pub mod error;
 pub mod fsutil;
 pub mod hermes;
 pub mod output;
+pub mod prom;
 pub mod runner;
 pub mod server;
 pub mod timefmt;

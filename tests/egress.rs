@@ -136,6 +136,8 @@ fn start_runner(env: &Env, reg: &Registered, world: &World) -> RunnerProc {
             env.path("runner-data").to_str().unwrap(),
             "--shutdown-grace",
             "5s",
+            "--metrics-listen",
+            "off",
             "--egress-network",
             &world.network,
             "--egress-dns",

@@ -463,6 +463,8 @@ async fn another_channels_sessions_are_invisible_and_bad_hermes_access_fails_cle
         c.config.to_str().unwrap(),
         "--data-dir",
         env.path("rc").to_str().unwrap(),
+        "--metrics-listen",
+        "off",
     ]);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("refused"), "{}", out.stderr);
@@ -485,6 +487,8 @@ async fn another_channels_sessions_are_invisible_and_bad_hermes_access_fails_cle
         d.config.to_str().unwrap(),
         "--data-dir",
         env.path("rd").to_str().unwrap(),
+        "--metrics-listen",
+        "off",
     ]);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(

@@ -12,6 +12,7 @@ pub mod params;
 pub mod sessions;
 pub mod shell;
 pub mod states;
+pub mod status;
 pub mod teams;
 pub mod tls;
 pub mod views;

@@ -434,6 +434,9 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         &runner_data,
         "--max-concurrent",
         &concurrent,
+        // A bench Runner must not take (or fail on) the default metrics port of a real one.
+        "--metrics-listen",
+        "off",
     ];
     if let Some(n) = &computers {
         args.extend(["--max-computers", n.as_str()]);

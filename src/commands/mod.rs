@@ -21,6 +21,7 @@ pub mod guest;
 pub mod image;
 pub mod instance;
 pub mod login;
+pub mod metrics;
 pub mod profile;
 pub mod progress;
 pub mod prompt;
@@ -30,6 +31,7 @@ pub mod runner_run;
 pub mod serve;
 pub mod session;
 pub mod source;
+pub mod status;
 pub mod subtask;
 pub mod team;
 pub mod token;
@@ -210,6 +212,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Whoami(args) => login::whoami(args).await,
         Command::Account(args) => account::run(args).await,
         Command::Token(args) => token::run(args).await,
+        Command::Status(args) => status::run(args).await,
+        Command::Metrics(args) => metrics::run(args).await,
         Command::Source(args) => source::run(args).await,
         Command::Profile(args) => profile::run(args).await,
         Command::Agent(args) => agent::run(args).await,

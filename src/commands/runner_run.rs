@@ -51,8 +51,34 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE", default_value = "10GiB", env = "YY_WORKSPACE_LIMIT",
           value_parser = crate::computer::workspaces::parse_limit_arg)]
     pub workspace_limit: crate::computer::workspaces::Limit,
+    /// Where to serve this Runner's own Prometheus metrics (GET /metrics, no auth):
+    /// `HOST:PORT` on a loopback address, `off` for nowhere. Any other address must be
+    /// allowed with --metrics-listen-public (it is readable by anyone who reaches it)
+    #[arg(long, value_name = "ADDR|off", default_value = DEFAULT_METRICS_LISTEN,
+          value_parser = parse_metrics_listen)]
+    pub metrics_listen: MetricsListen,
+    /// Allow --metrics-listen on an address that is not loopback
+    #[arg(long)]
+    pub metrics_listen_public: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9469";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsListen {
+    Off,
+    At(std::net::SocketAddr),
+}
+
+fn parse_metrics_listen(s: &str) -> Result<MetricsListen, String> {
+    if s == "off" {
+        return Ok(MetricsListen::Off);
+    }
+    s.parse()
+        .map(MetricsListen::At)
+        .map_err(|_| format!("{s:?} is not HOST:PORT (e.g. 127.0.0.1:9469) or `off`"))
 }
 
 /// A duration of at least a second (the control plane checks once a second).
@@ -74,6 +100,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
+    if let MetricsListen::At(addr) = args.metrics_listen
+        && !addr.ip().is_loopback()
+        && !args.metrics_listen_public
+    {
+        return Err(CliError::usage(format!(
+            "--metrics-listen {addr} is not a loopback address and the metrics have no auth: add --metrics-listen-public to allow it, or use 127.0.0.1:PORT"
+        ))
+        .into());
+    }
     let config = config::load(&args.config).map_err(|e| CliError::usage(e.to_string()))?;
     let data_dir = match args.data_dir {
         Some(d) => d,
@@ -86,6 +121,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map_err(|e| CliError::failure(format!("cannot create {}: {e}", data_dir.display())))?;
     // One process per data directory: two would share receipts and could both run a command.
     let lock = super::instance::hold(&data_dir, super::instance::RUNNER_LOCK, "yy runner")?;
+    let metrics_listener = match args.metrics_listen {
+        MetricsListen::Off => None,
+        MetricsListen::At(addr) => {
+            let l = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                CliError::failure(format!(
+                    "cannot listen on {addr} for metrics: {e} (pick another --metrics-listen, or `off`)"
+                ))
+            })?;
+            // The port chosen for `:0` is only known now.
+            tracing::info!(addr = %l.local_addr().unwrap_or(addr), "serving the Runner's metrics");
+            Some(l)
+        }
+    };
     tracing::info!(
         runner = %config.runner_id,
         server = %config.server_url,
@@ -109,6 +157,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             idle: args.computer_idle,
             reclaim_after: args.computer_reclaim_after,
         },
+        metrics_listener,
     };
     let result = runner::run(opts, super::serve::shutdown_signal()?).await;
     drop(lock);

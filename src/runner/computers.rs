@@ -169,6 +169,11 @@ impl Computers {
         self.max_running
     }
 
+    /// Computers holding a pool slot now.
+    pub fn slots_held(&self) -> usize {
+        self.reserved.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
     pub fn egress(&self) -> &Egress {
         &self.egress
     }

@@ -15,6 +15,7 @@ pub mod receipts;
 pub mod screen_tools;
 pub mod shell;
 pub mod team_tools;
+pub mod telemetry;
 pub mod turns;
 pub mod worker;
 pub mod worker_turn;
@@ -55,6 +56,8 @@ pub struct RunnerOptions {
     /// How long the control plane lets a computer sit idle before it stops it, and how
     /// long before a start waiting for a full pool takes an idle one's slot.
     pub computer_idle: ComputerIdle,
+    /// Where the Runner's own metrics are served (`--metrics-listen`); `None`: nowhere.
+    pub metrics_listener: Option<tokio::net::TcpListener>,
 }
 
 /// What this Runner asks of its idle computers (`--computer-idle`,
@@ -146,6 +149,12 @@ pub async fn run(
         hard_stop: CancellationToken::new(),
         computer_idle: opts.computer_idle,
     });
+    telemetry::install();
+    // Not in `tasks`: the shutdown waits for those, and a listener never ends by itself.
+    let metrics = opts.metrics_listener.map(|l| {
+        let upkeep = tokio::spawn(crate::prom::upkeep_forever());
+        (tokio::spawn(telemetry::serve(l, shared.clone())), upkeep)
+    });
     let tasks = TaskTracker::new();
     tasks.spawn(compact_forever(shared.clone()));
     if let Some(workers) = &shared.workers {
@@ -187,6 +196,11 @@ pub async fn run(
         && let Err(e) = shared.client.disconnect(generation).await
     {
         tracing::debug!(error = %e, "disconnect not acknowledged");
+    }
+    telemetry::connected(false);
+    if let Some((server, upkeep)) = metrics {
+        server.abort();
+        upkeep.abort();
     }
     outcome.map(|_| ())
 }
@@ -438,6 +452,7 @@ async fn lease_loop(
             instance = %shared.client.instance,
             "connected to the control plane"
         );
+        telemetry::connected(true);
         for id in &connected.uncertain {
             tracing::warn!(command = %id, "the control plane marked a command of an earlier connection uncertain");
         }
@@ -450,10 +465,12 @@ async fn lease_loop(
             };
             let max = slots.available_permits() as u32 + 1;
             drop(permit);
+            let poll = telemetry::LongPoll::open();
             let leased = tokio::select! {
                 r = shared.client.lease(generation, max) => r,
                 _ = &mut *shutdown => return Ok(Some(generation)),
             };
+            drop(poll);
             match leased {
                 Ok(commands) => {
                     for cmd in commands {
@@ -469,6 +486,7 @@ async fn lease_loop(
                     if let Some(fatal) = refused(&e) {
                         return Err(fatal);
                     }
+                    telemetry::connected(false);
                     if e.code() == Some(codes::STALE_GENERATION) {
                         tracing::warn!(
                             generation,
@@ -582,6 +600,8 @@ async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) {
     // A Worker turn ends itself when stopped (the model loop interrupted, the guest
     // commands killed); other commands are dropped where they are.
     let cooperative = cmd.kind == crate::api::machine::CommandKind::WorkerTurn.as_sql();
+    let kind = cmd.kind.clone();
+    let running = telemetry::Running::start();
     let finished = tokio::select! {
         f = execute(shared, generation, cmd, token.clone()) => f,
         _ = token.cancelled(), if !cooperative => Finished {
@@ -611,6 +631,8 @@ async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCommand) {
     if let Ok(mut m) = shared.inflight.lock() {
         m.remove(&id);
     }
+    drop(running);
+    telemetry::command_ended(&kind, finished.outcome);
     report(shared, generation, &id, finished).await;
 }
 

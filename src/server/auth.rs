@@ -4,6 +4,7 @@
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use base64::Engine;
 use rand::RngCore;
@@ -12,6 +13,8 @@ use sha2::{Digest, Sha256};
 use super::AppState;
 use super::error::ApiError;
 use super::store::accounts::{self, AccountRow};
+use super::store::scrape_tokens;
+use crate::api::status::SCRAPE_TOKEN_PREFIX;
 
 pub use crate::api::{API_TOKEN_PREFIX, RUNNER_TOKEN_PREFIX};
 
@@ -76,9 +79,9 @@ pub struct Caller {
 #[derive(Debug, Clone)]
 pub struct Admin(pub Caller);
 
-fn bearer(parts: &Parts) -> Option<&str> {
-    parts
-        .headers
+/// The bearer token of a request, if any.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(axum::http::header::AUTHORIZATION)?
         .to_str()
         .ok()?
@@ -86,32 +89,51 @@ fn bearer(parts: &Parts) -> Option<&str> {
         .map(str::trim)
 }
 
+/// The caller behind a request's API token.
+pub async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let Some(token) = bearer(headers) else {
+        return Err(ApiError::unauthorized(
+            "no API token: log in with `yy login URL --username NAME`",
+        ));
+    };
+    if token.starts_with(SCRAPE_TOKEN_PREFIX) {
+        // A scrape token that works is refused for what it is; one that does not, like
+        // any bad token.
+        let hash = token_hash(token);
+        let live = state
+            .store
+            .call(move |c| scrape_tokens::authenticate(c, &hash))
+            .await?;
+        if live {
+            return Err(ApiError::forbidden(
+                "a scrape token reads /metrics and nothing else: use an API token (`yy login`)",
+            ));
+        }
+    }
+    if !token.starts_with(API_TOKEN_PREFIX) {
+        return Err(ApiError::unauthorized(
+            "that is not a yy API token: log in again with `yy login`",
+        ));
+    }
+    let hash = token_hash(token);
+    let lifetime = state.token_lifetime_ms();
+    let found = state
+        .store
+        .call(move |c| accounts::authenticate(c, &hash, lifetime))
+        .await?;
+    match found {
+        Some((account, token_id)) => Ok(Caller { account, token_id }),
+        None => Err(ApiError::unauthorized(
+            "the API token is invalid or was revoked, or it expired unused: log in again with `yy login`",
+        )),
+    }
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Some(token) = bearer(parts) else {
-            return Err(ApiError::unauthorized(
-                "no API token: log in with `yy login URL --username NAME`",
-            ));
-        };
-        if !token.starts_with(API_TOKEN_PREFIX) {
-            return Err(ApiError::unauthorized(
-                "that is not a yy API token: log in again with `yy login`",
-            ));
-        }
-        let hash = token_hash(token);
-        let lifetime = state.token_lifetime_ms();
-        let found = state
-            .store
-            .call(move |c| accounts::authenticate(c, &hash, lifetime))
-            .await?;
-        match found {
-            Some((account, token_id)) => Ok(Caller { account, token_id }),
-            None => Err(ApiError::unauthorized(
-                "the API token is invalid or was revoked, or it expired unused: log in again with `yy login`",
-            )),
-        }
+        caller(state, &parts.headers).await
     }
 }
 

@@ -139,6 +139,14 @@ impl Hub {
         })
     }
 
+    /// Long-polls open right now, of every Runner.
+    pub fn open_polls(&self) -> usize {
+        let map = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        map.values()
+            .map(|s| s.polls.lock().unwrap_or_else(|p| p.into_inner()).0)
+            .sum()
+    }
+
     /// Live connections right now.
     pub fn live_count(&self) -> usize {
         let map = self.runners.lock().unwrap_or_else(|p| p.into_inner());

@@ -124,6 +124,7 @@ impl LoginGuard {
 
     /// Records a failed login; the next attempts wait longer.
     pub fn failed(&self, account: &str, address: IpAddr) {
+        super::telemetry::login_failed();
         let now = Instant::now();
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= MAX_KEYS {

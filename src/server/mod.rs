@@ -16,6 +16,7 @@ mod scheduler;
 pub mod shell_relay;
 pub mod store;
 pub mod tls;
+pub mod telemetry;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -77,6 +78,9 @@ pub struct AppState {
     pub artifacts: artifacts::Files,
     /// Operators' shells being relayed (`yy computer attach --control`).
     pub shells: Arc<shell_relay::Relays>,
+    /// When this state was made (the uptime `yy status` shows).
+    pub started: std::time::Instant,
+    pub started_ms: i64,
 }
 
 impl AppState {
@@ -91,6 +95,7 @@ impl AppState {
         artifacts: artifacts::ArtifactFiles,
     ) -> (AppState, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
+        telemetry::install();
         let state = AppState {
             queue: Queue::new(store.clone(), config.queue, rx),
             store,
@@ -98,6 +103,8 @@ impl AppState {
             login: Arc::default(),
             artifacts: std::sync::Arc::new(artifacts),
             shells: Arc::default(),
+            started: std::time::Instant::now(),
+            started_ms: crate::timefmt::now_ms(),
         };
         (state, tx)
     }
@@ -121,6 +128,9 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::health())
         .fallback(error::no_route)
         .method_not_allowed_fallback(extract::wrong_method)
+        // Inside the host guard: a request it refuses is not counted under a route. Router
+        // layers run after routing, so the route template is known here.
+        .layer(axum::middleware::from_fn(telemetry::count_requests))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             hosts::guard,
@@ -146,6 +156,7 @@ pub async fn serve(
             .sweep_forever(state.config.retention, state.artifacts.clone()),
     );
     let scheduler = tokio::spawn(state.queue.clone().schedule_forever());
+    let upkeep = tokio::spawn(crate::prom::upkeep_forever());
     let app = router(state);
     let result = conn::serve_connections(listener, app, limits, tls, async move {
         shutdown.await;
@@ -154,5 +165,6 @@ pub async fn serve(
     .await;
     sweeper.abort();
     scheduler.abort();
+    upkeep.abort();
     result
 }

@@ -769,6 +769,11 @@ impl Queue {
             .await
     }
 
+    /// Long-polls of Runners open right now.
+    pub fn open_polls(&self) -> usize {
+        self.hub.open_polls()
+    }
+
     /// Runners connected right now.
     pub fn live_count(&self) -> usize {
         self.hub.live_count()

@@ -492,6 +492,10 @@ impl Env {
             "--shutdown-grace",
             "5s",
         ];
+        // Several Runners run at once in a test: none takes the default metrics port.
+        if !extra.contains(&"--metrics-listen") {
+            args.extend_from_slice(&["--metrics-listen", "off"]);
+        }
         args.extend_from_slice(extra);
         let child = self
             .command(&args)

@@ -238,6 +238,8 @@ async fn stream_file(state: &AppState, row: &ArtifactRow) -> Result<Response, Ap
         .await
         .map_err(blocking_failed)?
         .map_err(|e| io_error("opening an artifact", e))?;
+    // Counted as sent when the answer starts: a receiver that goes away early is rare.
+    crate::server::telemetry::artifact_bytes("out", row.size as u64);
     let mut resp = bytes_response(file_body(file, row.size as u64), row.size as u64);
     if let Ok(v) = HeaderValue::from_str(&row.sha256) {
         resp.headers_mut().insert(HEADER_SHA256, v);
@@ -395,7 +397,10 @@ async fn input_upload(
         .call(move |c| rows::create_input(c, &key, &account, &name, size, &sha))
         .await;
     match stored {
-        Ok(row) => Ok(Json(row.into())),
+        Ok(row) => {
+            crate::server::telemetry::artifact_bytes("in", size);
+            Ok(Json(row.into()))
+        }
         Err(e) => {
             let _ = tokio::fs::remove_file(&dest).await;
             Err(e.into())

@@ -576,6 +576,7 @@ pub async fn upload_finish(
         .call(move |c| rows::mark_ready(c, &key, &announced))
         .await?;
     files.followers.touch(row.command_id.as_deref(), false);
+    crate::server::telemetry::artifact_bytes("in", row.size as u64);
     tracing::info!(artifact = %row.id, name = %row.name, size = row.size, "artifact stored");
     Ok(Json(row.upload_state()))
 }

@@ -8,6 +8,7 @@ mod computers;
 mod egress;
 mod runners;
 mod sessions;
+mod status;
 mod teams;
 
 use axum::routing::{get, post};
@@ -19,7 +20,9 @@ use super::store::StoreError;
 use crate::api::views;
 
 pub fn health() -> Router<AppState> {
-    Router::new().route("/healthz", get(healthz))
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(crate::server::telemetry::metrics_handler))
 }
 
 async fn healthz() -> Json<views::Health> {
@@ -192,6 +195,15 @@ pub fn admin() -> Router<AppState> {
         .route("/api/v1/goals/{id}/resume", post(teams::goal_resume))
         .route("/api/v1/subtasks", get(teams::subtask_list))
         .route("/api/v1/subtasks/{id}", get(teams::subtask_show))
+        .route("/api/v1/status", get(status::status))
+        .route(
+            "/api/v1/metrics/tokens",
+            get(status::scrape_token_list).post(status::scrape_token_create),
+        )
+        .route(
+            "/api/v1/metrics/tokens/{id}/revoke",
+            post(status::scrape_token_revoke),
+        )
 }
 
 /// `?archived=true` includes archived rows in a list.

@@ -10,6 +10,7 @@ use super::{StoreError, new_id, not_found};
 use crate::api::machine::{
     self, CommandKind, CommandState, LeasedCommand, Outcome, RunnerCommand, RunnerStatus, Settles,
 };
+use crate::server::telemetry;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
 /// Bounds on what may wait in one Runner's queue.
@@ -245,13 +246,17 @@ pub fn connect(
             ],
             |r| r.get(0),
         )?;
-    let uncertain = ids(
-        &tx,
-        "UPDATE runner_commands SET state = 'uncertain', finished_at = ?3,
+    let uncertain: Vec<(String, CommandKind)> = {
+        let mut stmt = tx.prepare_cached(
+            "UPDATE runner_commands SET state = 'uncertain', finished_at = ?3,
              error = 'the Runner connection that was running it ended before an outcome was reported; it will not run again'
-         WHERE runner_id = ?1 AND state = 'running' AND lease_generation < ?2 RETURNING id",
-        params![runner_id, generation, now],
-    )?;
+         WHERE runner_id = ?1 AND state = 'running' AND lease_generation < ?2 RETURNING id, kind",
+        )?;
+        stmt.query_map(params![runner_id, generation, now], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<Result<_, _>>()?
+    };
     let requeued = ids(
         &tx,
         "UPDATE runner_commands SET state = 'pending', leased_at = NULL, lease_generation = NULL
@@ -259,12 +264,28 @@ pub fn connect(
         params![runner_id, generation],
     )?;
     tx.commit()?;
+    for (_, kind) in &uncertain {
+        telemetry::command_ended(kind.as_sql(), CommandState::Uncertain.as_sql());
+    }
     Ok(machine::Connected {
         runner_id: runner_id.to_string(),
         generation,
-        uncertain,
+        uncertain: uncertain.into_iter().map(|(id, _)| id).collect(),
         requeued,
     })
+}
+
+/// The kinds of the commands a statement ended (`RETURNING kind`).
+fn kinds(
+    conn: &Connection,
+    sql: &str,
+    p: impl rusqlite::Params,
+) -> Result<Vec<CommandKind>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let kinds = stmt
+        .query_map(p, |r| r.get::<_, CommandKind>(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(kinds)
 }
 
 fn ids(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<String>, StoreError> {
@@ -284,21 +305,24 @@ pub fn lease(
 ) -> Result<Vec<LeasedCommand>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
-    tx.prepare_cached(
+    let expired = kinds(
+        &tx,
         "UPDATE runner_commands SET state = 'expired', finished_at = ?2,
              error = 'the deadline passed before the Runner took the command'
-         WHERE runner_id = ?1 AND state = 'pending' AND deadline_at <= ?2",
-    )?
-    .execute(params![runner_id, now])?;
+         WHERE runner_id = ?1 AND state = 'pending' AND deadline_at <= ?2 RETURNING kind",
+        params![runner_id, now],
+    )?;
     let mut stmt = tx.prepare_cached(
         "UPDATE runner_commands SET state = 'leased', leased_at = ?3, lease_generation = ?4
          WHERE seq IN (SELECT seq FROM runner_commands
                        WHERE runner_id = ?1 AND state = 'pending' ORDER BY seq LIMIT ?2)
-         RETURNING id, kind, payload, deadline_at, seq",
+         RETURNING id, kind, payload, deadline_at, seq, created_at",
     )?;
+    let mut waited = Vec::new();
     let mut leased: Vec<(i64, LeasedCommand)> = stmt
         .query_map(params![runner_id, max, now, generation], |r| {
             let payload: String = r.get(2)?;
+            waited.push(now - r.get::<_, i64>(5)?);
             Ok((
                 r.get(4)?,
                 LeasedCommand {
@@ -320,6 +344,12 @@ pub fn lease(
         }
     }
     tx.commit()?;
+    for kind in expired {
+        telemetry::command_ended(kind.as_sql(), CommandState::Expired.as_sql());
+    }
+    for ms in waited {
+        telemetry::command_picked_up(ms);
+    }
     leased.sort_by_key(|(seq, _)| *seq);
     Ok(leased.into_iter().map(|(_, c)| c).collect())
 }
@@ -454,6 +484,7 @@ pub fn complete(
     }
     super::computer_idle::command_ended(&tx, &cmd, now)?;
     tx.commit()?;
+    telemetry::command_ended(cmd.kind.as_sql(), outcome.state().as_sql());
     // The row as just written (not read back: completing is on every command's path).
     Ok(CommandRow {
         state: outcome.state(),
@@ -506,6 +537,9 @@ pub fn cancel(conn: &mut Connection, id: &str) -> Result<Cancelled, StoreError> 
         }
     };
     tx.commit()?;
+    if let Cancelled::Dequeued(row) = &outcome {
+        telemetry::command_ended(row.kind.as_sql(), CommandState::Cancelled.as_sql());
+    }
     Ok(outcome)
 }
 
@@ -515,21 +549,40 @@ pub fn cancel(conn: &mut Connection, id: &str) -> Result<Cancelled, StoreError> 
 pub fn sweep(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
-    let mut runners = ids(
-        &tx,
+    let ended =
+        |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<Vec<(String, CommandKind)>, StoreError> {
+            let mut stmt = tx.prepare_cached(sql)?;
+            let rows = stmt
+                .query_map(p, |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        };
+    let expired = ended(
         "UPDATE runner_commands SET state = 'expired', finished_at = ?1,
              error = 'the deadline passed before the command started'
-         WHERE state IN ('pending', 'leased') AND deadline_at <= ?1 RETURNING runner_id",
-        [now],
+         WHERE state IN ('pending', 'leased') AND deadline_at <= ?1 RETURNING runner_id, kind",
+        &[&now],
     )?;
-    runners.extend(ids(
-        &tx,
+    let overdue = ended(
         "UPDATE runner_commands SET state = 'uncertain', finished_at = ?1,
              error = 'no outcome was reported by the deadline; it will not run again'
-         WHERE state = 'running' AND deadline_at <= ?2 RETURNING runner_id",
-        params![now, now - OVERDUE_GRACE_MS],
-    )?);
+         WHERE state = 'running' AND deadline_at <= ?2 RETURNING runner_id, kind",
+        &[&now, &(now - OVERDUE_GRACE_MS)],
+    )?;
     tx.commit()?;
+    for (state, list) in [
+        (CommandState::Expired, &expired),
+        (CommandState::Uncertain, &overdue),
+    ] {
+        for (_, kind) in list {
+            telemetry::command_ended(kind.as_sql(), state.as_sql());
+        }
+    }
+    let mut runners: Vec<String> = expired
+        .into_iter()
+        .chain(overdue)
+        .map(|(runner, _)| runner)
+        .collect();
     runners.sort();
     runners.dedup();
     Ok(runners)

@@ -23,6 +23,7 @@ pub enum Kind {
     Token,
     Goal,
     Subtask,
+    ScrapeToken,
 }
 
 impl Kind {
@@ -36,6 +37,7 @@ impl Kind {
             Kind::Token => "api_tokens",
             Kind::Goal => "goals",
             Kind::Subtask => "subtasks",
+            Kind::ScrapeToken => "scrape_tokens",
         }
     }
 
@@ -49,6 +51,7 @@ impl Kind {
             Kind::Token => "token",
             Kind::Goal => "goal",
             Kind::Subtask => "subtask",
+            Kind::ScrapeToken => "scrape token",
         }
     }
 
@@ -62,6 +65,7 @@ impl Kind {
             Kind::Token => "yy token list",
             Kind::Goal => "yy goal list",
             Kind::Subtask => "yy subtask list --goal GOAL",
+            Kind::ScrapeToken => "yy metrics token list",
         }
     }
 

@@ -368,3 +368,14 @@ CREATE TABLE turn_waits (
 );
 CREATE INDEX turn_waits_state ON turn_waits(state, agent_id, created_at);
 CREATE INDEX turn_waits_session ON turn_waits(session_id);
+
+CREATE TABLE scrape_tokens (
+    id           TEXT PRIMARY KEY,
+    name         TEXT NOT NULL,
+    token_hash   TEXT NOT NULL UNIQUE,
+    created_by   TEXT NOT NULL REFERENCES accounts(id),
+    created_at   INTEGER NOT NULL,
+    last_used_at INTEGER,
+    revoked_at   INTEGER
+);
+CREATE UNIQUE INDEX scrape_tokens_live_name ON scrape_tokens(name) WHERE revoked_at IS NULL;

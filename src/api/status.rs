@@ -1,0 +1,114 @@
+//! `yy status` (one screen of the control plane's state) and the scrape tokens that read
+//! `/metrics`: wire types and their typed client methods.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::admin::seg;
+use super::client::{Client, ClientError};
+
+/// Prefix of scrape tokens (they read `/metrics` and nothing else).
+pub const SCRAPE_TOKEN_PREFIX: &str = "yyst_";
+
+/// `GET /api/v1/status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    pub version: String,
+    pub started_at: String,
+    pub uptime_ms: u64,
+    /// The SQLite database's size (its pages; the WAL not counted).
+    pub database_bytes: u64,
+    pub runners: Vec<StatusRunner>,
+    pub turns: TurnCounts,
+    pub goals: GoalCounts,
+    /// Commands that ended failed, uncertain or expired in the last day, newest first.
+    pub recent_failures: Vec<StatusFailure>,
+    /// What the operator should know about how this control plane runs (no TLS, ...).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusRunner {
+    pub id: String,
+    pub source: String,
+    /// `online`, `offline` or `disabled`.
+    pub state: String,
+    pub last_seen_at: Option<String>,
+    /// As the Runner reported it (untrusted text).
+    pub engine: Option<String>,
+    pub version: Option<String>,
+    /// Its computers by state (`removed` ones left out).
+    pub computers: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TurnCounts {
+    pub running: u64,
+    /// Sent to a Runner, not started yet.
+    pub queued: u64,
+    /// Not sent yet: the agent is busy or every slot is taken.
+    pub waiting: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GoalCounts {
+    pub active: u64,
+    pub waiting_user: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusFailure {
+    pub at: String,
+    pub runner_id: String,
+    pub command_id: String,
+    pub kind: String,
+    pub state: String,
+    /// As recorded (a Runner's words may be in it: untrusted text).
+    pub error: Option<String>,
+}
+
+/// A scrape token as listed (never the token itself).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScrapeToken {
+    pub id: String,
+    pub name: String,
+    pub created_by: String,
+    pub created_at: String,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
+/// `POST /api/v1/metrics/tokens`: the token, shown this once.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScrapeTokenCreated {
+    #[serde(flatten)]
+    pub info: ScrapeToken,
+    pub token: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScrapeTokenCreate {
+    pub name: String,
+}
+
+impl Client {
+    pub async fn status(&self) -> Result<Status, ClientError> {
+        self.get("api/v1/status").await
+    }
+
+    pub async fn scrape_token_create(&self, name: &str) -> Result<ScrapeTokenCreated, ClientError> {
+        let body = ScrapeTokenCreate { name: name.into() };
+        self.post("api/v1/metrics/tokens", &body).await
+    }
+
+    pub async fn scrape_token_list(&self) -> Result<Vec<ScrapeToken>, ClientError> {
+        self.get("api/v1/metrics/tokens").await
+    }
+
+    pub async fn scrape_token_revoke(&self, id: &str) -> Result<ScrapeToken, ClientError> {
+        let path = format!("api/v1/metrics/tokens/{}/revoke", seg(id));
+        self.post(&path, &serde_json::json!({})).await
+    }
+}
