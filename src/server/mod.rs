@@ -40,6 +40,8 @@ pub struct ServerConfig {
     pub token_lifetime: Duration,
     /// Finished commands and turn events older than this are deleted.
     pub retention: Duration,
+    /// A Runner token works this long after it was issued; the Runner renews it at 75 %.
+    pub runner_token_lifetime: Duration,
 }
 
 impl ServerConfig {
@@ -51,11 +53,13 @@ impl ServerConfig {
             allowed_hosts: hosts::AllowedHosts::new(listen, &[]),
             token_lifetime: DEFAULT_TOKEN_LIFETIME,
             retention: DEFAULT_RETENTION,
+            runner_token_lifetime: DEFAULT_RUNNER_TOKEN_LIFETIME,
         }
     }
 }
 
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+pub const DEFAULT_RUNNER_TOKEN_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// What every handler can reach: the store for reads, the command service for changes
@@ -75,6 +79,10 @@ pub struct AppState {
 impl AppState {
     pub fn token_lifetime_ms(&self) -> i64 {
         i64::try_from(self.config.token_lifetime.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    pub fn runner_token_lifetime_ms(&self) -> i64 {
+        i64::try_from(self.config.runner_token_lifetime.as_millis()).unwrap_or(i64::MAX)
     }
 
     /// The state, and the sender that starts the shutdown (long-polls answer at once).

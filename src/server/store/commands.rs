@@ -264,6 +264,9 @@ pub fn connect(
         generation,
         uncertain,
         requeued,
+        // The machine API fills these in from the token it authenticated.
+        token_expires_at_ms: None,
+        rotate_token: false,
     })
 }
 

@@ -19,6 +19,7 @@ mod migrate;
 pub mod prompts;
 pub mod retention;
 pub mod runner_images;
+pub mod runner_tokens;
 pub mod runners;
 pub mod schedule;
 mod session_ends;
