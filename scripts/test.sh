@@ -25,6 +25,15 @@ echo "hermes at $YY_TEST_HERMES"
 YY_TEST_CHROMIUM=$(scripts/install-chromium.sh | tail -n 1)
 export YY_TEST_CHROMIUM
 echo "chromium at $YY_TEST_CHROMIUM"
+# The systemd units of `yy service` are checked with systemd-analyze verify (tests/service.rs).
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends systemd >/dev/null
+fi
+echo "systemd-analyze $(systemd-analyze --version | head -n 1)"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -5,7 +5,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::commands::{
     account, admin, agent, artifact, backup, bench, chat, computer, egress, generate, guest, image,
-    login, metrics, profile, runner, serve, session, source, status, token,
+    login, metrics, profile, runner, serve, service, session, source, status, token,
 };
 use crate::commands::{goal, subtask, team};
 
@@ -32,6 +32,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the control plane: the admin API and the machine API for Runners
     Serve(serve::ServeArgs),
+    /// Print or install the systemd unit of `yy serve` or `yy runner run`
+    Service(service::ServiceArgs),
     /// Administer a data directory locally (e.g. create the first admin)
     Admin(admin::AdminArgs),
     /// Log in to a yy server and store an API token for later commands

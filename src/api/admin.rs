@@ -227,6 +227,15 @@ impl Client {
         self.act("runners", id, "disable").await
     }
 
+    /// `POST /api/v1/runners/{id}/rotate-token`
+    pub async fn runner_rotate_token(
+        &self,
+        id: &str,
+        p: &crate::api::params::RunnerRotateToken,
+    ) -> Result<Runner> {
+        self.act_with("runners", id, "rotate-token", p).await
+    }
+
     // ---- the command queue ----
 
     /// Enqueues a ping; its result is a [`super::machine::PingResult`].

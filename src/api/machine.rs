@@ -38,6 +38,8 @@ pub mod codes {
     pub const SHUTTING_DOWN: &str = "shutting_down";
     pub const UPGRADE_REQUIRED: &str = "upgrade_required";
     pub const ORIGIN_REFUSED: &str = "origin_refused";
+    /// The token is past its lifetime (the Runner was offline too long): stop.
+    pub const TOKEN_EXPIRED: &str = "token_expired";
 }
 
 /// What a Runner says of itself when it connects.
@@ -134,6 +136,13 @@ pub struct Connected {
     pub uncertain: Vec<String>,
     /// Commands of earlier generations that were leased, never started, and are queued again.
     pub requeued: Vec<String>,
+    /// When the token this connection used stops working (Unix milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_expires_at_ms: Option<i64>,
+    /// Renew the token now (`POST /runner/v1/token`): 75 % of its lifetime passed, or an
+    /// admin asked (`yy runner rotate-token`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rotate_token: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -164,6 +173,28 @@ pub struct LeasedCommand {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Leased {
     pub commands: Vec<LeasedCommand>,
+    /// Renew the token now, as in [`Connected::rotate_token`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rotate_token: bool,
+}
+
+/// A new Runner token (`POST /runner/v1/token`). It is pending until the Runner's first
+/// request with it, which makes it current and ends the old one; until then both work,
+/// and a new rotation replaces it. Save it before using it.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct TokenRenewed {
+    pub token: String,
+    pub issued_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+impl std::fmt::Debug for TokenRenewed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenRenewed")
+            .field("token", &"<redacted>")
+            .field("expires_at_ms", &self.expires_at_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The control plane's answer to "may I start this command now?".

@@ -117,6 +117,15 @@ pub struct RunnerRegister {
     pub network: Option<crate::api::computers::NetworkMode>,
 }
 
+/// `POST /api/v1/runners/{id}/rotate-token`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerRotateToken {
+    /// Also revoke the current token at once and disable the Runner (a leaked token).
+    #[serde(default)]
+    pub now: bool,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunnerUpdate {

@@ -140,6 +140,16 @@ pub struct Runner {
     /// How its computers reach the network: `none`, or `public-web` through its egress
     /// proxy.
     pub network: crate::api::computers::NetworkMode,
+    /// When the Runner's current token was issued (it renews at 75 % of its lifetime).
+    #[serde(default)]
+    pub token_issued_at: Option<String>,
+    /// When the current token stops working unless renewed (none once disabled).
+    #[serde(default)]
+    pub token_expires_at: Option<String>,
+    /// `requested` (an admin asked for a new token at the next contact) or `pending` (a
+    /// new token was issued and not used yet); none otherwise.
+    #[serde(default)]
+    pub token_rotation: Option<String>,
 }
 
 /// The private configuration a Runner runs with (`runner.json`): registration returns it

@@ -29,6 +29,7 @@ pub mod runner;
 pub mod runner_ops;
 pub mod runner_run;
 pub mod serve;
+pub mod service;
 pub mod session;
 pub mod source;
 pub mod status;
@@ -229,6 +230,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Restore(args) => backup::restore(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Image(args) => image::run(args).await,
+        Command::Service(args) => service::run(args).await,
         Command::Guest(args) => guest::run(args).await,
         Command::Egress(args) => egress::run(args).await,
         Command::Completions(args) => generate::completions(args),

@@ -132,6 +132,27 @@ pub enum RunnerCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Renew a Runner's token: the Runner asks for a new one at its next contact
+    ///
+    /// The Runner gets a new token over the machine API, saves it in its runner.json and
+    /// uses it; the old token works until the new one is first used, then never again. A
+    /// Runner renews by itself at 75 % of the token lifetime (`yy serve
+    /// --runner-token-lifetime`, default 30 days); this asks for it now. With --now the
+    /// current token is revoked at once (a leaked token): the Runner is disabled, is refused
+    /// from its next request, and must be registered again with `yy runner register`.
+    RotateToken {
+        /// Runner id or unique id prefix
+        id: String,
+        /// Revoke the current token at once and disable the Runner; register it again
+        /// afterwards
+        #[arg(long)]
+        now: bool,
+        /// Do not ask for confirmation (--now)
+        #[arg(long, short = 'y')]
+        yes: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Disable a Runner: its token stops working at once and for good
     Disable {
         id: String,
@@ -271,10 +292,65 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
                 None => r.hermes_url.clone(),
             },
         ),
+        ("token", token_words(r)),
         ("created", r.created_at.clone()),
         ("disabled", opt(&r.disabled_at)),
     ];
     output::show(r, json, fields)
+}
+
+/// Milliseconds from `ts` (RFC 3339) to now; negative for a time to come.
+fn since(ts: &str) -> Option<i64> {
+    let t = humantime::parse_rfc3339(ts).ok()?;
+    let ms = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as i64;
+    Some(crate::timefmt::now_ms() - ms)
+}
+
+/// `3d4h`, `5h20m`: a token's age reads in days once it is long.
+fn age_words(ms: i64) -> String {
+    let day = 24 * 3600 * 1000;
+    if ms >= 2 * day {
+        let hours = (ms % day) / 3_600_000;
+        format!(
+            "{}d{}",
+            ms / day,
+            if hours > 0 {
+                format!("{hours}h")
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        duration_words(ms)
+    }
+}
+
+/// "issued 2025-.. (age 3d), expires 2025-.. (in 26d); rotation pending".
+fn token_words(r: &views::Runner) -> String {
+    let Some(issued) = &r.token_issued_at else {
+        return "-".into();
+    };
+    let mut out = format!("issued {issued}");
+    if let Some(age) = since(issued) {
+        out.push_str(&format!(" (age {})", age_words(age)));
+    }
+    match &r.token_expires_at {
+        Some(expires) => {
+            out.push_str(&format!(", expires {expires}"));
+            match since(expires) {
+                Some(left) if left >= 0 => out.push_str(" (expired: register the Runner again)"),
+                Some(left) => out.push_str(&format!(" (in {})", age_words(-left))),
+                None => {}
+            }
+        }
+        None => out.push_str(", revoked"),
+    }
+    match r.token_rotation.as_deref() {
+        Some("requested") => out.push_str("; renewal requested for the next contact"),
+        Some("pending") => out.push_str("; a new token was issued and is not used yet"),
+        _ => {}
+    }
+    out
 }
 
 pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
@@ -333,6 +409,36 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
         }
         RunnerCommand::Show(ById { id, json }) => {
             show(&context::client()?.runner_show(&id).await?, json.json)
+        }
+        RunnerCommand::RotateToken { id, now, yes, json } => {
+            let client = context::client()?;
+            let r = client.runner_show(&id).await?;
+            if now {
+                super::prompt::confirm(
+                    &format!(
+                        "revoke the token of runner {} of source {} now? The Runner is disabled and must be registered again",
+                        r.id, r.source
+                    ),
+                    yes,
+                )?;
+            }
+            let p = params::RunnerRotateToken { now };
+            let after = client.runner_rotate_token(&r.id, &p).await?;
+            if !json.json {
+                let note = if now {
+                    format!(
+                        "runner {}: token revoked and runner disabled; register it again with `yy runner register --source {}` and give the Runner the new runner.json",
+                        after.id, after.source
+                    )
+                } else {
+                    format!(
+                        "runner {}: it renews its token at its next contact (its old token works until the new one is used)",
+                        after.id
+                    )
+                };
+                eprintln!("{note}");
+            }
+            show(&after, json.json)
         }
         RunnerCommand::Disable { id, yes, json } => {
             let client = context::client()?;

@@ -143,6 +143,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     let opts = RunnerOptions {
         config,
+        config_path: args.config.clone(),
         data_dir,
         max_concurrent: args.max_concurrent as usize,
         shutdown_grace: args.shutdown_grace,

@@ -59,6 +59,11 @@ pub struct ServeArgs {
     /// How long finished commands and the events of finished turns are kept
     #[arg(long, value_name = "DURATION", default_value = "30days", value_parser = positive_duration)]
     pub retention: Duration,
+    /// A Runner token works this long after it was issued; the Runner renews it over the
+    /// machine API at 75 % of it (a Runner offline past the whole lifetime must be
+    /// registered again)
+    #[arg(long, value_name = "DURATION", default_value = "30days", value_parser = positive_duration)]
+    pub runner_token_lifetime: Duration,
     /// Serve HTTPS with this certificate (PEM, the server's first, then its chain); with
     /// --tls-key. SIGHUP reads both files again
     #[arg(
@@ -168,6 +173,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         retention: args.retention,
         tls,
         warnings,
+        runner_token_lifetime: args.runner_token_lifetime,
     };
     let files = server::artifacts::ArtifactFiles::open(&data_dir).map_err(|e| {
         CliError::failure(format!(

@@ -1,6 +1,7 @@
 //! The Runner's side of the machine protocol: every request carries the token, the
 //! instance UUID, the protocol version and (after connecting) the generation.
 
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder, Response, Url};
@@ -11,7 +12,7 @@ use crate::api::ErrorBody;
 use crate::api::artifacts::{HEADER_CRC32, UploadBegin, UploadState};
 use crate::api::machine::{
     CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL, LEASE_WAIT_MS,
-    LeaseParams, Leased, LeasedCommand, PROTOCOL_VERSION, RunnerStatus, StartGranted,
+    LeaseParams, Leased, PROTOCOL_VERSION, RunnerStatus, StartGranted, TokenRenewed,
 };
 use crate::error::chain;
 
@@ -59,7 +60,9 @@ pub struct MachineClient {
     http: reqwest::Client,
     base: Url,
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
-    token: String,
+    /// Swapped in place when the token is renewed (crate::runner::rotate); every clone
+    /// shares it.
+    token: Arc<RwLock<String>>,
     pub instance: String,
 }
 
@@ -84,7 +87,7 @@ impl MachineClient {
             http,
             base,
             tls,
-            token,
+            token: Arc::new(RwLock::new(token)),
             instance: uuid::Uuid::new_v4().to_string(),
         })
     }
@@ -94,13 +97,22 @@ impl MachineClient {
         crate::api::client::websocket_connector(&self.tls)
     }
 
+    fn token(&self) -> String {
+        self.token.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Uses `token` from now on, in this client and all its clones.
+    pub fn set_token(&self, token: String) {
+        *self.token.write().unwrap_or_else(|e| e.into_inner()) = token;
+    }
+
     /// A WebSocket request to a machine path with the machine headers.
     pub fn websocket(
         &self,
         path: &str,
         generation: i64,
     ) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, MachineError> {
-        let mut req = crate::api::client::websocket_request(&self.base, path, Some(&self.token))
+        let mut req = crate::api::client::websocket_request(&self.base, path, Some(&self.token()))
             .map_err(MachineError::Transport)?;
         let h = req.headers_mut();
         for (name, value) in [
@@ -125,7 +137,7 @@ impl MachineClient {
         let mut req = self
             .http
             .request(method, url)
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token())
             .header(HEADER_PROTOCOL, PROTOCOL_VERSION.to_string())
             .header(HEADER_INSTANCE, &self.instance);
         if let Some(g) = generation {
@@ -182,8 +194,17 @@ impl MachineClient {
         generation: Option<i64>,
         body: &B,
     ) -> Result<T, MachineError> {
+        let used = self.token();
         let req = self.request(Method::POST, path, generation).json(body);
-        self.json_answer(path, req).await
+        match self.json_answer(path, req).await {
+            // Sent with the old token just as a renewed one took over (its first use ends
+            // the old one): once more with the new one.
+            Err(e) if e.status() == Some(401) && self.token() != used => {
+                let req = self.request(Method::POST, path, generation).json(body);
+                self.json_answer(path, req).await
+            }
+            answer => answer,
+        }
     }
 
     // ---- artifacts ----
@@ -248,19 +269,19 @@ impl MachineClient {
         self.call("runner/v1/connect", None, status).await
     }
 
-    pub async fn lease(
-        &self,
-        generation: i64,
-        max: u32,
-    ) -> Result<Vec<LeasedCommand>, MachineError> {
-        let leased: Leased = self
-            .call(
-                "runner/v1/lease",
-                Some(generation),
-                &LeaseParams { max, wait_ms: None },
-            )
-            .await?;
-        Ok(leased.commands)
+    pub async fn lease(&self, generation: i64, max: u32) -> Result<Leased, MachineError> {
+        self.call(
+            "runner/v1/lease",
+            Some(generation),
+            &LeaseParams { max, wait_ms: None },
+        )
+        .await
+    }
+
+    /// A new token, pending on the control plane until its first use: save it first.
+    pub async fn renew_token(&self, generation: i64) -> Result<TokenRenewed, MachineError> {
+        self.call("runner/v1/token", Some(generation), &serde_json::json!({}))
+            .await
     }
 
     pub async fn start(&self, generation: i64, id: &str) -> Result<StartGranted, MachineError> {

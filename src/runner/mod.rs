@@ -12,6 +12,7 @@ pub mod image_accept;
 pub mod model;
 pub mod pauses;
 pub mod receipts;
+pub mod rotate;
 pub mod screen_tools;
 pub mod shell;
 pub mod team_tools;
@@ -40,6 +41,8 @@ use receipts::{Prior, Receipts};
 
 pub struct RunnerOptions {
     pub config: RunnerConfig,
+    /// Where `config` came from: a renewed token is written back there.
+    pub config_path: PathBuf,
     pub data_dir: PathBuf,
     /// Commands running at once.
     pub max_concurrent: usize,
@@ -95,6 +98,7 @@ struct Shared {
     /// Fires when the grace period after SIGTERM is over.
     hard_stop: CancellationToken,
     computer_idle: ComputerIdle,
+    rotation: rotate::Rotation,
 }
 
 /// Runs until `shutdown` fires (then finishes or records in-flight work) or the control
@@ -148,6 +152,7 @@ pub async fn run(
         inflight: Mutex::default(),
         hard_stop: CancellationToken::new(),
         computer_idle: opts.computer_idle,
+        rotation: rotate::Rotation::new(opts.config_path),
     });
     telemetry::install();
     // Not in `tasks`: the shutdown waits for those, and a listener never ends by itself.
@@ -390,6 +395,7 @@ fn refused(e: &MachineError) -> Option<RunnerError> {
     let message = match e.code()? {
         codes::RUNNER_DISABLED
         | codes::UNKNOWN_RUNNER
+        | codes::TOKEN_EXPIRED
         | codes::REPLACED
         | codes::UPGRADE_REQUIRED
         | codes::ORIGIN_REFUSED => e.to_string(),
@@ -456,6 +462,10 @@ async fn lease_loop(
         for id in &connected.uncertain {
             tracing::warn!(command = %id, "the control plane marked a command of an earlier connection uncertain");
         }
+        shared
+            .rotation
+            .maybe(&shared.client, generation, connected.rotate_token)
+            .await;
         attempt = 0;
         loop {
             // Lease only what can run now; wait for a free slot first.
@@ -472,8 +482,8 @@ async fn lease_loop(
             };
             drop(poll);
             match leased {
-                Ok(commands) => {
-                    for cmd in commands {
+                Ok(leased) => {
+                    for cmd in leased.commands {
                         let permit = slots.clone().try_acquire_owned().ok();
                         let shared = shared.clone();
                         tasks.spawn(async move {
@@ -481,6 +491,10 @@ async fn lease_loop(
                             drop(permit);
                         });
                     }
+                    shared
+                        .rotation
+                        .maybe(&shared.client, generation, leased.rotate_token)
+                        .await;
                 }
                 Err(e) => {
                     if let Some(fatal) = refused(&e) {

@@ -14,10 +14,11 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::Body;
 use super::queue::QueueError;
-use super::store::runners;
+use super::store::runner_tokens;
 use crate::api::machine::{
     self, CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL,
-    LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION, RunnerStatus, StartGranted, codes,
+    LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION, RunnerStatus, StartGranted, TokenRenewed,
+    codes,
 };
 
 pub fn routes() -> Router<AppState> {
@@ -25,6 +26,7 @@ pub fn routes() -> Router<AppState> {
         .route("/runner/v1/connect", post(machine_connect))
         .route("/runner/v1/lease", post(machine_lease))
         .route("/runner/v1/disconnect", post(machine_disconnect))
+        .route("/runner/v1/token", post(machine_token))
         .route("/runner/v1/commands/{id}/start", post(command_start))
         .route("/runner/v1/commands/{id}/complete", post(command_complete))
         .route("/runner/v1/commands/{id}/events", post(command_events))
@@ -39,6 +41,8 @@ pub fn routes() -> Router<AppState> {
 pub struct RunnerCaller {
     pub runner_id: String,
     pub instance: String,
+    /// What the token's lifetime says (expiry, renew now).
+    pub token: runner_tokens::RunnerAuth,
 }
 
 /// An authenticated Runner instance whose generation is the live one.
@@ -46,6 +50,7 @@ pub struct Current {
     pub runner_id: String,
     pub instance: String,
     pub generation: i64,
+    pub token: runner_tokens::RunnerAuth,
 }
 
 fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
@@ -93,17 +98,35 @@ impl FromRequestParts<AppState> for RunnerCaller {
             .filter(|t| t.starts_with(crate::api::RUNNER_TOKEN_PREFIX))
             .ok_or_else(unknown_runner)?;
         let hash = super::auth::token_hash(token);
+        let lifetime = state.runner_token_lifetime_ms();
         let found = state
             .store
-            .call(move |c| runners::runner_for_token(c, &hash))
+            .call(move |c| runner_tokens::authenticate(c, &hash, lifetime))
             .await?;
         match found {
             None => Err(unknown_runner()),
-            Some((id, Some(_), _)) => Err(QueueError::Disabled(id).into()),
-            Some((runner_id, None, _)) => Ok(RunnerCaller {
-                runner_id,
-                instance,
-            }),
+            Some(auth) if auth.disabled_at.is_some() => {
+                Err(QueueError::Disabled(auth.runner_id).into())
+            }
+            Some(auth) if auth.expired => Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                codes::TOKEN_EXPIRED,
+                format!(
+                    "the Runner token expired at {} (a Runner renews it at 75 % of --runner-token-lifetime while it runs; this one was away too long): register the Runner again with `yy runner disable {id}` and `yy runner register`",
+                    crate::timefmt::rfc3339(auth.expires_at),
+                    id = auth.runner_id
+                ),
+            )),
+            Some(auth) => {
+                if auth.promoted {
+                    tracing::info!(runner = %auth.runner_id, "runner token renewed: the new one is in use, the old one ended");
+                }
+                Ok(RunnerCaller {
+                    runner_id: auth.runner_id.clone(),
+                    instance,
+                    token: auth,
+                })
+            }
         }
     }
 }
@@ -136,6 +159,7 @@ impl FromRequestParts<AppState> for Current {
             runner_id: caller.runner_id,
             instance: caller.instance,
             generation,
+            token: caller.token,
         })
     }
 }
@@ -152,10 +176,12 @@ async fn machine_connect(
             format!("the Runner's status is refused: {e}"),
         )
     })?;
-    let connected = state
+    let mut connected = state
         .queue
         .connect(&caller.runner_id, &caller.instance, status)
         .await?;
+    connected.token_expires_at_ms = Some(caller.token.expires_at);
+    connected.rotate_token = caller.token.rotate;
     tracing::info!(
         runner = %caller.runner_id,
         instance = %caller.instance,
@@ -186,7 +212,17 @@ async fn machine_lease(
     current: Current,
     Body(p): Body<LeaseParams>,
 ) -> Result<Json<Leased>, ApiError> {
-    let wait = Duration::from_millis(p.wait_ms.unwrap_or(LEASE_WAIT_MS).min(LEASE_WAIT_MS));
+    let mut wait = Duration::from_millis(p.wait_ms.unwrap_or(LEASE_WAIT_MS).min(LEASE_WAIT_MS));
+    // Answer by the time the token is due for renewal, so the answer can say so while the
+    // token still works (matters for short --runner-token-lifetime).
+    if !current.token.rotate {
+        let renew_at = current.token.issued_at
+            + state.runner_token_lifetime_ms() / 1000 * runner_tokens::RENEW_AT_PER_MILLE;
+        let until = renew_at - crate::timefmt::now_ms();
+        if until >= 0 {
+            wait = wait.min(Duration::from_millis(until as u64 + 10));
+        }
+    }
     let commands = state
         .queue
         .lease(
@@ -197,7 +233,36 @@ async fn machine_lease(
             wait,
         )
         .await?;
-    Ok(Json(Leased { commands }))
+    // Read again after the wait: an admin may have asked for a rotation meanwhile.
+    let (id, lifetime) = (current.runner_id.clone(), state.runner_token_lifetime_ms());
+    let rotate_token = state
+        .store
+        .call(move |c| runner_tokens::rotate_due(c, &id, lifetime))
+        .await?;
+    Ok(Json(Leased {
+        commands,
+        rotate_token,
+    }))
+}
+
+/// A new token for the calling Runner, pending until its first use (store::runner_tokens).
+/// Only the live connection may ask: a replaced instance cannot take the Runner's token.
+async fn machine_token(
+    State(state): State<AppState>,
+    current: Current,
+) -> Result<Json<TokenRenewed>, ApiError> {
+    let token = super::auth::new_token(crate::api::RUNNER_TOKEN_PREFIX);
+    let (id, hash) = (current.runner_id.clone(), super::auth::token_hash(&token));
+    let issued_at_ms = state
+        .store
+        .call(move |c| runner_tokens::issue(c, &id, &hash))
+        .await?;
+    tracing::info!(runner = %current.runner_id, "runner token issued; pending until its first use");
+    Ok(Json(TokenRenewed {
+        token,
+        issued_at_ms,
+        expires_at_ms: issued_at_ms.saturating_add(state.runner_token_lifetime_ms()),
+    }))
 }
 
 async fn command_start(

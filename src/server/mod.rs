@@ -15,8 +15,8 @@ mod routes;
 mod scheduler;
 pub mod shell_relay;
 pub mod store;
-pub mod tls;
 pub mod telemetry;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -46,6 +46,8 @@ pub struct ServerConfig {
     pub tls: Option<Arc<tls::ServerTls>>,
     /// What an operator should know about this server's setup (`yy status`).
     pub warnings: Vec<String>,
+    /// A Runner token works this long after it was issued; the Runner renews it at 75 %.
+    pub runner_token_lifetime: Duration,
 }
 
 impl ServerConfig {
@@ -59,11 +61,13 @@ impl ServerConfig {
             retention: DEFAULT_RETENTION,
             tls: None,
             warnings: Vec::new(),
+            runner_token_lifetime: DEFAULT_RUNNER_TOKEN_LIFETIME,
         }
     }
 }
 
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+pub const DEFAULT_RUNNER_TOKEN_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// What every handler can reach: the store for reads, the command service for changes
@@ -86,6 +90,10 @@ pub struct AppState {
 impl AppState {
     pub fn token_lifetime_ms(&self) -> i64 {
         i64::try_from(self.config.token_lifetime.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    pub fn runner_token_lifetime_ms(&self) -> i64 {
+        i64::try_from(self.config.runner_token_lifetime.as_millis()).unwrap_or(i64::MAX)
     }
 
     /// The state, and the sender that starts the shutdown (long-polls answer at once).

@@ -130,6 +130,11 @@ impl Queue {
         Ok(done)
     }
 
+    /// Ends the Runner's long-poll wait so it looks again (an admin's token rotation).
+    pub fn wake_runner(&self, runner_id: &str) {
+        self.wake(runner_id, true);
+    }
+
     pub(super) fn wake(&self, runner_id: &str, enqueued: bool) {
         self.sched.notify_one();
         let signals = self.hub.signals(runner_id);
@@ -615,7 +620,10 @@ impl Queue {
                     return Ok(Ok((Vec::new(), false)));
                 }
                 let leased = commands::lease(c, &id, generation, max.min(256))?;
-                let any = !leased.is_empty();
+                // An admin's `rotate-token` answers the long-poll too: the lease answer
+                // carries the request.
+                let any =
+                    !leased.is_empty() || super::store::runner_tokens::rotation_waiting(c, &id)?;
                 Ok(Ok((leased, any)))
             })
             .await?

@@ -480,6 +480,17 @@ impl Env {
 
     /// [`Env::start_runner`] with `extra` arguments (`--max-computers 4`, ...).
     pub fn start_runner_with(&self, reg: &Registered, name: &str, extra: &[&str]) -> RunnerProc {
+        self.start_runner_env(reg, name, extra, &[])
+    }
+
+    /// [`Env::start_runner_with`] with `envs` set for the Runner alone.
+    pub fn start_runner_env(
+        &self,
+        reg: &Registered,
+        name: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> RunnerProc {
         let log = self.path(&format!("runner-{name}-{}.log", rand_suffix()));
         let data = self.path(&format!("runner-data-{name}"));
         let mut args = vec![
@@ -500,6 +511,7 @@ impl Env {
         let child = self
             .command(&args)
             .env("YY_LOG", "info")
+            .envs(envs.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -101,6 +101,10 @@ pub fn admin() -> Router<AppState> {
             "/api/v1/runners/{id}/disable",
             post(runners::runner_disable),
         )
+        .route(
+            "/api/v1/runners/{id}/rotate-token",
+            post(runners::runner_rotate_token),
+        )
         .route("/api/v1/runners/{id}/ping", post(commands::runner_ping))
         .route(
             "/api/v1/runners/{id}/egress-log",

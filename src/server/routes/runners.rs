@@ -1,7 +1,6 @@
 use axum::Json;
 use axum::extract::{Path, State};
 
-use super::{many, one};
 use crate::api::{names, params, views};
 use crate::server::AppState;
 use crate::server::auth::{self, Admin};
@@ -15,7 +14,9 @@ pub async fn runner_list(
     State(state): State<AppState>,
     _: Admin,
 ) -> Result<Json<Vec<views::Runner>>, ApiError> {
-    let Json(mut list) = many(&state, |c| runners::list(c)).await?;
+    let lifetime = state.runner_token_lifetime_ms();
+    let rows = state.store.call(|c| runners::list(c)).await?;
+    let mut list: Vec<views::Runner> = rows.into_iter().map(|r| r.view(lifetime)).collect();
     for r in &mut list {
         polling(&state, r);
     }
@@ -33,7 +34,40 @@ pub async fn runner_show(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<Json<views::Runner>, ApiError> {
-    let Json(mut r) = one(&state, move |c| runners::get(c, &id)).await?;
+    let row = state.store.call(move |c| runners::get(c, &id)).await?;
+    let mut r = row.view(state.runner_token_lifetime_ms());
+    polling(&state, &mut r);
+    Ok(Json(r))
+}
+
+/// `yy runner rotate-token`: the Runner renews its token at its next contact (its
+/// long-poll answers at once and says so). With `now`, the current token is revoked and
+/// the Runner disabled at once (a leaked token): it must be registered again.
+pub async fn runner_rotate_token(
+    State(state): State<AppState>,
+    _: Admin,
+    Path(id): Path<String>,
+    Body(p): Body<params::RunnerRotateToken>,
+) -> Result<Json<views::Runner>, ApiError> {
+    let revoke = p.now;
+    let row = if revoke {
+        // Through the queue's disable path: the long-poll ends now and grants close.
+        let key = id.clone();
+        state
+            .store
+            .call(move |c| crate::server::store::runner_tokens::request(c, &key, true))
+            .await?;
+        state.queue.runner_disable(id).await?
+    } else {
+        let row = state
+            .store
+            .call(move |c| crate::server::store::runner_tokens::request(c, &id, false))
+            .await?;
+        state.queue.wake_runner(&row.id);
+        row
+    };
+    tracing::info!(runner = %row.id, revoke, "runner token rotation requested");
+    let mut r = row.view(state.runner_token_lifetime_ms());
     polling(&state, &mut r);
     Ok(Json(r))
 }
@@ -151,7 +185,7 @@ pub async fn runner_update(
     if let Some(pending) = &row.images.pending_image {
         tracing::info!(runner = %row.id, image = %pending, "computer image pending acceptance");
     }
-    let mut view: views::Runner = row.into();
+    let mut view = row.view(state.runner_token_lifetime_ms());
     polling(&state, &mut view);
     Ok(Json(view))
 }

@@ -272,6 +272,9 @@ pub fn connect(
         generation,
         uncertain: uncertain.into_iter().map(|(id, _)| id).collect(),
         requeued,
+        // The machine API fills these in from the token it authenticated.
+        token_expires_at_ms: None,
+        rotate_token: false,
     })
 }
 

@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0013_workspace_usage.sql"),
     include_str!("../../../migrations/0014_computer_idle.sql"),
     include_str!("../../../migrations/0015_turn_waits.sql"),
+    include_str!("../../../migrations/0016_runner_token_rotation.sql"),
     include_str!("../../../migrations/0017_scrape_tokens.sql"),
 ];
 

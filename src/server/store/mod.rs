@@ -20,6 +20,7 @@ pub mod overview;
 pub mod prompts;
 pub mod retention;
 pub mod runner_images;
+pub mod runner_tokens;
 pub mod runners;
 pub mod schedule;
 pub mod scrape_tokens;

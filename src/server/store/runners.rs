@@ -32,6 +32,12 @@ pub struct RunnerRow {
     pub network: NetworkMode,
     /// The image update in progress, if any, and the image replaced last.
     pub images: super::runner_images::ImageUpdate,
+    /// When the current token was issued (store::runner_tokens).
+    pub token_issued_at: i64,
+    /// A new token was issued and not used yet.
+    pub token_pending: bool,
+    /// An admin asked for a rotation at the next contact.
+    pub rotate_requested_at: Option<i64>,
 }
 
 impl RunnerRow {
@@ -41,6 +47,19 @@ impl RunnerRow {
             && self
                 .last_seen_at
                 .is_some_and(|t| now - t < OFFLINE_AFTER_MS)
+    }
+}
+
+impl RunnerRow {
+    /// The admin view, with the token's expiry under a lifetime of `token_lifetime_ms`.
+    pub fn view(self, token_lifetime_ms: i64) -> views::Runner {
+        let expires = self.token_issued_at.saturating_add(token_lifetime_ms);
+        let disabled = self.disabled_at.is_some();
+        let mut v = views::Runner::from(self);
+        if !disabled {
+            v.token_expires_at = Some(rfc3339(expires));
+        }
+        v
     }
 }
 
@@ -99,6 +118,14 @@ impl From<RunnerRow> for views::Runner {
             image_note: r.images.note.clone(),
             computer_image: r.computer_image,
             network: r.network,
+            token_issued_at: Some(rfc3339(r.token_issued_at)),
+            // The lifetime is the server's setting: RunnerRow::view fills it in.
+            token_expires_at: None,
+            token_rotation: if r.token_pending {
+                Some("pending".into())
+            } else {
+                r.rotate_requested_at.map(|_| "requested".into())
+            },
         }
     }
 }
@@ -112,7 +139,9 @@ pub(crate) const SELECT: &str = concat!(
                 coalesce(sum(c.kind = 'worker.turn'), 0), coalesce(sum(c.kind != 'worker.turn'), 0))
             FROM runner_commands c WHERE c.runner_id = r.id AND ",
     busy_sql!(),
-    ") END
+    ") END,
+        coalesce(r.token_issued_at, r.created_at), r.next_token_issued_at IS NOT NULL,
+        r.rotate_requested_at
     FROM runners r JOIN sources s ON s.id = r.source_id"
 );
 
@@ -142,6 +171,9 @@ pub(crate) fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerRow> {
         computer_image: r.get(15)?,
         network: NetworkMode::parse(&r.get::<_, String>(16)?).unwrap_or_default(),
         images: super::runner_images::ImageUpdate::from_row(r, 17)?,
+        token_issued_at: r.get(23)?,
+        token_pending: r.get(24)?,
+        rotate_requested_at: r.get(25)?,
     })
 }
 
@@ -181,8 +213,8 @@ pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, 
     let id = new_id();
     let inserted = tx.execute(
         "INSERT INTO runners (id, source_id, token_hash, allowed_profiles, artifact_roots,
-             server_url, hermes_url, created_at, computer_image, network)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             server_url, hermes_url, created_at, computer_image, network, token_issued_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?8)",
         params![
             id,
             source.id,
@@ -306,17 +338,6 @@ pub fn enabled_for_source(
                 source.name, source.name
             ))
         })
-}
-
-/// The Runner's id, disabled flag and generation for a token hash.
-pub fn runner_for_token(
-    conn: &Connection,
-    token_hash: &str,
-) -> Result<Option<(String, Option<i64>, i64)>, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT id, disabled_at, generation FROM runners WHERE token_hash = ?1")?
-        .query_row([token_hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?)
 }
 
 pub fn touch(conn: &Connection, runner_id: &str) -> Result<(), StoreError> {

@@ -78,10 +78,17 @@ CREATE TABLE runners (
     pending_image    TEXT,
     pending_state    TEXT CHECK (pending_state IN ('verifying', 'accepted')),
     pending_command  TEXT,
-    image_note       TEXT
+    image_note       TEXT,
+    -- Token rotation (migration 16): when the current token was issued, the pending one
+    -- (issued, not used yet) and an admin's request to rotate at the next contact.
+    token_issued_at      INTEGER,
+    next_token_hash      TEXT,
+    next_token_issued_at INTEGER,
+    rotate_requested_at  INTEGER
 );
 -- One enabled Runner per source, enforced by the database itself.
 CREATE UNIQUE INDEX runners_one_enabled_per_source ON runners(source_id) WHERE disabled_at IS NULL;
+CREATE UNIQUE INDEX runners_next_token ON runners(next_token_hash) WHERE next_token_hash IS NOT NULL;
 CREATE TABLE runner_commands (
     seq                 INTEGER PRIMARY KEY AUTOINCREMENT, -- queue order
     id                  TEXT NOT NULL UNIQUE,
