@@ -94,8 +94,10 @@ pub struct PrepareArgs {
 #[derive(Debug, Args)]
 pub struct BuildArgs {
     /// The recipe (images/RECIPE): base (command-line tools) or desktop (adds a display, a
-    /// window manager, Firefox ESR and CJK/emoji fonts)
-    #[arg(long, value_name = "RECIPE", default_value = "base", value_parser = ["base", "desktop"])]
+    /// window manager, Firefox ESR and CJK/emoji fonts) for computers; server: the control
+    /// plane (`yy serve` as user yy, HTTPS with its own certificate, data on a volume at
+    /// /var/lib/yy; see docs/deploy.md)
+    #[arg(long, value_name = "RECIPE", default_value = "base", value_parser = ["base", "desktop", "server"])]
     pub recipe: String,
     /// Debian mirror for debootstrap
     #[arg(long, value_name = "URL", default_value = image::DEFAULT_MIRROR)]
@@ -228,6 +230,12 @@ async fn build(b: BuildArgs) -> anyhow::Result<()> {
 async fn prepare(p: PrepareArgs) -> anyhow::Result<()> {
     let json = p.json.json;
     let opts = options(p.build)?;
+    if opts.recipe.server {
+        return Err(CliError::usage(
+            "the server recipe is not a computer image and has no verify ladder: build it with `yy image build --recipe server --tag NAME`",
+        )
+        .into());
+    }
     let steps = steps_for("prepare");
     let progress = |line: &str| step(&steps, line);
     let started = std::time::Instant::now();

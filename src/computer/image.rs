@@ -222,7 +222,7 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
         }
     };
     progress("adding the guest agent layer");
-    let layer = layer_tar(&root.dir, &agent.data, &lock, opts.recipe.desktop)?;
+    let layer = layer_tar(&root.dir, &agent.data, &lock, &opts.recipe)?;
     let image_id = commit_layer(
         &provider,
         &base_id,
@@ -240,7 +240,9 @@ pub async fn build(opts: &BuildOptions, progress: &dyn Fn(&str)) -> Result<Built
         let o = TagImageOptionsBuilder::new().repo(repo).tag(t).build();
         provider.docker().tag_image(&image_id, Some(o)).await?;
     }
-    if !agent.is_static {
+    if opts.recipe.server {
+        server_runs(&provider, &image_id, progress).await?;
+    } else if !agent.is_static {
         runs_in_image(&provider, &image_id, progress).await?;
     }
     Ok(Built {
@@ -379,6 +381,55 @@ async fn runs_in_image(
     )))
 }
 
+/// The server image's `yy --version` runs as its user on a read-only root filesystem
+/// without network; an image where it does not is removed.
+async fn server_runs(
+    provider: &Provider,
+    image_id: &str,
+    progress: &dyn Fn(&str),
+) -> Result<(), ComputerError> {
+    progress("checking that yy runs in the server image");
+    let docker = provider.docker();
+    let id = docker
+        .create_container(
+            None::<bollard::query_parameters::CreateContainerOptions>,
+            ContainerCreateBody {
+                image: Some(image_id.into()),
+                cmd: Some(vec!["--version".into()]),
+                host_config: Some(bollard::models::HostConfig {
+                    readonly_rootfs: Some(true),
+                    network_mode: Some("none".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await?
+        .id;
+    let ran = async {
+        docker
+            .start_container(
+                &id,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
+            .await?;
+        let waited: Result<Vec<_>, _> = docker
+            .wait_container(&id, None::<bollard::query_parameters::WaitContainerOptions>)
+            .try_collect()
+            .await;
+        Ok::<_, ComputerError>(matches!(waited.as_deref(), Ok([w]) if w.status_code == 0))
+    }
+    .await;
+    let _ = provider.remove(&id).await;
+    if ran? {
+        return Ok(());
+    }
+    let _ = super::image_rm::remove(provider, image_id).await;
+    Err(ComputerError::Invalid(format!(
+        "yy --version did not run in the server image: pass --suite with this host's Debian release so the image has its glibc, or {STATIC_BUILD_HINT}"
+    )))
+}
+
 /// `repo:tag` (a colon after the last slash), else `repo` with tag `latest`.
 pub fn split_tag(tag: &str) -> (&str, &str) {
     match tag.rfind(':') {
@@ -490,7 +541,7 @@ fn layer_tar(
     rootfs: &Path,
     binary: &[u8],
     lock: &str,
-    desktop: bool,
+    recipe: &BuiltinRecipe,
 ) -> Result<Vec<u8>, ComputerError> {
     let read = |rel: &str| {
         std::fs::read_to_string(rootfs.join(rel))
@@ -546,7 +597,18 @@ fn layer_tar(
             }
         }
     }
-    if desktop {
+    if recipe.server {
+        // The control plane's volume: a new volume takes this owner and mode.
+        t.dir("var/lib", 0o755, 0, 0).map_err(io)?;
+        t.dir(
+            SERVER_VOLUME.trim_start_matches('/'),
+            0o700,
+            GUEST_UID,
+            GUEST_UID,
+        )
+        .map_err(io)?;
+    }
+    if recipe.desktop {
         let dist = "usr/lib/firefox-esr/distribution";
         t.dir(dist, 0o755, 0, 0).map_err(io)?;
         t.file(
@@ -569,6 +631,16 @@ fn layer_tar(
         .map_err(io)?;
     Ok(t.finish())
 }
+
+/// The server image's volume. The data directory lies inside it, not at its root: the
+/// lock that keeps a restore and a server apart sits beside the data directory, and the
+/// root filesystem around the volume is read-only.
+pub const SERVER_VOLUME: &str = "/var/lib/yy";
+/// The server image's data directory.
+pub const SERVER_DATA_DIR: &str = "/var/lib/yy/data";
+/// The server image's default arguments: HTTPS with its own certificate on every address
+/// of the container (the fingerprint is in its log).
+const SERVER_CMD: &str = r#"["serve", "--listen", "0.0.0.0:8420", "--data-dir", "/var/lib/yy/data", "--tls", "self-signed"]"#;
 
 /// What an image's labels record of its making besides the guest agent.
 struct Recorded<'a> {
@@ -617,11 +689,27 @@ async fn commit_layer(
             .await?;
         let mut changes = vec![
             format!("USER {}", super::GUEST_USER),
-            format!("WORKDIR {GUEST_HOME}"),
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
             "ENV LANG=C.UTF-8".into(),
-            format!("ENV HOME={GUEST_HOME}"),
-            r#"CMD ["sleep", "infinity"]"#.into(),
+        ];
+        if builtin.server {
+            changes.extend([
+                format!("WORKDIR {SERVER_VOLUME}"),
+                format!("ENV HOME={SERVER_VOLUME}"),
+                format!("ENV YY_DATA_DIR={SERVER_DATA_DIR}"),
+                format!(r#"ENTRYPOINT ["{GUEST_BINARY}"]"#),
+                format!(r#"CMD {SERVER_CMD}"#),
+                format!(r#"VOLUME ["{SERVER_VOLUME}"]"#),
+                "EXPOSE 8420".into(),
+            ]);
+        } else {
+            changes.extend([
+                format!("WORKDIR {GUEST_HOME}"),
+                format!("ENV HOME={GUEST_HOME}"),
+                r#"CMD ["sleep", "infinity"]"#.into(),
+            ]);
+        }
+        changes.extend([
             // One label a line: Podman reads `LABEL a="x" b="y"` as one label `a`.
             format!("LABEL {}=\"{}\"", labels::VERSION, agent.version),
             format!("LABEL {}=\"{recipe}\"", labels::RECIPE),
@@ -632,7 +720,7 @@ async fn commit_layer(
                 labels::PACKAGES,
                 package_lock::to_label(recorded.lock)
             ),
-        ];
+        ]);
         if builtin.desktop {
             // Commands the agent runs find the display the guest agent starts.
             changes.push(format!("ENV DISPLAY={}", super::screen::DISPLAY));

@@ -17,6 +17,8 @@ pub struct BuiltinRecipe {
     pub lock: &'static str,
     /// Has a display (Xvfb), a window manager and a browser.
     pub desktop: bool,
+    /// The control plane's image (`yy serve` as its non-root entrypoint), not a computer.
+    pub server: bool,
 }
 
 pub const BASE: BuiltinRecipe = BuiltinRecipe {
@@ -25,6 +27,7 @@ pub const BASE: BuiltinRecipe = BuiltinRecipe {
     packages: include_str!("../../images/base/packages.txt"),
     lock: include_str!("../../images/base/packages.lock"),
     desktop: false,
+    server: false,
 };
 
 pub const DESKTOP: BuiltinRecipe = BuiltinRecipe {
@@ -33,9 +36,18 @@ pub const DESKTOP: BuiltinRecipe = BuiltinRecipe {
     packages: include_str!("../../images/desktop/packages.txt"),
     lock: include_str!("../../images/desktop/packages.lock"),
     desktop: true,
+    server: false,
 };
 
-pub const ALL: [BuiltinRecipe; 2] = [BASE, DESKTOP];
+/// The control plane as a container: the base recipe's root filesystem (one cached
+/// debootstrap serves both), `yy serve` as user `yy` with its data on a volume.
+pub const SERVER: BuiltinRecipe = BuiltinRecipe {
+    name: "server",
+    server: true,
+    ..BASE
+};
+
+pub const ALL: [BuiltinRecipe; 3] = [BASE, DESKTOP, SERVER];
 
 /// The recipe called `name`.
 pub fn builtin(name: &str) -> Result<BuiltinRecipe, ComputerError> {
@@ -69,6 +81,7 @@ mod tests {
         const { assert!(DESKTOP.desktop && !BASE.desktop) };
         assert_eq!(builtin("desktop").unwrap(), DESKTOP);
         let e = builtin("kde").unwrap_err().to_string();
-        assert!(e.contains("base, desktop"), "{e}");
+        assert!(e.contains("base, desktop, server"), "{e}");
+        assert!(SERVER.server && !SERVER.desktop && SERVER.packages == BASE.packages);
     }
 }

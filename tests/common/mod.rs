@@ -442,6 +442,11 @@ pub struct Registered {
 impl Env {
     /// Registers a Runner for `source` (created if needed) with profile `default`.
     pub fn register_runner(&self, server: &Server, source: &str, extra: &[&str]) -> Registered {
+        self.register_runner_at(&server.url, source, extra)
+    }
+
+    /// [`Env::register_runner`] for the server at `url`.
+    pub fn register_runner_at(&self, url: &str, source: &str, extra: &[&str]) -> Registered {
         if self.run(&["source", "show", source]).code != 0 {
             self.run(&["source", "create", source]).ok();
         }
@@ -458,7 +463,7 @@ impl Env {
             "--profile",
             "default",
             "--server-url",
-            &server.url,
+            url,
             "-o",
             config.to_str().unwrap(),
         ];
