@@ -276,6 +276,8 @@ pub(super) struct Options {
     pub runner_config: serde_json::Map<String, serde_json::Value>,
     /// `yy runner run --max-computers` (default: the Runner's own).
     pub max_computers: Option<u32>,
+    /// `yy serve --tls self-signed`; the admin client and the Runner pin its certificate.
+    pub tls: bool,
 }
 
 /// The temporary directory and nothing started yet (for helpers to go first).
@@ -333,33 +335,46 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
     // The control plane, with room in the queue for the whole throughput run.
     progress("starting the control plane");
     let max_pending = opts.max_pending.max(1000).to_string();
-    let mut serve = h.spawn(
-        "control plane",
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            &data,
-            "--max-pending-commands",
-            &max_pending,
-        ],
-        Stdio::piped(),
-    )?;
+    let mut serve_args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        &data,
+        "--max-pending-commands",
+        &max_pending,
+    ];
+    if opts.tls {
+        serve_args.extend(["--tls", "self-signed"]);
+    }
+    let mut serve = h.spawn("control plane", &serve_args, Stdio::piped())?;
     let stdout = serve.child.stdout.take().expect("piped");
     h.serve = Some(serve);
+    // Its address, then (with TLS) its certificate's fingerprint.
+    let lines = if opts.tls { 2 } else { 1 };
     let first = tokio::time::timeout(
         Duration::from_secs(20),
         tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            BufReader::new(stdout).read_line(&mut line).map(|_| line)
+            let mut reader = BufReader::new(stdout);
+            let mut out = Vec::new();
+            for _ in 0..lines {
+                let mut line = String::new();
+                reader.read_line(&mut line)?;
+                out.push(line);
+            }
+            Ok::<_, std::io::Error>(out)
         }),
     )
     .await;
-    let line = match first {
-        Ok(Ok(Ok(line))) => line,
-        _ => String::new(),
+    let printed = match first {
+        Ok(Ok(Ok(lines))) => lines,
+        _ => Vec::new(),
     };
+    let line = printed.first().cloned().unwrap_or_default();
+    let pin = printed
+        .get(1)
+        .and_then(|l| l.trim().strip_prefix("certificate SHA-256 "))
+        .map(str::to_string);
     let Some(url) = line
         .trim()
         .strip_prefix("listening on ")
@@ -375,7 +390,7 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         .into());
     };
 
-    let login = Client::new(&url, None)?
+    let login = Client::pinned(&url, None, pin.as_deref())?
         .login(&params::LoginParams {
             username: "bench".into(),
             password,
@@ -383,7 +398,7 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         .await
         .context("logging in to the benchmark's control plane")?;
     let token = login.token.clone();
-    let admin = Client::new(&url, Some(login.token))?;
+    let admin = Client::pinned(&url, Some(login.token), pin.as_deref())?;
     admin
         .source_create(&params::SourceCreate {
             name: "bench".into(),

@@ -16,6 +16,7 @@ mod measure;
 mod report;
 pub mod screen;
 pub mod screen_operator;
+mod tls;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -67,6 +68,11 @@ pub struct DispatchArgs {
     /// The yy executable to run as control plane and Runner [default: this one]
     #[arg(long, value_name = "PATH")]
     pub bin: Option<PathBuf>,
+    /// Compare HTTPS (`yy serve --tls self-signed`, pinned) with plain HTTP instead: pickup
+    /// latency and throughput of two setups side by side, in alternating rounds (the
+    /// long-poll and memory figures are not taken)
+    #[arg(long)]
+    pub tls: bool,
 }
 
 /// The dispatch targets (docs/benchmarks.md).
@@ -95,6 +101,10 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
     };
     if !bin.is_file() {
         return Err(CliError::usage(format!("{} is not an executable file", bin.display())).into());
+    }
+    if args.tls {
+        raise_fd_limit(1024)?;
+        return tls::compare(&args, bin).await;
     }
     // 1 listener + the long-polls + a margin for the admin clients, on both sides (the
     // children inherit the limit).

@@ -380,6 +380,7 @@ mod tests {
             long_polls: 0,
             enqueuers: 1,
             bin: None,
+            tls: false,
         };
         let figures = Figures {
             pickup_latency: None,
