@@ -4,8 +4,8 @@
 use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::commands::{
-    account, admin, agent, artifact, backup, bench, chat, computer, egress, generate, guest, image,
-    login, metrics, profile, runner, serve, service, session, source, status, token,
+    account, admin, agent, artifact, backup, bench, chat, computer, doctor, egress, generate,
+    guest, image, login, metrics, profile, runner, serve, service, session, source, status, token,
 };
 use crate::commands::{goal, subtask, team};
 
@@ -87,6 +87,10 @@ pub enum Command {
     Guest(guest::GuestArgs),
     /// The egress proxy of public-web computers (run by the Runner, not by hand)
     Egress(egress::EgressArgs),
+    /// Check this host's setup in order (server, TLS, clock, login; with --runner-config the
+    /// Runner's token, engine, image, Hermes, model, disk and file modes), with a fix for each
+    /// failure
+    Doctor(doctor::DoctorArgs),
     /// Print a shell completion script
     Completions(generate::CompletionsArgs),
     /// Write man pages
@@ -97,7 +101,7 @@ pub enum Command {
 /// its server from its runner.json and is left out.
 const SERVER_NOUNS: &[&str] = &[
     "logout", "whoami", "account", "token", "status", "metrics", "source", "profile", "agent",
-    "runner", "chat", "computer", "session", "artifact", "team", "goal", "subtask",
+    "runner", "chat", "computer", "session", "artifact", "team", "goal", "subtask", "doctor",
 ];
 
 /// The id of `--server` in the parsed matches.

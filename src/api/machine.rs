@@ -178,6 +178,19 @@ pub struct Leased {
     pub rotate_token: bool,
 }
 
+/// `GET /runner/v1/whoami`: who a token belongs to, for `yy doctor`. It authenticates like
+/// every machine request and touches no connection state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunnerWhoami {
+    pub runner_id: String,
+    /// When the token used stops working (Unix milliseconds).
+    pub token_expires_at_ms: i64,
+    /// The Runner should renew it now (it does so itself while it runs).
+    pub rotate_token: bool,
+    /// The image its computers are created from; none when computers are not enabled.
+    pub computer_image: Option<String>,
+}
+
 /// A new Runner token (`POST /runner/v1/token`). It is pending until the Runner's first
 /// request with it, which makes it current and ends the old one; until then both work,
 /// and a new rotation replaces it. Save it before using it.

@@ -161,6 +161,30 @@ fn no_login_for(r: &Resolved, from: &str) -> CliError {
     )
 }
 
+/// The server the CLI talks to, with its token and pin, as [`client`] would use them.
+pub struct Target {
+    pub server: String,
+    pub token: Option<String>,
+    pub pin: Option<String>,
+    /// `--server`, `YY_SERVER` or `the stored login`.
+    pub from: &'static str,
+}
+
+/// The current [`Target`], or none when no server is named anywhere (`yy doctor`).
+pub fn target() -> anyhow::Result<Option<Target>> {
+    let named = SERVER_FLAG.get().cloned().flatten().is_some() || env("YY_SERVER").is_some();
+    if !named && load_login()?.is_none() {
+        return Ok(None);
+    }
+    let r = resolve()?;
+    Ok(Some(Target {
+        server: r.server,
+        token: r.token,
+        pin: r.pin,
+        from: r.from.unwrap_or("the stored login"),
+    }))
+}
+
 /// A client for the admin API with the current credentials; fails when there is no token.
 pub fn client() -> anyhow::Result<Client> {
     let r = resolve()?;

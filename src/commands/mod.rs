@@ -14,6 +14,7 @@ pub mod computer_screen;
 pub mod computer_shell;
 pub mod computer_web;
 pub mod context;
+pub mod doctor;
 pub mod egress;
 pub mod generate;
 pub mod goal;
@@ -233,6 +234,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Service(args) => service::run(args).await,
         Command::Guest(args) => guest::run(args).await,
         Command::Egress(args) => egress::run(args).await,
+        Command::Doctor(args) => doctor::run(args).await,
         Command::Completions(args) => generate::completions(args),
         Command::Man(args) => generate::man(args),
     }

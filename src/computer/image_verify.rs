@@ -183,6 +183,7 @@ pub async fn verify_image_with(
     result?;
     let mut report = report.report;
     report.ok = !report.checks.is_empty() && report.checks.iter().all(|c| c.ok);
+    super::verify_record::keep(provider.engine(), &report);
     Ok(report)
 }
 

@@ -30,6 +30,7 @@ pub mod screen;
 pub mod session;
 pub mod tarball;
 pub mod verify;
+pub mod verify_record;
 pub mod workspaces;
 
 use std::collections::BTreeMap;

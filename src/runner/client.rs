@@ -284,6 +284,13 @@ impl MachineClient {
             .await
     }
 
+    /// Who this token belongs to and when it expires (`yy doctor`); changes nothing.
+    pub async fn whoami(&self) -> Result<crate::api::machine::RunnerWhoami, MachineError> {
+        let path = "runner/v1/whoami";
+        let req = self.request(Method::GET, path, None);
+        self.json_answer(path, req).await
+    }
+
     pub async fn start(&self, generation: i64, id: &str) -> Result<StartGranted, MachineError> {
         self.call(
             &format!("runner/v1/commands/{id}/start"),

@@ -27,6 +27,7 @@ pub fn routes() -> Router<AppState> {
         .route("/runner/v1/lease", post(machine_lease))
         .route("/runner/v1/disconnect", post(machine_disconnect))
         .route("/runner/v1/token", post(machine_token))
+        .route("/runner/v1/whoami", axum::routing::get(machine_whoami))
         .route("/runner/v1/commands/{id}/start", post(command_start))
         .route("/runner/v1/commands/{id}/complete", post(command_complete))
         .route("/runner/v1/commands/{id}/events", post(command_events))
@@ -242,6 +243,25 @@ async fn machine_lease(
     Ok(Json(Leased {
         commands,
         rotate_token,
+    }))
+}
+
+/// Who the token belongs to and when it expires; no generation needed and none changed, so
+/// `yy doctor` may ask while the Runner runs.
+async fn machine_whoami(
+    State(state): State<AppState>,
+    caller: RunnerCaller,
+) -> Result<Json<machine::RunnerWhoami>, ApiError> {
+    let id = caller.runner_id.clone();
+    let computer_image = state
+        .store
+        .call(move |c| super::store::runners::computer_image(c, &id))
+        .await?;
+    Ok(Json(machine::RunnerWhoami {
+        runner_id: caller.runner_id,
+        token_expires_at_ms: caller.token.expires_at,
+        rotate_token: caller.token.rotate,
+        computer_image,
     }))
 }
 
