@@ -54,8 +54,9 @@ fn printed_and_installed_units_pass_systemd_analyze_verify() {
     let env = Env::new();
     let dir = env.path("units");
     std::fs::create_dir(&dir).unwrap();
-    let cases: [&[&str]; 4] = [
+    let cases: [&[&str]; 5] = [
         &["serve"],
+        &["serve", "--listen", "0.0.0.0:8420", "--tls", "self-signed"],
         &[
             "serve",
             "--listen",

@@ -85,6 +85,38 @@ fn a_runner_and_the_cli_work_over_https_with_a_pinned_self_signed_certificate() 
     let ping = env.json(&["runner", "ping", &reg.id]);
     assert_eq!(ping["summary"]["answered"], 1, "{ping}");
 
+    // Token rotation over HTTPS: the Runner renews when asked, keeps its pin, goes on
+    // working, and the old token is refused.
+    let old_config = env.path("runner-old.json");
+    write_private(&old_config, &std::fs::read_to_string(&reg.config).unwrap());
+    env.run(&["runner", "rotate-token", &reg.id]).ok();
+    wait_for(Duration::from_secs(30), "the renewed token in use", || {
+        let now: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&reg.config).unwrap()).unwrap();
+        let shown = env.json(&["runner", "show", &reg.id]);
+        (now["token"] != config["token"] && shown["token_rotation"].is_null()).then_some(now)
+    });
+    let renewed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&reg.config).unwrap()).unwrap();
+    assert_eq!(renewed["serverCertSha256"], pin.as_str());
+    let ping = env.json(&["runner", "ping", &reg.id]);
+    assert_eq!(ping["summary"]["answered"], 1, "{ping}");
+    let doctor = env.run(&[
+        "doctor",
+        "--runner-config",
+        old_config.to_str().unwrap(),
+        "--json",
+    ]);
+    let report = doctor.json();
+    let token = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "runner.token")
+        .unwrap();
+    assert_eq!(token["outcome"], "fail", "{report:#}");
+    assert!(token["detail"].to_string().contains("401"), "{token:#}");
+
     // A changed certificate is refused with the old and the new fingerprint and how to
     // accept the new one.
     let out = env.run_with(&["whoami"], "", &[("YY_CERT_SHA256", &wrong)]);

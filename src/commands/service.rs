@@ -72,7 +72,12 @@ pub struct UnitArgs {
     /// serve: the address to listen on (a port below 1024 adds CAP_NET_BIND_SERVICE)
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8420")]
     pub listen: std::net::SocketAddr,
-    /// serve: the TLS certificate (passed to `yy serve --tls-cert` as a systemd credential)
+    /// serve: `self-signed` passes `yy serve --tls self-signed` (the certificate is made
+    /// and kept in the data directory)
+    #[arg(long, value_name = "MODE", value_enum, conflicts_with = "tls_cert")]
+    pub tls: Option<super::serve::TlsMode>,
+    /// serve: the TLS certificate (passed to `yy serve --tls-cert` as a systemd credential;
+    /// a renewed certificate takes `systemctl restart`, which copies it again)
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// serve: the TLS private key (passed to `yy serve --tls-key` as a systemd credential)
@@ -195,6 +200,19 @@ pub fn render(a: &UnitArgs) -> Result<String, String> {
             exec.extend(["serve".into(), "--data-dir".into(), data_dir.clone()]);
             exec.extend(["--listen".into(), a.listen.to_string()]);
             exec.extend(["--shutdown-grace".into(), quote(&grace)?]);
+            let plain = a.tls.is_none() && a.tls_cert.is_none();
+            if plain
+                && !a.listen.ip().is_loopback()
+                && !a.extra.iter().any(|e| e == "--insecure-http")
+            {
+                return Err(format!(
+                    "--listen {} is not a loopback address and no TLS is set: add --tls self-signed (or --tls-cert FILE --tls-key FILE), or `-- --insecure-http` if this network is trusted",
+                    a.listen
+                ));
+            }
+            if a.tls.is_some() {
+                exec.extend(["--tls".into(), "self-signed".into()]);
+            }
             if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
                 let (cert, key) = (unit_path("--tls-cert", cert)?, unit_path("--tls-key", key)?);
                 service.push_str(&format!(
@@ -431,6 +449,20 @@ mod tests {
         let e = unit(&["runner", "--workspace-limit", "1GiB"]).unwrap_err();
         assert!(e.contains("--user root"), "{e}");
         assert!(unit(&["serve", "--data-dir", "/var/lib/my yy"]).is_err());
+        let e = unit(&["serve", "--listen", "0.0.0.0:8420"]).unwrap_err();
+        assert!(e.contains("--tls self-signed"), "{e}");
+        let own = unit(&["serve", "--listen", "0.0.0.0:8420", "--tls", "self-signed"]).unwrap();
+        assert!(own.contains("--tls self-signed"), "{own}");
+        assert!(
+            unit(&[
+                "serve",
+                "--listen",
+                "10.0.0.1:8420",
+                "--",
+                "--insecure-http"
+            ])
+            .is_ok()
+        );
         assert_eq!(quote("50%$x").unwrap(), "\"50%%$$x\"");
     }
 }
