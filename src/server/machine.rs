@@ -234,12 +234,18 @@ async fn machine_lease(
             wait,
         )
         .await?;
-    // Read again after the wait: an admin may have asked for a rotation meanwhile.
-    let (id, lifetime) = (current.runner_id.clone(), state.runner_token_lifetime_ms());
-    let rotate_token = state
-        .store
-        .call(move |c| runner_tokens::rotate_due(c, &id, lifetime))
-        .await?;
+    // Read again after a wait that brought nothing: an admin may have asked for a
+    // rotation meanwhile (that ends the wait). A busy Runner, which gets commands at once,
+    // costs no second read: its next lease carries what its token says.
+    let rotate_token = if commands.is_empty() && !current.token.rotate {
+        let (id, lifetime) = (current.runner_id.clone(), state.runner_token_lifetime_ms());
+        state
+            .store
+            .call(move |c| runner_tokens::rotate_due(c, &id, lifetime))
+            .await?
+    } else {
+        current.token.rotate
+    };
     Ok(Json(Leased {
         commands,
         rotate_token,

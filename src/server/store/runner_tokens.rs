@@ -40,7 +40,9 @@ pub fn authenticate(
     hash: &str,
     lifetime_ms: i64,
 ) -> Result<Option<RunnerAuth>, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Deferred: nearly every request only reads; the rare promotion writes inside the same
+    // transaction (one database thread, so nothing can take the write lock meanwhile).
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
     type Found = (
         String,
         Option<i64>,
@@ -159,7 +161,9 @@ pub fn rotation_waiting(conn: &Connection, runner_id: &str) -> Result<bool, Stor
 /// the current and pending tokens stop working at once and the Runner is disabled (its
 /// token may have leaked): it must be registered again.
 pub fn request(conn: &mut Connection, key: &str, revoke: bool) -> Result<RunnerRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Deferred: nearly every request only reads; the rare promotion writes inside the same
+    // transaction (one database thread, so nothing can take the write lock meanwhile).
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
     let runner = runners::get(&tx, key)?;
     if runner.disabled_at.is_some() {
         return Err(StoreError::Invalid(format!(
