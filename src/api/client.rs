@@ -49,7 +49,7 @@ pub fn http_builder(base: &Url) -> reqwest::ClientBuilder {
 pub fn pinned_builder(
     base: &Url,
     pin: Option<&str>,
-) -> (reqwest::ClientBuilder, Option<Arc<rustls::ClientConfig>>) {
+) -> (reqwest::ClientBuilder, Option<PinnedTls>) {
     let builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -57,11 +57,30 @@ pub fn pinned_builder(
     if base.scheme() == "http" {
         return (builder.tls_certs_only(std::iter::empty()), None);
     }
-    let (config, _seen) = super::tls::client_config(pin);
+    let (config, seen) = super::tls::client_config(pin);
     (
         builder.tls_backend_preconfigured((*config).clone()),
-        Some(config),
+        Some(PinnedTls { config, seen }),
     )
+}
+
+/// The TLS of a client for an `https://` yy server: its configuration (for WebSockets to
+/// the same server) and what the last handshake presented (for the refusal's message).
+#[derive(Clone)]
+pub struct PinnedTls {
+    pub config: Arc<rustls::ClientConfig>,
+    pub seen: Arc<std::sync::Mutex<super::tls::Seen>>,
+}
+
+impl PinnedTls {
+    /// The fingerprint presented last, when it is neither `pin` nor CA-issued: the reason
+    /// a handshake was refused.
+    pub fn refused(&self, pin: &str) -> Option<String> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.fingerprint
+            .clone()
+            .filter(|presented| presented != pin && !seen.ca_issued)
+    }
 }
 
 /// The one-line refusal of a certificate that is neither the pinned one nor CA-issued,
@@ -73,10 +92,9 @@ pub fn changed_certificate(base: &str, pinned: &str, presented: &str) -> String 
 }
 
 /// The connector for a WebSocket to a yy server reached with `tls` (None: plain).
-pub fn websocket_connector(
-    tls: &Option<Arc<rustls::ClientConfig>>,
-) -> Option<tokio_tungstenite::Connector> {
-    tls.clone().map(tokio_tungstenite::Connector::Rustls)
+pub fn websocket_connector(tls: &Option<PinnedTls>) -> Option<tokio_tungstenite::Connector> {
+    tls.as_ref()
+        .map(|t| tokio_tungstenite::Connector::Rustls(t.config.clone()))
 }
 
 /// A WebSocket request (`ws`/`wss` for `http`/`https`) to `path` (with its query) under
@@ -109,7 +127,7 @@ pub struct Client {
     http: reqwest::Client,
     base: Url,
     token: Option<String>,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    tls: Option<PinnedTls>,
     pin: Option<String>,
 }
 
@@ -275,21 +293,18 @@ impl Client {
     }
 
     fn connect_error(&self, e: &reqwest::Error) -> ClientError {
-        let reason = root_cause(e);
-        let presented = reason
-            .split("has SHA-256 ")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next());
-        if let (Some(pinned), Some(presented)) = (&self.pin, presented) {
+        if let (Some(pinned), Some(tls)) = (&self.pin, &self.tls)
+            && let Some(presented) = tls.refused(pinned)
+        {
             return ClientError::Certificate(changed_certificate(
                 self.base_url().trim_end_matches('/'),
                 pinned,
-                presented,
+                &presented,
             ));
         }
         ClientError::Connect {
             url: self.base_url().to_string(),
-            reason,
+            reason: root_cause(e),
         }
     }
 

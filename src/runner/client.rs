@@ -59,7 +59,7 @@ impl MachineError {
 pub struct MachineClient {
     http: reqwest::Client,
     base: Url,
-    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    tls: Option<crate::api::client::PinnedTls>,
     /// Swapped in place when the token is renewed (crate::runner::rotate); every clone
     /// shares it.
     token: Arc<RwLock<String>>,
