@@ -9,6 +9,13 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 start=$(date +%s)
+# A clean clone builds once: incremental state would only cost GiBs of disk and some time.
+[ -z "${CI:-}" ] || export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# Computers' workspaces and images need room; say how much there is, as a failure's first clue.
+free_disk() {
+    echo "free disk: $(df -h --output=avail . | tail -n 1 | tr -d ' ') for the build, $(df -h --output=avail /var/lib 2>/dev/null | tail -n 1 | tr -d ' ') under /var/lib"
+}
+free_disk
 # What the integration tests drive for real: Docker and Podman engines and a pinned Hermes.
 echo "== dependencies"
 docker_api=$(scripts/install-docker.sh | tail -n 1)
@@ -39,6 +46,8 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --locked --all-targets --quiet -- -D warnings
 echo "== cargo test"
+cargo test --locked --no-run --quiet
+free_disk
 status=0
 cargo test --locked --no-fail-fast || status=$?
 echo "== done in $(( $(date +%s) - start )) s"
