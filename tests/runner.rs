@@ -572,7 +572,7 @@ fn disable_ends_the_long_poll_at_once_and_the_token_never_works_again() {
 }
 
 #[test]
-fn a_second_instance_of_the_same_runner_replaces_the_first() {
+fn a_second_instance_is_refused_while_the_first_is_online_and_replaces_it_with_replace() {
     let Setup {
         env,
         reg,
@@ -580,7 +580,32 @@ fn a_second_instance_of_the_same_runner_replaces_the_first() {
         generation: g1,
         ..
     } = &mut setup();
-    let _second = env.start_online(reg, "b", *g1);
+    // Same runner.json, another data directory: refused before it touches anything.
+    let mut second = env.start_runner(reg, "b");
+    assert_eq!(
+        second.wait_exit(Duration::from_secs(10)),
+        6,
+        "{}",
+        second.log()
+    );
+    let log = second.log();
+    assert!(log.contains("is online as another instance"), "{log}");
+    assert!(log.contains("--replace"), "{log}");
+    assert!(
+        !log.contains("removing an orphan computer container"),
+        "{log}"
+    );
+    assert_eq!(
+        env.json(&["runner", "ping", &reg.id])["summary"]["answered"],
+        1,
+        "the first one still serves"
+    );
+    assert!(
+        first.child.try_wait().unwrap().is_none(),
+        "the first one still runs"
+    );
+
+    let (_third, _) = env.start_online_with(reg, "c", *g1, &["--replace"]);
     assert_eq!(first.wait_exit(Duration::from_secs(5)), 4);
     assert!(first.log().contains("another instance"), "{}", first.log());
     assert_eq!(

@@ -14,6 +14,11 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const HEADER_PROTOCOL: &str = "yy-protocol";
 pub const HEADER_INSTANCE: &str = "yy-runner-instance";
 pub const HEADER_GENERATION: &str = "yy-generation";
+/// On connect: the instance that last connected from this Runner's data directory (a
+/// restart of it is no takeover).
+pub const HEADER_PREVIOUS_INSTANCE: &str = "yy-previous-instance";
+/// On connect: `1` takes over from another instance that is online (`--replace`).
+pub const HEADER_REPLACE: &str = "yy-replace";
 
 /// A read-only result (a fetched file, a command's output) is at most this large.
 pub const MAX_RESULT_BYTES: usize = 8 * 1024 * 1024;
@@ -23,6 +28,8 @@ pub const MAX_RESULT_JSON_BYTES: usize = MAX_RESULT_BYTES / 3 * 4 + 64 * 1024;
 pub const MACHINE_BODY_LIMIT: usize = 12 * 1024 * 1024;
 /// How long a lease request waits for work before answering with none.
 pub const LEASE_WAIT_MS: u64 = 25_000;
+/// A Runner not heard from for this long is offline.
+pub const OFFLINE_AFTER_MS: i64 = 90_000;
 
 /// Error codes of the machine API that change what a Runner does.
 pub mod codes {
@@ -40,6 +47,9 @@ pub mod codes {
     pub const ORIGIN_REFUSED: &str = "origin_refused";
     /// The token is past its lifetime (the Runner was offline too long): stop.
     pub const TOKEN_EXPIRED: &str = "token_expired";
+    /// Another instance of this Runner is online: stop it first, or connect with
+    /// [`super::HEADER_REPLACE`].
+    pub const RUNNER_LIVE: &str = "runner_online_elsewhere";
 }
 
 /// What a Runner says of itself when it connects.
@@ -189,6 +199,42 @@ pub struct RunnerWhoami {
     pub rotate_token: bool,
     /// The image its computers are created from; none when computers are not enabled.
     pub computer_image: Option<String>,
+    /// The instance of this Runner that is online now, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub online_instance: Option<OnlineInstance>,
+}
+
+/// An instance of a Runner that polled the control plane recently.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OnlineInstance {
+    pub instance: String,
+    /// The host name it reported (untrusted: shown only through [`Self::refusal`]).
+    pub hostname: Option<String>,
+    pub last_seen_ms_ago: i64,
+}
+
+impl OnlineInstance {
+    /// Why a second instance is not let in, and what to do.
+    pub fn refusal(&self, runner_id: &str) -> String {
+        let host: String = self
+            .hostname
+            .as_deref()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+            .take(64)
+            .collect();
+        let on = if host.is_empty() {
+            String::new()
+        } else {
+            format!(" on host {host}")
+        };
+        format!(
+            "runner {runner_id} is online as another instance{on} (last seen {} s ago): stop that Runner first (it counts as offline {} s after it was last seen), or start this one with --replace to take over (the other stops and its computers are removed)",
+            self.last_seen_ms_ago.max(0) / 1000,
+            OFFLINE_AFTER_MS / 1000
+        )
+    }
 }
 
 /// A new Runner token (`POST /runner/v1/token`). It is pending until the Runner's first

@@ -1,5 +1,6 @@
 //! `yy runner run`: the Runner process.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -60,6 +61,11 @@ pub struct RunArgs {
     /// Allow --metrics-listen on an address that is not loopback
     #[arg(long)]
     pub metrics_listen_public: bool,
+    /// Take over when another instance of this Runner (same runner.json, another data
+    /// directory or host) is online: that one stops and its computers are removed. Without
+    /// it, a terminal is asked and anything else is refused (exit 6)
+    #[arg(long)]
+    pub replace: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -121,6 +127,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map_err(|e| CliError::failure(format!("cannot create {}: {e}", data_dir.display())))?;
     // One process per data directory: two would share receipts and could both run a command.
     let lock = super::instance::hold(&data_dir, super::instance::RUNNER_LOCK, "yy runner")?;
+    // Before anything here touches containers: starting removes this Runner's leftovers,
+    // which would be another live instance's computers on a shared engine.
+    let replace = args.replace || take_over(&config, &data_dir).await?;
     let metrics_listener = match args.metrics_listen {
         MetricsListen::Off => None,
         MetricsListen::At(addr) => {
@@ -159,6 +168,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             reclaim_after: args.computer_reclaim_after,
         },
         metrics_listener,
+        replace,
     };
     let result = runner::run(opts, super::serve::shutdown_signal()?).await;
     drop(lock);
@@ -169,5 +179,33 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         Err(RunnerError::Refused(m)) => Err(CliError::new(Exit::Auth, m).into()),
         Err(RunnerError::Local(m)) => Err(CliError::failure(m).into()),
+        Err(RunnerError::OnlineElsewhere(m)) => Err(CliError::new(Exit::Conflict, m).into()),
     }
+}
+
+/// Whether to take over from another instance of this Runner that is online: asked on a
+/// terminal, refused (exit 6) otherwise. Nobody online (or no answer: the connect checks
+/// again) needs no takeover.
+async fn take_over(
+    config: &config::RunnerConfig,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<bool> {
+    let previous = runner::instance::previous(data_dir);
+    let refusal = match runner::instance::online_elsewhere(config, previous.as_deref()).await {
+        Ok(Some(refusal)) => refusal,
+        Ok(None) => return Ok(false),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot ask the control plane whether another instance of this Runner is online; the connect will");
+            return Ok(false);
+        }
+    };
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(CliError::new(Exit::Conflict, refusal).into());
+    }
+    eprintln!("{refusal}");
+    super::prompt::confirm(
+        "Take over? The other instance stops and its computers are removed",
+        false,
+    )?;
+    Ok(true)
 }

@@ -11,8 +11,9 @@ use serde::de::DeserializeOwned;
 use crate::api::ErrorBody;
 use crate::api::artifacts::{HEADER_CRC32, UploadBegin, UploadState};
 use crate::api::machine::{
-    CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL, LEASE_WAIT_MS,
-    LeaseParams, Leased, PROTOCOL_VERSION, RunnerStatus, StartGranted, TokenRenewed,
+    CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PREVIOUS_INSTANCE,
+    HEADER_PROTOCOL, HEADER_REPLACE, LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION,
+    RunnerStatus, StartGranted, TokenRenewed,
 };
 use crate::error::chain;
 
@@ -64,6 +65,9 @@ pub struct MachineClient {
     /// shares it.
     token: Arc<RwLock<String>>,
     pub instance: String,
+    /// Sent on connect: see [`Self::takeover`].
+    previous_instance: Option<String>,
+    replace: bool,
 }
 
 impl MachineClient {
@@ -89,7 +93,17 @@ impl MachineClient {
             tls,
             token: Arc::new(RwLock::new(token)),
             instance: uuid::Uuid::new_v4().to_string(),
+            previous_instance: None,
+            replace: false,
         })
+    }
+
+    /// On connect, names the instance that last connected from this data directory (a
+    /// restart is no takeover), and with `replace` takes over from any instance online.
+    pub fn takeover(mut self, previous_instance: Option<String>, replace: bool) -> Self {
+        self.previous_instance = previous_instance;
+        self.replace = replace;
+        self
     }
 
     /// The TLS connector for a WebSocket to the control plane (None over plain HTTP).
@@ -194,14 +208,30 @@ impl MachineClient {
         generation: Option<i64>,
         body: &B,
     ) -> Result<T, MachineError> {
+        self.call_with(path, generation, body, &[]).await
+    }
+
+    /// [`Self::call`] with extra headers.
+    async fn call_with<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        generation: Option<i64>,
+        body: &B,
+        headers: &[(&str, &str)],
+    ) -> Result<T, MachineError> {
+        let request = || {
+            let mut req = self.request(Method::POST, path, generation).json(body);
+            for (name, value) in headers {
+                req = req.header(*name, *value);
+            }
+            req
+        };
         let used = self.token();
-        let req = self.request(Method::POST, path, generation).json(body);
-        match self.json_answer(path, req).await {
+        match self.json_answer(path, request()).await {
             // Sent with the old token just as a renewed one took over (its first use ends
             // the old one): once more with the new one.
             Err(e) if e.status() == Some(401) && self.token() != used => {
-                let req = self.request(Method::POST, path, generation).json(body);
-                self.json_answer(path, req).await
+                self.json_answer(path, request()).await
             }
             answer => answer,
         }
@@ -266,7 +296,15 @@ impl MachineClient {
     }
 
     pub async fn connect(&self, status: &RunnerStatus) -> Result<Connected, MachineError> {
-        self.call("runner/v1/connect", None, status).await
+        let mut headers = Vec::new();
+        if let Some(previous) = &self.previous_instance {
+            headers.push((HEADER_PREVIOUS_INSTANCE, previous.as_str()));
+        }
+        if self.replace {
+            headers.push((HEADER_REPLACE, "1"));
+        }
+        self.call_with("runner/v1/connect", None, status, &headers)
+            .await
     }
 
     pub async fn lease(&self, generation: i64, max: u32) -> Result<Leased, MachineError> {

@@ -9,6 +9,7 @@ pub mod config;
 pub mod exec;
 pub mod hermes_link;
 pub mod image_accept;
+pub mod instance;
 pub mod model;
 pub mod pauses;
 pub mod receipts;
@@ -61,6 +62,8 @@ pub struct RunnerOptions {
     pub computer_idle: ComputerIdle,
     /// Where the Runner's own metrics are served (`--metrics-listen`); `None`: nowhere.
     pub metrics_listener: Option<tokio::net::TcpListener>,
+    /// Take over from another instance of this Runner that is online (`--replace`).
+    pub replace: bool,
 }
 
 /// What this Runner asks of its idle computers (`--computer-idle`,
@@ -78,6 +81,9 @@ pub enum RunnerError {
     Refused(String),
     #[error("{0}")]
     Local(String),
+    /// Another instance of this Runner is online (start with --replace to take over).
+    #[error("{0}")]
+    OnlineElsewhere(String),
 }
 
 struct Shared {
@@ -93,6 +99,8 @@ struct Shared {
     hermes_home: PathBuf,
     /// Files in transit to and from the control plane.
     spool: PathBuf,
+    /// Where the instance that connected last is recorded ([`instance`]).
+    data_dir: PathBuf,
     /// Commands running now, with the token that cancels each.
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Fires when the grace period after SIGTERM is over.
@@ -119,7 +127,8 @@ pub async fn run(
         opts.config.token.clone(),
         opts.config.server_cert_sha256.as_deref(),
     )
-    .map_err(|e| RunnerError::Local(e.to_string()))?;
+    .map_err(|e| RunnerError::Local(e.to_string()))?
+    .takeover(instance::previous(&opts.data_dir), opts.replace);
     let hermes = HermesLink::new(&opts.config, &opts.data_dir)
         .await
         .map_err(RunnerError::Local)?;
@@ -149,6 +158,7 @@ pub async fn run(
         workers,
         hermes_home,
         spool: clean_spool(&opts.data_dir),
+        data_dir: opts.data_dir.clone(),
         inflight: Mutex::default(),
         hard_stop: CancellationToken::new(),
         computer_idle: opts.computer_idle,
@@ -393,6 +403,13 @@ fn backoff(attempt: u32) -> Duration {
 
 fn refused(e: &MachineError) -> Option<RunnerError> {
     let message = match e.code()? {
+        codes::RUNNER_LIVE => {
+            let message = match e {
+                MachineError::Api { message, .. } => message.clone(),
+                other => other.to_string(),
+            };
+            return Some(RunnerError::OnlineElsewhere(message));
+        }
         codes::RUNNER_DISABLED
         | codes::UNKNOWN_RUNNER
         | codes::TOKEN_EXPIRED
@@ -436,6 +453,9 @@ async fn lease_loop(
             }
         };
         let generation = connected.generation;
+        if let Err(e) = instance::record(&shared.data_dir, &shared.client.instance) {
+            tracing::warn!(error = %e, "cannot record this instance in the data directory; its next start may need --replace");
+        }
         if let Some(c) = &shared.computers {
             *c.generation.lock().unwrap_or_else(|e| e.into_inner()) = generation;
             // The control plane ended every lease of the earlier generation: its containers

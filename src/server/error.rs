@@ -63,6 +63,9 @@ impl From<StoreError> for ApiError {
             StoreError::Limit(m) => ApiError::new(StatusCode::CONFLICT, "limit_reached", m),
             StoreError::Invalid(m) => ApiError::bad_request(m),
             StoreError::Forbidden(m) => ApiError::forbidden(m),
+            StoreError::RunnerOnline(m) => {
+                ApiError::new(StatusCode::CONFLICT, codes::RUNNER_LIVE, m)
+            }
             other => {
                 tracing::error!(error = %other, "database failure");
                 ApiError::internal("the server could not complete the request; see its log")

@@ -14,11 +14,12 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::Body;
 use super::queue::QueueError;
+use super::store::commands::Takeover;
 use super::store::runner_tokens;
 use crate::api::machine::{
-    self, CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL,
-    LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION, RunnerStatus, StartGranted, TokenRenewed,
-    codes,
+    self, CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PREVIOUS_INSTANCE,
+    HEADER_PROTOCOL, HEADER_REPLACE, LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION,
+    RunnerStatus, StartGranted, TokenRenewed, codes,
 };
 
 pub fn routes() -> Router<AppState> {
@@ -168,6 +169,7 @@ impl FromRequestParts<AppState> for Current {
 async fn machine_connect(
     State(state): State<AppState>,
     caller: RunnerCaller,
+    headers: axum::http::HeaderMap,
     Body(status): Body<RunnerStatus>,
 ) -> Result<Json<Connected>, ApiError> {
     status.check().map_err(|e| {
@@ -177,9 +179,22 @@ async fn machine_connect(
             format!("the Runner's status is refused: {e}"),
         )
     })?;
+    let takeover = Takeover {
+        previous: headers
+            .get(HEADER_PREVIOUS_INSTANCE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| uuid::Uuid::parse_str(v).ok())
+            .map(|u| u.to_string()),
+        replace: headers
+            .get(HEADER_REPLACE)
+            .is_some_and(|v| v.as_bytes() == b"1"),
+    };
+    if takeover.replace {
+        tracing::warn!(runner = %caller.runner_id, instance = %caller.instance, "runner instance connects with --replace: any other instance online stops");
+    }
     let mut connected = state
         .queue
-        .connect(&caller.runner_id, &caller.instance, status)
+        .connect(&caller.runner_id, &caller.instance, status, takeover)
         .await?;
     connected.token_expires_at_ms = Some(caller.token.expires_at);
     connected.rotate_token = caller.token.rotate;
@@ -259,15 +274,21 @@ async fn machine_whoami(
     caller: RunnerCaller,
 ) -> Result<Json<machine::RunnerWhoami>, ApiError> {
     let id = caller.runner_id.clone();
-    let computer_image = state
+    let (computer_image, online_instance) = state
         .store
-        .call(move |c| super::store::runners::computer_image(c, &id))
+        .call(move |c| {
+            Ok((
+                super::store::runners::computer_image(c, &id)?,
+                super::store::runners::online_instance(c, &id)?,
+            ))
+        })
         .await?;
     Ok(Json(machine::RunnerWhoami {
         runner_id: caller.runner_id,
         token_expires_at_ms: caller.token.expires_at,
         rotate_token: caller.token.rotate,
         computer_image,
+        online_instance,
     }))
 }
 

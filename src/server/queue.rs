@@ -543,12 +543,13 @@ impl Queue {
         runner_id: &str,
         instance: &str,
         status: RunnerStatus,
+        takeover: commands::Takeover,
     ) -> Result<Connected, QueueError> {
         let (id, inst) = (runner_id.to_string(), instance.to_string());
         let connected = self
             .store
             .call(move |c| {
-                let connected = commands::connect(c, &id, &inst, &status)?;
+                let connected = commands::connect(c, &id, &inst, &status, &takeover)?;
                 computers::end_leases(c, &id, connected.generation)?;
                 commands::settle(c, None)?;
                 Ok(connected)

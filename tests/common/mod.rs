@@ -561,7 +561,18 @@ impl Env {
     /// online in a generation above `after`; returns the process and that generation.
     #[track_caller]
     pub fn start_online(&self, reg: &Registered, name: &str, after: i64) -> (RunnerProc, i64) {
-        let runner = self.start_runner(reg, name);
+        self.start_online_with(reg, name, after, &[])
+    }
+
+    /// [`Env::start_online`] with `extra` arguments.
+    pub fn start_online_with(
+        &self,
+        reg: &Registered,
+        name: &str,
+        after: i64,
+        extra: &[&str],
+    ) -> (RunnerProc, i64) {
+        let runner = self.start_runner_with(reg, name, extra);
         let generation = self.wait_online(&reg.id, after);
         (runner, generation)
     }

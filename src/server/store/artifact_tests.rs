@@ -27,9 +27,15 @@ fn connect_worker(w: &mut World) -> i64 {
         computer_idle_ms: None,
         computer_reclaim_ms: None,
     };
-    commands::connect(&mut w.conn, &w.runner, "instance", &status)
-        .unwrap()
-        .generation
+    commands::connect(
+        &mut w.conn,
+        &w.runner,
+        "instance",
+        &status,
+        &Default::default(),
+    )
+    .unwrap()
+    .generation
 }
 
 /// A computer agent's turn, leased and running in a new generation: (generation, command).

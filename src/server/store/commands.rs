@@ -219,15 +219,34 @@ pub(crate) fn enqueue_in(
     })
 }
 
+/// How a connecting instance relates to the one that may be online.
+#[derive(Debug, Clone, Default)]
+pub struct Takeover {
+    /// The instance that last connected from the same data directory.
+    pub previous: Option<String>,
+    /// Take over from any instance online (`yy runner run --replace`).
+    pub replace: bool,
+}
+
 /// Starts a new generation for a Runner instance. Work leased to an earlier generation and
 /// never started goes back to the queue; work that had started becomes `uncertain`.
+/// Refused while another instance is online, unless it is this one's predecessor in the
+/// same data directory or `takeover.replace`.
 pub fn connect(
     conn: &mut Connection,
     runner_id: &str,
     instance: &str,
     status: &RunnerStatus,
+    takeover: &Takeover,
 ) -> Result<machine::Connected, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !takeover.replace
+        && let Some(online) = super::runners::online_instance(&tx, runner_id)?
+        && online.instance != instance
+        && takeover.previous.as_deref() != Some(online.instance.as_str())
+    {
+        return Err(StoreError::RunnerOnline(online.refusal(runner_id)));
+    }
     let now = now_ms();
     let generation: i64 = tx
         .prepare_cached(

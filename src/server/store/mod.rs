@@ -57,6 +57,9 @@ pub enum StoreError {
     Invalid(String),
     #[error("{0}")]
     Forbidden(String),
+    /// Another instance of the Runner is online (the machine API's `runner_online_elsewhere`).
+    #[error("{0}")]
+    RunnerOnline(String),
     #[error(
         "the database {path} was written by a newer yy (schema version {found}; this yy knows up to {known}): upgrade yy, or restore a backup made by this version"
     )]

@@ -8,8 +8,7 @@ use crate::api::views;
 use crate::egress::NetworkMode;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
-/// A Runner not heard from for this long is shown offline.
-pub const OFFLINE_AFTER_MS: i64 = 90_000;
+pub use crate::api::machine::OFFLINE_AFTER_MS;
 
 #[derive(Debug, Clone)]
 pub struct RunnerRow {
@@ -309,6 +308,32 @@ pub fn computer_image(conn: &Connection, id: &str) -> Result<Option<String>, Sto
         [id],
         |r| r.get(0),
     )?)
+}
+
+/// The instance of Runner `id` that is online now (connected, not disabled, seen within
+/// [`OFFLINE_AFTER_MS`]), if any.
+pub fn online_instance(
+    conn: &Connection,
+    id: &str,
+) -> Result<Option<crate::api::machine::OnlineInstance>, StoreError> {
+    let row: Option<(String, i64, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT instance_id, last_seen_at, json_extract(status, '$.hostname') FROM runners
+             WHERE id = ?1 AND disabled_at IS NULL AND instance_id IS NOT NULL
+               AND last_seen_at IS NOT NULL",
+        )?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let now = now_ms();
+    Ok(row
+        .filter(|(_, seen, _)| now - seen < OFFLINE_AFTER_MS)
+        .map(
+            |(instance, seen, hostname)| crate::api::machine::OnlineInstance {
+                instance,
+                hostname,
+                last_seen_ms_ago: now - seen,
+            },
+        ))
 }
 
 /// A Runner's computer image and network mode (how its next computers start).

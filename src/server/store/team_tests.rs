@@ -34,9 +34,15 @@ fn team_world() -> (World, i64) {
         computer_reclaim_ms: None,
         hostname: "test".into(),
     };
-    let generation = commands::connect(&mut w.conn, &w.runner, "instance", &status)
-        .unwrap()
-        .generation;
+    let generation = commands::connect(
+        &mut w.conn,
+        &w.runner,
+        "instance",
+        &status,
+        &Default::default(),
+    )
+    .unwrap()
+    .generation;
     for (name, manage) in [("boss", true), ("m1", false), ("m2", false), ("m3", false)] {
         agents::create(
             &mut w.conn,
@@ -834,7 +840,12 @@ fn an_uncertain_member_turn_goes_to_review_as_uncertain_and_is_never_resubmitted
         computer_reclaim_ms: None,
         hostname: "test".into(),
     };
-    commands::connect(&mut w.conn, &w.runner, "instance-2", &status).unwrap();
+    // A restart of the Runner from its data directory.
+    let restart = commands::Takeover {
+        previous: Some("instance".into()),
+        replace: false,
+    };
+    commands::connect(&mut w.conn, &w.runner, "instance-2", &status, &restart).unwrap();
     commands::settle(&mut w.conn, None).unwrap();
     pass(&mut w);
     assert_eq!(

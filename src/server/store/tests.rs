@@ -60,6 +60,20 @@ pub(super) fn world() -> World {
 impl World {
     /// A new connection generation with every capability declared.
     pub(super) fn connect(&mut self) -> i64 {
+        let connected = self
+            .connect_as("instance", &Default::default())
+            .expect("connect");
+        computers::end_leases(&self.conn, &self.runner, connected.generation).unwrap();
+        commands::settle(&mut self.conn, None).unwrap();
+        connected.generation
+    }
+
+    /// Connects as `instance`, without settling anything.
+    pub(super) fn connect_as(
+        &mut self,
+        instance: &str,
+        takeover: &commands::Takeover,
+    ) -> Result<crate::api::machine::Connected, StoreError> {
         let status = crate::api::machine::RunnerStatus {
             version: crate::VERSION.into(),
             capabilities: vec![
@@ -68,17 +82,13 @@ impl World {
                 capabilities::COMPUTER.into(),
             ],
             computers_capacity: 2,
-            hostname: "test".into(),
+            hostname: "host-a\x1b[2J".into(),
             hermes_listen: None,
             engine: None,
             computer_idle_ms: None,
             computer_reclaim_ms: None,
         };
-        let connected =
-            commands::connect(&mut self.conn, &self.runner, "instance", &status).expect("connect");
-        computers::end_leases(&self.conn, &self.runner, connected.generation).unwrap();
-        commands::settle(&mut self.conn, None).unwrap();
-        connected.generation
+        commands::connect(&mut self.conn, &self.runner, instance, &status, takeover)
     }
 
     pub(super) fn agent(&mut self, name: &str, env: AgentEnv) {
@@ -191,6 +201,48 @@ fn a_command_goes_pending_leased_running_done_and_stays_done() {
         commands::start(&mut w.conn, &w.runner, generation, &cmd.id),
         Err(StartRefused::NotLeased(_))
     ));
+}
+
+#[test]
+fn a_second_instance_is_let_in_only_as_a_restart_a_takeover_or_after_the_first_went_offline() {
+    // world() connected "instance".
+    let mut w = world();
+    let refused = w.connect_as("second", &Default::default()).unwrap_err();
+    let StoreError::RunnerOnline(message) = refused else {
+        panic!("{refused:?}")
+    };
+    assert!(message.contains("on host host-a2J"), "{message}");
+    assert!(message.contains("--replace"), "{message}");
+    assert_eq!(
+        runners::online_instance(&w.conn, &w.runner)
+            .unwrap()
+            .unwrap()
+            .instance,
+        "instance",
+        "the refused one changed nothing"
+    );
+    // The same instance reconnecting (a control plane restart) is no takeover.
+    w.connect_as("instance", &Default::default()).unwrap();
+    // A restart from the same data directory names its predecessor.
+    let restart = commands::Takeover {
+        previous: Some("instance".into()),
+        replace: false,
+    };
+    w.connect_as("second", &restart).unwrap();
+    let replace = commands::Takeover {
+        previous: None,
+        replace: true,
+    };
+    w.connect_as("third", &replace).unwrap();
+    // Seen longer ago than the offline limit: nobody is online to take over from.
+    w.conn
+        .execute(
+            "UPDATE runners SET last_seen_at = last_seen_at - ?1",
+            [runners::OFFLINE_AFTER_MS],
+        )
+        .unwrap();
+    assert_eq!(runners::online_instance(&w.conn, &w.runner).unwrap(), None);
+    w.connect_as("fourth", &Default::default()).unwrap();
 }
 
 #[test]
