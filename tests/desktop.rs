@@ -10,6 +10,7 @@ mod computer_support;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use yy::computer::desktop_look::wallpaper_rgb;
 use yy::computer::docker::Provider;
 use yy::computer::protocol::ExecParams;
 use yy::computer::screen::{ScreenAction, ScreenResult, png_size};
@@ -177,6 +178,17 @@ async fn shot(s: &GuestSession) -> (ScreenResult, Vec<u8>) {
     (r, png)
 }
 
+/// The RGB colour of pixel (`x`, `y`) of a screenshot.
+fn pixel(png_data: &[u8], x: usize, y: usize) -> [u8; 3] {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(png_data))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let at = (y * info.width as usize + x) * 3;
+    [buf[at], buf[at + 1], buf[at + 2]]
+}
+
 async fn wait_for_file(s: &GuestSession, path: &str) -> String {
     for _ in 0..100 {
         if let Ok((_, data)) = s.read(path, None).await {
@@ -202,8 +214,20 @@ async fn screen_actions_drive_the_real_display() {
     assert_eq!((d.width, d.height), (1280, 800));
     let size = act(&s, ScreenAction::GetScreenSize).await;
     assert_eq!((size.width, size.height), (1280, 800));
-    let (first, _) = shot(&s).await;
+    let (first, first_png) = shot(&s).await;
     assert!(!first.frame_id.is_empty());
+    // A new desktop shows its wallpaper, not a black screen, and the pointer.
+    assert_eq!(pixel(&first_png, 10, 700), wallpaper_rgb(700, 800));
+    assert_ne!(wallpaper_rgb(700, 800), [0, 0, 0]);
+    act(&s, ScreenAction::MoveCursor { x: 1000, y: 600 }).await;
+    let (_, moved) = shot(&s).await;
+    assert_eq!(pixel(&moved, 1000, 600), [0, 0, 0], "the pointer's tip");
+    assert_eq!(
+        pixel(&moved, 1001, 603),
+        [255, 255, 255],
+        "inside the pointer"
+    );
+    assert_eq!(pixel(&moved, 1040, 600), wallpaper_rgb(600, 800));
 
     // A terminal window in the top left corner.
     let started = s
@@ -278,6 +302,27 @@ async fn screen_actions_drive_the_real_display() {
     )
     .await;
     assert_eq!(wait_for_file(&s, "hot.txt").await, "hot\n");
+
+    // Text beyond the keyboard's keys (CJK, symbols, accents) arrives byte for byte;
+    // a control character is refused before anything is typed.
+    act(
+        &s,
+        ScreenAction::TypeText {
+            text: "echo 'hello 你好 ▲ é → 한국어' > cjk.txt\n".into(),
+        },
+    )
+    .await;
+    assert_eq!(
+        wait_for_file(&s, "cjk.txt").await,
+        "hello 你好 ▲ é → 한국어\n"
+    );
+    let e = s
+        .screen(ScreenAction::TypeText {
+            text: "rm -rf x\u{7}".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("U+0007"), "{e}");
 
     // The other pointer actions leave the cursor where they end.
     let m = act(&s, ScreenAction::MoveCursor { x: 640, y: 400 }).await;

@@ -12,6 +12,7 @@
 
 pub mod browser;
 pub mod confine;
+pub mod desktop_look;
 pub mod desktop_verify;
 pub mod docker;
 pub mod dpkg_status;
@@ -22,6 +23,7 @@ pub mod identity;
 pub mod image;
 pub mod image_rm;
 pub mod image_verify;
+pub mod keys;
 pub mod package_lock;
 pub mod protocol;
 pub mod recipes;

@@ -21,6 +21,7 @@ use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
 use super::confine::OpError;
+use super::keys::{self, Keymap};
 use super::protocol::codes;
 
 /// The display the guest agent runs (and `DISPLAY` in desktop images).
@@ -250,6 +251,7 @@ pub fn ensure_display(cwd: &Path) -> Result<DisplayResult, OpError> {
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     };
+    paint_wallpaper(&conn.0, conn.1)?;
     if Path::new(WINDOW_MANAGER).exists() {
         spawn_detached(WINDOW_MANAGER, &[], "yy-wm.log", cwd)?;
     }
@@ -260,6 +262,63 @@ pub fn ensure_display(cwd: &Path) -> Result<DisplayResult, OpError> {
         height: s.height_in_pixels,
         started: true,
     })
+}
+
+/// Sets the root window's background to the wallpaper (desktop_look), when the screen
+/// takes 32-bit little-endian pixels at depth 24 as Xvfb's does.
+fn paint_wallpaper(conn: &RustConnection, n: usize) -> Result<(), OpError> {
+    let setup = conn.setup();
+    let screen = &setup.roots[n];
+    let fits = screen.root_depth == 24
+        && setup.image_byte_order == xproto::ImageOrder::LSB_FIRST
+        && setup
+            .pixmap_formats
+            .iter()
+            .any(|f| f.depth == 24 && f.bits_per_pixel == 32);
+    if !fits {
+        return Ok(());
+    }
+    let (root, w, h) = (screen.root, screen.width_in_pixels, screen.height_in_pixels);
+    let pixmap = conn.generate_id().map_err(no_display)?;
+    let gc = conn.generate_id().map_err(no_display)?;
+    conn.create_pixmap(24, pixmap, root, w, h)
+        .map_err(no_display)?;
+    conn.create_gc(gc, pixmap, &xproto::CreateGCAux::new())
+        .map_err(no_display)?;
+    // Strips well under the core protocol's 256 KiB request limit.
+    let rows = (200 * 1024 / (usize::from(w) * 4).max(1)).clamp(1, 64) as u16;
+    for y in (0..h).step_by(usize::from(rows)) {
+        let data = super::desktop_look::wallpaper_rows(w, h, y, rows);
+        let n = rows.min(h - y);
+        conn.put_image(
+            xproto::ImageFormat::Z_PIXMAP,
+            pixmap,
+            gc,
+            w,
+            n,
+            0,
+            y as i16,
+            0,
+            24,
+            &data,
+        )
+        .map_err(no_display)?;
+    }
+    conn.change_window_attributes(
+        root,
+        &xproto::ChangeWindowAttributesAux::new().background_pixmap(pixmap),
+    )
+    .map_err(no_display)?;
+    conn.clear_area(false, root, 0, 0, 0, 0)
+        .map_err(no_display)?;
+    // The root window keeps the pixmap after its id is freed.
+    conn.free_gc(gc).map_err(no_display)?;
+    conn.free_pixmap(pixmap).map_err(no_display)?;
+    conn.get_input_focus()
+        .map_err(no_display)?
+        .reply()
+        .map_err(no_display)?;
+    Ok(())
 }
 
 // ---- screen actions ----------------------------------------------------------------------
@@ -400,6 +459,8 @@ impl Screen {
         for px in reply.data.chunks_exact(bpp).take(w * h) {
             rgb.extend_from_slice(&[px[2], px[1], px[0]]);
         }
+        let (x, y) = self.cursor()?;
+        super::desktop_look::draw_pointer(&mut rgb, self.width, self.height, x, y);
         encode_png(self.width, self.height, &rgb)
     }
 
@@ -420,131 +481,48 @@ impl Screen {
         })
     }
 
-    /// Presses (and releases) one keysym, with Shift when the keysym is on the shifted
-    /// level, remapping a spare keycode when no key carries it.
-    fn tap_keysym(&self, map: &Keymap, sym: u32) -> Result<(), OpError> {
-        let shift = map.find(SHIFT_L).map(|(k, _)| k);
-        if let Some((code, level)) = map.find(sym) {
-            let shifted = level == 1;
-            if shifted && let Some(s) = shift {
-                self.fake(KEY_PRESS, s, 0, 0)?;
+    /// Types `text` (see [`keys`] for how characters beyond the keymap are typed).
+    fn type_text(&self, text: &str) -> Result<(), OpError> {
+        let syms = keys::text_keysyms(text).map_err(OpError::bad)?;
+        let mut map = self.keymap()?;
+        let per = map.per.max(1);
+        let stretches = keys::plan(&mut map, &syms).map_err(|e| OpError::new(codes::IO, e))?;
+        for (n, stretch) in stretches.iter().enumerate() {
+            if n > 0 {
+                // The last round's keys are read before their keycodes change again.
+                self.sync()?;
+                std::thread::sleep(Duration::from_millis(100));
             }
-            self.fake(KEY_PRESS, code, 0, 0)?;
-            self.fake(KEY_RELEASE, code, 0, 0)?;
-            if shifted && let Some(s) = shift {
-                self.fake(KEY_RELEASE, s, 0, 0)?;
+            if let Some(remap) = &stretch.remap {
+                self.conn
+                    .change_keyboard_mapping(remap.count, remap.first, per as u8, &remap.syms)
+                    .map_err(no_display)?
+                    .check()
+                    .map_err(no_display)?;
+                // Clients reload the map on MappingNotify; give them a moment first.
+                std::thread::sleep(Duration::from_millis(20));
             }
-            return Ok(());
+            for tap in &stretch.taps {
+                if let Some(shift) = tap.shift {
+                    self.fake(KEY_PRESS, shift, 0, 0)?;
+                }
+                self.fake(KEY_PRESS, tap.code, 0, 0)?;
+                self.fake(KEY_RELEASE, tap.code, 0, 0)?;
+                if let Some(shift) = tap.shift {
+                    self.fake(KEY_RELEASE, shift, 0, 0)?;
+                }
+            }
         }
-        let spare = map.spare().ok_or_else(|| {
-            OpError::new(codes::IO, "no spare keycode to type this character with")
-        })?;
-        let syms = vec![sym; map.per.max(1)];
-        self.conn
-            .change_keyboard_mapping(1, spare, map.per.max(1) as u8, &syms)
-            .map_err(no_display)?;
-        self.sync()?;
-        // Clients reload the map on MappingNotify; give them a moment before the key.
-        std::thread::sleep(Duration::from_millis(20));
-        self.fake(KEY_PRESS, spare, 0, 0)?;
-        self.fake(KEY_RELEASE, spare, 0, 0)?;
-        self.sync()?;
-        std::thread::sleep(Duration::from_millis(20));
-        let none = vec![0u32; map.per.max(1)];
-        self.conn
-            .change_keyboard_mapping(1, spare, map.per.max(1) as u8, &none)
-            .map_err(no_display)?;
         Ok(())
     }
 
     fn keycode(&self, map: &Keymap, name: &str) -> Result<u8, OpError> {
-        let sym = keysym(name)
+        let sym = keys::keysym(name)
             .ok_or_else(|| OpError::bad(format!("{name:?} is not a key name this guest knows")))?;
         map.find(sym)
             .map(|(k, _)| k)
             .ok_or_else(|| OpError::bad(format!("no key on this keyboard produces {name:?}")))
     }
-}
-
-struct Keymap {
-    min: u8,
-    per: usize,
-    syms: Vec<u32>,
-}
-
-impl Keymap {
-    /// The keycode and level (0 plain, 1 shifted) that produce `sym`.
-    fn find(&self, sym: u32) -> Option<(u8, usize)> {
-        for level in 0..self.per.min(2) {
-            for (i, chunk) in self.syms.chunks(self.per.max(1)).enumerate() {
-                if chunk.get(level) == Some(&sym) {
-                    return Some((self.min + i as u8, level));
-                }
-            }
-        }
-        None
-    }
-
-    /// The highest keycode with no symbols at all.
-    fn spare(&self) -> Option<u8> {
-        self.syms
-            .chunks(self.per.max(1))
-            .enumerate()
-            .rev()
-            .find(|(_, c)| c.iter().all(|&s| s == 0))
-            .map(|(i, _)| self.min + i as u8)
-    }
-}
-
-const SHIFT_L: u32 = 0xffe1;
-
-/// The X keysym of a character.
-pub fn char_keysym(c: char) -> u32 {
-    match c {
-        '\n' | '\r' => 0xff0d,
-        '\t' => 0xff09,
-        '\u{8}' => 0xff08,
-        c if (' '..='~').contains(&c) || ('\u{a0}'..='\u{ff}').contains(&c) => c as u32,
-        c => 0x0100_0000 | c as u32,
-    }
-}
-
-/// The keysym of a key name (case-insensitive for named keys; one character for itself).
-pub fn keysym(name: &str) -> Option<u32> {
-    let mut chars = name.chars();
-    if let (Some(c), None) = (chars.next(), chars.clone().next()) {
-        return Some(char_keysym(c.to_ascii_lowercase()));
-    }
-    let lower = name.to_ascii_lowercase();
-    let sym = match lower.as_str() {
-        "return" | "enter" => 0xff0d,
-        "tab" => 0xff09,
-        "escape" | "esc" => 0xff1b,
-        "backspace" => 0xff08,
-        "delete" | "del" => 0xffff,
-        "insert" => 0xff63,
-        "space" => 0x20,
-        "home" => 0xff50,
-        "left" => 0xff51,
-        "up" => 0xff52,
-        "right" => 0xff53,
-        "down" => 0xff54,
-        "pageup" | "page_up" | "prior" => 0xff55,
-        "pagedown" | "page_down" | "next" => 0xff56,
-        "end" => 0xff57,
-        "shift" | "shift_l" => SHIFT_L,
-        "ctrl" | "control" | "control_l" => 0xffe3,
-        "alt" | "alt_l" => 0xffe9,
-        "super" | "super_l" | "cmd" | "command" | "win" | "meta" => 0xffeb,
-        "menu" => 0xff67,
-        "print" => 0xff61,
-        f if f.starts_with('f') => {
-            let n: u32 = f[1..].parse().ok().filter(|n| (1..=24).contains(n))?;
-            0xffbe + n - 1
-        }
-        _ => return None,
-    };
-    Some(sym)
 }
 
 /// Encodes 8-bit RGB as PNG (fast compression: screenshots are taken often).
@@ -610,10 +588,7 @@ pub fn act(cwd: &Path, action: &ScreenAction) -> Result<ScreenResult, OpError> {
                     "type_text takes at most {MAX_TYPE_CHARS} characters at a time"
                 )));
             }
-            let map = s.keymap()?;
-            for c in text.chars() {
-                s.tap_keysym(&map, char_keysym(c))?;
-            }
+            s.type_text(text)?;
         }
         ScreenAction::PressKey { key } => {
             let map = s.keymap()?;
@@ -720,28 +695,6 @@ mod tests {
             serde_json::to_string(&ScreenAction::GetCursorPosition).unwrap(),
             r#"{"action":"get_cursor_position"}"#
         );
-    }
-
-    #[test]
-    fn keys_map_to_keysyms() {
-        assert_eq!(keysym("Return"), Some(0xff0d));
-        assert_eq!(keysym("ctrl"), Some(0xffe3));
-        assert_eq!(keysym("F5"), Some(0xffc2));
-        assert_eq!(keysym("a"), Some(0x61));
-        assert_eq!(keysym("A"), Some(0x61));
-        assert_eq!(keysym("F99"), None);
-        assert_eq!(keysym("nokey"), None);
-        assert_eq!(char_keysym('é'), 0xe9);
-        assert_eq!(char_keysym('中'), 0x0100_4e2d);
-        assert_eq!(char_keysym('\n'), 0xff0d);
-        let map = Keymap {
-            min: 8,
-            per: 2,
-            syms: vec![0x61, 0x41, 0, 0, 0x31, 0x21],
-        };
-        assert_eq!(map.find(0x41), Some((8, 1)));
-        assert_eq!(map.find(0x31), Some((10, 0)));
-        assert_eq!(map.spare(), Some(9));
     }
 
     #[test]
