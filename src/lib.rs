@@ -17,6 +17,7 @@ pub mod output;
 pub mod prom;
 pub mod runner;
 pub mod server;
+pub mod sys;
 pub mod timefmt;
 
 /// The version every role reports (Runner status, `/healthz`, image labels).

@@ -8,7 +8,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
 
 use super::{BackupError, Result, Siblings, io_error};
 
@@ -37,13 +36,12 @@ fn open(s: &Siblings) -> Result<File> {
         .map_err(|e| io_error("opening the lock", &path, e))
 }
 
+/// Takes (or, held already, converts: flock(2) on Linux) the lock without waiting.
 fn flock(file: &File, mode: Mode) -> bool {
-    let op = match mode {
-        Mode::Shared => libc::LOCK_SH,
-        Mode::Exclusive => libc::LOCK_EX,
-    };
-    // SAFETY: flock on a descriptor this File owns.
-    unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) == 0 }
+    match mode {
+        Mode::Shared => file.try_lock_shared().is_ok(),
+        Mode::Exclusive => file.try_lock().is_ok(),
+    }
 }
 
 impl DirLock {

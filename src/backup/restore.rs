@@ -56,11 +56,8 @@ pub struct Restored {
 
 /// Bytes free for an unprivileged user on the file system holding `dir`.
 fn free_bytes(dir: &Path) -> Option<u64> {
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and a zeroed out-parameter.
-    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0)
-        .then(|| st.f_bavail as u64 * st.f_frsize as u64)
+    let st = crate::sys::statvfs(dir).ok()?;
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// Flushes everything written under `dir` to disk: one syncfs instead of an fsync per file.
@@ -77,6 +74,7 @@ fn sync_tree(dir: &Path) -> Result<()> {
     #[cfg(not(target_os = "linux"))]
     {
         drop(f);
+        // SAFETY: sync(2) takes nothing and cannot fail.
         unsafe { libc::sync() };
     }
     Ok(())

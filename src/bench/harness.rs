@@ -2,7 +2,6 @@
 
 use std::future::Future;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command as Process, Stdio};
 use std::time::{Duration, Instant};
@@ -75,9 +74,7 @@ impl Proc {
         if let Ok(Some(status)) = self.child.try_wait() {
             return status.code();
         }
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
+        let _ = crate::sys::kill(self.child.id() as i32, libc::SIGTERM);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -127,12 +124,7 @@ impl Harness {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log)?);
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
+        crate::sys::die_with_parent(&mut cmd, libc::SIGTERM);
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {program} {}", args.join(" ")))?;
@@ -152,12 +144,7 @@ impl Harness {
         // Should the benchmark die without cleaning up (SIGKILL), its children go too. The
         // signal follows the thread that spawned them: the one running the benchmark's
         // future (the main thread or a runtime worker), which lives as long as it does.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
+        crate::sys::die_with_parent(&mut cmd, libc::SIGTERM);
         cmd
     }
 
@@ -545,6 +532,7 @@ pub(super) fn machine_cpu_s() -> (f64, f64) {
 }
 
 fn clock_ticks() -> f64 {
+    // SAFETY: sysconf(3) takes a constant and touches no memory of ours.
     match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
         n if n > 0 => n as f64,
         _ => 100.0,

@@ -416,6 +416,7 @@ pub(super) fn raise_fd_limit(need: u64) -> anyhow::Result<()> {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: a pointer to an rlimit we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Err(std::io::Error::last_os_error()).context("reading the open-file limit");
     }
@@ -431,6 +432,7 @@ pub(super) fn raise_fd_limit(need: u64) -> anyhow::Result<()> {
         .into());
     }
     lim.rlim_cur = lim.rlim_max;
+    // SAFETY: a pointer to an rlimit we own, read only.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
         return Err(std::io::Error::last_os_error()).context("raising the open-file limit");
     }

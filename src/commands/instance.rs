@@ -8,7 +8,6 @@
 
 use std::fs::File;
 use std::io::{Seek, Write};
-use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 use crate::error::{CliError, Exit};
@@ -35,8 +34,14 @@ pub fn hold(data_dir: &Path, name: &str, what: &str) -> anyhow::Result<InstanceL
         .write(true)
         .open(&path)
         .map_err(|e| CliError::failure(format!("cannot open {}: {e}", path.display())))?;
-    // SAFETY: flock on a descriptor this File owns.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    let held = match file.try_lock() {
+        Ok(()) => false,
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(CliError::failure(format!("cannot lock {}: {e}", path.display())).into());
+        }
+    };
+    if held {
         let holder = std::fs::read_to_string(&path).unwrap_or_default();
         // Written by another yy, but bounded and cleaned all the same.
         let holder: String = holder.trim().chars().take(200).collect();

@@ -2,7 +2,6 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -141,19 +140,15 @@ fn lock_cache(dir: &Path, wait: bool) -> io::Result<Option<CacheLock>> {
         .truncate(false)
         .write(true)
         .open(dir.join(".rootfs.flock"))?;
-    let how = if wait {
-        libc::LOCK_EX
+    if wait {
+        // Blocks until the other builder is done.
+        f.lock()?;
     } else {
-        libc::LOCK_EX | libc::LOCK_NB
-    };
-    // SAFETY: flock on a descriptor we own; with `wait`, blocks until the other builder
-    // is done.
-    if unsafe { libc::flock(f.as_raw_fd(), how) } != 0 {
-        let e = io::Error::last_os_error();
-        if !wait && e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Ok(None);
+        match f.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(fs::TryLockError::Error(e)) => return Err(e),
         }
-        return Err(e);
     }
     Ok(Some(CacheLock(f)))
 }

@@ -120,14 +120,7 @@ pub fn is_mountpoint(dir: &Path) -> bool {
 }
 
 fn statvfs(dir: &Path) -> std::io::Result<libc::statvfs> {
-    let c = CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and a zeroed struct of the right type.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(st)
+    crate::sys::statvfs(dir)
 }
 
 /// Bytes an unprivileged writer can still write on the file system holding `dir`.

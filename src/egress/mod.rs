@@ -134,9 +134,11 @@ pub fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
             // SAFETY: ifa_addr points at a sockaddr whose family says its real type.
             let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
             if family == libc::AF_INET {
+                // SAFETY: AF_INET means a sockaddr_in.
                 let sa = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
                 out.push(IpAddr::from(sa.sin_addr.s_addr.to_ne_bytes()));
             } else if family == libc::AF_INET6 {
+                // SAFETY: AF_INET6 means a sockaddr_in6.
                 let sa = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
                 out.push(IpAddr::from(sa.sin6_addr.s6_addr));
             }

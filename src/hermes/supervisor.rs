@@ -61,10 +61,9 @@ fn fail(message: impl Into<String>) -> HermesError {
 }
 
 fn signal_group(pid: u32, sig: i32) {
-    // Hermes leads its own process group (it and the shells its tools start).
-    unsafe {
-        libc::kill(-(pid as i32), sig);
-    }
+    // Hermes leads its own process group (it and the shells its tools start). Gone
+    // already is fine.
+    let _ = crate::sys::kill(-(pid as i32), sig);
 }
 
 fn last_line(path: &Path) -> String {
@@ -143,12 +142,7 @@ impl Supervisor {
             .process_group(0)
             .kill_on_drop(true);
         // Hermes must not outlive a Runner that is killed outright (SIGKILL skips Drop).
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
+        crate::sys::die_with_parent(cmd.as_std_mut(), libc::SIGTERM);
         let mut child = cmd
             .spawn()
             .map_err(|e| fail(format!("cannot run {program}: {e}")))?;

@@ -155,12 +155,7 @@ impl Workers {
             .stderr(Stdio::from(std::fs::File::create(home.join("worker.log"))?))
             .kill_on_drop(true);
         // The Worker must not outlive a Runner that is killed outright (SIGKILL skips Drop).
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        crate::sys::die_with_parent(cmd.as_std_mut(), libc::SIGKILL);
         let mut child = cmd.spawn().map_err(|e| WorkerError::Spawn {
             python: self.python.display().to_string(),
             reason: e.to_string(),
