@@ -42,7 +42,7 @@ pub struct Computer {
     pub image_id: String,
     pub guest_cwd: String,
     /// starting, running, stopping, stopped, failed or removed.
-    pub state: String,
+    pub state: super::states::ComputerState,
     pub fence: i64,
     pub container_id: Option<String>,
     pub resources: Option<serde_json::Value>,
@@ -96,7 +96,7 @@ pub const WORKSPACE_USAGE_KEY: &str = "workspace_usage";
 impl Computer {
     /// No Runner command is in flight for it.
     pub fn is_settled(&self) -> bool {
-        !matches!(self.state.as_str(), "starting" | "stopping")
+        !self.state.is_busy()
     }
 }
 

@@ -575,7 +575,7 @@ pub struct Command {
     pub id: String,
     pub runner_id: String,
     pub kind: String,
-    pub state: String,
+    pub state: CommandState,
     pub created_at: String,
     pub deadline_at: String,
     pub leased_at: Option<String>,
@@ -595,7 +595,7 @@ pub struct Command {
 
 impl Command {
     pub fn is_final(&self) -> bool {
-        CommandState::parse(&self.state).is_some_and(CommandState::is_final)
+        self.state.is_final()
     }
 }
 

@@ -26,7 +26,7 @@ pub struct Session {
     pub runner_id: Option<String>,
     pub hermes_session_id: Option<String>,
     /// idle, running, pending_cleanup or closed.
-    pub state: String,
+    pub state: super::states::SessionState,
     /// A stop was asked for and is not confirmed yet.
     #[serde(default)]
     pub stopping: bool,
@@ -54,7 +54,7 @@ pub struct Turn {
     pub message: String,
     /// waiting (in the chat queue, not yet admitted), queued (admitted, not yet taken by
     /// its Runner), running, complete, interrupted, error or uncertain.
-    pub state: String,
+    pub state: super::states::TurnState,
     pub final_text: Option<String>,
     pub usage: Option<serde_json::Value>,
     pub error: Option<String>,
@@ -70,7 +70,7 @@ pub struct Turn {
 
 impl Turn {
     pub fn is_final(&self) -> bool {
-        !matches!(self.state.as_str(), "waiting" | "queued" | "running")
+        self.state.is_final()
     }
 }
 

@@ -115,6 +115,8 @@ word_enum! {
 word_enum! {
     /// One turn of a session.
     TurnState {
+        /// In an account's chat queue, not admitted yet (never stored in `turns`).
+        Waiting = "waiting",
         Queued = "queued",
         Running = "running",
         Complete = "complete",
@@ -126,7 +128,10 @@ word_enum! {
 
 impl TurnState {
     pub fn is_final(self) -> bool {
-        !matches!(self, TurnState::Queued | TurnState::Running)
+        !matches!(
+            self,
+            TurnState::Waiting | TurnState::Queued | TurnState::Running
+        )
     }
 }
 

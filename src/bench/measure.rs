@@ -17,6 +17,7 @@ use crate::api::machine::{
     PROTOCOL_VERSION, PingParams, PingResult, RunnerStatus,
 };
 use crate::api::params;
+use crate::api::states::CommandState;
 use crate::error::CliError;
 use crate::timefmt::now_us;
 
@@ -46,7 +47,7 @@ pub(super) async fn latency(
         let cmd = enqueue_ping(admin, runner_id, PING_TIMEOUT_MS).await?;
         let cmd = admin.wait_command(&cmd.id, None).await?;
         let seen_us = now_us();
-        if cmd.state != "done" {
+        if cmd.state != CommandState::Done {
             return Err(CliError::failure(format!(
                 "ping {} ended {}: {}",
                 cmd.id,

@@ -16,6 +16,7 @@ use super::progress;
 use crate::api::client::Client;
 use crate::api::computers::ComputerCreate;
 use crate::api::params::{AgentCreate, AgentEnv};
+use crate::api::states::ComputerState;
 use crate::commands::computer_screen::act;
 use crate::computer::screen::{HEIGHT, ScreenAction, WIDTH, png_size};
 use crate::error::CliError;
@@ -59,9 +60,9 @@ async fn measure(admin: &Client, samples: usize) -> anyhow::Result<serde_json::V
     let deadline = Instant::now() + Duration::from_secs(180);
     let id = loop {
         let c = admin.computer_show(&c.id).await?;
-        match c.state.as_str() {
-            "running" => break c.id,
-            "starting" if Instant::now() < deadline => {
+        match c.state {
+            ComputerState::Running => break c.id,
+            ComputerState::Starting if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(200)).await
             }
             other => {

@@ -19,6 +19,7 @@ use super::progress;
 use crate::api::client::Client;
 use crate::api::params::{AgentCreate, AgentEnv};
 use crate::api::sessions::ChatParams;
+use crate::api::states::SessionState;
 use crate::api::teams::GoalState;
 use crate::error::CliError;
 use crate::output;
@@ -206,7 +207,7 @@ async fn wait_idle(admin: &Client, agents: &[String]) -> anyhow::Result<()> {
                 .session_list(Some(a))
                 .await?
                 .iter()
-                .any(|s| s.state == "running");
+                .any(|s| s.state == SessionState::Running);
         }
         if !busy {
             return Ok(());

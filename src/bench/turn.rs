@@ -15,6 +15,7 @@ use super::progress;
 use crate::api::client::Client;
 use crate::api::params::{AgentCreate, AgentEnv};
 use crate::api::sessions::ChatParams;
+use crate::api::states::TurnState;
 use crate::error::CliError;
 use crate::output;
 
@@ -195,7 +196,7 @@ async fn turn(admin: &Client, agent: &str) -> anyhow::Result<f64> {
             .await?;
         after = page.events.last().map(|e| e.seq).unwrap_or(after);
         if let Some(t) = page.turn.filter(|t| t.is_final()) {
-            if t.state != "complete" {
+            if t.state != TurnState::Complete {
                 return Err(CliError::failure(format!(
                     "a {agent} turn ended {}: {}",
                     t.state,

@@ -10,6 +10,7 @@ use crate::api::admin::LONG_POLL_MS;
 use crate::api::artifacts::MAX_ATTACHMENTS;
 use crate::api::client::Client;
 use crate::api::sessions::{ChatParams, SessionEvent, event_types};
+use crate::api::states::TurnState;
 use crate::error::{CliError, Exit};
 use crate::output;
 
@@ -138,10 +139,10 @@ async fn stream(
             output::print(&output::clean_text(text))?;
         }
         let error = turn.error.as_deref().unwrap_or("no reason given");
-        return match turn.state.as_str() {
-            "complete" => Ok(()),
-            "error" => Err(CliError::failure(format!("the turn failed: {error}")).into()),
-            "interrupted" => {
+        return match turn.state {
+            TurnState::Complete => Ok(()),
+            TurnState::Error => Err(CliError::failure(format!("the turn failed: {error}")).into()),
+            TurnState::Interrupted => {
                 Err(CliError::failure(format!("the turn was interrupted: {error}")).into())
             }
             state => Err(CliError::failure(format!(

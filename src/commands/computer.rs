@@ -10,6 +10,7 @@ use crate::api::client::Client;
 use crate::api::computers::{
     Computer, ComputerCreate, ComputerExec, EXEC_DEFAULT_TIMEOUT_MS, ExecResult,
 };
+use crate::api::states::ComputerState;
 use crate::error::{CliError, PassThrough};
 use crate::output::{self, opt};
 
@@ -106,7 +107,7 @@ impl Columns for Computer {
         vec![
             self.id.clone(),
             self.agent.clone(),
-            self.state.clone(),
+            self.state.to_string(),
             self.fence.to_string(),
             self.runner_id.clone(),
             self.container_id
@@ -137,10 +138,12 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
             "state",
             match &c.stop_reason {
                 // Why yy stopped it by itself, while it has not started again.
-                Some(reason) if matches!(c.state.as_str(), "stopping" | "stopped") => {
+                Some(reason)
+                    if matches!(c.state, ComputerState::Stopping | ComputerState::Stopped) =>
+                {
                     format!("{} ({reason})", c.state)
                 }
-                _ => c.state.clone(),
+                _ => c.state.to_string(),
             },
         ),
         ("fence", c.fence.to_string()),
@@ -241,16 +244,21 @@ fn why(c: &Computer) -> String {
         .last_error
         .as_deref()
         .is_some_and(|e| e.contains("lease ended when the Runner connected again"));
-    match c.state.as_str() {
-        "stopped" if lease_ended => "its Runner connected again (a new generation), which ends every lease; the Runner removed the container, and `yy computer create` makes a new one (the workspace stays)".into(),
-        "stopped" | "failed" => "`yy computer create` makes a new container (the workspace stays)".into(),
+    match c.state {
+        ComputerState::Stopped if lease_ended => "its Runner connected again (a new generation), which ends every lease; the Runner removed the container, and `yy computer create` makes a new one (the workspace stays)".into(),
+        ComputerState::Stopped | ComputerState::Failed => "`yy computer create` makes a new container (the workspace stays)".into(),
         _ => "-".into(),
     }
 }
 
 /// Waits until no Runner command is in flight for the computer, prints it, and fails
 /// unless it ended in `state`.
-async fn settle(client: &Client, c: Computer, state: &str, json: JsonFlag) -> anyhow::Result<()> {
+async fn settle(
+    client: &Client,
+    c: Computer,
+    state: ComputerState,
+    json: JsonFlag,
+) -> anyhow::Result<()> {
     let mut c = c;
     while !c.is_settled() {
         if let Some(cmd) = &c.last_command {
@@ -263,8 +271,8 @@ async fn settle(client: &Client, c: Computer, state: &str, json: JsonFlag) -> an
         return Ok(());
     }
     let why = c.last_error.as_deref().unwrap_or("no reason given");
-    Err(CliError::failure(match c.state.as_str() {
-        "failed" => format!("computer {} failed: {why}", c.id),
+    Err(CliError::failure(match c.state {
+        ComputerState::Failed => format!("computer {} failed: {why}", c.id),
         now => format!("computer {} ended up {now}, not {state}: {why}", c.id),
     })
     .into())
@@ -275,7 +283,7 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
     match args.command {
         ComputerCommand::Create { agent, json } => {
             let c = client.computer_create(&ComputerCreate { agent }).await?;
-            settle(&client, c, "running", json).await
+            settle(&client, c, ComputerState::Running, json).await
         }
         ComputerCommand::List { removed, json } => {
             let list = client.computer_list(removed).await?;
@@ -286,7 +294,7 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
         }
         ComputerCommand::Stop(ById { id, json }) => {
             let c = client.computer_stop(&id).await?;
-            settle(&client, c, "stopped", json).await
+            settle(&client, c, ComputerState::Stopped, json).await
         }
         ComputerCommand::Rm { id, yes, json } => {
             super::prompt::confirm(
@@ -294,7 +302,7 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
                 yes,
             )?;
             let c = client.computer_remove(&id).await?;
-            settle(&client, c, "removed", json).await
+            settle(&client, c, ComputerState::Removed, json).await
         }
         ComputerCommand::Exec {
             id,
@@ -415,7 +423,7 @@ mod tests {
         assert!(why(&c).contains("makes a new one"));
         c.last_error = None;
         assert!(why(&c).contains("makes a new container"));
-        c.state = "running".into();
+        c.state = ComputerState::Running;
         assert_eq!(why(&c), "-");
     }
 

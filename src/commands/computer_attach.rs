@@ -9,6 +9,7 @@ use clap::Args;
 use crate::api::admin::LONG_POLL_MS;
 use crate::api::client::Client;
 use crate::api::sessions::{SessionEvent, event_types};
+use crate::api::states::SessionState;
 use crate::error::{CliError, Exit};
 use crate::output;
 
@@ -121,7 +122,7 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
                 .session_list(Some(&c.agent))
                 .await?
                 .into_iter()
-                .filter(|s| s.state == "running")
+                .filter(|s| s.state == SessionState::Running)
                 .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
             match running {
                 Some(s) => {

@@ -13,13 +13,14 @@ use crate::api::artifacts::{ArtifactRef, MAX_ARTIFACT_BYTES};
 use crate::api::client::Client;
 use crate::api::machine::{self, FetchParams, FetchResult, PingParams};
 use crate::api::sessions::SessionListResult;
+use crate::api::states::CommandState;
 use crate::error::{CliError, Exit};
 use crate::output::{self, opt};
 
 /// The typed result of a command that must have ended `done`; otherwise an error that
 /// says `{what} {state}: {reason}`.
 pub fn result_of<T: DeserializeOwned>(cmd: machine::Command, what: &str) -> anyhow::Result<T> {
-    if cmd.state != "done" {
+    if cmd.state != CommandState::Done {
         return Err(CliError::failure(format!(
             "{what} {}: {}",
             cmd.state,
@@ -69,7 +70,7 @@ pub async fn wait(client: &Client, id: &str) -> anyhow::Result<machine::Command>
 struct PingReport {
     seq: u32,
     command_id: String,
-    state: String,
+    state: CommandState,
     ms: f64,
     error: Option<String>,
 }
@@ -93,8 +94,8 @@ pub async fn ping(runner: &str, count: u32, hold: Duration, json: bool) -> anyho
             error: cmd.error,
         };
         if !json {
-            match report.state.as_str() {
-                "done" => output::print(&format!("ping {seq}: {:.1} ms", report.ms))?,
+            match report.state {
+                CommandState::Done => output::print(&format!("ping {seq}: {:.1} ms", report.ms))?,
                 state => output::print(&format!(
                     "ping {seq}: {state}: {}",
                     report.error.as_deref().unwrap_or("no answer")
@@ -105,7 +106,7 @@ pub async fn ping(runner: &str, count: u32, hold: Duration, json: bool) -> anyho
     }
     let mut times: Vec<f64> = reports
         .iter()
-        .filter(|r| r.state == "done")
+        .filter(|r| r.state == CommandState::Done)
         .map(|r| r.ms)
         .collect();
     times.sort_by(f64::total_cmp);
@@ -223,7 +224,7 @@ impl Columns for machine::Command {
         vec![
             self.id.clone(),
             self.kind.clone(),
-            self.state.clone(),
+            self.state.to_string(),
             self.created_at.clone(),
             opt(&self.started_at),
             opt(&self.finished_at),
@@ -285,7 +286,7 @@ pub async fn update(
         return show(&r);
     }
     let accepted = wait(&client, &cmd).await?;
-    if accepted.state == "done"
+    if accepted.state == CommandState::Done
         && let Ok(a) = serde_json::from_value::<crate::api::computers::ImageAcceptResult>(
             accepted.result.clone().unwrap_or_default(),
         )

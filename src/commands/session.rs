@@ -5,6 +5,7 @@ use clap::{Args, Subcommand};
 use super::{ById, Columns, JsonFlag, context, print_list};
 use crate::api::client::Client;
 use crate::api::sessions::Session;
+use crate::api::states::SessionState;
 use crate::error::CliError;
 use crate::output::{self, opt};
 
@@ -48,7 +49,7 @@ impl Columns for Session {
         vec![
             self.id.clone(),
             self.agent.clone(),
-            self.state.clone(),
+            self.state.to_string(),
             opt(&self.last_turn),
             opt(&self.runner_id),
             self.updated_at.clone(),
@@ -133,8 +134,8 @@ async fn stop(client: &Client, id: &str, json: bool) -> anyhow::Result<()> {
     // confirmed and the turn ended, or it is pending cleanup. The control plane ends the
     // stop command by its deadline, so this ends too.
     let mut s: Session = started.session;
-    while s.state == "running" || s.stopping {
-        if s.state == "running" {
+    while s.state == SessionState::Running || s.stopping {
+        if s.state == SessionState::Running {
             // Wakes when the turn ends (no event comes after the last possible one).
             client.session_events(id, i64::MAX, 5_000, None).await?;
         } else {
@@ -145,7 +146,7 @@ async fn stop(client: &Client, id: &str, json: bool) -> anyhow::Result<()> {
     if json {
         output::json(&s)?;
     }
-    if s.state == "pending_cleanup" {
+    if s.state == SessionState::PendingCleanup {
         return Err(CliError::failure(format!(
             "session {id} is pending cleanup: {}; it will not be reused",
             s.cleanup_reason

@@ -7,6 +7,7 @@ use axum::extract::{Path, State};
 
 use crate::api::machine::RunnerCommand;
 use crate::api::machine::{self, FetchParams, FetchPayload, NoPayload, PingParams, PingPayload};
+use crate::api::states::CommandState;
 use crate::server::AppState;
 use crate::server::auth::Admin;
 use crate::server::error::ApiError;
@@ -134,7 +135,7 @@ pub async fn command_show(
     let row = state.queue.wait_command(id, wait).await?;
     let (id, is_final) = (row.id.clone(), row.is_final());
     let mut view = row.view(true);
-    if view.state == "pending" {
+    if view.state == CommandState::Pending {
         view.waiting = Some(runner_wait(&state, &view.runner_id, "the command"));
     }
     if is_final && view.result.is_some() {

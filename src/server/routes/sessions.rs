@@ -7,6 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 use crate::api::sessions as wire;
+use crate::api::states::TurnState;
 use crate::server::AppState;
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
@@ -238,7 +239,10 @@ pub async fn session_events(
         })
         .await?;
     let waiting = page.waiting.clone().or_else(|| {
-        let turn = page.turn.as_ref().filter(|t| t.state == "queued")?;
+        let turn = page
+            .turn
+            .as_ref()
+            .filter(|t| t.state == TurnState::Queued)?;
         let runner = turn.runner_id.as_deref()?;
         Some(super::commands::runner_wait(&state, runner, "the turn"))
     });

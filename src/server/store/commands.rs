@@ -60,7 +60,7 @@ impl CommandRow {
             id: self.id,
             runner_id: self.runner_id,
             kind: self.kind.as_sql().into(),
-            state: self.state.as_sql().into(),
+            state: self.state,
             created_at: rfc3339(self.created_at),
             deadline_at: rfc3339(self.deadline_at),
             leased_at: rfc3339_opt(self.leased_at),

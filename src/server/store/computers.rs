@@ -57,7 +57,7 @@ impl From<ComputerRow> for wire::Computer {
             owner: r.owner,
             runner_id: r.runner_id,
             guest_cwd: r.guest_cwd,
-            state: r.state.as_sql().into(),
+            state: r.state,
             fence: r.fence,
             container_id: r.container_id,
             resources: r.resources.and_then(|s| serde_json::from_str(&s).ok()),

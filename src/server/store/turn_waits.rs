@@ -10,6 +10,7 @@ use super::commands::QueueLimits;
 use super::sessions::{self, Admission, Admitted, SessionRow, TurnRow};
 use super::{StoreError, agents, artifacts, not_found};
 use crate::api::sessions as wire;
+use crate::api::states::TurnState;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
 /// Most turns one account may have waiting at once.
@@ -43,9 +44,9 @@ impl WaitRow {
     /// cancelled, `error` when refused, with the reason as its error).
     pub fn view(self) -> wire::Turn {
         let (state, error) = match self.state.as_str() {
-            WAITING => (WAITING, None),
-            "cancelled" => ("interrupted", Some(self.reason)),
-            _ => ("error", Some(self.reason)),
+            WAITING => (TurnState::Waiting, None),
+            "cancelled" => (TurnState::Interrupted, Some(self.reason)),
+            _ => (TurnState::Error, Some(self.reason)),
         };
         wire::Turn {
             id: self.id,
@@ -53,7 +54,7 @@ impl WaitRow {
             runner_id: None,
             command_id: None,
             message: self.message,
-            state: state.into(),
+            state,
             final_text: None,
             usage: None,
             error,

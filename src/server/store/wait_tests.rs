@@ -110,7 +110,10 @@ fn an_account_may_have_32_turns_waiting_and_a_cancelled_one_never_starts() {
     let (session, wait) = first.unwrap();
     sessions::cancel_turn(&mut w.conn, &session.id, &wait.id, limits).unwrap();
     let ended = turn_waits::get(&w.conn, &wait.id).unwrap();
-    assert_eq!(ended.clone().view().state, "interrupted");
+    assert_eq!(
+        ended.clone().view().state,
+        crate::api::states::TurnState::Interrupted
+    );
     w.run(generation, &running.command_id);
     w.complete(generation, &running.command_id, Outcome::Done)
         .unwrap();
