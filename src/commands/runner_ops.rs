@@ -13,6 +13,7 @@ use crate::api::artifacts::{ArtifactRef, MAX_ARTIFACT_BYTES};
 use crate::api::client::Client;
 use crate::api::machine::{self, FetchParams, FetchResult, PingParams};
 use crate::api::sessions::SessionListResult;
+use crate::api::words::plural;
 use crate::error::{CliError, Exit};
 use crate::output::{self, opt};
 
@@ -132,8 +133,9 @@ pub async fn ping(runner: &str, count: u32, hold: Duration, json: bool) -> anyho
     }
     if answered < count as usize {
         return Err(CliError::failure(format!(
-            "{} of {count} pings got no answer: is the runner online? (`yy runner show {runner}`)",
-            count as usize - answered
+            "{} of {} got no answer: is the runner online? (`yy runner show {runner}`)",
+            count as usize - answered,
+            plural(count, "ping", "pings")
         ))
         .into());
     }
@@ -291,9 +293,9 @@ pub async fn update(
         )
     {
         eprintln!(
-            "{} accepted: {} checks passed, acceptance computer {} ran and was removed ({:.1} s)",
+            "{} accepted: {} passed, acceptance computer {} ran and was removed ({:.1} s)",
             output::clean(&a.image_id),
-            a.checks.len(),
+            plural(a.checks.len(), "check", "checks"),
             output::clean(&a.acceptance_container),
             a.duration_ms as f64 / 1000.0
         );
