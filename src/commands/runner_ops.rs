@@ -197,10 +197,11 @@ pub async fn fetch(
         _ => super::artifact::download_known(&client, &known, output_path).await?,
     }
     if output_path.as_os_str() != "-" {
+        // The server keeps the artifact a day (`FETCH_KEPT_MS`) for `yy artifact show|get`.
         eprintln!(
-            "fetched {} ({} bytes, sha256 {}) to {} (artifact {})",
+            "fetched {} ({}, sha256 {}) to {}; kept as artifact {} for 24 hours",
             crate::output::clean(&result.path),
-            result.size,
+            plural(result.size, "byte", "bytes"),
             crate::output::clean(&result.sha256),
             output_path.display(),
             crate::output::clean(&result.artifact_id)
