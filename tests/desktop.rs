@@ -1122,12 +1122,40 @@ fn the_web_view_shows_the_screen_and_sends_input_under_the_fence() {
             "{refusal}"
         );
         assert_eq!(cursor(&s), was, "a click on a stale frame moved the cursor");
+
+        // The printed link opened again in this (signed-in) browser shows the page; in a
+        // browser without the cookie it says it was used and what prints a new one.
+        b.eval("window.before = true").await;
+        b.call("Page.navigate", serde_json::json!({ "url": url }))
+            .await;
+        b.wait_for(
+            "window.before === undefined && location.pathname === '/' && document.getElementById('frame').textContent.startsWith('f')",
+            "the page again",
+        )
+        .await;
+        b.call("Network.clearBrowserCookies", serde_json::json!({}))
+            .await;
+        b.call("Page.navigate", serde_json::json!({ "url": url }))
+            .await;
+        let said = b
+            .wait_for(
+                "document.querySelector('h1') && document.body.innerText",
+                "the used-link page",
+            )
+            .await;
+        let said = said.as_str().unwrap();
+        assert!(said.contains("already used or has expired"), "{said}");
+        assert!(
+            said.contains(&format!("yy computer attach {id} --web --control")),
+            "{said}"
+        );
     });
 
-    // The link worked once.
+    // The link worked once; an API client gets the refusal as JSON.
     let (status, body) = common::http(&addr, "GET", &format!("/?t={token}"), &[], "").unwrap();
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("already used"), "{body}");
+    assert!(body.starts_with("{\"error\""), "{body}");
 
     // Ctrl-C stops the page and releases control; the model stays paused.
     unsafe {

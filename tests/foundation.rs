@@ -63,6 +63,12 @@ fn wrong_password_and_unknown_user_are_refused_alike() {
     env.run(&["login", &server.url, "--username", "root"])
         .fails(2, "--password-stdin");
     assert!(!server.log().contains("wrong password"));
+    // A URL without its scheme: the example is yy's own address, not Hermes's.
+    env.run(&["login", "localhost:8420", "--username", "root"])
+        .fails(
+            2,
+            "is not an http:// or https:// URL such as http://127.0.0.1:8420",
+        );
 }
 
 #[test]

@@ -652,6 +652,29 @@ fn fetch_exports_only_inside_artifact_roots_and_at_most_25_mib() {
         artifacts[0]["source_path"],
         std::fs::canonicalize(report).unwrap().to_str().unwrap()
     );
+    // The id it printed is an artifact to use, as the line says (the server keeps it a
+    // day; `retention` unit tests check the time).
+    let printed = ok
+        .stderr
+        .split("kept as artifact ")
+        .nth(1)
+        .and_then(|rest| rest.split_once(" for 24 hours"))
+        .map(|(id, _)| id)
+        .unwrap_or_else(|| panic!("no artifact id in {:?}", ok.stderr));
+    assert_eq!(printed, artifacts[0]["id"].as_str().unwrap());
+    let shown = env.json(&["artifact", "show", printed]);
+    assert_eq!(shown["kind"], "fetch", "{shown}");
+    assert_eq!(shown["state"], "ready", "{shown}");
+    assert_eq!(shown["size"], marker.len(), "{shown}");
+    let again = env.path("again.txt");
+    env.run(&["artifact", "get", printed, "-o", again.to_str().unwrap()])
+        .ok();
+    assert_eq!(std::fs::read(&again).unwrap(), marker.as_bytes());
+    assert!(
+        ok.stderr.contains(&format!("({} bytes,", marker.len())),
+        "{}",
+        ok.stderr
+    );
     assert_eq!(
         std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
         0o600

@@ -16,6 +16,7 @@ pub mod status;
 pub mod teams;
 pub mod tls;
 pub mod views;
+pub mod words;
 
 /// Prefix of account API tokens (`yy login`): lets log maskers and secret scanners find them.
 pub const API_TOKEN_PREFIX: &str = "yyat_";

@@ -41,11 +41,17 @@ pub fn check_absolute_path(what: &str, path: &str) -> Result<(), String> {
 }
 
 /// An `http://` or `https://` base URL.
-pub fn check_http_url(what: &str, url: &str) -> Result<(), String> {
+/// What a yy server's URL looks like (`yy serve` listens on 8420).
+pub const SERVER_URL_EXAMPLE: &str = "http://127.0.0.1:8420";
+/// What a Hermes server's URL looks like (Hermes listens on 9119).
+pub const HERMES_URL_EXAMPLE: &str = "http://127.0.0.1:9119";
+
+/// `url` is http(s) with a host; the error shows `example` (one of the `*_URL_EXAMPLE`s).
+pub fn check_http_url(what: &str, url: &str, example: &str) -> Result<(), String> {
     match reqwest::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
         _ => Err(format!(
-            "{what} {url:?} is not an http:// or https:// URL such as http://127.0.0.1:9119"
+            "{what} {url:?} is not an http:// or https:// URL such as {example}"
         )),
     }
 }
@@ -79,9 +85,13 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert!(check_http_url("u", "http://127.0.0.1:9119").is_ok());
-        assert!(check_http_url("u", "https://yy.example").is_ok());
-        assert!(check_http_url("u", "ftp://x").is_err());
-        assert!(check_http_url("u", "127.0.0.1:80").is_err());
+        let ex = SERVER_URL_EXAMPLE;
+        assert!(check_http_url("u", "http://127.0.0.1:9119", ex).is_ok());
+        assert!(check_http_url("u", "https://yy.example", ex).is_ok());
+        assert!(check_http_url("u", "ftp://x", ex).is_err());
+        let e = check_http_url("server URL", "127.0.0.1:80", ex).unwrap_err();
+        assert!(e.ends_with("such as http://127.0.0.1:8420"), "{e}");
+        let e = check_http_url("--hermes-url", "x", HERMES_URL_EXAMPLE).unwrap_err();
+        assert!(e.ends_with("such as http://127.0.0.1:9119"), "{e}");
     }
 }

@@ -423,8 +423,12 @@ impl Opened {
         }
         if pos != self.manifest_offset {
             return Err(bad(format!(
-                "{} unlisted bytes lie between the entries and the manifest",
-                self.manifest_offset - pos
+                "{} between the entries and the manifest",
+                crate::api::words::plural(
+                    self.manifest_offset - pos,
+                    "unlisted byte lies",
+                    "unlisted bytes lie"
+                )
             )));
         }
         archive_hash.update(&self.manifest_bytes);

@@ -77,7 +77,10 @@ impl Progress {
 
     fn show_files(&self, n: u64) {
         if let Some(bar) = &self.bar {
-            bar.set_message(format!("{n}/{} files", self.total_files));
+            bar.set_message(format!(
+                "{n}/{}",
+                crate::api::words::plural(self.total_files, "file", "files")
+            ));
         }
     }
 
@@ -91,12 +94,12 @@ impl Progress {
             if last.elapsed() >= LINE_EVERY {
                 *last = Instant::now();
                 eprintln!(
-                    "{}: {} of {}, {} of {} files",
+                    "{}: {} of {}, {} of {}",
                     l.label,
                     human_size(done),
                     human_size(l.total_bytes),
                     self.files.load(Ordering::Relaxed),
-                    self.total_files
+                    crate::api::words::plural(self.total_files, "file", "files")
                 );
             }
         }

@@ -548,13 +548,13 @@ fn swap(
     journal::log(
         s,
         &format!(
-            "restored {} (sha256 {sha256}, made {} by yy {} from {}; {} files, {} bytes, schema {}{}) into {}; {}",
+            "restored {} (sha256 {sha256}, made {} by yy {} from {}; {}, {}, schema {}{}) into {}; {}",
             journal.archive.display(),
             m.created_at,
             m.yy_version,
             m.source,
-            m.file_count,
-            m.total_bytes,
+            crate::api::words::plural(m.file_count, "file", "files"),
+            crate::api::words::plural(m.total_bytes, "byte", "bytes"),
             m.schema_version,
             migrated
                 .map(|(a, b)| format!(", migrated {a} -> {b}"))

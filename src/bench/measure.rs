@@ -187,7 +187,8 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
         }
         if Instant::now() > deadline {
             return Err(CliError::failure(format!(
-                "{unfinished} of {n} pings were still not final a minute after the last one ended"
+                "{unfinished} of {} still not final a minute after the last one ended",
+                crate::api::words::plural(n, "ping", "pings")
             ))
             .into());
         }
@@ -201,7 +202,8 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
         .unwrap_or(0);
     if total != n as u64 || done != n as u64 {
         return Err(CliError::failure(format!(
-            "of {n} pings, {done} ended done (states: {states:?}); a benchmark command must never fail"
+            "of {}, {done} ended done (states: {states:?}); a benchmark command must never fail",
+            crate::api::words::plural(n, "ping", "pings")
         ))
         .into());
     }
@@ -366,9 +368,12 @@ pub(super) async fn long_poll_rss(
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
             return Err(CliError::failure(format!(
-                "the control plane held only {sockets} connections for {count} long-polls ({} answered early{})",
+                "the control plane held only {} for {} ({} answered early{})",
+                crate::api::words::plural(sockets, "connection", "connections"),
+                crate::api::words::plural(count, "long-poll", "long-polls"),
                 returned.load(Ordering::Relaxed),
-                why.map(|w| format!("; first problem: {w}")).unwrap_or_default()
+                why.map(|w| format!("; first problem: {w}"))
+                    .unwrap_or_default()
             ))
             .into());
         }
@@ -388,7 +393,8 @@ pub(super) async fn long_poll_rss(
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         return Err(CliError::failure(format!(
-            "{early} of {count} long-polls ended before the measurement was over{}",
+            "{early} of {} ended before the measurement was over{}",
+            crate::api::words::plural(count, "long-poll", "long-polls"),
             why.map(|w| format!(": {w}")).unwrap_or_default()
         ))
         .into());

@@ -123,8 +123,8 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
 
     let pickup_latency = if args.latency_samples > 0 {
         progress(&format!(
-            "pickup latency: {} pings one at a time (after {WARMUP_PINGS} untimed)",
-            args.latency_samples
+            "pickup latency: {} one at a time (after {WARMUP_PINGS} untimed)",
+            crate::api::words::plural(args.latency_samples, "ping", "pings")
         ));
         let (admin, runner_id) = (s.admin.clone(), s.runner_id.clone());
         Some(
@@ -137,8 +137,13 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
 
     let (throughput, runner_rss_mb_after_throughput) = if args.commands > 0 {
         progress(&format!(
-            "throughput: {} pings from {} concurrent enqueuers",
-            args.commands, args.enqueuers
+            "throughput: {} from {}",
+            crate::api::words::plural(args.commands, "ping", "pings"),
+            crate::api::words::plural(
+                args.enqueuers,
+                "concurrent enqueuer",
+                "concurrent enqueuers"
+            )
         ));
         let run = Run {
             admin: s.admin.clone(),
@@ -166,8 +171,8 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
             }
         }
         progress(&format!(
-            "long-polls: registering {} Runners and holding one long-poll each",
-            args.long_polls
+            "long-polls: registering {} and holding one long-poll each",
+            crate::api::words::plural(args.long_polls, "Runner", "Runners")
         ));
         let (admin, url, pid) = (s.admin.clone(), s.url.clone(), s.serve_pid());
         Some(

@@ -345,14 +345,18 @@ pub(super) fn print_human(r: &Report) -> anyhow::Result<()> {
     let mut text = output::table(&["figure", "value", "target", "result"], rows);
     let m = &r.machine;
     text.push_str(&format!(
-        "\n\nyy {} on {} CPUs ({}), Linux {}; {} latency samples, {} throughput pings, {} long-polls",
+        "\n\nyy {} on {} ({}), Linux {}; {}, {}, {}",
         r.version,
-        m.cpus,
+        crate::api::words::plural(m.cpus, "CPU", "CPUs"),
         m.cpu_model.as_deref().unwrap_or("unknown CPU"),
         m.kernel.as_deref().unwrap_or("?"),
-        r.parameters.latency_samples,
-        r.parameters.commands,
-        r.parameters.long_polls,
+        crate::api::words::plural(
+            r.parameters.latency_samples,
+            "latency sample",
+            "latency samples"
+        ),
+        crate::api::words::plural(r.parameters.commands, "throughput ping", "throughput pings"),
+        crate::api::words::plural(r.parameters.long_polls, "long-poll", "long-polls"),
     ));
     if r.missed.is_empty() {
         text.push_str("\nall targets met");

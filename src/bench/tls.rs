@@ -85,8 +85,10 @@ pub(super) async fn compare(args: &DispatchArgs, bin: std::path::PathBuf) -> any
             .enumerate()
         {
             progress(&format!(
-                "round {r}/{ROUNDS}, {name}: {} pings one at a time, then {} from {} enqueuers",
-                args.latency_samples, args.commands, args.enqueuers
+                "round {r}/{ROUNDS}, {name}: {} one at a time, then {} from {}",
+                crate::api::words::plural(args.latency_samples, "ping", "pings"),
+                args.commands,
+                crate::api::words::plural(args.enqueuers, "enqueuer", "enqueuers")
             ));
             let (p50, rate) = round(s, args).await?;
             modes[i].0.push((p50 * 1000.0).round() / 1000.0);

@@ -164,7 +164,10 @@ async fn measure(admin: &Client, samples: usize) -> anyhow::Result<Figures> {
     progress("first turns (untimed for the p50s): the Worker starts, the computer is created");
     let cold_host_ms = turn(admin, "host").await?;
     let cold_worker_ms = turn(admin, "isolated").await?;
-    progress(&format!("{samples} turns of each kind, alternating"));
+    progress(&format!(
+        "{} of each kind, alternating",
+        crate::api::words::plural(samples, "turn", "turns")
+    ));
     let (mut host, mut worker) = (Vec::new(), Vec::new());
     for _ in 0..samples {
         host.push(turn(admin, "host").await?);

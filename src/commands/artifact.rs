@@ -87,7 +87,14 @@ pub async fn run(args: ArtifactArgs) -> anyhow::Result<()> {
                 vec![
                     ("id", a.id.clone()),
                     ("name", a.name.clone()),
-                    ("size", format!("{} ({} bytes)", human_size(a.size), a.size)),
+                    (
+                        "size",
+                        format!(
+                            "{} ({})",
+                            human_size(a.size),
+                            crate::api::words::plural(a.size, "byte", "bytes")
+                        ),
+                    ),
                     ("sha256", a.sha256.clone()),
                     ("state", a.state.clone()),
                     ("kind", a.kind.clone()),
@@ -176,8 +183,12 @@ pub async fn download_known(
     let received = receive(resp, output, meta.name.clone(), meta.size).await?;
     if !received.is(meta) {
         return Err(CliError::failure(format!(
-            "artifact {} arrived damaged ({} bytes with SHA-256 {}, expected {} bytes with {}); nothing was written",
-            meta.artifact_id, received.size, received.sha256, meta.size, meta.sha256
+            "artifact {} arrived damaged ({} with SHA-256 {}, expected {} with {}); nothing was written",
+            meta.artifact_id,
+            crate::api::words::plural(received.size, "byte", "bytes"),
+            received.sha256,
+            crate::api::words::plural(meta.size, "byte", "bytes"),
+            meta.sha256
         ))
         .into());
     }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use crate::api::words::plural;
 use crate::backup::collect::{self, Created};
 use crate::backup::lock::{DirLock, Mode};
 use crate::backup::restore::Restored;
@@ -157,8 +158,8 @@ fn print_created(c: &Created, as_json: bool) -> anyhow::Result<()> {
         }));
     }
     Ok(output::print(&format!(
-        "backed up {} files ({}) to {} in {:.1}s; sha256 {}",
-        c.manifest.file_count,
+        "backed up {} ({}) to {} in {:.1}s; sha256 {}",
+        plural(c.manifest.file_count, "file", "files"),
         human_bytes(c.manifest.total_bytes),
         c.path.display(),
         c.elapsed.as_secs_f64(),
@@ -299,7 +300,7 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
         }));
     }
     output::print(&format!(
-        "ok: {} is a {} backup of {} on {}, made {} by yy {} (schema {}): {} files ({}), every SHA-256 and {} database(s) check out; sha256 {}",
+        "ok: {} is a {} backup of {} on {}, made {} by yy {} (schema {}): {} ({}), every SHA-256 and {} check out; sha256 {}",
         a.file.display(),
         m.kind.as_str(),
         m.source,
@@ -307,9 +308,9 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
         m.created_at,
         m.yy_version,
         m.schema_version,
-        m.file_count,
+        plural(m.file_count, "file", "files"),
         human_bytes(m.total_bytes),
-        checked.len(),
+        plural(checked.len(), "database", "databases"),
         sha
     ))?;
     Ok(())
@@ -340,8 +341,8 @@ fn print_restored(r: &Restored, as_json: bool) -> anyhow::Result<()> {
         .map(|(a, b)| format!(", database migrated from schema {a} to {b}"))
         .unwrap_or_default();
     Ok(output::print(&format!(
-        "restored {} files ({}) into {} in {:.1}s{migrated}; {kept}; sha256 {}; log {}",
-        r.manifest.file_count,
+        "restored {} ({}) into {} in {:.1}s{migrated}; {kept}; sha256 {}; log {}",
+        plural(r.manifest.file_count, "file", "files"),
         human_bytes(r.manifest.total_bytes),
         r.target.display(),
         r.elapsed.as_secs_f64(),

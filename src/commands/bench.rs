@@ -170,9 +170,9 @@ async fn backup(args: BackupBenchArgs) -> anyhow::Result<()> {
         vec![
             "data".into(),
             format!(
-                "{} in {} files",
+                "{} in {}",
                 crate::backup::bench::human_bytes(f.data_bytes),
-                f.files
+                crate::api::words::plural(f.files, "file", "files")
             ),
             "-".into(),
             "-".into(),

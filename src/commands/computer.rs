@@ -228,10 +228,10 @@ fn resources_shown(r: &serde_json::Value) -> String {
     };
     let size = |n: i64| super::progress::human_bytes(n.max(0) as u64);
     format!(
-        "memory {}, {} CPU, {} processes, /tmp {}, home {}",
+        "memory {}, {}, {}, /tmp {}, home {}",
         size(l.memory_bytes),
-        l.nano_cpus as f64 / 1e9,
-        l.pids,
+        crate::api::words::plural(l.nano_cpus as f64 / 1e9, "CPU", "CPUs"),
+        crate::api::words::plural(l.pids, "process", "processes"),
         size(l.tmp_bytes),
         size(l.home_bytes)
     )

@@ -70,7 +70,8 @@ pub fn result_text(result: &serde_json::Value) -> String {
     }
     let mut shown: String = text.chars().take(SHOWN_OUTPUT).collect();
     if shown.len() < text.len() {
-        shown.push_str(&format!(" [... {} more bytes]", text.len() - shown.len()));
+        let more = crate::api::words::plural(text.len() - shown.len(), "more byte", "more bytes");
+        shown.push_str(&format!(" [... {more}]"));
     }
     output::clean_text(&shown).into_owned()
 }

@@ -5,7 +5,9 @@
 //!
 //! Access: the printed URL carries a one-time token; its first load exchanges it for an
 //! HttpOnly, SameSite=Strict cookie (and redirects to drop the token from the address
-//! bar); any later use of the token, and every request without the cookie, is refused.
+//! bar); a later use of the token takes a browser holding the cookie to the page and is
+//! refused otherwise, as is every request without the cookie (a browser gets a page that
+//! says what to run for a new link, other clients JSON).
 //! The Host header must name this listener (no DNS rebinding). Input is JSON only (a
 //! cross-site form cannot send it) and carries the control fence and the frame id the
 //! person clicked on; the control plane refuses an old fence, the guest a stale frame.
@@ -39,6 +41,7 @@ const MAX_TEXT_CHARS: usize = 1000;
 const COOKIE: &str = "yy_attach";
 
 const PAGE: &str = include_str!("computer_web.html");
+const REFUSED: &str = include_str!("computer_web_refused.html");
 const SCRIPT: &str = include_str!("computer_web.js");
 
 struct Web {
@@ -78,7 +81,51 @@ fn error(status: StatusCode, msg: impl Into<String>) -> Response {
         .into_response()
 }
 
+/// Whether a browser asks (it takes HTML); the page's script and API clients get JSON.
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/html"))
+}
+
 impl Web {
+    /// The command that prints a new link for this page.
+    fn again(&self) -> String {
+        let control = if self.fence.is_some() {
+            " --control"
+        } else {
+            ""
+        };
+        format!("yy computer attach {} --web{control}", self.computer)
+    }
+
+    /// A refusal of the page itself: a person who opened it in a browser reads what
+    /// happened and what to run; others get `error` as JSON. Same status either way.
+    fn refuse_page(
+        &self,
+        headers: &HeaderMap,
+        status: StatusCode,
+        title: &str,
+        why: &str,
+        json: String,
+    ) -> Response {
+        if !wants_html(headers) {
+            return error(status, json);
+        }
+        let page = REFUSED
+            .replace("{{title}}", &html_escape(title))
+            .replace("{{why}}", &html_escape(why))
+            .replace("{{command}}", &html_escape(&self.again()));
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            page,
+        )
+            .into_response()
+    }
+
     fn has_cookie(&self, headers: &HeaderMap) -> bool {
         headers
             .get_all(header::COOKIE)
@@ -152,31 +199,53 @@ async fn index(
                 _ => false,
             }
         };
+        if !taken && web.has_cookie(&headers) {
+            // This browser is signed in already (the printed link opened again): the page.
+            return see_other("/", None);
+        }
         if !taken {
-            return error(
+            return web.refuse_page(
+                &headers,
                 StatusCode::FORBIDDEN,
-                "this link was already used (it works once): run `yy computer attach --web` again for a new one",
+                "This link was already used or has expired",
+                "Each link works once, and only while the yy computer attach --web that printed it runs.",
+                format!(
+                    "this link was already used or has expired (it works once): run `{}` for a new one",
+                    web.again()
+                ),
             );
         }
         let cookie = format!(
             "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
             web.session
         );
-        return Response::builder()
-            .status(StatusCode::SEE_OTHER)
-            .header(header::LOCATION, "/")
-            .header(header::SET_COOKIE, cookie)
-            .body(Body::empty())
-            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+        return see_other("/", Some(cookie));
     }
-    if let Some(r) = web.refused(&headers) {
-        return r;
+    if !web.has_cookie(&headers) {
+        return web.refuse_page(
+            &headers,
+            StatusCode::UNAUTHORIZED,
+            "Not signed in",
+            "This page opens through the one-time link yy computer attach --web prints; this browser has not opened it.",
+            "not signed in: open the link `yy computer attach --web` printed".into(),
+        );
     }
     (
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
         PAGE.replace("{{computer}}", &html_escape(&web.computer)),
     )
         .into_response()
+}
+
+fn see_other(to: &'static str, cookie: Option<String>) -> Response {
+    let mut res = Response::builder()
+        .status(StatusCode::SEE_OTHER)
+        .header(header::LOCATION, to);
+    if let Some(c) = cookie {
+        res = res.header(header::SET_COOKIE, c);
+    }
+    res.body(Body::empty())
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 fn html_escape(s: &str) -> String {
@@ -457,143 +526,5 @@ pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tower::ServiceExt;
-
-    fn web(fence: Option<i64>) -> Arc<Web> {
-        Arc::new(Web {
-            // Never called by these requests: each is refused before any relay.
-            client: Client::new("http://127.0.0.1:9", None).unwrap(),
-            computer: "c1".into(),
-            host: "127.0.0.1:4000".into(),
-            token: Mutex::new(Some("tok".into())),
-            session: "sess".into(),
-            fence,
-            frames: Semaphore::new(1),
-            inputs: Semaphore::new(1),
-        })
-    }
-
-    async fn get(app: &Router, path: &str, headers: &[(&str, &str)]) -> Response {
-        let mut req = Request::builder()
-            .uri(path)
-            .header("host", "127.0.0.1:4000");
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        app.clone()
-            .oneshot(req.body(Body::empty()).unwrap())
-            .await
-            .unwrap()
-    }
-
-    #[tokio::test]
-    async fn the_link_works_once_and_only_the_cookie_signs_in() {
-        let app = router(web(Some(3)));
-        let first = get(&app, "/?t=tok", &[]).await;
-        assert_eq!(first.status(), StatusCode::SEE_OTHER);
-        let cookie = first.headers()[header::SET_COOKIE].to_str().unwrap();
-        assert!(cookie.starts_with("yy_attach=sess;") && cookie.contains("HttpOnly"));
-        assert_eq!(
-            get(&app, "/?t=tok", &[]).await.status(),
-            StatusCode::FORBIDDEN
-        );
-        assert_eq!(
-            get(&app, "/?t=other", &[]).await.status(),
-            StatusCode::FORBIDDEN
-        );
-        for path in ["/", "/app.js", "/state", "/frame"] {
-            let r = get(&app, path, &[]).await;
-            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
-            let r = get(&app, path, &[("cookie", "yy_attach=wrong")]).await;
-            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
-        }
-        let page = get(&app, "/", &[("cookie", "a=b; yy_attach=sess")]).await;
-        assert_eq!(page.status(), StatusCode::OK);
-        assert!(
-            page.headers()[header::CONTENT_SECURITY_POLICY]
-                .to_str()
-                .unwrap()
-                .contains("frame-ancestors 'none'")
-        );
-        let state = get(&app, "/state", &[("cookie", "yy_attach=sess")]).await;
-        let body = axum::body::to_bytes(state.into_body(), 4096).await.unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(v["fence"], 3);
-        // Another Host name (DNS rebinding) is refused even with the cookie.
-        let req = Request::builder()
-            .uri("/state")
-            .header("host", "evil.test:4000")
-            .header("cookie", "yy_attach=sess")
-            .body(Body::empty())
-            .unwrap();
-        let r = app.clone().oneshot(req).await.unwrap();
-        assert_eq!(r.status(), StatusCode::MISDIRECTED_REQUEST);
-    }
-
-    #[tokio::test]
-    async fn input_is_json_small_and_needs_control() {
-        let post = |app: Router, body: String, ctype: &'static str| async move {
-            let req = Request::builder()
-                .method("POST")
-                .uri("/input")
-                .header("host", "127.0.0.1:4000")
-                .header("cookie", "yy_attach=sess")
-                .header("content-type", ctype)
-                .body(Body::from(body))
-                .unwrap();
-            app.oneshot(req).await.unwrap().status()
-        };
-        let click = r#"{"fence":1,"frame_id":"f1","action":{"action":"left_click","x":1,"y":2}}"#;
-        let read_only = router(web(None));
-        assert_eq!(
-            post(read_only, click.into(), "application/json").await,
-            StatusCode::FORBIDDEN
-        );
-        let app = router(web(Some(1)));
-        // A form post (what a cross-site page could send) is not JSON.
-        assert_eq!(
-            post(app.clone(), click.into(), "text/plain").await,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE
-        );
-        let big = format!(
-            r#"{{"fence":1,"frame_id":"f1","action":{{"action":"type_text","text":"{}"}}}}"#,
-            "x".repeat(MAX_BODY)
-        );
-        assert_eq!(
-            post(app.clone(), big, "application/json").await,
-            StatusCode::PAYLOAD_TOO_LARGE
-        );
-        let shot = r#"{"fence":1,"frame_id":"f1","action":{"action":"screenshot"}}"#;
-        assert_eq!(
-            post(app, shot.into(), "application/json").await,
-            StatusCode::BAD_REQUEST
-        );
-    }
-
-    #[test]
-    fn secrets_compare_whole() {
-        assert!(same("abc", "abc"));
-        assert!(!same("abc", "abd"));
-        assert!(!same("abc", "ab"));
-        assert_eq!(random_hex().len(), 64);
-        assert_ne!(random_hex(), random_hex());
-    }
-
-    #[test]
-    fn the_page_sends_only_input() {
-        assert!(allowed(&ScreenAction::LeftClick { x: 1, y: 2 }).is_ok());
-        assert!(allowed(&ScreenAction::TypeText { text: "hi".into() }).is_ok());
-        assert!(
-            allowed(&ScreenAction::TypeText {
-                text: "x".repeat(MAX_TEXT_CHARS + 1)
-            })
-            .is_err()
-        );
-        assert!(allowed(&ScreenAction::Screenshot).is_err());
-        assert!(allowed(&ScreenAction::Drag { path: vec![] }).is_err());
-        assert!(allowed(&ScreenAction::Hotkey { keys: vec![] }).is_err());
-        assert_eq!(html_escape("<a\"&>"), "&lt;a&quot;&amp;&gt;");
-    }
-}
+#[path = "computer_web_tests.rs"]
+mod tests;

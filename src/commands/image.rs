@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 
 use super::JsonFlag;
 use super::progress::Progress;
+use crate::api::words::plural;
 use crate::computer::docker::Provider;
 use crate::computer::engine::EngineArgs;
 use crate::computer::image::{self, BuildOptions};
@@ -311,9 +312,9 @@ fn report_result(report: &image_verify::Report) -> anyhow::Result<()> {
     let failed = report.checks.iter().filter(|c| !c.ok).count();
     if failed > 0 {
         return Err(CliError::failure(format!(
-            "image {} failed {failed} of {} checks",
+            "image {} failed {failed} of {}",
             report.image,
-            report.checks.len()
+            plural(report.checks.len(), "check", "checks")
         ))
         .into());
     }
@@ -469,9 +470,8 @@ async fn prune(yes: bool, check: InUseArgs) -> anyhow::Result<()> {
     if !unused.is_empty() {
         super::prompt::confirm(
             &format!(
-                "remove {} unused yy image{}?",
-                unused.len(),
-                if unused.len() == 1 { "" } else { "s" }
+                "remove {}?",
+                plural(unused.len(), "unused yy image", "unused yy images")
             ),
             yes,
         )?;

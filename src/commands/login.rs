@@ -39,7 +39,8 @@ pub struct WhoamiArgs {
 }
 
 pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
-    crate::api::names::check_http_url("server URL", &args.url).map_err(CliError::usage)?;
+    let example = crate::api::names::SERVER_URL_EXAMPLE;
+    crate::api::names::check_http_url("server URL", &args.url, example).map_err(CliError::usage)?;
     let url = reqwest::Url::parse(&args.url).map_err(|e| CliError::usage(e.to_string()))?;
     let previous = context::load_login().ok().flatten();
     let pin = trusted_certificate(&url, &args, previous.as_ref()).await?;

@@ -71,7 +71,16 @@ pub fn main() -> i32 {
         Ok(parsed) => parsed,
         Err(e) => {
             let e = close_suggestions_only(e);
-            let _ = e.print();
+            let rendered = e.render();
+            let plain = rendered.to_string();
+            if !plain.starts_with("error:") {
+                // Help and version (asked for, or shown for a missing subcommand).
+                let _ = e.print();
+            } else if colour() {
+                eprint!("{}", one_line_error(&rendered.ansi().to_string(), &plain));
+            } else {
+                eprint!("{}", one_line_error(&plain, &plain));
+            }
             return e.exit_code();
         }
     };
@@ -80,7 +89,8 @@ pub fn main() -> i32 {
     if let Command::Guest(args) = &cli.command
         && let Err(e) = guest::before_runtime(args)
     {
-        eprintln!("error: {e:#}");
+        let line = error::message(&e);
+        eprintln!("error: {}", output::clean(&line));
         return Exit::Failure.code();
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -149,6 +159,31 @@ fn close_suggestions_only(e: clap::Error) -> clap::Error {
         }
     }
     out
+}
+
+/// clap lists part of what is wrong on the lines under `error:` (the missing arguments, the
+/// possible values); yy's errors are one line, so they join it. The usage and tips after
+/// the blank line stay as they are. `plain` is `text` without colours.
+fn one_line_error(text: &str, plain: &str) -> String {
+    let joint = match plain.lines().next() {
+        Some(first) if first.trim_end().ends_with(':') => ", ",
+        _ => " ",
+    };
+    let (head, rest) = match text.split_once("\n\n") {
+        Some((head, rest)) => (head, Some(rest)),
+        None => (text.trim_end(), None),
+    };
+    let mut lines = head.lines();
+    let mut line = lines.next().unwrap_or_default().trim_end().to_string();
+    let more: Vec<&str> = lines.map(str::trim).filter(|l| !l.is_empty()).collect();
+    if !more.is_empty() {
+        line.push(' ');
+        line.push_str(&more.join(joint));
+    }
+    match rest {
+        Some(rest) => format!("{line}\n\n{rest}"),
+        None => format!("{line}\n"),
+    }
 }
 
 fn is_close(typed: &str, candidate: &str) -> bool {
@@ -319,5 +354,39 @@ mod tests {
         assert!(!is_close("lst", "stop"));
         assert_eq!(edit_distance("abc", "abc"), 0);
         assert_eq!(edit_distance("", "ab"), 2);
+    }
+
+    fn parse_error(args: &[&str]) -> String {
+        let e = crate::cli::command()
+            .try_get_matches_from(args)
+            .unwrap_err();
+        let plain = e.render().to_string();
+        one_line_error(&plain, &plain)
+    }
+
+    #[test]
+    fn clap_errors_say_what_is_wrong_on_the_error_line() {
+        let missing = parse_error(&["yy", "runner", "fetch", "r1", "/srv/a.txt"]);
+        let first = missing.lines().next().unwrap();
+        assert_eq!(
+            first,
+            "error: the following required arguments were not provided: --output <FILE>"
+        );
+        assert!(missing.contains("\n\nUsage: yy runner fetch"), "{missing}");
+        let two = parse_error(&["yy", "runner", "fetch"]);
+        assert!(
+            two.starts_with("error: the following required arguments were not provided: --output <FILE>, <RUNNER>, <PATH>\n\n"),
+            "{two}"
+        );
+        let value = parse_error(&["yy", "agent", "create", "a", "--env", "moon"]);
+        let first = value.lines().next().unwrap();
+        assert!(
+            first.starts_with("error: invalid value 'moon' for '--env"),
+            "{value}"
+        );
+        assert!(first.contains("[possible values: "), "{value}");
+        // Already one line: unchanged.
+        let text = "error: unexpected argument '--x' found\n\n  tip: ...\n";
+        assert_eq!(one_line_error(text, text), text);
     }
 }

@@ -480,8 +480,10 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
     let server_url = a
         .server_url
         .unwrap_or_else(|| client.base_url().to_string());
-    names::check_http_url("--server-url", &server_url).map_err(CliError::usage)?;
-    names::check_http_url("--hermes-url", &a.hermes_url).map_err(CliError::usage)?;
+    names::check_http_url("--server-url", &server_url, names::SERVER_URL_EXAMPLE)
+        .map_err(CliError::usage)?;
+    names::check_http_url("--hermes-url", &a.hermes_url, names::HERMES_URL_EXAMPLE)
+        .map_err(CliError::usage)?;
     for root in &a.artifact_roots {
         names::check_absolute_path("--artifact-root", root).map_err(CliError::usage)?;
     }

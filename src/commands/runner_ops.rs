@@ -14,6 +14,7 @@ use crate::api::client::Client;
 use crate::api::machine::{self, FetchParams, FetchResult, PingParams};
 use crate::api::sessions::SessionListResult;
 use crate::api::states::CommandState;
+use crate::api::words::plural;
 use crate::error::{CliError, Exit};
 use crate::output::{self, opt};
 
@@ -133,8 +134,9 @@ pub async fn ping(runner: &str, count: u32, hold: Duration, json: bool) -> anyho
     }
     if answered < count as usize {
         return Err(CliError::failure(format!(
-            "{} of {count} pings got no answer: is the runner online? (`yy runner show {runner}`)",
-            count as usize - answered
+            "{} of {} got no answer: is the runner online? (`yy runner show {runner}`)",
+            count as usize - answered,
+            plural(count, "ping", "pings")
         ))
         .into());
     }
@@ -196,10 +198,11 @@ pub async fn fetch(
         _ => super::artifact::download_known(&client, &known, output_path).await?,
     }
     if output_path.as_os_str() != "-" {
+        // The server keeps the artifact a day (`FETCH_KEPT_MS`) for `yy artifact show|get`.
         eprintln!(
-            "fetched {} ({} bytes, sha256 {}) to {} (artifact {})",
+            "fetched {} ({}, sha256 {}) to {}; kept as artifact {} for 24 hours",
             crate::output::clean(&result.path),
-            result.size,
+            plural(result.size, "byte", "bytes"),
             crate::output::clean(&result.sha256),
             output_path.display(),
             crate::output::clean(&result.artifact_id)
@@ -292,9 +295,9 @@ pub async fn update(
         )
     {
         eprintln!(
-            "{} accepted: {} checks passed, acceptance computer {} ran and was removed ({:.1} s)",
+            "{} accepted: {} passed, acceptance computer {} ran and was removed ({:.1} s)",
             output::clean(&a.image_id),
-            a.checks.len(),
+            plural(a.checks.len(), "check", "checks"),
             output::clean(&a.acceptance_container),
             a.duration_ms as f64 / 1000.0
         );

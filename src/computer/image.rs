@@ -28,6 +28,7 @@ use super::rootfs::{self, Recipe};
 use super::tarball::{TarBuilder, is_static_elf};
 use super::{ComputerError, GUEST_BINARY, GUEST_HOME, GUEST_UID, PACKAGE_LOCK_PATH, labels};
 use super::{dpkg_status, package_lock};
+use crate::api::words::plural;
 
 pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
 pub const DEFAULT_SECURITY_MIRROR: &str = "http://deb.debian.org/debian-security";
@@ -273,10 +274,9 @@ fn within_closure(root: &rootfs::Rootfs, packages: &[String]) -> Result<(), Comp
         return Ok(());
     }
     Err(ComputerError::Lock(format!(
-        "the root filesystem {} has {} package{} that the recipe neither lists nor depends on: {}; rebuild it with --fresh",
+        "the root filesystem {} has {} that the recipe neither lists nor depends on: {}; rebuild it with --fresh",
         root.dir.display(),
-        extra.len(),
-        if extra.len() == 1 { "" } else { "s" },
+        plural(extra.len(), "package", "packages"),
         extra.join(", ")
     )))
 }

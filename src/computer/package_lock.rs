@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::ComputerError;
+use crate::api::words::plural;
 
 /// One locked package.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -208,9 +209,8 @@ pub fn summary(changes: &[Change], source: &str) -> Vec<String> {
         let named: Vec<String> = of_kind.iter().take(NAMED).map(|c| c.to_string()).collect();
         let more = of_kind.len().saturating_sub(NAMED);
         out.push(format!(
-            "{} package{} {what} {source}: {}{}",
-            of_kind.len(),
-            if of_kind.len() == 1 { "" } else { "s" },
+            "{} {what} {source}: {}{}",
+            plural(of_kind.len(), "package", "packages"),
             named.join(", "),
             if more > 0 {
                 format!(" and {more} more")
@@ -229,9 +229,8 @@ pub fn require_same(changes: &[Change], source: &str) -> Result<(), ComputerErro
     }
     let names: Vec<&str> = changes.iter().map(Change::name).collect();
     Err(ComputerError::Lock(format!(
-        "--locked: the installed packages differ from {source} in {} package{} ({}): {}; point --mirror at a mirror that holds the locked versions, or build without --locked",
-        changes.len(),
-        if changes.len() == 1 { "" } else { "s" },
+        "--locked: the installed packages differ from {source} in {} ({}): {}; point --mirror at a mirror that holds the locked versions, or build without --locked",
+        plural(changes.len(), "package", "packages"),
         names.join(", "),
         summary(changes, source).join("; ")
     )))

@@ -398,8 +398,10 @@ impl GuestSession {
                     let sha = hex::encode(hasher.finalize());
                     if r.size != size || r.sha256 != sha || r.chunks != next {
                         return Err(ComputerError::Guest(format!(
-                            "export of {path} is corrupt: guest says {} bytes sha256 {}, received {size} bytes sha256 {sha}",
-                            r.size, r.sha256
+                            "export of {path} is corrupt: guest says {} sha256 {}, received {} sha256 {sha}",
+                            crate::api::words::plural(r.size, "byte", "bytes"),
+                            r.sha256,
+                            crate::api::words::plural(size, "byte", "bytes")
                         )));
                     }
                     return Ok(r);

@@ -228,8 +228,8 @@ impl Proxy {
     async fn handle(self: Arc<Self>, mut client: TcpStream, peer: SocketAddr) {
         let Ok(_permit) = self.slots.clone().try_acquire_owned() else {
             let reason = format!(
-                "the proxy is serving {} connections, its limit; try again later",
-                self.cfg.max_connections
+                "the proxy is serving {}, its limit; try again later",
+                crate::api::words::plural(self.cfg.max_connections, "connection", "connections")
             );
             self.decide(self.decision(
                 peer,

@@ -130,9 +130,9 @@ impl Transfer {
         let before = Stamp::of(&f).map_err(cannot_read)?;
         if before.0 != begin.size {
             return Err(local(format!(
-                "{} changed while it was being sent ({} bytes, then {}); try again when it stays put",
+                "{} changed while it was being sent ({}, then {}); try again when it stays put",
                 file.display(),
-                begin.size,
+                crate::api::words::plural(begin.size, "byte", "bytes"),
                 before.0
             )));
         }
@@ -231,9 +231,9 @@ impl Transfer {
         let got = hex::encode(hasher.finalize());
         if data.len() as u64 != a.size || got != a.sha256 {
             return Err(format!(
-                "attachment {} arrived damaged ({} bytes, SHA-256 {got}); not written",
+                "attachment {} arrived damaged ({}, SHA-256 {got}); not written",
                 a.name,
-                data.len()
+                crate::api::words::plural(data.len(), "byte", "bytes")
             ));
         }
         Ok(data)
@@ -423,7 +423,10 @@ impl TurnExports {
             .ok_or_else(|| format!("{path:?} does not name a file"))?;
         let stat = guest.stat(&path).await.map_err(|e| e.to_string())?;
         if stat.kind != "file" {
-            return Err(format!("{path} is a {}, not a regular file", stat.kind));
+            return Err(format!(
+                "{path} is {}, not a regular file",
+                crate::api::words::a(&stat.kind)
+            ));
         }
         if stat.size > MAX_ARTIFACT_BYTES {
             return Err(format!("refused: {}", too_large(&path, stat.size)));
@@ -577,9 +580,9 @@ impl TurnExports {
                 return Err(format!("{name} was damaged on its way into the computer"));
             }
             lines.push(format!(
-                "- {}/{rel} ({} bytes, sha256 {})",
+                "- {}/{rel} ({}, sha256 {})",
                 cwd.trim_end_matches('/'),
-                a.size,
+                crate::api::words::plural(a.size, "byte", "bytes"),
                 a.sha256
             ));
         }

@@ -70,7 +70,8 @@ pub enum PoolError {
     #[error("computer {0} is not running on this Runner")]
     NotRunning(String),
     #[error(
-        "this Runner's pool is full: {running} of {max} computers are running; stop one first (`yy computer stop`)"
+        "this Runner's pool is full: {running} of {} running; stop one first (`yy computer stop`)",
+        crate::api::words::plural(.max, "computer", "computers")
     )]
     PoolFull { running: usize, max: u32 },
     #[error("the stop was not confirmed ({0}); the reservation is kept and the stop retried")]

@@ -286,11 +286,11 @@ fn verified(p: &Provider, id: &str) -> Finding {
     let info = p.engine();
     match crate::computer::verify_record::find(info, id) {
         Some(r) => Finding::ok(format!(
-            "verified {} by yy {} on {} ({} checks)",
+            "verified {} by yy {} on {} ({})",
             r.verified_at,
             clean(&r.yy_version),
             clean(&r.engine),
-            r.checks
+            crate::api::words::plural(r.checks, "check", "checks")
         )),
         None => Finding::fail(
             format!(

@@ -250,9 +250,9 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
         .collect();
     if !failed.is_empty() {
         return Err(CliError::failure(format!(
-            "{} of {} checks failed: {}; see each fix above",
+            "{} of {} failed: {}; see each fix above",
             failed.len(),
-            report.checks.len(),
+            crate::api::words::plural(report.checks.len(), "check", "checks"),
             failed.join(", ")
         ))
         .into());

@@ -115,8 +115,8 @@ async fn look(state: &AppState, command: &str) -> Result<Option<ArtifactRow>, Ap
         .await?;
     if cmd.kind != CommandKind::Fetch {
         return Err(ApiError::bad_request(format!(
-            "command {command} is a {}, not a fetch: only a fetch's artifact can be followed",
-            cmd.kind.as_sql()
+            "command {command} is {}, not a fetch: only a fetch's artifact can be followed",
+            crate::api::words::a(cmd.kind.as_sql())
         )));
     }
     if artifact.is_none() && cmd.is_final() {

@@ -229,8 +229,10 @@ async fn artifact_content(
 async fn stream_file(state: &AppState, row: &ArtifactRow) -> Result<Response, ApiError> {
     if !row.is_ready() {
         return Err(ApiError::conflict(format!(
-            "artifact {} is still uploading ({} of {} bytes); it has no content yet",
-            row.id, row.received, row.size
+            "artifact {} is still uploading ({} of {}); it has no content yet",
+            row.id,
+            row.received,
+            crate::api::words::plural(row.size, "byte", "bytes")
         )));
     }
     let path = state.artifacts.path(&row.id);

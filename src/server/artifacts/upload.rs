@@ -406,7 +406,8 @@ pub async fn upload_chunk(
     let offset = n.checked_mul(chunk_size).filter(|o| *o < size.max(1));
     let Some(offset) = offset else {
         return Err(ApiError::bad_request(format!(
-            "chunk {n} lies past the end of artifact {id} ({size} bytes)"
+            "chunk {n} lies past the end of artifact {id} ({})",
+            crate::api::words::plural(size, "byte", "bytes")
         )));
     };
     if offset > received {
@@ -525,8 +526,9 @@ pub async fn upload_finish(
     let files = state.artifacts.clone();
     if row.received != row.size {
         return Err(ApiError::conflict(format!(
-            "artifact {id}: {} of {} bytes arrived; send the rest before finishing",
-            row.received, row.size
+            "artifact {id}: {} of {} arrived; send the rest before finishing",
+            row.received,
+            crate::api::words::plural(row.size, "byte", "bytes")
         )));
     }
     let size = row.size as u64;
@@ -601,7 +603,9 @@ fn seal(
     if got_size != size || got_sha != sha {
         let _ = std::fs::remove_file(part);
         return Ok(Err(format!(
-            "{got_size} bytes with SHA-256 {got_sha}, announced {size} bytes with {sha}"
+            "{} with SHA-256 {got_sha}, announced {} with {sha}",
+            crate::api::words::plural(got_size, "byte", "bytes"),
+            crate::api::words::plural(size, "byte", "bytes")
         )));
     }
     file.sync_all()?;

@@ -82,8 +82,10 @@ pub async fn runner_register(
             "a runner needs at least one allowed profile: pass --profile NAME",
         ));
     }
-    names::check_http_url("--server-url", &p.server_url).map_err(ApiError::bad_request)?;
-    names::check_http_url("--hermes-url", &p.hermes_url).map_err(ApiError::bad_request)?;
+    names::check_http_url("--server-url", &p.server_url, names::SERVER_URL_EXAMPLE)
+        .map_err(ApiError::bad_request)?;
+    names::check_http_url("--hermes-url", &p.hermes_url, names::HERMES_URL_EXAMPLE)
+        .map_err(ApiError::bad_request)?;
     for root in &p.artifact_roots {
         names::check_absolute_path("--artifact-root", root).map_err(ApiError::bad_request)?;
     }

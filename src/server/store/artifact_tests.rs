@@ -5,7 +5,7 @@ use super::artifacts::{self, READY, UPLOADING};
 use super::commands::{self, QueueLimits};
 use super::sessions::{self, Admission};
 use super::tests::{World, world};
-use super::{StoreError, agents};
+use super::{StoreError, agents, retention};
 use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin, kinds};
 use crate::api::capabilities;
 use crate::api::machine::{FetchPayload, Outcome, RunnerCommand};
@@ -214,7 +214,36 @@ fn a_fetch_uploads_one_artifact_without_an_owner() {
     assert_eq!(a.account_id, None);
     assert_eq!(a.source_path.as_deref(), Some("/workspace/out.txt"));
     let second = artifacts::begin(&mut w.conn, &runner, generation, &begin(&cmd.id, "b", 5));
-    assert!(matches!(second, Err(StoreError::Limit(_))));
+    assert!(
+        matches!(&second, Err(StoreError::Limit(m)) if m.contains("this fetch already exported 1 file,")),
+        "{second:?}"
+    );
+
+    // Delivered to `yy runner fetch`, the artifact stays a day (its printed id works),
+    // then goes.
+    artifacts::mark_ready(&w.conn, &a.id, SHA).unwrap();
+    w.complete(generation, &cmd.id, Outcome::Done).unwrap();
+    w.conn
+        .execute(
+            "UPDATE runner_commands SET result = '{}' WHERE id = ?1",
+            [&cmd.id],
+        )
+        .unwrap();
+    let now = crate::timefmt::now_ms();
+    retention::mark_delivered(&w.conn, &cmd.id, now).unwrap();
+    let month = 30 * 24 * 3_600_000;
+    let hour = 3_600_000;
+    for later in [2 * 60_000, 23 * hour] {
+        let kept = retention::compact(&mut w.conn, month, now + later).unwrap();
+        assert!(kept.artifacts.is_empty(), "{later} ms after: {kept:?}");
+        assert!(artifacts::get(&w.conn, &a.id).unwrap().is_ready());
+    }
+    let gone = retention::compact(&mut w.conn, month, now + 25 * hour).unwrap();
+    assert_eq!(gone.artifacts, vec![a.id.clone()]);
+    assert!(matches!(
+        artifacts::get(&w.conn, &a.id),
+        Err(StoreError::NotFound(_))
+    ));
 }
 
 #[test]

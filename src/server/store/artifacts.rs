@@ -229,7 +229,8 @@ pub fn authorize(
             })
         }
         other => Err(StoreError::Forbidden(format!(
-            "a {other} command does not upload artifacts"
+            "{} command does not upload artifacts",
+            crate::api::words::a(other.as_sql())
         ))),
     }
 }
@@ -301,14 +302,15 @@ pub fn begin(
         [&b.command_id],
         |r| r.get(0),
     )?;
-    let most = if prov.kind == kinds::FETCH {
-        1
+    let (most, per) = if prov.kind == kinds::FETCH {
+        (1, "fetch")
     } else {
-        MAX_EXPORTS_PER_TURN
+        (MAX_EXPORTS_PER_TURN, "turn")
     };
     if count >= most {
         return Err(StoreError::Limit(format!(
-            "this turn already exported {count} files, the limit of {most} per turn"
+            "this {per} already exported {}, the limit of {most} per {per}",
+            crate::api::words::plural(count, "file", "files")
         )));
     }
     let id = super::new_id();

@@ -4,6 +4,7 @@
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::{StoreError, is_unique_violation, new_id, not_found};
+use crate::api::words::{self, plural};
 use crate::api::{names, views};
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
@@ -119,8 +120,10 @@ pub fn archive_source(conn: &mut Connection, key: &str) -> Result<SourceRow, Sto
     )?;
     if agents > 0 || runners > 0 {
         return Err(StoreError::Conflict(format!(
-            "source {:?} is still used by {agents} active agent(s) and {runners} enabled runner(s): archive the agents and disable the runner first",
-            source.name
+            "source {:?} is still used by {} and {}: archive its agents and disable its runners first",
+            source.name,
+            plural(agents, "active agent", "active agents"),
+            plural(runners, "enabled runner", "enabled runners"),
         )));
     }
     tx.execute(
@@ -279,8 +282,9 @@ pub fn archive_profile(conn: &mut Connection, key: &str) -> Result<ProfileRow, S
     )?;
     if agents > 0 {
         return Err(StoreError::Conflict(format!(
-            "profile {:?} is still used by {agents} active agent(s): archive them or move them to another profile first",
-            profile.name
+            "profile {:?} is still used by {}: archive them or move them to another profile first",
+            profile.name,
+            plural(agents, "active agent", "active agents"),
         )));
     }
     tx.execute(
@@ -295,7 +299,8 @@ pub fn archive_profile(conn: &mut Connection, key: &str) -> Result<ProfileRow, S
 pub(crate) fn conflict_on_unique(e: rusqlite::Error, kind: &str, name: &str) -> StoreError {
     if is_unique_violation(&e) {
         StoreError::Conflict(format!(
-            "a {kind} named {name:?} already exists: pick another name"
+            "{} named {name:?} already exists: pick another name",
+            words::a(kind)
         ))
     } else {
         e.into()

@@ -175,7 +175,8 @@ pub(crate) fn enqueue_in(
             .query_row([runner_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
         if count >= limits.max_pending {
             return Err(StoreError::Limit(format!(
-                "runner {runner_id} already has {count} pending commands, the limit: wait until it catches up (is it online? `yy runner show {runner_id}`)"
+                "runner {runner_id} already has {}, the limit: wait until it catches up (is it online? `yy runner show {runner_id}`)",
+                crate::api::words::plural(count, "pending command", "pending commands")
             )));
         }
         if (bytes + payload.len() as i64) as u64 > limits.max_pending_bytes {

@@ -22,8 +22,11 @@ fn clip(s: &str, n: usize) -> String {
 
 fn artifact_line(a: &ArtifactRef) -> String {
     format!(
-        "{} (artifact {}, {} bytes, sha256 {})",
-        a.name, a.id, a.size, a.sha256
+        "{} (artifact {}, {}, sha256 {})",
+        a.name,
+        a.id,
+        crate::api::words::plural(a.size, "byte", "bytes"),
+        a.sha256
     )
 }
 
@@ -151,10 +154,10 @@ pub(super) fn delivery_message(payload: &str) -> String {
         ));
         for a in s["artifacts"].as_array().into_iter().flatten() {
             p.push_str(&format!(
-                "  artifact {} {} ({} bytes, sha256 {})\n",
+                "  artifact {} {} ({}, sha256 {})\n",
                 a["id"].as_str().unwrap_or_default(),
                 a["name"].as_str().unwrap_or_default(),
-                a["size"],
+                crate::api::words::plural(a["size"].as_u64().unwrap_or_default(), "byte", "bytes"),
                 a["sha256"].as_str().unwrap_or_default()
             ));
         }

@@ -11,6 +11,9 @@ use crate::api::states::CommandState;
 pub const BIG_RESULT_BYTES: i64 = 64 * 1024;
 /// How long a delivered big result is kept for a retry of the same read.
 const DELIVERED_GRACE_MS: i64 = 60_000;
+/// How long a fetched file stays an artifact after its `yy runner fetch` got it, so that
+/// the id it printed works with `yy artifact show|get` (the retention, if shorter, wins).
+pub const FETCH_KEPT_MS: i64 = 24 * 3_600_000;
 /// Pages given back per sweep (16 MiB at 4 KiB pages), so no sweep holds the database long.
 const VACUUM_PAGES: i64 = 4096;
 
@@ -39,6 +42,7 @@ pub fn compact(
 ) -> Result<Compacted, StoreError> {
     let cutoff = now.saturating_sub(retention_ms);
     let delivered_before = now.saturating_sub(retention_ms.min(DELIVERED_GRACE_MS));
+    let fetched_before = now.saturating_sub(retention_ms.min(FETCH_KEPT_MS));
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let results = tx.execute(
         "UPDATE runner_commands SET result = NULL
@@ -53,9 +57,10 @@ pub fn compact(
                AND state IN ('complete', 'interrupted', 'error'))",
         [cutoff],
     )?;
-    // A fetched file is the transport of one `yy runner fetch`: it goes once delivered (or
-    // with its command), as does an upload that never finished. Exports and inputs are the
-    // users' files and stay.
+    // A fetched file is a copy the operator already has: it stays a day after its fetch got
+    // it (the printed id works meanwhile), not for ever, else every fetch grows the data
+    // directory. An upload that never finished goes with the retention. Exports and inputs
+    // are the users' files and stay.
     let artifacts = {
         let mut stmt = tx.prepare(
             "DELETE FROM artifacts
@@ -65,7 +70,7 @@ pub fn compact(
                 OR (state = 'uploading' AND created_at < ?1)
              RETURNING id",
         )?;
-        stmt.query_map(params![cutoff, delivered_before], |r| r.get(0))?
+        stmt.query_map(params![cutoff, fetched_before], |r| r.get(0))?
             .collect::<Result<Vec<String>, _>>()?
     };
     // Chat turns that ended without starting (their `yy chat` has long seen how).

@@ -88,13 +88,20 @@ impl ImageUpdate {
 
 /// "1 running turn and 2 computer commands", or None when nothing is in flight.
 pub fn waiting_for(turns: i64, others: i64) -> Option<String> {
-    let plural = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut parts = Vec::new();
     if turns > 0 {
-        parts.push(plural(turns, "running turn", "running turns"));
+        parts.push(crate::api::words::plural(
+            turns,
+            "running turn",
+            "running turns",
+        ));
     }
     if others > 0 {
-        parts.push(plural(others, "computer command", "computer commands"));
+        parts.push(crate::api::words::plural(
+            others,
+            "computer command",
+            "computer commands",
+        ));
     }
     (!parts.is_empty()).then(|| parts.join(" and "))
 }
