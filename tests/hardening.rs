@@ -357,13 +357,15 @@ fn concurrent_connects_of_one_runner_never_refuse_the_newest() {
                 std::thread::spawn(move || {
                     let instance = uuid();
                     start.wait();
+                    // Instances that take over (`--replace`): without it, all but the
+                    // first would be refused while another is online.
                     let (status, v) = common::machine(
                         &server,
                         "/runner/v1/connect",
                         &token,
                         &instance,
                         None,
-                        &[],
+                        &[("yy-replace", "1")],
                         common::STATUS,
                     );
                     assert_eq!(status, 200, "{v}");
@@ -596,6 +598,7 @@ fn hostile_runner_strings_are_refused_or_printed_escaped() {
     let env = Env::new();
     let server = env.bootstrap();
     let reg = env.register_runner(&server, "src", &[]);
+    // Each a new instance that takes over (`--replace`) from the one before.
     let connect = |status: &serde_json::Value| {
         common::machine(
             &server,
@@ -603,7 +606,7 @@ fn hostile_runner_strings_are_refused_or_printed_escaped() {
             &reg.token,
             &uuid(),
             None,
-            &[],
+            &[("yy-replace", "1")],
             &status.to_string(),
         )
     };

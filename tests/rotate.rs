@@ -38,7 +38,8 @@ fn saved_token(reg: &Registered) -> String {
     v["token"].as_str().unwrap().to_string()
 }
 
-/// The status code of a connect with `token` (a new instance: it replaces a running one).
+/// The status code of a connect with `token` (a new instance that takes over from a
+/// running one, as `--replace` does).
 fn connect_status(server: &Server, token: &str) -> (u16, serde_json::Value) {
     machine(
         server,
@@ -46,7 +47,7 @@ fn connect_status(server: &Server, token: &str) -> (u16, serde_json::Value) {
         token,
         NEW_INSTANCE,
         None,
-        &[],
+        &[("yy-replace", "1")],
         STATUS,
     )
 }
