@@ -16,8 +16,12 @@ free_disk() {
     echo "free disk: $(df -h --output=avail . | tail -n 1 | tr -d ' ') for the build, $(df -h --output=avail /var/lib 2>/dev/null | tail -n 1 | tr -d ' ') under /var/lib"
 }
 free_disk
+# Each phase says when it starts, so a slow CI run shows where its time went.
+phase() {
+    echo "== $1 (at $(( $(date +%s) - start )) s)"
+}
 # What the integration tests drive for real: Docker and Podman engines and a pinned Hermes.
-echo "== dependencies"
+phase "dependencies"
 docker_api=$(scripts/install-docker.sh | tail -n 1)
 echo "docker engine API $docker_api"
 # Computers on Podman too (tests/podman.rs): its Docker-compatible API service, rootful.
@@ -41,13 +45,14 @@ if ! command -v systemd-analyze >/dev/null 2>&1; then
     $sudo apt-get install -y -qq --no-install-recommends systemd >/dev/null
 fi
 echo "systemd-analyze $(systemd-analyze --version | head -n 1)"
-echo "== cargo fmt --check"
+phase "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+phase "cargo clippy"
 cargo clippy --locked --all-targets --quiet -- -D warnings
-echo "== cargo test"
+phase "cargo test: build"
 cargo test --locked --no-run --quiet
 free_disk
+phase "cargo test: run"
 status=0
 cargo test --locked --no-fail-fast || status=$?
 echo "== done in $(( $(date +%s) - start )) s"
