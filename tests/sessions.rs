@@ -125,6 +125,12 @@ fn a_full_turn_with_a_tool_call_streams_to_the_cli_and_is_recorded() {
     );
     assert!(out.stderr.contains("[tool terminal started]"), "{out:?}");
     assert!(out.stderr.contains("[tool terminal done]"), "{out:?}");
+    // While Hermes makes the session (it reaches the model first), chat says so.
+    assert!(
+        out.stderr
+            .contains("[starting a Hermes session (profile default); Hermes checks its model first; Ctrl-C cancels the turn]"),
+        "{out:?}"
+    );
     let session_id = session_of(&out);
 
     let shown = s.env.json(&["session", "show", &session_id]);

@@ -118,7 +118,7 @@ async fn stream(
                 output::print(&serde_json::to_string(event)?)?;
             } else if event.kind == event_types::WAITING {
                 // The Worker waits too (a full pool, a slow Hermes): said like the queue.
-                waiting.say(Some(event.payload["message"].as_str().unwrap_or("waiting")));
+                waiting.say_now(event.payload["message"].as_str().unwrap_or("waiting"));
             } else {
                 waiting.clear();
                 printed_text |= show_event(event)?;

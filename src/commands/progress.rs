@@ -52,13 +52,19 @@ impl Waiting {
             self.clear();
             return;
         };
-        if self.said.as_deref() == Some(reason) {
-            return;
-        }
         // A live Runner usually takes work within moments: "not taken yet" is held back
         // for half a second so that every command does not flash it, while an offline Runner
         // is said at once.
         if self.since.elapsed() < PATIENCE && !reason.contains("offline") {
+            return;
+        }
+        self.say_now(reason);
+    }
+
+    /// Reports a reason at once: what the Runner says it is doing (starting a session, a
+    /// full pool) is news, not a flash of a wait that is about to end.
+    pub fn say_now(&mut self, reason: &str) {
+        if self.said.as_deref() == Some(reason) {
             return;
         }
         self.said = Some(reason.to_string());

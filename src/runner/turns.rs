@@ -102,6 +102,12 @@ async fn run_turn(
                 .map(|m| (m.role.clone(), m.text.clone()))
                 .collect();
             let title: String = p.message.chars().take(60).collect();
+            // Hermes reaches its model before the session exists, which can take seconds:
+            // say so, rather than show nothing.
+            send(
+                event_types::WAITING,
+                json!({ "message": format!("starting a Hermes session (profile {}); Hermes checks its model first", p.profile) }),
+            );
             let info = client
                 .create_session_seeded(&cwd, Some(&p.profile), Some(&title), &history)
                 .await
