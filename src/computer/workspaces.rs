@@ -119,19 +119,15 @@ pub fn is_mountpoint(dir: &Path) -> bool {
     here.is_dir() && here.dev() != up.dev()
 }
 
-fn statvfs(dir: &Path) -> std::io::Result<libc::statvfs> {
-    crate::sys::statvfs(dir)
-}
-
 /// Bytes an unprivileged writer can still write on the file system holding `dir`.
 fn free_bytes(dir: &Path) -> std::io::Result<u64> {
-    let st = statvfs(dir)?;
+    let st = crate::sys::statvfs(dir)?;
     Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 /// Used and usable bytes of the file system mounted at `dir`.
 fn fs_usage(dir: &Path) -> std::io::Result<(u64, u64)> {
-    let st = statvfs(dir)?;
+    let st = crate::sys::statvfs(dir)?;
     let f = st.f_frsize as u64;
     let used = (st.f_blocks as u64).saturating_sub(st.f_bfree as u64);
     Ok((

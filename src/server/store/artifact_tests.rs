@@ -4,7 +4,7 @@
 use super::artifacts::{self, READY, UPLOADING};
 use super::commands::{self, QueueLimits};
 use super::sessions::{self, Admission};
-use super::tests::{World, world};
+use super::tests::{World, status, world};
 use super::{StoreError, agents, retention};
 use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin, kinds};
 use crate::api::capabilities;
@@ -14,19 +14,7 @@ const SHA: &str = "ab0123456789abcdef0123456789abcdef0123456789abcdef0123456789a
 
 /// Reconnects with the Worker capability; returns the generation.
 fn connect_worker(w: &mut World) -> i64 {
-    let status = crate::api::machine::RunnerStatus {
-        version: crate::VERSION.into(),
-        capabilities: vec![
-            capabilities::COMPUTER.into(),
-            capabilities::COMPUTER_WORKER.into(),
-        ],
-        computers_capacity: 2,
-        hostname: "test".into(),
-        hermes_listen: None,
-        engine: None,
-        computer_idle_ms: None,
-        computer_reclaim_ms: None,
-    };
+    let status = status(&[capabilities::COMPUTER, capabilities::COMPUTER_WORKER], 2);
     commands::connect(
         &mut w.conn,
         &w.runner,

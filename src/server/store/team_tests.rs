@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::commands::{self, QueueLimits};
 use super::goals::{self, Decision, NewGoal, NewSubtask, Step, transition};
 use super::teams::{self, Actor};
-use super::tests::{World, world};
+use super::tests::{World, status, world};
 use super::{StoreError, agents, schedule, sessions, team_tools};
 use crate::api::capabilities;
 use crate::api::machine::Outcome;
@@ -19,21 +19,15 @@ use crate::api::teams::{GoalState, SubtaskInputs, SubtaskState as S};
 /// teams) and computer members `m1`..`m3`.
 fn team_world() -> (World, i64) {
     let mut w = world();
-    let status = crate::api::machine::RunnerStatus {
-        version: crate::VERSION.into(),
-        capabilities: vec![
-            capabilities::SESSION_TURN.into(),
-            capabilities::SESSION_STOP.into(),
-            capabilities::COMPUTER.into(),
-            capabilities::COMPUTER_WORKER.into(),
+    let status = status(
+        &[
+            capabilities::SESSION_TURN,
+            capabilities::SESSION_STOP,
+            capabilities::COMPUTER,
+            capabilities::COMPUTER_WORKER,
         ],
-        computers_capacity: 8,
-        hermes_listen: None,
-        engine: None,
-        computer_idle_ms: None,
-        computer_reclaim_ms: None,
-        hostname: "test".into(),
-    };
+        8,
+    );
     let generation = commands::connect(
         &mut w.conn,
         &w.runner,
@@ -827,19 +821,10 @@ fn an_uncertain_member_turn_goes_to_review_as_uncertain_and_is_never_resubmitted
     start(&mut w, g, &cmd);
     // The Runner reconnects (a control plane restart ends its connection): the running
     // turn becomes uncertain.
-    let status = crate::api::machine::RunnerStatus {
-        version: crate::VERSION.into(),
-        capabilities: vec![
-            capabilities::COMPUTER_WORKER.into(),
-            capabilities::SESSION_TURN.into(),
-        ],
-        computers_capacity: 8,
-        hermes_listen: None,
-        engine: None,
-        computer_idle_ms: None,
-        computer_reclaim_ms: None,
-        hostname: "test".into(),
-    };
+    let status = status(
+        &[capabilities::COMPUTER_WORKER, capabilities::SESSION_TURN],
+        8,
+    );
     // A restart of the Runner from its data directory.
     let restart = commands::Takeover {
         previous: Some("instance".into()),

@@ -57,6 +57,24 @@ pub(super) fn world() -> World {
     w
 }
 
+/// What a Runner with `capabilities` and room for `computers_capacity` computers says
+/// when it connects.
+pub(super) fn status(
+    capabilities: &[&str],
+    computers_capacity: u32,
+) -> crate::api::machine::RunnerStatus {
+    crate::api::machine::RunnerStatus {
+        version: crate::VERSION.into(),
+        capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
+        computers_capacity,
+        hostname: "test".into(),
+        hermes_listen: None,
+        engine: None,
+        computer_idle_ms: None,
+        computer_reclaim_ms: None,
+    }
+}
+
 impl World {
     /// A new connection generation with every capability declared.
     pub(super) fn connect(&mut self) -> i64 {
@@ -74,20 +92,15 @@ impl World {
         instance: &str,
         takeover: &commands::Takeover,
     ) -> Result<crate::api::machine::Connected, StoreError> {
-        let status = crate::api::machine::RunnerStatus {
-            version: crate::VERSION.into(),
-            capabilities: vec![
-                capabilities::SESSION_TURN.into(),
-                capabilities::SESSION_STOP.into(),
-                capabilities::COMPUTER.into(),
+        let mut status = status(
+            &[
+                capabilities::SESSION_TURN,
+                capabilities::SESSION_STOP,
+                capabilities::COMPUTER,
             ],
-            computers_capacity: 2,
-            hostname: "host-a\x1b[2J".into(),
-            hermes_listen: None,
-            engine: None,
-            computer_idle_ms: None,
-            computer_reclaim_ms: None,
-        };
+            2,
+        );
+        status.hostname = "host-a\x1b[2J".into();
         commands::connect(&mut self.conn, &self.runner, instance, &status, takeover)
     }
 
