@@ -253,22 +253,48 @@ pub mod event_types {
     pub const TEXT_DELTA: &str = "text.delta";
     pub const TOOL_START: &str = "tool.start";
     pub const TOOL_COMPLETE: &str = "tool.complete";
+    /// Output of a running tool as it happens ([`ToolOutput`](super::ToolOutput)), between
+    /// its `tool.start` and `tool.complete`.
+    pub const TOOL_OUTPUT: &str = "tool.output";
     pub const APPROVAL_REQUEST: &str = "approval.request";
     pub const ERROR: &str = "error";
     /// A computer agent's computer runs under the turn's lease (`ComputerReady`).
     pub const COMPUTER_READY: &str = "computer.ready";
     /// The turn waits for something (a free computer slot): `{message}`.
     pub const WAITING: &str = "waiting";
-    pub const ALL: [&str; 8] = [
+    pub const ALL: [&str; 9] = [
         SESSION_CREATED,
         TEXT_DELTA,
         TOOL_START,
         TOOL_COMPLETE,
+        TOOL_OUTPUT,
         APPROVAL_REQUEST,
         ERROR,
         COMPUTER_READY,
         WAITING,
     ];
+}
+
+/// Live output a tool call sends at most, over both streams: the rest arrives only in its
+/// result (which keeps its own cap). Keeps a chatty command from flooding the event log.
+pub const LIVE_OUTPUT_CAP: usize = 64 * 1024;
+
+/// Which stream of a command a piece of output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+/// The payload of a `tool.output` event: a piece of a running tool's output. Text, as the
+/// tool wrote it (invalid UTF-8 as U+FFFD); untrusted, so a terminal shows it escaped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolOutput {
+    pub tool_id: String,
+    pub name: String,
+    pub stream: OutputStream,
+    pub text: String,
 }
 
 /// The payload of a `computer.ready` event.
