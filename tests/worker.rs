@@ -357,46 +357,49 @@ fn the_worker_entry_speaks_every_api_mode_it_is_configured_with() {
     }
 }
 
-/// Runs `yy ARGS` in the background and returns it with its stderr as it grows.
-fn spawn_watched(
-    s: &Setup,
-    args: &[&str],
-) -> (
-    std::process::Child,
-    std::sync::Arc<std::sync::Mutex<String>>,
-) {
-    let mut child = s
-        .env
-        .command(args)
-        .env("YY_SERVER", &s.server.url)
-        .env("YY_TOKEN", s.env.stored_token())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // stderr is read on its own thread, so that the waits below never block on it.
-    let err = child.stderr.take().unwrap();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+type Seen = std::sync::Arc<std::sync::Mutex<String>>;
+
+/// Collects what `from` writes, line by line, on a thread of its own (so that the waits
+/// below never block on it).
+fn watch(from: impl std::io::Read + Send + 'static) -> Seen {
+    let seen = Seen::default();
     let sink = seen.clone();
     std::thread::spawn(move || {
-        let mut reader = std::io::BufReader::new(err);
+        let mut reader = std::io::BufReader::new(from);
         let mut line = String::new();
         while std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) > 0 {
             sink.lock().unwrap().push_str(&line);
             line.clear();
         }
     });
-    (child, seen)
+    seen
 }
 
-/// Waits for the first line of `seen` that contains `needle` and returns it with how long
-/// it took from `started`.
-fn line_with(
-    seen: &std::sync::Arc<std::sync::Mutex<String>>,
+/// Runs `yy ARGS` in the background and returns it with its stderr and stdout as they grow.
+fn spawn_watched(s: &Setup, args: &[&str]) -> (std::process::Child, Seen, Seen) {
+    let mut child = s
+        .env
+        .command(args)
+        .env("YY_SERVER", &s.server.url)
+        .env("YY_TOKEN", s.env.stored_token())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = watch(child.stderr.take().unwrap());
+    let out = watch(child.stdout.take().unwrap());
+    (child, err, out)
+}
+
+/// Waits up to `within` for the first line of `seen` that contains `needle` and returns it
+/// with how long it took from `started`.
+fn line_within(
+    seen: &Seen,
     needle: &str,
     started: std::time::Instant,
+    within: Duration,
 ) -> (String, Duration) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let deadline = std::time::Instant::now() + within;
     loop {
         let text = seen.lock().unwrap().clone();
         if let Some(l) = text.lines().find(|l| l.contains(needle)) {
@@ -404,10 +407,82 @@ fn line_with(
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "timed out waiting for {needle:?}; stderr so far: {text}"
+            "timed out waiting for {needle:?}; so far: {text}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+fn line_with(seen: &Seen, needle: &str, started: std::time::Instant) -> (String, Duration) {
+    line_within(seen, needle, started, Duration::from_secs(15))
+}
+
+#[test]
+fn a_guest_command_s_output_reaches_chat_and_attach_while_it_runs() {
+    let Some(s) = setup(json!([
+        {"tool_call": {"name": "terminal", "arguments": {"command": "echo first-line; echo to-stderr >&2; sleep 5; echo second-line"}}},
+        {"text": "printed both"}
+    ])) else {
+        return;
+    };
+    let created = s.env.json(&["computer", "create", "--agent", "box"]);
+    let computer = created["id"].as_str().unwrap().to_string();
+    let started = std::time::Instant::now();
+    let (mut attach, attach_err, attach_out) =
+        spawn_watched(&s, &["computer", "attach", &computer]);
+    line_with(&attach_err, "waiting for one", started);
+    let (mut chat, chat_err, chat_out) = spawn_watched(&s, &["chat", "box", "print, wait, print"]);
+    let watched = [("chat", &chat_err), ("attach", &attach_out)];
+    let firsts = watched.map(|(who, seen)| {
+        let (first, at) = line_within(seen, "first-line", started, Duration::from_secs(90));
+        assert!(
+            first.starts_with("  │ "),
+            "{who}: shown under its tool: {first:?}"
+        );
+        at
+    });
+    for (who, seen) in watched {
+        let so_far = seen.lock().unwrap().clone();
+        assert!(!so_far.contains("second-line"), "{who}: {so_far}");
+    }
+    for ((who, seen), at_first) in watched.into_iter().zip(firsts) {
+        let (_, at_second) = line_within(seen, "second-line", started, Duration::from_secs(30));
+        eprintln!("{who}: first-line at {at_first:?}, second-line at {at_second:?}");
+        assert!(
+            at_second - at_first > Duration::from_secs(3),
+            "{who} showed the first line while the command slept ({at_first:?}, {at_second:?})"
+        );
+        assert!(
+            seen.lock().unwrap().contains("to-stderr"),
+            "{who}: stderr too"
+        );
+    }
+    assert!(
+        chat.wait().unwrap().success(),
+        "{}",
+        chat_err.lock().unwrap()
+    );
+    assert!(chat_out.lock().unwrap().contains("printed both"));
+    // attach showed the output once, live, and then how the command ended.
+    let (_, _) = line_with(&attach_out, "exit 0", started);
+    let shown = attach_out.lock().unwrap().clone();
+    assert_eq!(shown.matches("│ second-line").count(), 1, "{shown}");
+    assert!(
+        !shown.contains("\nsecond-line"),
+        "the result does not repeat it: {shown}"
+    );
+    let _ = attach.kill();
+    let _ = attach.wait();
+    // The stored turn keeps the tool's whole result as before.
+    let session = session_of(&Out {
+        code: 0,
+        stdout: String::new(),
+        stderr: chat_err.lock().unwrap().clone(),
+    });
+    let turn = &s.env.json(&["session", "show", &session])["turns"][0];
+    let result = &turn["tools"][0]["result"];
+    assert_eq!(result["exit_code"], 0, "{turn}");
+    assert_eq!(result["stdout"], "first-line\nsecond-line\n", "{turn}");
 }
 
 #[test]
@@ -428,7 +503,7 @@ fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
     // Provisioning a computer waits for the Runner, says at once that it is offline, and
     // Ctrl-C cancels it.
     let started = std::time::Instant::now();
-    let (mut create, seen) = spawn_watched(&s, &["computer", "create", "--agent", "box"]);
+    let (mut create, seen, _) = spawn_watched(&s, &["computer", "create", "--agent", "box"]);
     let (said, took) = line_with(&seen, "queued", started);
     eprintln!("computer create said why it waits {took:?} after it started: {said}");
     assert!(said.contains("offline"), "{said}");
@@ -446,7 +521,7 @@ fn a_turn_for_an_offline_runner_says_so_at_once_and_can_be_stopped() {
 
     // A turn for the same Runner, now known to be offline: that is the first thing said.
     let started = std::time::Instant::now();
-    let (mut chat, seen) = spawn_watched(&s, &["chat", "box", "are you there?"]);
+    let (mut chat, seen, _) = spawn_watched(&s, &["chat", "box", "are you there?"]);
     let (said, took) = line_with(&seen, "queued", started);
     eprintln!("chat said why it waits {took:?} after it started: {said}");
     assert!(said.contains("offline"), "{said}");

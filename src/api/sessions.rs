@@ -282,7 +282,7 @@ pub const LIVE_OUTPUT_CAP: usize = 64 * 1024;
 /// Which stream of a command a piece of output came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OutputStream {
+pub enum StdStream {
     Stdout,
     Stderr,
 }
@@ -293,8 +293,12 @@ pub enum OutputStream {
 pub struct ToolOutput {
     pub tool_id: String,
     pub name: String,
-    pub stream: OutputStream,
+    pub stream: StdStream,
     pub text: String,
+    /// On the last piece sent live when the output went on past [`LIVE_OUTPUT_CAP`]: the
+    /// rest is only in the tool's result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
 }
 
 /// The payload of a `computer.ready` event.

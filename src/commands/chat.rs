@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::context;
 use super::progress::Waiting;
+use super::tool_output::LiveLines;
 use crate::api::admin::LONG_POLL_MS;
 use crate::api::artifacts::MAX_ATTACHMENTS;
 use crate::api::client::Client;
@@ -93,6 +94,7 @@ async fn stream(
     let mut waiting = Waiting::new("Ctrl-C cancels the turn");
     let mut queued = false;
     let mut told_json: Option<String> = None;
+    let mut live = LiveLines::default();
     loop {
         let page = client
             .session_events(session_id, after, wait_ms, Some(turn_id))
@@ -121,7 +123,7 @@ async fn stream(
                 waiting.say_now(event.payload["message"].as_str().unwrap_or("waiting"));
             } else {
                 waiting.clear();
-                printed_text |= show_event(event)?;
+                printed_text |= show_event(event, &mut live)?;
             }
         }
         after = page.events.last().map(|e| e.seq).unwrap_or(after);
@@ -153,8 +155,14 @@ async fn stream(
     }
 }
 
-/// Prints one event for a person; returns true when it printed reply text.
-fn show_event(e: &SessionEvent) -> anyhow::Result<bool> {
+/// Prints one event for a person (what is not the reply goes to stderr); returns true
+/// when it printed reply text.
+fn show_event(e: &SessionEvent, live: &mut LiveLines) -> anyhow::Result<bool> {
+    if e.kind == event_types::TOOL_OUTPUT {
+        live.show(&mut std::io::stderr().lock(), e)?;
+        return Ok(false);
+    }
+    live.end_line(&mut std::io::stderr().lock())?;
     match e.kind.as_str() {
         event_types::TEXT_DELTA => {
             let mut out = std::io::stdout().lock();

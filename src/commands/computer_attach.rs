@@ -13,6 +13,8 @@ use crate::api::states::SessionState;
 use crate::error::{CliError, Exit};
 use crate::output;
 
+use super::tool_output::LiveLines;
+
 #[derive(Debug, Args)]
 pub struct AttachArgs {
     /// Computer id (or unique prefix)
@@ -76,9 +78,31 @@ pub fn result_text(result: &serde_json::Value) -> String {
     output::clean_text(&shown).into_owned()
 }
 
-fn show(e: &SessionEvent) -> anyhow::Result<()> {
+/// How a tool whose output was shown live ended: its error, or its exit code and flags.
+fn ending_text(result: &serde_json::Value) -> String {
+    if let Some(error) = result["error"].as_str() {
+        return output::clean(error).into_owned();
+    }
+    let mut text = match result["exit_code"].as_i64() {
+        Some(code) => format!("exit {code}"),
+        None => "ended".to_string(),
+    };
+    for flag in ["timed_out", "truncated"] {
+        if result[flag] == serde_json::json!(true) {
+            text.push_str(&format!(" ({})", flag.replace('_', " ")));
+        }
+    }
+    text
+}
+
+fn show(e: &SessionEvent, live: &mut LiveLines) -> anyhow::Result<()> {
     let name = || output::clean(e.payload["name"].as_str().unwrap_or("?")).into_owned();
     let mut out = std::io::stdout().lock();
+    if e.kind == event_types::TOOL_OUTPUT {
+        live.show(&mut out, e)?;
+        return Ok(());
+    }
+    live.end_line(&mut out)?;
     match e.kind.as_str() {
         event_types::TEXT_DELTA => {
             let text = e.payload["text"].as_str().unwrap_or_default();
@@ -88,7 +112,12 @@ fn show(e: &SessionEvent) -> anyhow::Result<()> {
         event_types::TOOL_COMPLETE => {
             let args = output::clean(&e.payload["args"].to_string()).into_owned();
             writeln!(out, "[tool {} {args}]", name())?;
-            writeln!(out, "{}", result_text(&e.payload["result"]))?;
+            let result = &e.payload["result"];
+            match e.payload["tool_id"].as_str() {
+                // The output was shown as it came: the result adds only how it ended.
+                Some(id) if live.showed(id) => writeln!(out, "{}", ending_text(result))?,
+                _ => writeln!(out, "{}", result_text(result))?,
+            }
         }
         event_types::ERROR => writeln!(
             out,
@@ -117,6 +146,7 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
     // (session, last event seq) of the turn being followed.
     let mut current: Option<(String, i64)> = None;
     let mut told_idle = false;
+    let mut live = LiveLines::default();
     loop {
         let Some((session, after)) = current.clone() else {
             let running = client
@@ -153,7 +183,7 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
             if json {
                 output::print(&serde_json::to_string(e)?)?;
             } else {
-                show(e)?;
+                show(e, &mut live)?;
             }
         }
         let last = page.events.last().map(|e| e.seq).unwrap_or(after);

@@ -37,6 +37,7 @@ pub mod status;
 pub mod subtask;
 pub mod team;
 pub mod token;
+pub mod tool_output;
 
 use clap::FromArgMatches;
 

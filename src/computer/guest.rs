@@ -197,7 +197,8 @@ async fn handle(req: Request, ws: Arc<Workspace>, tx: Out, inflight: Inflight) {
             if let Ok(mut m) = inflight.lock() {
                 m.insert(id, token.clone());
             }
-            let r = exec(&ws, p, token).await;
+            let live = p.stream.then(|| (id, tx.clone()));
+            let r = exec(&ws, p, token, live).await;
             if let Ok(mut m) = inflight.lock() {
                 m.remove(&id);
             }
@@ -271,16 +272,103 @@ struct Captured {
     truncated: bool,
 }
 
+/// Output is sent live at the latest this long after its first byte arrived, or sooner in
+/// pieces of [`LIVE_PIECE`]: a program that writes a byte at a time makes a frame per
+/// tenth of a second, not one per byte.
+const LIVE_EVERY: Duration = Duration::from_millis(100);
+const LIVE_PIECE: usize = 16 * 1024;
+
+/// Where a streamed exec sends its output while it runs: `output` frames of request `id`,
+/// at most `budget` bytes of each stream.
+struct Live {
+    id: u64,
+    stream: StdStream,
+    tx: Out,
+    budget: usize,
+    pending: Vec<u8>,
+    since: Option<tokio::time::Instant>,
+}
+
+impl Live {
+    fn push(&mut self, bytes: &[u8]) {
+        let take = bytes.len().min(self.budget);
+        self.budget -= take;
+        self.pending.extend_from_slice(&bytes[..take]);
+        if take > 0 && self.since.is_none() {
+            self.since = Some(tokio::time::Instant::now());
+        }
+    }
+
+    fn due(&self) -> Option<tokio::time::Instant> {
+        self.since.map(|t| t + LIVE_EVERY)
+    }
+
+    /// Sends what is pending; a character cut off at the end waits for its other bytes
+    /// unless this is the last piece. False once the session is gone.
+    async fn flush(&mut self, last: bool) -> bool {
+        let whole = if last {
+            self.pending.len()
+        } else {
+            whole_chars(&self.pending)
+        };
+        self.since = None;
+        if whole == 0 {
+            return true;
+        }
+        let rest = self.pending.split_off(whole);
+        let text = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending = rest;
+        if !self.pending.is_empty() {
+            self.since = Some(tokio::time::Instant::now());
+        }
+        let body = FrameBody::Output {
+            stream: self.stream,
+            text,
+        };
+        self.tx.send(frame(self.id, body)).await.is_ok()
+    }
+}
+
+/// The length of `b` without a UTF-8 sequence cut off at its end.
+fn whole_chars(b: &[u8]) -> usize {
+    let n = b.len();
+    for back in 1..=n.min(4) {
+        let byte = b[n - back];
+        if byte & 0xC0 != 0x80 {
+            let needs = match byte {
+                0xF0.. => 4,
+                0xE0.. => 3,
+                0xC0.. => 2,
+                _ => 1,
+            };
+            return if needs > back { n - back } else { n };
+        }
+    }
+    n
+}
+
 fn capture(
     mut reader: impl AsyncRead + Unpin + Send + 'static,
     cap: usize,
+    mut live: Option<Live>,
 ) -> (Arc<Mutex<Captured>>, tokio::task::JoinHandle<()>) {
     let buf = Arc::new(Mutex::new(Captured::default()));
     let shared = buf.clone();
     let task = tokio::spawn(async move {
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
-            let n = match reader.read(&mut chunk).await {
+            let due = live.as_ref().and_then(Live::due);
+            let read = tokio::select! {
+                // `read` is cancel safe: a timer that fires first loses no bytes.
+                r = reader.read(&mut chunk) => r,
+                _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                    if let Some(l) = live.as_mut() && !l.flush(false).await {
+                        live = None;
+                    }
+                    continue;
+                }
+            };
+            let n = match read {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
@@ -291,6 +379,15 @@ fn capture(
                     c.truncated = true;
                 }
             }
+            if let Some(l) = live.as_mut() {
+                l.push(&chunk[..n]);
+                if l.pending.len() >= LIVE_PIECE && !l.flush(false).await {
+                    live = None;
+                }
+            }
+        }
+        if let Some(mut l) = live {
+            l.flush(true).await;
         }
     });
     (buf, task)
@@ -303,10 +400,13 @@ fn kill_group(pgid: i32) {
     }
 }
 
+/// Runs a command; with `live` (its request id and the session's output) its output is
+/// also sent as it arrives.
 pub async fn exec(
     ws: &Workspace,
     p: ExecParams,
     cancel: CancellationToken,
+    live: Option<(u64, Out)>,
 ) -> Result<ExecResult, OpError> {
     let argv: Vec<String> = match (p.argv, p.shell) {
         (Some(a), None) if !a.is_empty() => a,
@@ -349,8 +449,26 @@ pub async fn exec(
         .spawn()
         .map_err(|e| OpError::new(codes::SPAWN, format!("cannot run {}: {e}", argv[0])))?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-    let (out, out_task) = capture(child.stdout.take().expect("piped stdout"), cap);
-    let (err, err_task) = capture(child.stderr.take().expect("piped stderr"), cap);
+    let live = |stream| {
+        live.clone().map(|(id, tx)| Live {
+            id,
+            stream,
+            tx,
+            budget: cap,
+            pending: Vec::new(),
+            since: None,
+        })
+    };
+    let (out, out_task) = capture(
+        child.stdout.take().expect("piped stdout"),
+        cap,
+        live(StdStream::Stdout),
+    );
+    let (err, err_task) = capture(
+        child.stderr.take().expect("piped stderr"),
+        cap,
+        live(StdStream::Stderr),
+    );
     let mut timed_out = false;
     let mut cancelled = false;
     let status = tokio::select! {
@@ -604,4 +722,20 @@ fn export(ws: &Workspace, path: &str, id: u64, tx: &Out) -> Result<ExportResult,
         sha256,
         chunks: seq,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_cut_off_at_the_end_waits_for_its_other_bytes() {
+        let text = "a你😀".as_bytes();
+        assert_eq!(whole_chars(text), text.len());
+        assert_eq!(whole_chars(&text[..text.len() - 1]), 4, "the emoji waits");
+        assert_eq!(whole_chars(&text[..2]), 1, "the CJK character waits");
+        assert_eq!(whole_chars(b""), 0);
+        // Bytes that can never complete a character are sent (as U+FFFD) rather than held.
+        assert_eq!(whole_chars(&[0x80, 0x80, 0x80, 0x80, 0x80]), 5);
+    }
 }

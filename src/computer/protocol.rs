@@ -2,15 +2,17 @@
 //!
 //! The guest speaks first with one [`Hello`] line. Then every line from the host is a
 //! [`Request`] (`{"id": 7, "op": "exec", ...}`) and every line from the guest is a
-//! [`Frame`] for one request id: zero or more `chunk` frames (export only), then exactly one
-//! `result` or `error`. Requests run concurrently, so frames of different ids interleave.
-//! A newer guest keeps accepting every request of an older protocol version; the host
-//! refuses a guest whose `protocol` it does not know.
+//! [`Frame`] for one request id: zero or more `chunk` frames (export only) or `output`
+//! frames (an exec that asked for `stream`), then exactly one `result` or `error`.
+//! Requests run concurrently, so frames of different ids interleave. A newer guest keeps
+//! accepting every request of an older protocol version; the host refuses a guest whose
+//! `protocol` it does not know.
 //!
 //! The host issues request ids in order from a random start and takes only frames that
-//! answer a request it sent and has not seen answered (chunks only for an export): any
-//! other frame, a malformed line or a line over [`MAX_FRAME_BYTES`] ends the session with
-//! the reason, and the next request opens a fresh one.
+//! answer a request it sent and has not seen answered (chunks only for an export, output
+//! only for a streamed exec): any other frame, a malformed line or a line over
+//! [`MAX_FRAME_BYTES`] ends the session with the reason, and the next request opens a
+//! fresh one.
 
 use std::collections::BTreeMap;
 
@@ -139,6 +141,11 @@ pub struct ExecParams {
     /// Bytes kept of stdout and of stderr each; the rest is read and dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_cap_bytes: Option<u64>,
+    /// Also send the output as `output` frames while the command runs (at most the output
+    /// cap of each stream; the result still has what was kept). A guest that predates it
+    /// ignores it and sends only the result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
 }
 
 impl ExecParams {
@@ -167,10 +174,24 @@ pub struct Frame {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FrameBody {
-    Result { result: serde_json::Value },
-    Error { error: ErrorBody },
-    Chunk { seq: u64, data: String },
+    Result {
+        result: serde_json::Value,
+    },
+    Error {
+        error: ErrorBody,
+    },
+    Chunk {
+        seq: u64,
+        data: String,
+    },
+    /// A piece of a streamed exec's output, as text (a UTF-8 sequence is never split).
+    Output {
+        stream: StdStream,
+        text: String,
+    },
 }
+
+pub use crate::api::sessions::StdStream;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ErrorBody {

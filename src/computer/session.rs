@@ -33,11 +33,39 @@ pub enum Output {
 pub type OutputStream = Pin<Box<dyn Stream<Item = std::io::Result<Output>> + Send>>;
 pub type InputSink = Pin<Box<dyn AsyncWrite + Send>>;
 
-/// A request sent and not yet answered: where its frames go, and whether it may get
-/// chunks (only an export does).
+/// A request sent and not yet answered: where its frames go, and which frames other than
+/// its answer it may get.
 struct Waiting {
     tx: mpsc::UnboundedSender<FrameBody>,
-    chunks: bool,
+    before: Before,
+}
+
+/// The frames a request may get before its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Before {
+    Nothing,
+    /// An export's chunks.
+    Chunks,
+    /// A streamed exec's output.
+    Output,
+}
+
+impl Before {
+    fn of(op: &Op) -> Before {
+        match op {
+            Op::Export { .. } => Before::Chunks,
+            Op::Exec(p) if p.stream => Before::Output,
+            _ => Before::Nothing,
+        }
+    }
+
+    fn allows(self, body: &FrameBody) -> bool {
+        match body {
+            FrameBody::Result { .. } | FrameBody::Error { .. } => true,
+            FrameBody::Chunk { .. } => self == Before::Chunks,
+            FrameBody::Output { .. } => self == Before::Output,
+        }
+    }
 }
 
 type Pending = Arc<Mutex<HashMap<u64, Waiting>>>;
@@ -197,11 +225,11 @@ impl GuestSession {
         if self.is_closed() {
             return Err(self.closed_error("the session is closed"));
         }
-        let chunks = matches!(op, Op::Export { .. });
+        let before = Before::of(&op);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
         if let Ok(mut p) = self.pending.lock() {
-            p.insert(id, Waiting { tx, chunks });
+            p.insert(id, Waiting { tx, before });
         }
         let mut line = serde_json::to_vec(&Request { id, op })
             .map_err(|e| ComputerError::Guest(e.to_string()))?;
@@ -223,10 +251,12 @@ impl GuestSession {
         Ok((id, rx))
     }
 
-    /// The final frame of a request, as a value or the guest's error.
+    /// The final frame of a request, as a value or the guest's error; a streamed exec's
+    /// output goes to `on_output` on the way.
     async fn finish(
         &self,
         rx: &mut mpsc::UnboundedReceiver<FrameBody>,
+        on_output: &mut (dyn FnMut(StdStream, &str) + Send),
     ) -> Result<serde_json::Value, ComputerError> {
         loop {
             match rx.recv().await {
@@ -237,6 +267,7 @@ impl GuestSession {
                         message: error.message,
                     });
                 }
+                Some(FrameBody::Output { stream, text }) => on_output(stream, &text),
                 Some(FrameBody::Chunk { .. }) => continue,
                 None => return Err(self.closed_error("the session closed mid-request")),
             }
@@ -246,7 +277,7 @@ impl GuestSession {
     /// One request that answers with a single result.
     pub async fn call<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T, ComputerError> {
         let (_, mut rx) = self.send(op).await?;
-        let value = self.finish(&mut rx).await?;
+        let value = self.finish(&mut rx, &mut |_, _| {}).await?;
         serde_json::from_value(value)
             .map_err(|e| ComputerError::Guest(format!("malformed result: {e}")))
     }
@@ -258,15 +289,45 @@ impl GuestSession {
         params: ExecParams,
         cancel: Option<&CancellationToken>,
     ) -> Result<ExecResult, ComputerError> {
+        self.exec_with(params, cancel, &mut |_, _| {}).await
+    }
+
+    /// Runs a command as [`exec`](Self::exec) does and hands its output to `on_output` as
+    /// it arrives: at most the output cap of each stream, however much the guest sends.
+    pub async fn exec_live(
+        &self,
+        mut params: ExecParams,
+        cancel: Option<&CancellationToken>,
+        on_output: &mut (dyn FnMut(StdStream, &str) + Send),
+    ) -> Result<ExecResult, ComputerError> {
+        params.stream = true;
+        self.exec_with(params, cancel, on_output).await
+    }
+
+    async fn exec_with(
+        &self,
+        params: ExecParams,
+        cancel: Option<&CancellationToken>,
+        on_output: &mut (dyn FnMut(StdStream, &str) + Send),
+    ) -> Result<ExecResult, ComputerError> {
         let cap = params
             .output_cap_bytes
             .unwrap_or(DEFAULT_OUTPUT_CAP)
             .min(MAX_OUTPUT_CAP) as usize;
+        let mut left = [cap, cap];
+        let mut bounded = |stream: StdStream, text: &str| {
+            let left = &mut left[stream as usize];
+            let text = cut_at_char(text, *left);
+            *left -= text.len();
+            if !text.is_empty() {
+                on_output(stream, text);
+            }
+        };
         let (id, mut rx) = self.send(Op::Exec(params)).await?;
         let value = match cancel {
-            None => self.finish(&mut rx).await?,
+            None => self.finish(&mut rx, &mut bounded).await?,
             Some(token) => {
-                let finish = self.finish(&mut rx);
+                let finish = self.finish(&mut rx, &mut bounded);
                 tokio::pin!(finish);
                 tokio::select! {
                     r = &mut finish => r?,
@@ -406,6 +467,8 @@ impl GuestSession {
                     }
                     return Ok(r);
                 }
+                // take_line lets only an export's chunks through.
+                Some(FrameBody::Output { .. }) => continue,
                 Some(FrameBody::Error { error }) => {
                     return Err(ComputerError::Op {
                         code: error.code,
@@ -494,15 +557,18 @@ fn take_line(
             frame.id
         )));
     };
-    let chunk = matches!(frame.body, FrameBody::Chunk { .. });
-    if chunk && !waiting.chunks {
+    if !waiting.before.allows(&frame.body) {
         return Err(Broken::Violation(format!(
-            "the guest sent a chunk for request {}, which is not an export",
+            "the guest sent a frame for request {} that it does not take before its answer",
             frame.id
         )));
     }
+    let answer = matches!(
+        frame.body,
+        FrameBody::Result { .. } | FrameBody::Error { .. }
+    );
     let gone = waiting.tx.send(frame.body).is_err();
-    if !chunk || gone {
+    if answer || gone {
         p.remove(&frame.id);
     }
     Ok(())
@@ -587,6 +653,18 @@ async fn read_loop(
     pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+fn cut_at_char(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// The index of the first `needle` in `hay`.
 fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
     hay.iter().position(|&b| b == needle)
@@ -666,5 +744,38 @@ mod tests {
             s.ended()
         );
         assert!(first_id() >= 1 && first_id() < 1 << 48);
+    }
+
+    #[test]
+    fn only_a_streamed_exec_takes_output_and_only_an_export_takes_chunks() {
+        let output = FrameBody::Output {
+            stream: StdStream::Stdout,
+            text: "x".into(),
+        };
+        let chunk = FrameBody::Chunk {
+            seq: 0,
+            data: String::new(),
+        };
+        let plain = Before::of(&Op::Exec(ExecParams::shell("true")));
+        let streamed = Before::of(&Op::Exec(ExecParams {
+            stream: true,
+            ..ExecParams::shell("true")
+        }));
+        let export = Before::of(&Op::Export { path: "f".into() });
+        assert!(!plain.allows(&output) && !plain.allows(&chunk));
+        assert!(streamed.allows(&output) && !streamed.allows(&chunk));
+        assert!(export.allows(&chunk) && !export.allows(&output));
+        let answer = FrameBody::Result {
+            result: serde_json::Value::Null,
+        };
+        assert!(plain.allows(&answer) && streamed.allows(&answer) && export.allows(&answer));
+    }
+
+    #[test]
+    fn live_output_is_cut_where_a_character_ends() {
+        assert_eq!(cut_at_char("ab你好", 4), "ab");
+        assert_eq!(cut_at_char("ab你好", 5), "ab你");
+        assert_eq!(cut_at_char("ab", 0), "");
+        assert_eq!(cut_at_char("ab", 9), "ab");
     }
 }

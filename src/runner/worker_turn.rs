@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::CommandFailure;
 use super::artifacts::TurnExports;
 use super::computers::Computers;
+use super::live_output::LiveOutput;
 use super::model;
 use super::pauses::Gate;
 use super::worker::{WorkerError, Workers};
@@ -224,6 +225,7 @@ pub async fn turn(
                     event_types::TOOL_START,
                     json!({ "tool_id": call_id, "name": name }),
                 );
+                let live = LiveOutput::start(&call_id, &name, events.clone());
                 let computer = &p.computer.computer_id;
                 let paused = || {
                     send(
@@ -258,7 +260,7 @@ pub async fn turn(
                                     {
                                         guest = fresh;
                                     }
-                                    run_tool(&guest, &name, &args, &stop, host.exports).await
+                                    run_tool(&guest, &name, &args, &stop, host.exports, &live).await
                                 }
                             };
                             host.pool.pauses.leave(computer);
@@ -271,6 +273,7 @@ pub async fn turn(
                         Gate::Stopped => json!({ "error": "not run: the turn was stopped" }),
                     }
                 };
+                live.finish().await;
                 send(
                     event_types::TOOL_COMPLETE,
                     json!({ "tool_id": call_id, "name": name, "args": args,
@@ -385,6 +388,7 @@ async fn run_tool(
     args: &Value,
     stop: &CancellationToken,
     exports: &TurnExports,
+    live: &LiveOutput,
 ) -> Value {
     if name == "computer_export" {
         return exports.export(guest, args).await;
@@ -405,7 +409,9 @@ async fn run_tool(
                     ..ExecParams::default()
                 };
                 guest
-                    .exec(params, Some(stop))
+                    .exec_live(params, Some(stop), &mut |stream, text| {
+                        live.push(stream, text)
+                    })
                     .await
                     .map_err(|e| e.to_string())
                     .map(|r| {
