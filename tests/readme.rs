@@ -7,11 +7,16 @@
 //! substituted. Steps 8-9 build the
 //! computer image with the test's own (dynamically linked) yy, as the README's `cargo
 //! build --release` yy would be, and run the computer agent's turn on the real Docker
-//! engine.
+//! engine. Then "After the first five minutes": the teams example (builder's team tools,
+//! the member's turn in its own computer, the review, the stop and the resume, until the
+//! goal completes) and the long turn stopped by its session id.
 
 mod common;
 
-use common::{Env, PASSWORD};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{Env, PASSWORD, wait_for};
 
 /// The `yy ...` command lines of the walkthrough, in order, continuation lines joined,
 /// comments and a trailing `&` removed.
@@ -290,6 +295,38 @@ fn the_walkthrough_runs_as_written() {
     }
     let image = image.expect("the walkthrough builds no image");
 
+    // "After the first five minutes": the teams example and the stop of a long turn run as
+    // written. The desktop lines need the desktop image and a running computer turn to
+    // watch (tests/desktop.rs and tests/computer_control.rs run them); here they are only
+    // parsed, above.
+    let (mut teams, mut stop) = (Vec::new(), Vec::new());
+    for line in section_commands("## After the first five minutes") {
+        if ["yy chat builder", "yy goal ", "yy subtask "]
+            .iter()
+            .any(|p| line.starts_with(p))
+        {
+            teams.push(line);
+        } else if ["yy chat helper", "yy session stop"]
+            .iter()
+            .any(|p| line.starts_with(p))
+        {
+            stop.push(line);
+        } else {
+            assert!(
+                [
+                    "yy image prepare",
+                    "yy computer attach",
+                    "yy computer handback"
+                ]
+                .iter()
+                .any(|p| line.starts_with(p)),
+                "a README command this test neither runs nor knows: {line}"
+            );
+        }
+    }
+    run_teams(&env, &teams);
+    stop_a_long_turn(&env, &model, &stop, &runner_dir);
+
     // The image is in use (its computer runs it, the Runner is configured with it): `yy image
     // rm` refuses it and removes nothing; once nothing uses it, it goes.
     env.run(&["image", "rm", &image.0]).fails(6, "in use");
@@ -307,6 +344,230 @@ fn the_walkthrough_runs_as_written() {
     assert!(!gone.status.success(), "the image is still there");
     let fetched = std::fs::read_to_string(env.path("report.txt")).unwrap();
     assert_eq!(fetched, "yy walkthrough: the README was summarised\n");
+}
+
+/// The teams example: builder (the scripted model) makes a member, a team and a goal with
+/// one subtask in its chat turn; the scheduler runs the subtask in the member's computer,
+/// builder accepts the result and asks the user, so `yy goal watch` ends (`waiting_user`);
+/// the stop and the resume follow, and builder completes the goal.
+fn run_teams(env: &Env, lines: &[String]) {
+    let mut goal = String::new();
+    for line in lines {
+        let line = line.replace("<GOAL-ID>", &goal);
+        let words = shell_words::split(&line).unwrap();
+        let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        let out = if line.starts_with("yy goal watch") {
+            // It follows the goal until it is no longer active; a flow that broke would
+            // leave it watching.
+            run_within(env, &args, Duration::from_secs(300))
+        } else {
+            env.run(&args)
+        };
+        assert_eq!(out.code, 0, "the README's `{line}` failed: {out:#?}");
+        let show = |goal: &str| env.json(&["goal", "show", goal]);
+        if line.starts_with("yy chat builder") {
+            assert!(out.stdout.contains("writer is on it"), "{out:#?}");
+            let writer = env.json(&["agent", "show", "writer"]);
+            assert_eq!(writer["env"], "computer", "{writer}");
+            assert_eq!(writer["manage_team"], false, "{writer}");
+            let team = env.json(&["team", "show", "reports"]);
+            assert_eq!(team["admin"], "builder", "{team}");
+        } else if line.starts_with("yy goal list") {
+            // The goal's id is the first column of the table's only row.
+            let rows: Vec<&str> = out.stdout.lines().skip(1).collect();
+            assert_eq!(rows.len(), 1, "{out:#?}");
+            goal = rows[0].split_whitespace().next().unwrap().to_string();
+            let g = show(&goal);
+            assert_eq!(g["title"], "Quarterly report", "{g:#}");
+            assert_eq!(g["admin"], "builder", "{g:#}");
+        } else if line.starts_with("yy goal watch") {
+            let goal_lines: Vec<&str> = out
+                .stdout
+                .lines()
+                .filter(|l| l.split(' ').nth(1) == Some("goal"))
+                .collect();
+            assert!(
+                goal_lines
+                    .last()
+                    .is_some_and(|l| l.contains(" waiting_user ")),
+                "{out:#?}"
+            );
+            assert!(
+                out.stdout
+                    .lines()
+                    .any(|l| l.contains(" subtask ") && l.contains(" accepted ")),
+                "{out:#?}"
+            );
+            let g = show(&goal);
+            assert_eq!(g["state"], "waiting_user", "{g:#}");
+            assert!(
+                g["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("the admin asks: report.txt is accepted")),
+                "{g:#}"
+            );
+        } else if line.starts_with("yy subtask list") {
+            assert!(out.stdout.contains("accepted"), "{out:#?}");
+            let subs = env.json(&["subtask", "list", "--goal", &goal]);
+            let subs = subs.as_array().unwrap();
+            assert_eq!(subs.len(), 1, "{subs:#?}");
+            assert_eq!(subs[0]["owner"], "writer");
+            assert_eq!(subs[0]["state"], "accepted");
+            let result = &subs[0]["result"];
+            assert_eq!(result["turn_state"], "complete", "{result:#}");
+            assert_eq!(
+                result["text"],
+                "report.txt has the revenue, the costs and the profit; exported."
+            );
+            // The member's exported file is the result's artifact.
+            let artifact = &result["artifacts"][0];
+            assert_eq!(artifact["name"], "report.txt", "{result:#}");
+            let file = env.path("quarterly.txt");
+            env.run(&[
+                "artifact",
+                "get",
+                artifact["id"].as_str().unwrap(),
+                "-o",
+                file.to_str().unwrap(),
+            ])
+            .ok();
+            assert_eq!(
+                std::fs::read_to_string(&file).unwrap(),
+                "Quarterly report\nrevenue: 120\ncosts: 80\nprofit: 40\n"
+            );
+        } else if line.starts_with("yy goal stop") {
+            assert_eq!(show(&goal)["state"], "stopped");
+        } else if line.starts_with("yy goal resume") {
+            let g = show(&goal);
+            assert_eq!(g["generation"], 2, "{g:#}");
+        }
+    }
+    // The resume was the go-ahead: builder completes the goal, and both results (the
+    // question, then the completion) come back to the chat's session, answered there.
+    let (g, answers) = wait_for(
+        Duration::from_secs(300),
+        "the goal to complete and both of its results to be answered",
+        || {
+            let g = env.json(&["goal", "show", &goal]);
+            let state = g["state"].as_str().unwrap();
+            assert!(["active", "completed"].contains(&state), "{g:#}");
+            let s = env.json(&["session", "show", g["origin_session_id"].as_str()?]);
+            let answers: Vec<String> = s["turns"]
+                .as_array()?
+                .iter()
+                .filter(|t| {
+                    t["state"] == "complete"
+                        && t["message"]
+                            .as_str()
+                            .is_some_and(|m| m.starts_with("[yy goal result]"))
+                })
+                .map(|t| t["final_text"].as_str().unwrap_or_default().to_string())
+                .collect();
+            (state == "completed" && answers.len() == 2).then_some((g, answers))
+        },
+    );
+    let summary = "The quarterly report is in report.txt, written by writer.";
+    assert_eq!(g["summary"], summary, "{g:#}");
+    let delivered = g["deliveries"].as_array().unwrap();
+    assert_eq!(delivered.len(), 2, "{g:#}");
+    assert!(delivered.iter().all(|d| d["state"] == "delivered"), "{g:#}");
+    assert_eq!(
+        answers,
+        [
+            "The goal waits for your go-ahead: yy goal resume.",
+            "The quarterly report is ready: report.txt."
+        ]
+    );
+}
+
+/// A long host turn in the background, stopped from "another terminal" by its session id
+/// (the first line `yy chat` writes on stderr): interrupted on the Runner, and confirmed.
+fn stop_a_long_turn(
+    env: &Env,
+    model: &common::hermes::FakeModel,
+    lines: &[String],
+    runner_dir: &std::path::Path,
+) {
+    let [chat, stop] = lines else {
+        panic!("the README's stop example changed: {lines:?}");
+    };
+    let chat = chat.replace("/srv/yy-runner", runner_dir.to_str().unwrap());
+    let words = shell_words::split(&chat).unwrap();
+    let mut child = env
+        .command(&words[1..].iter().map(String::as_str).collect::<Vec<_>>())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::lines_of(child.stderr.take().unwrap());
+    let mut chat_proc = common::Bg(Some(child));
+    let first = stderr
+        .recv_timeout(Duration::from_secs(60))
+        .expect("yy chat names its session");
+    let session = first
+        .strip_prefix("session ")
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    // Stopped while the model answers, slowly (the script's delay): the turn runs.
+    wait_for(
+        Duration::from_secs(120),
+        "the long turn's model call",
+        || {
+            model
+                .steps()
+                .iter()
+                .any(|r| {
+                    r["step"]
+                        .as_str()
+                        .is_some_and(|k| k.starts_with("review every file under#"))
+                })
+                .then_some(())
+        },
+    );
+    let stop = stop.replace("<SESSION-ID>", &session);
+    let words = shell_words::split(&stop).unwrap();
+    let out = env.run(&words[1..].iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.code, 0, "the README's `{stop}` failed: {out:#?}");
+    assert!(
+        out.stdout
+            .starts_with(&format!("session {session} stopped")),
+        "{out:#?}"
+    );
+    let child = chat_proc.0.as_mut().unwrap();
+    let status = wait_for(Duration::from_secs(60), "the stopped chat to end", || {
+        child.try_wait().unwrap()
+    });
+    let said: Vec<String> = stderr.try_iter().collect();
+    assert_eq!(status.code(), Some(1), "{said:?}");
+    assert!(
+        said.iter().any(|l| l.contains("the turn was interrupted")),
+        "{said:?}"
+    );
+    let s = env.json(&["session", "show", &session]);
+    assert_eq!(s["turns"][0]["state"], "interrupted", "{s:#}");
+}
+
+/// `yy ARGS`, failing the test if it has not ended within `limit` (it is killed then).
+fn run_within(env: &Env, args: &[&str], limit: Duration) -> common::Out {
+    let (out, err) = (env.path("run-within.out"), env.path("run-within.err"));
+    let child = env
+        .command(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let mut bg = common::Bg(Some(child));
+    let child = bg.0.as_mut().unwrap();
+    let status = wait_for(limit, &format!("`yy {}` to end", args.join(" ")), || {
+        child.try_wait().unwrap()
+    });
+    common::Out {
+        code: status.code().unwrap_or(-1),
+        stdout: std::fs::read_to_string(&out).unwrap(),
+        stderr: std::fs::read_to_string(&err).unwrap(),
+    }
 }
 
 /// The image the walkthrough built: removed (with the containers made from it) when the
