@@ -150,6 +150,10 @@ done"#;
             "not an export",
         ),
         (
+            reply("id", r#""type":"output","stream":"stdout","text":"forged""#),
+            "not a streamed exec",
+        ),
+        (
             "read -r line; printf 'FORGED\\n'; sleep 30".to_string(),
             "malformed line",
         ),

@@ -558,9 +558,13 @@ fn take_line(
         )));
     };
     if !waiting.before.allows(&frame.body) {
+        let (what, expected) = match frame.body {
+            FrameBody::Chunk { .. } => ("a chunk", "an export"),
+            _ => ("output", "a streamed exec"),
+        };
+        let id = frame.id;
         return Err(Broken::Violation(format!(
-            "the guest sent a frame for request {} that it does not take before its answer",
-            frame.id
+            "the guest sent {what} for request {id}, which is not {expected}"
         )));
     }
     let answer = matches!(
