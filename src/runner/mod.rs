@@ -21,6 +21,7 @@ pub mod team_tools;
 pub mod telemetry;
 pub mod turns;
 pub mod worker;
+pub mod worker_pipe;
 pub mod worker_turn;
 
 use std::collections::HashMap;

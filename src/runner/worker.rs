@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
+use super::worker_pipe::{FromWorker, ToWorker};
+
 /// The Python entry, written to the data directory when it is missing or different.
 const ENTRY: &str = include_str!("worker_entry.py");
 /// How long a Worker may take to import Hermes and say it is ready.
@@ -46,8 +48,8 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub async fn send(&mut self, message: &serde_json::Value) -> Result<(), WorkerError> {
-        let mut line = serde_json::to_vec(message).expect("values serialize");
+    pub async fn send(&mut self, message: &ToWorker<'_>) -> Result<(), WorkerError> {
+        let mut line = serde_json::to_vec(message).expect("messages serialize");
         line.push(b'\n');
         self.stdin.write_all(&line).await?;
         self.stdin.flush().await?;
@@ -55,7 +57,7 @@ impl Worker {
     }
 
     /// The next message; cancel-safe (a line is never half consumed).
-    pub async fn recv(&mut self) -> Result<serde_json::Value, WorkerError> {
+    pub async fn recv(&mut self) -> Result<FromWorker, WorkerError> {
         match self.lines.next_line().await? {
             None => Err(WorkerError::Gone),
             Some(line) if line.len() > MAX_LINE => Err(WorkerError::Protocol(format!(
@@ -63,7 +65,7 @@ impl Worker {
                 line.len()
             ))),
             Some(line) => serde_json::from_str(&line)
-                .map_err(|e| WorkerError::Protocol(format!("not JSON: {e}"))),
+                .map_err(|e| WorkerError::Protocol(format!("not a message: {e}"))),
         }
     }
 
@@ -174,13 +176,14 @@ impl Workers {
             .map_err(|e| {
                 WorkerError::NotReady(format!("{e}; see {}", home.join("worker.log").display()))
             })?;
-        if ready["type"] != "ready" {
-            return Err(WorkerError::Protocol(format!(
-                "expected ready, got {}",
-                ready["type"]
-            )));
+        match ready {
+            FromWorker::Ready { hermes_version } => worker.hermes_version = hermes_version,
+            other => {
+                return Err(WorkerError::Protocol(format!(
+                    "expected ready, got {other:?}"
+                )));
+            }
         }
-        worker.hermes_version = ready["hermes_version"].as_str().unwrap_or("").to_string();
         tracing::info!(%agent, hermes = %worker.hermes_version, "worker started");
         Ok(worker)
     }

@@ -17,6 +17,7 @@ use super::live_output::LiveOutput;
 use super::model;
 use super::pauses::Gate;
 use super::worker::{WorkerError, Workers};
+use super::worker_pipe::{FromWorker, HistoryLine, ToWorker};
 use crate::api::sessions::{
     ComputerReady, TurnEventIn, TurnResult, WorkerTurnPayload, event_types,
 };
@@ -166,21 +167,23 @@ pub async fn turn(
         list.extend(super::team_tools::schemas());
         system.push_str(super::team_tools::SYSTEM_NOTE);
     }
-    let history: Vec<Value> = p
+    let history = p
         .history
         .iter()
-        .map(|m| json!({ "role": m.role, "content": m.text }))
+        .map(|m| HistoryLine {
+            role: &m.role,
+            content: &m.text,
+        })
         .collect();
     worker
-        .send(&json!({
-            "type": "turn",
-            "session": p.session_id,
-            "model": settings.to_wire(),
-            "tools": tools,
-            "message": message,
-            "history": history,
-            "system": system,
-        }))
+        .send(&ToWorker::Turn {
+            session: &p.session_id,
+            model: settings.to_wire(),
+            tools: &tools,
+            message: &message,
+            history,
+            system: &system,
+        })
         .await
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
     tracing::info!(session = %p.session_id, turn = %p.turn_id, "prompt handed to Hermes");
@@ -191,7 +194,7 @@ pub async fn turn(
             m = worker.recv() => m,
             _ = stop.cancelled(), if stopping.is_none() => {
                 stopping = Some(tokio::time::Instant::now() + STOP_GRACE);
-                let _ = worker.send(&json!({ "type": "interrupt" })).await;
+                let _ = worker.send(&ToWorker::Interrupt).await;
                 continue;
             }
             _ = tokio::time::sleep_until(stopping.unwrap_or_else(far_future)), if stopping.is_some() => {
@@ -212,15 +215,13 @@ pub async fn turn(
                 )));
             }
         };
-        match message["type"].as_str().unwrap_or_default() {
-            "delta" => send(
-                event_types::TEXT_DELTA,
-                json!({ "text": message["text"].as_str().unwrap_or_default() }),
-            ),
-            "tool_call" => {
-                let call_id = message["call_id"].as_str().unwrap_or_default().to_string();
-                let name = message["name"].as_str().unwrap_or_default().to_string();
-                let args = message["args"].clone();
+        match message {
+            FromWorker::Delta { text } => send(event_types::TEXT_DELTA, json!({ "text": text })),
+            FromWorker::ToolCall {
+                call_id,
+                name,
+                args,
+            } => {
                 send(
                     event_types::TOOL_START,
                     json!({ "tool_id": call_id, "name": name }),
@@ -285,7 +286,7 @@ pub async fn turn(
                 // so its model loop ends instead of asking the model again.
                 if stop.is_cancelled() && stopping.is_none() {
                     stopping = Some(tokio::time::Instant::now() + STOP_GRACE);
-                    let _ = worker.send(&json!({ "type": "interrupt" })).await;
+                    let _ = worker.send(&ToWorker::Interrupt).await;
                 }
                 let content = if result["_multimodal"] == json!(true) {
                     result
@@ -293,7 +294,10 @@ pub async fn turn(
                     Value::String(serde_json::to_string(&result).expect("serializes"))
                 };
                 if let Err(e) = worker
-                    .send(&json!({ "type": "tool_result", "call_id": call_id, "content": content }))
+                    .send(&ToWorker::ToolResult {
+                        call_id: &call_id,
+                        content,
+                    })
                     .await
                 {
                     return Err(CommandFailure::uncertain(format!(
@@ -301,8 +305,7 @@ pub async fn turn(
                     )));
                 }
             }
-            "refused" => {
-                let name = message["name"].as_str().unwrap_or_default();
+            FromWorker::Refused { name, reason } => {
                 let id = format!("refused-{}", uuid::Uuid::new_v4());
                 send(
                     event_types::TOOL_START,
@@ -311,11 +314,15 @@ pub async fn turn(
                 send(
                     event_types::TOOL_COMPLETE,
                     json!({ "tool_id": id, "name": name, "args": null,
-                            "result": { "refused": message["reason"] } }),
+                            "result": { "refused": reason } }),
                 );
             }
-            "done" => {
-                let status = match message["status"].as_str().unwrap_or_default() {
+            FromWorker::Done {
+                status,
+                text,
+                error,
+            } => {
+                let status = match status.as_str() {
                     s @ ("complete" | "interrupted") => s,
                     _ => "error",
                 };
@@ -324,21 +331,16 @@ pub async fn turn(
                 } else {
                     status
                 };
-                let error = message["error"].as_str().map(str::to_string);
                 if let Some(e) = &error {
                     send(event_types::ERROR, json!({ "message": e }));
                 }
                 if stopping.is_none() {
                     host.workers.put_back(&agent, worker);
                 }
-                return Ok(result(
-                    status,
-                    message["text"].as_str().unwrap_or_default(),
-                    error,
-                ));
+                return Ok(result(status, &text, error));
             }
-            other => {
-                tracing::warn!(kind = %other, "unknown message from the Worker; ignored");
+            other @ (FromWorker::Ready { .. } | FromWorker::Unknown) => {
+                tracing::warn!(message = ?other, "unexpected message from the Worker; ignored");
             }
         }
     }
