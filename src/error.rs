@@ -134,7 +134,9 @@ pub fn client_exit(e: &ClientError) -> Exit {
             _ => Exit::Failure,
         },
         ClientError::Certificate(_) => Exit::Auth,
-        ClientError::Connect { .. } | ClientError::Protocol { .. } => Exit::Failure,
+        ClientError::Connect { .. } | ClientError::Protocol { .. } | ClientError::Command(_) => {
+            Exit::Failure
+        }
     }
 }
 
@@ -155,22 +157,17 @@ pub fn message(err: &anyhow::Error) -> String {
     line.replace('\n', " ")
 }
 
-/// An error and its sources on one line: reqwest, hyper and tungstenite nest the useful
-/// part several levels down.
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        parts.push(s.to_string());
-        cur = s.source();
-    }
-    parts.dedup();
-    parts.join(": ")
-}
+pub use crate::api::words::chain;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_malformed_image_id_is_a_usage_error() {
+        let e = crate::computer::validate_image_id("bccb8148217c").unwrap_err();
+        assert_eq!(computer_exit(&e), Exit::Usage);
+    }
 
     fn api(status: u16, code: &str) -> ClientError {
         ClientError::Api {

@@ -19,6 +19,7 @@ pub mod runner;
 pub mod server;
 pub mod sys;
 pub mod timefmt;
+pub mod web_view;
 
 /// The version every role reports (Runner status, `/healthz`, image labels).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -249,7 +249,7 @@ impl Client {
     }
 
     /// Enqueues a read of the Runner's recent egress decisions; its result is the egress
-    /// log (`crate::egress::LogResult`).
+    /// log (the egress proxy's `LogResult`).
     pub async fn runner_egress_log(
         &self,
         runner: &str,
@@ -388,11 +388,11 @@ impl Client {
         self.act_with("computers", id, "exec", p).await
     }
 
-    /// Enqueues a screen action; its result is a [`crate::computer::screen::ScreenResult`].
+    /// Enqueues a screen action; its result is a [`ScreenResult`](super::screen::ScreenResult).
     pub async fn computer_screen(
         &self,
         id: &str,
-        action: &crate::computer::screen::ScreenAction,
+        action: &super::screen::ScreenAction,
         control_fence: Option<i64>,
         frame_id: Option<&str>,
     ) -> Result<Command> {
@@ -402,6 +402,21 @@ impl Client {
             frame_id: frame_id.map(str::to_string),
         };
         self.act_with("computers", id, "screen", &body).await
+    }
+
+    /// Runs one screen action as a Runner command and waits for its answer.
+    pub async fn computer_screen_act(
+        &self,
+        id: &str,
+        action: &super::screen::ScreenAction,
+        control_fence: Option<i64>,
+        frame_id: Option<&str>,
+    ) -> Result<super::screen::ScreenResult> {
+        let cmd = self
+            .computer_screen(id, action, control_fence, frame_id)
+            .await?;
+        let cmd = self.wait_command(&cmd.id, None).await?;
+        result_of(cmd, action.name())
     }
 
     /// Takes control of a computer; the answer names the pause command to wait for.
@@ -545,6 +560,24 @@ impl Client {
     pub async fn subtask_show(&self, id: &str) -> Result<teams::Subtask> {
         self.one("subtasks", id).await
     }
+}
+
+/// The typed result of a command that must have ended `done`; otherwise an error that
+/// says `{what} {state}: {reason}`.
+pub fn result_of<T: DeserializeOwned>(cmd: Command, what: &str) -> Result<T> {
+    if cmd.state != super::states::CommandState::Done {
+        return Err(ClientError::Command(format!(
+            "{what} {}: {}",
+            cmd.state,
+            cmd.error.as_deref().unwrap_or("no reason given")
+        )));
+    }
+    serde_json::from_value(cmd.result.unwrap_or_default()).map_err(|e| {
+        ClientError::Command(format!(
+            "the Runner's answer to {} ({what}) is not what this yy expects: {e}",
+            cmd.kind
+        ))
+    })
 }
 
 #[cfg(test)]

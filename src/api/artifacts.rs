@@ -9,7 +9,7 @@ pub const MAX_ARTIFACT_BYTES: u64 = 25 * 1024 * 1024;
 /// Most artifacts one turn may export.
 pub const MAX_EXPORTS_PER_TURN: u32 = 8;
 /// Largest file `yy chat --attach` takes: what one guest write carries.
-pub const MAX_ATTACH_BYTES: u64 = crate::computer::protocol::MAX_WRITE_BYTES as u64;
+pub const MAX_ATTACH_BYTES: u64 = 16 * 1024 * 1024;
 /// Most attachments of one turn.
 pub const MAX_ATTACHMENTS: usize = 8;
 /// The chunk size Runners upload with (the server accepts 64 KiB to 4 MiB): the largest,

@@ -25,6 +25,10 @@ pub enum ClientError {
     Certificate(String),
     #[error("unexpected answer from the yy server at {url}: {reason}")]
     Protocol { url: String, reason: String },
+    /// A Runner command did not end as the caller needs (failed, cancelled, or an answer
+    /// of another shape).
+    #[error("{0}")]
+    Command(String),
 }
 
 impl ClientError {

@@ -217,7 +217,7 @@ pub struct PausePayload {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ComputerScreen {
     #[serde(flatten)]
-    pub action: crate::computer::screen::ScreenAction,
+    pub action: super::screen::ScreenAction,
     /// The control fence the operator holds live; required for input (not for looking),
     /// and refused when it is not the current one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -236,7 +236,7 @@ pub struct ScreenPayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frame_id: Option<String>,
     #[serde(flatten)]
-    pub action: crate::computer::screen::ScreenAction,
+    pub action: super::screen::ScreenAction,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

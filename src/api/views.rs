@@ -153,7 +153,7 @@ pub struct Runner {
 }
 
 /// The private configuration a Runner runs with (`runner.json`): registration returns it
-/// once, the Runner reads it (`crate::runner::config::load` checks it). Field names follow
+/// once, the Runner reads it (the Runner's config loader checks it). Field names follow
 /// the documented file format.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -191,7 +191,7 @@ pub struct RunnerConfig {
     pub hermes_home: Option<std::path::PathBuf>,
     /// Hermes's own login, for a Hermes bound to a non-loopback address; stays on this host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hermes_credentials: Option<crate::hermes::HermesCredentials>,
+    pub hermes_credentials: Option<super::credentials::HermesCredentials>,
     /// The Python the isolated Worker runs with: the Hermes venv's [default: the `python`
     /// beside `hermesCommand`'s program].
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,5 +1,6 @@
 //! Words of messages whose form depends on a value: "1 file" but "2 files", "an agent" but
-//! "a team". Every message with a count or a variable noun goes through here.
+//! "a team". Every message with a count or a variable noun goes through here, and every
+//! error that is said on one line.
 
 use std::fmt::Display;
 
@@ -54,6 +55,19 @@ pub fn article(word: &str) -> &'static str {
         Some('u') if !you => "an",
         _ => "a",
     }
+}
+
+/// An error and its sources on one line: reqwest, hyper and tungstenite nest the useful
+/// part several levels down.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        parts.push(s.to_string());
+        cur = s.source();
+    }
+    parts.dedup();
+    parts.join(": ")
 }
 
 #[cfg(test)]

@@ -17,7 +17,6 @@ use crate::api::client::Client;
 use crate::api::computers::ComputerCreate;
 use crate::api::params::{AgentCreate, AgentEnv};
 use crate::api::states::ComputerState;
-use crate::commands::computer_screen::act;
 use crate::computer::screen::{HEIGHT, ScreenAction, WIDTH, png_size};
 use crate::error::CliError;
 
@@ -89,12 +88,16 @@ async fn measure(admin: &Client, samples: usize) -> anyhow::Result<serde_json::V
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     progress("operator path: screenshots through the control plane");
-    act(admin, &id, &ScreenAction::Screenshot, None, None).await?;
+    admin
+        .computer_screen_act(&id, &ScreenAction::Screenshot, None, None)
+        .await?;
     let mut shots = Vec::new();
     let mut bytes = 0;
     for _ in 0..samples {
         let started = Instant::now();
-        let r = act(admin, &id, &ScreenAction::Screenshot, None, None).await?;
+        let r = admin
+            .computer_screen_act(&id, &ScreenAction::Screenshot, None, None)
+            .await?;
         let png = r
             .png_bytes()
             .ok_or_else(|| CliError::failure("a screenshot without a PNG"))?;
@@ -147,7 +150,7 @@ async fn measure(admin: &Client, samples: usize) -> anyhow::Result<serde_json::V
     }))
 }
 
-/// The pause the page makes between frames (`FRAME_GAP_MS` in computer_web.js).
+/// The pause the page makes between frames (`FRAME_GAP_MS` in web_view/page.js).
 const PAGE_FRAME_GAP_MS: f64 = 100.0;
 
 /// A browser's view of a running `attach --web` server: signed in with its one-time
@@ -159,7 +162,7 @@ struct Page {
 }
 
 impl Page {
-    async fn sign_in(served: &crate::commands::computer_web::Served) -> anyhow::Result<Page> {
+    async fn sign_in(served: &crate::web_view::Served) -> anyhow::Result<Page> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
@@ -237,7 +240,7 @@ async fn web_frames(
     id: &str,
     n: usize,
 ) -> anyhow::Result<(Vec<Duration>, Duration)> {
-    let served = crate::commands::computer_web::serve(admin.clone(), id.to_string(), None).await?;
+    let served = crate::web_view::serve(admin.clone(), id.to_string(), None).await?;
     let result = async {
         let page = Page::sign_in(&served).await?;
         let mut times = Vec::new();
@@ -269,8 +272,9 @@ async fn controlled_clicks(
     let result = async {
         let pause = c.command_id.clone().unwrap_or_default();
         let cmd = admin.wait_command(&pause, None).await?;
-        crate::commands::runner_ops::result_of::<serde_json::Value>(cmd, "pause")?;
-        let frame = act(admin, id, &ScreenAction::Screenshot, None, None)
+        crate::api::admin::result_of::<serde_json::Value>(cmd, "pause")?;
+        let frame = admin
+            .computer_screen_act(id, &ScreenAction::Screenshot, None, None)
             .await?
             .frame_id;
         let mut clicks = Vec::new();
@@ -279,9 +283,13 @@ async fn controlled_clicks(
             let (x, y) = ((37 * i as i32) % 1200 + 20, (53 * i as i32) % 760 + 20);
             let started = Instant::now();
             let click = ScreenAction::LeftClick { x, y };
-            act(admin, id, &click, Some(fence), Some(&frame)).await?;
+            admin
+                .computer_screen_act(id, &click, Some(fence), Some(&frame))
+                .await?;
             clicks.push(started.elapsed());
-            let r = act(admin, id, &ScreenAction::GetCursorPosition, None, None).await?;
+            let r = admin
+                .computer_screen_act(id, &ScreenAction::GetCursorPosition, None, None)
+                .await?;
             readbacks.push(started.elapsed());
             if (r.x, r.y) != (x, y) {
                 return Err(CliError::failure(format!(
@@ -304,10 +312,8 @@ async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Du
     let result = async {
         let pause = c.command_id.clone().unwrap_or_default();
         let cmd = admin.wait_command(&pause, None).await?;
-        crate::commands::runner_ops::result_of::<serde_json::Value>(cmd, "pause")?;
-        let served =
-            crate::commands::computer_web::serve(admin.clone(), id.to_string(), Some(fence))
-                .await?;
+        crate::api::admin::result_of::<serde_json::Value>(cmd, "pause")?;
+        let served = crate::web_view::serve(admin.clone(), id.to_string(), Some(fence)).await?;
         let clicks = async {
             let page = Page::sign_in(&served).await?;
             let frame = page.frame().await?;
@@ -317,7 +323,9 @@ async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Du
                 let started = Instant::now();
                 page.input(fence, &frame, &ScreenAction::LeftClick { x, y })
                     .await?;
-                let r = act(admin, id, &ScreenAction::GetCursorPosition, None, None).await?;
+                let r = admin
+                    .computer_screen_act(id, &ScreenAction::GetCursorPosition, None, None)
+                    .await?;
                 times.push(started.elapsed());
                 if (r.x, r.y) != (x, y) {
                     return Err(CliError::failure(format!(

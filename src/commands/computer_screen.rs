@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::JsonFlag;
 use crate::api::client::Client;
-use crate::computer::screen::{ScreenAction, ScreenResult, png_size};
+use crate::computer::screen::{ScreenAction, png_size};
 use crate::error::CliError;
 use crate::output;
 
@@ -152,23 +152,10 @@ pub fn parse_action(action: &str, args: &[String]) -> anyhow::Result<ScreenActio
     })
 }
 
-/// Runs one action as a Runner command and waits for its answer.
-pub async fn act(
-    client: &Client,
-    id: &str,
-    action: &ScreenAction,
-    control_fence: Option<i64>,
-    frame_id: Option<&str>,
-) -> anyhow::Result<ScreenResult> {
-    let cmd = client
-        .computer_screen(id, action, control_fence, frame_id)
-        .await?;
-    let cmd = client.wait_command(&cmd.id, None).await?;
-    super::runner_ops::result_of(cmd, action.name())
-}
-
 pub async fn screenshot(client: &Client, a: ScreenshotArgs) -> anyhow::Result<()> {
-    let r = act(client, &a.id, &ScreenAction::Screenshot, None, None).await?;
+    let r = client
+        .computer_screen_act(&a.id, &ScreenAction::Screenshot, None, None)
+        .await?;
     let png = r
         .png_bytes()
         .ok_or_else(|| CliError::failure("the screenshot came back without a PNG"))?;
@@ -197,7 +184,9 @@ pub async fn screenshot(client: &Client, a: ScreenshotArgs) -> anyhow::Result<()
 
 pub async fn screen(client: &Client, a: ScreenArgs) -> anyhow::Result<()> {
     let action = parse_action(&a.action, &a.args)?;
-    let r = act(client, &a.id, &action, a.fence, a.frame.as_deref()).await?;
+    let r = client
+        .computer_screen_act(&a.id, &action, a.fence, a.frame.as_deref())
+        .await?;
     if a.json.json {
         output::json(&r)
     } else {

@@ -3,9 +3,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use serde::de::DeserializeOwned;
-
 use super::progress::Waiting;
 use super::{Columns, context, print_list, print_one};
 use crate::api::admin::LONG_POLL_MS;
@@ -18,24 +15,7 @@ use crate::api::words::plural;
 use crate::error::{CliError, Exit};
 use crate::output::{self, opt};
 
-/// The typed result of a command that must have ended `done`; otherwise an error that
-/// says `{what} {state}: {reason}`.
-pub fn result_of<T: DeserializeOwned>(cmd: machine::Command, what: &str) -> anyhow::Result<T> {
-    if cmd.state != CommandState::Done {
-        return Err(CliError::failure(format!(
-            "{what} {}: {}",
-            cmd.state,
-            cmd.error.as_deref().unwrap_or("no reason given")
-        ))
-        .into());
-    }
-    serde_json::from_value(cmd.result.unwrap_or_default()).with_context(|| {
-        format!(
-            "the Runner's answer to {} ({what}) is not what this yy expects",
-            cmd.kind
-        )
-    })
-}
+pub use crate::api::admin::result_of;
 
 /// Waits until command `id` ends, saying within a second why it waits while it has not
 /// started (its Runner offline, or busy); Ctrl-C cancels it.

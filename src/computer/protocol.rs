@@ -43,7 +43,7 @@ pub const DEFAULT_TIMEOUT_MS: u64 = crate::api::computers::EXEC_DEFAULT_TIMEOUT_
 pub const DEFAULT_READ_BYTES: u64 = 1024 * 1024;
 pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 /// Largest file `write` accepts (decoded).
-pub const MAX_WRITE_BYTES: usize = 16 * 1024 * 1024;
+pub const MAX_WRITE_BYTES: usize = crate::api::artifacts::MAX_ATTACH_BYTES as usize;
 /// Most entries one `list` returns.
 pub const MAX_LIST_ENTRIES: usize = 10_000;
 

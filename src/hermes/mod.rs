@@ -124,4 +124,4 @@ impl HermesError {
     }
 }
 
-pub(crate) use crate::error::chain;
+pub(crate) use crate::api::words::chain;

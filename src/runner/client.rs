@@ -15,7 +15,7 @@ use crate::api::machine::{
     HEADER_PROTOCOL, HEADER_REPLACE, LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION,
     RunnerStatus, StartGranted, TokenRenewed,
 };
-use crate::error::chain;
+use crate::api::words::chain;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MachineError {

@@ -77,7 +77,7 @@ pub async fn open(
         Ok(Err(e)) => {
             return Err(CommandFailure::failed(format!(
                 "cannot connect the shell relay: {}",
-                crate::error::chain(&e)
+                crate::api::words::chain(&e)
             )));
         }
         Err(_) => return Err(CommandFailure::failed("the shell relay did not connect")),
