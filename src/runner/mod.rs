@@ -10,7 +10,7 @@ pub mod exec;
 pub mod hermes_link;
 pub mod image_accept;
 pub mod instance;
-pub mod live_output;
+pub mod host_output;
 pub mod model;
 pub mod pauses;
 pub mod receipts;

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use tokio::net::UnixDatagram;
 use tokio::sync::mpsc;
 
-use super::live_output::Piece;
+use super::host_output::Piece;
 use crate::api::sessions::OutputStream;
 
 /// Names the Runner's socket in Hermes's environment (a path, not a secret).

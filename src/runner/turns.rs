@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use super::CommandFailure;
 use super::hermes_link::HermesLink;
-use super::live_output::{LiveOutput, Piece};
+use super::host_output::{LiveOutput, Piece};
 use super::tool_tap::Subscription;
 use crate::api::sessions::{
     LiveSession, SessionListResult, SessionRef, StopResult, ToolOutput, TurnEventIn, TurnPayload,
