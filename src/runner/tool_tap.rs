@@ -5,7 +5,7 @@
 //! copies the output through unchanged and sends each piece, best-effort, to this
 //! Runner's datagram socket with Hermes's session id. Here the pieces are checked and
 //! handed to the running turn of that session (turns.rs), which makes `tool.output`
-//! events of them (live_output.rs).
+//! events of them (host_output.rs).
 //!
 //! Host agents are not isolated from the Runner's user, so anything of that user may write
 //! to the socket: every datagram is size-checked and parsed defensively, and only reaches
