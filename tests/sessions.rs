@@ -887,3 +887,141 @@ fn disabling_an_account_stops_its_running_turn_and_refuses_its_queued_one() {
         (stops.len() == 2 && stops.iter().all(|c| c["state"] == "done")).then_some(())
     });
 }
+
+/// Issue 25 item 1: a host agent's command shows its output while it runs (the Runner's
+/// tool tap, docs/hermes.md), and the tap changes nothing of the command's result.
+#[test]
+fn a_host_commands_output_streams_live_and_its_result_is_unchanged() {
+    let Some(s) = setup(json!([
+        {"tool_call": {"name": "terminal", "arguments": {"command": "echo first-line; sleep 5; echo second-line"}}},
+        {"tool_call": {"name": "terminal", "arguments": {"command": "echo to-out; echo to-err >&2; echo \"tap-var:${YY_TOOL_OUTPUT_SOCKET-unset}\"; exit 7"}}},
+        {"text": "Both commands ran"}
+    ])) else {
+        return;
+    };
+    let mut chat = s
+        .env
+        .background(&s.server, &["chat", "bot", "run the slow one", "--json"]);
+    let lines = common::lines_of(chat.0.as_mut().unwrap().stdout.take().unwrap());
+    let t0 = Instant::now();
+    let mut events: Vec<(Duration, Value)> = Vec::new();
+    while events.last().is_none_or(|(_, e)| e["type"] != "turn.end") {
+        let line = lines
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("no turn.end; events so far: {events:#?}"));
+        events.push((t0.elapsed(), serde_json::from_str(&line).unwrap()));
+    }
+    let out = chat.output();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(events.last().unwrap().1["turn"]["state"], "complete");
+    let of = |kind: &str| -> Vec<&(Duration, Value)> {
+        events.iter().filter(|(_, e)| e["type"] == kind).collect()
+    };
+    let starts = of("tool.start");
+    let completes = of("tool.complete");
+    assert_eq!((starts.len(), completes.len()), (2, 2), "{events:#?}");
+    let id = |e: &Value| e["payload"]["tool_id"].as_str().unwrap().to_string();
+    let (slow, failing) = (id(&starts[0].1), id(&starts[1].1));
+    let live = |tool: &str| -> Vec<&(Duration, Value)> {
+        of("tool.output")
+            .into_iter()
+            .filter(|(_, e)| e["payload"]["tool_id"] == tool)
+            .collect()
+    };
+    let live_text = |tool: &str| -> String {
+        live(tool)
+            .iter()
+            .map(|(_, e)| e["payload"]["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // The first line shows while the command still sleeps, well before it completes.
+    let first = live(&slow)
+        .into_iter()
+        .find(|(_, e)| {
+            e["payload"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("first-line")
+        })
+        .unwrap_or_else(|| panic!("no live first-line: {events:#?}"));
+    let done = completes.iter().find(|(_, e)| id(e) == slow).unwrap();
+    let ahead = done.0 - first.0;
+    eprintln!("first-line came {ahead:?} before the tool completed");
+    assert!(ahead >= Duration::from_secs(3), "{ahead:?}: {events:#?}");
+    assert_eq!(first.1["payload"]["name"], "terminal");
+    assert_eq!(first.1["payload"]["stream"], "stdout");
+    let text = live_text(&slow);
+    assert!(
+        text.contains("first-line\n") && text.contains("second-line"),
+        "{text:?}"
+    );
+    assert!(
+        !text.contains("HERMES_CWD"),
+        "Hermes's marker is cut: {text:?}"
+    );
+    // Every live piece of a tool comes between its start and its completion.
+    for (tool, start) in [(&slow, starts[0]), (&failing, starts[1])] {
+        let end = completes.iter().find(|(_, e)| &id(e) == tool).unwrap();
+        let seqs = |e: &Value| e["seq"].as_i64().unwrap();
+        for (_, e) in live(tool) {
+            assert!(seqs(e) > seqs(&start.1) && seqs(e) < seqs(&end.1), "{e}");
+        }
+    }
+
+    // The results are Hermes's own, as without the tap: output and exit codes.
+    let result = |tool: &str| -> Value {
+        let r = &completes.iter().find(|(_, e)| id(e) == tool).unwrap().1["payload"]["result"];
+        match r {
+            Value::String(s) => serde_json::from_str(s).unwrap_or(r.clone()),
+            other => other.clone(),
+        }
+    };
+    let slow_result = result(&slow);
+    assert_eq!(
+        slow_result["output"], "first-line\nsecond-line",
+        "{slow_result}"
+    );
+    assert_eq!(slow_result["exit_code"], 0, "{slow_result}");
+    let failing_result = result(&failing);
+    assert_eq!(failing_result["exit_code"], 7, "{failing_result}");
+    // (The command does not see the tap's socket: a shell it starts is not tapped.)
+    assert_eq!(
+        failing_result["output"], "to-out\nto-err\ntap-var:unset",
+        "{failing_result}"
+    );
+    let text = live_text(&failing);
+    assert!(text.contains("to-out\nto-err"), "{text:?}");
+
+    // The control plane stored the live output with the turn's other events.
+    let session = events[0].1["session"]["id"].as_str().unwrap();
+    let token = s.env.stored_token();
+    let (status, body) = common::http(
+        &s.server.addr(),
+        "GET",
+        &format!("/api/v1/sessions/{session}/events?after=0"),
+        &[("Authorization", &format!("Bearer {token}"))],
+        "",
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).unwrap();
+    let stored = page["events"].as_array().unwrap();
+    let at = |e: &Value| humantime::parse_rfc3339(e["at"].as_str().unwrap()).unwrap();
+    let first_stored = stored
+        .iter()
+        .find(|e| {
+            e["type"] == "tool.output"
+                && e["payload"]["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("first-line")
+        })
+        .unwrap_or_else(|| panic!("not stored: {page:#}"));
+    let done_stored = stored
+        .iter()
+        .find(|e| e["type"] == "tool.complete" && e["payload"]["tool_id"] == slow.as_str())
+        .unwrap();
+    let gap = at(done_stored).duration_since(at(first_stored)).unwrap();
+    assert!(gap >= Duration::from_secs(3), "{gap:?}");
+}

@@ -38,6 +38,7 @@ pub mod subtask;
 pub mod team;
 pub mod token;
 pub mod tool_output;
+pub mod tool_tap;
 
 use clap::FromArgMatches;
 
@@ -62,6 +63,11 @@ fn keep_large_blocks_in_the_heap() {
 
 /// Runs the process and returns its exit code.
 pub fn main() -> i32 {
+    // The tool tap sits in front of every command of a host agent: no parsing, no runtime.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(code) = tool_tap::intercept(&args) {
+        return code;
+    }
     keep_large_blocks_in_the_heap();
     // A <TAB> in a shell with yy's completions runs `COMPLETE=SHELL yy -- ...`.
     complete::answer_if_asked();

@@ -8,8 +8,11 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::config::RunnerConfig;
+use super::tool_tap::{Subscription, ToolTap};
 use crate::api::capabilities;
-use crate::hermes::{HermesAccess, HermesAuth, HermesClient, HermesError, Supervisor};
+use crate::hermes::{
+    HermesAccess, HermesAuth, HermesClient, HermesError, Supervisor, SupervisorOptions,
+};
 use crate::timefmt::now_ms;
 
 /// Capabilities a Runner with a usable Hermes declares.
@@ -21,6 +24,8 @@ pub struct HermesLink {
     client: tokio::sync::Mutex<Option<Arc<HermesClient>>>,
     /// A Hermes this Runner started itself (runner.json `hermesCommand`); stopped on drop.
     _supervisor: Option<Supervisor>,
+    /// Live output of the supervised Hermes's commands (none for a Hermes of its own).
+    tool_tap: Option<ToolTap>,
     pub channel: Channel,
     /// Sessions with a turn running here, and whether a stop was asked for meanwhile.
     turns: Mutex<std::collections::HashMap<String, bool>>,
@@ -31,6 +36,7 @@ impl HermesLink {
     pub async fn new(config: &RunnerConfig, data_dir: &Path) -> Result<HermesLink, String> {
         let channel = Channel::open(data_dir).map_err(|e| format!("channel store: {e}"))?;
         let mut supervisor = None;
+        let mut tool_tap = None;
         let access = if let Some(command) = &config.hermes_command {
             let home = config
                 .hermes_home
@@ -38,7 +44,18 @@ impl HermesLink {
                 .unwrap_or_else(|| data_dir.join("hermes-home"));
             crate::fsutil::create_private_dir(&home)
                 .map_err(|e| format!("cannot create {}: {e}", home.display()))?;
-            let (access, sup) = Supervisor::start(command.clone(), home)
+            // Without the tap, commands still run; only their live output is missing.
+            tool_tap = ToolTap::start(data_dir)
+                .inspect_err(|e| tracing::warn!(error = %e, "no live tool output: the tool tap did not start"))
+                .ok();
+            let options = SupervisorOptions {
+                env: tool_tap
+                    .as_ref()
+                    .map(ToolTap::hermes_env)
+                    .unwrap_or_default(),
+                ..SupervisorOptions::default()
+            };
+            let (access, sup) = Supervisor::start_with(command.clone(), home, options)
                 .await
                 .map_err(|e| e.to_string())?;
             tracing::info!(
@@ -74,6 +91,7 @@ impl HermesLink {
             access,
             client: tokio::sync::Mutex::new(None),
             _supervisor: supervisor,
+            tool_tap,
             channel,
             turns: Mutex::default(),
         })
@@ -113,6 +131,18 @@ impl HermesLink {
             .get(session)
             .copied()
             .unwrap_or(false)
+    }
+
+    /// The live output of the commands of Hermes session `hermes_session_id` (and its
+    /// stored id), while the subscription lives; `None` for a Hermes the Runner did not
+    /// start.
+    pub fn tap_output(&self, hermes_session_id: &str) -> Option<Subscription> {
+        let tap = self.tool_tap.as_ref()?;
+        let stored = self
+            .channel
+            .stored_id(hermes_session_id)
+            .unwrap_or_default();
+        Some(tap.subscribe(&[hermes_session_id, &stored]))
     }
 
     /// Where the Hermes this Runner started listens (none: Hermes runs on its own).

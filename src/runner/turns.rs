@@ -2,16 +2,18 @@
 //! confirmed stops, closes and the channel's session list. Only sessions of this Runner's
 //! own channel are ever touched.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::CommandFailure;
 use super::hermes_link::HermesLink;
+use super::host_output::{LiveOutput, Piece};
+use super::tool_tap::Subscription;
 use crate::api::sessions::{
-    LiveSession, SessionListResult, SessionRef, StopResult, TurnEventIn, TurnPayload, TurnResult,
-    event_types,
+    LiveSession, SessionListResult, SessionRef, StopResult, ToolOutput, TurnEventIn, TurnPayload,
+    TurnResult, event_types,
 };
 use crate::hermes::{StopConfirmation, TurnEvent};
 
@@ -133,6 +135,8 @@ async fn run_turn(
         })
         .map_err(|e| failed(e.to_string()));
     }
+    // Subscribed before the prompt goes in: the first command's output may come first.
+    let mut tap = link.tap_output(&hermes_session_id);
     let mut stream = client
         .submit(&hermes_session_id, &p.message)
         .await
@@ -143,23 +147,51 @@ async fn run_turn(
     }
     // From here on Hermes is working: a lost connection leaves the outcome unknown.
     let mut last_error = None;
-    while let Some(event) = stream.next().await {
+    let mut live = LiveOutput::new();
+    loop {
+        let due = live.due();
+        let event = tokio::select! {
+            event = stream.next() => match event {
+                Some(event) => event,
+                None => break,
+            },
+            Some(piece) = recv_piece(&mut tap) => {
+                live.push(piece, Instant::now());
+                continue;
+            }
+            () = sleep_until(due), if due.is_some() => {
+                send_output(&send, live.flush(Instant::now()));
+                continue;
+            }
+        };
         match event {
             TurnEvent::Started => {}
             TurnEvent::TextDelta(text) => send(event_types::TEXT_DELTA, json!({ "text": text })),
-            TurnEvent::ToolStart { tool_id, name } => send(
-                event_types::TOOL_START,
-                json!({ "tool_id": tool_id, "name": name }),
-            ),
+            TurnEvent::ToolStart { tool_id, name } => {
+                live.tool_started(&tool_id, &name, Instant::now());
+                send(
+                    event_types::TOOL_START,
+                    json!({ "tool_id": tool_id, "name": name }),
+                )
+            }
             TurnEvent::ToolComplete {
                 tool_id,
                 name,
                 args,
                 result,
-            } => send(
-                event_types::TOOL_COMPLETE,
-                json!({ "tool_id": tool_id, "name": name, "args": args, "result": result }),
-            ),
+            } => {
+                // What the tap sent is in before Hermes read it: take it all first.
+                if let Some(t) = &mut tap {
+                    while let Ok(piece) = t.rx.try_recv() {
+                        live.push(piece, Instant::now());
+                    }
+                }
+                send_output(&send, live.tool_completed(&tool_id, Instant::now()));
+                send(
+                    event_types::TOOL_COMPLETE,
+                    json!({ "tool_id": tool_id, "name": name, "args": args, "result": result }),
+                )
+            }
             TurnEvent::Approval(req) => send(
                 event_types::APPROVAL_REQUEST,
                 json!({ "command": req.command, "description": req.description, "choices": req.choices }),
@@ -196,7 +228,26 @@ async fn run_turn(
     ))
 }
 
-/// Interrupts, then confirms through `session.active_list` that the session is idle or gone.
+/// The next piece of live output; never ready without a tap.
+async fn recv_piece(tap: &mut Option<Subscription>) -> Option<Piece> {
+    match tap {
+        Some(t) => t.rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(due: Option<Instant>) {
+    if let Some(d) = due {
+        tokio::time::sleep_until(d.into()).await;
+    }
+}
+
+fn send_output(send: &impl Fn(&str, serde_json::Value), outputs: Vec<ToolOutput>) {
+    for o in outputs {
+        send(event_types::TOOL_OUTPUT, json!(o));
+    }
+}
+
 /// Rewrites Hermes's `~/.hermes` in a failed turn's error to the Hermes home it really
 /// reads (a supervised Hermes runs with HERMES_HOME set, so `~/.hermes` sends the operator
 /// to the wrong file).
@@ -214,6 +265,7 @@ pub fn name_the_home(
     result
 }
 
+/// Interrupts, then confirms through `session.active_list` that the session is idle or gone.
 pub async fn stop(link: &HermesLink, r: SessionRef) -> SessionOutcome {
     owned(link, &r)?;
     link.request_stop(&r.session_id);
