@@ -5,8 +5,8 @@
 
 use std::fmt;
 
-use crate::api::client::ClientError;
 use crate::backup::BackupError;
+use crate::client::ClientError;
 use crate::computer::ComputerError;
 
 /// Documented exit codes (docs/cli.md).

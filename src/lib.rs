@@ -7,6 +7,7 @@ pub mod api;
 pub mod backup;
 pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod computer;
 pub mod egress;

@@ -288,7 +288,7 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
         .enable_all()
         .build()
         .unwrap();
-    let client = yy::api::client::Client::new(&s.server.url, Some(token)).unwrap();
+    let client = yy::client::Client::new(&s.server.url, Some(token)).unwrap();
     for (fence, says) in [(1, "ended"), (7, "stale")] {
         let refused = rt
             .block_on(yy::commands::computer_shell::connect(
@@ -298,7 +298,7 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
         assert_eq!(refused.status(), Some(409), "{refused}");
         assert!(refused.to_string().contains(says), "{refused}");
     }
-    let anonymous = yy::api::client::Client::new(&s.server.url, None).unwrap();
+    let anonymous = yy::client::Client::new(&s.server.url, None).unwrap();
     let refused = rt
         .block_on(yy::commands::computer_shell::connect(
             &anonymous, &id, 1, None,
@@ -382,7 +382,7 @@ fn a_piped_shell_ends_with_its_control_or_connection_and_the_runner_checks_the_f
     let env = &s.env;
     let computer = env.json(&["computer", "create", "--agent", "box"]);
     let id = computer["id"].as_str().unwrap().to_string();
-    let client = yy::api::client::Client::new(&s.server.url, Some(env.stored_token())).unwrap();
+    let client = yy::client::Client::new(&s.server.url, Some(env.stored_token())).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[&[&str]] = &[
     &["fsutil", "output", "prom", "sys", "timefmt"],
     &["api"],
+    &["client"],
     &["computer", "hermes"],
     &["egress"],
     &["server"],

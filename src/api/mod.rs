@@ -2,11 +2,10 @@
 //! used by every CLI command (`client`, typed per endpoint in `admin`). Kept apart from database rows on purpose: a column can change
 //! without changing the API, and the reverse.
 
-pub mod admin;
 pub mod artifacts;
-pub mod client;
 pub mod computers;
 pub mod credentials;
+pub mod http;
 pub mod machine;
 pub mod names;
 pub mod params;
@@ -17,6 +16,7 @@ pub mod states;
 pub mod status;
 pub mod teams;
 pub mod tls;
+pub mod turn_events;
 pub mod views;
 pub mod words;
 

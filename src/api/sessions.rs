@@ -3,6 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::turn_events::{
+    ApprovalRequest, ComputerReady, LIVE_OUTPUT_CAP, SessionCreated, StdStream, TextDelta,
+    ToolComplete, ToolOutput, ToolStart, TurnEvent, event_types,
+};
+
 // ---- admin API ----
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -109,13 +114,13 @@ impl Queued {
     }
 }
 
+/// A stored turn event: `{seq, turn_id, type, payload, at}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionEvent {
     pub seq: i64,
     pub turn_id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub payload: serde_json::Value,
+    #[serde(flatten)]
+    pub event: TurnEvent,
     pub at: String,
 }
 
@@ -232,80 +237,8 @@ pub struct LiveSession {
     pub status: String,
 }
 
-/// One event a Runner streams while a turn runs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TurnEventIn {
-    #[serde(rename = "type")]
-    pub kind: String,
-    #[serde(default)]
-    pub payload: serde_json::Value,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventsParams {
-    pub events: Vec<TurnEventIn>,
-}
-
-/// Event types a Runner may send.
-pub mod event_types {
-    pub const SESSION_CREATED: &str = "session.created";
-    pub const TEXT_DELTA: &str = "text.delta";
-    pub const TOOL_START: &str = "tool.start";
-    pub const TOOL_COMPLETE: &str = "tool.complete";
-    /// Output of a running tool as it happens ([`ToolOutput`](super::ToolOutput)), between
-    /// its `tool.start` and `tool.complete`.
-    pub const TOOL_OUTPUT: &str = "tool.output";
-    pub const APPROVAL_REQUEST: &str = "approval.request";
-    pub const ERROR: &str = "error";
-    /// A computer agent's computer runs under the turn's lease (`ComputerReady`).
-    pub const COMPUTER_READY: &str = "computer.ready";
-    /// The turn waits for something (a free computer slot): `{message}`.
-    pub const WAITING: &str = "waiting";
-    pub const ALL: [&str; 9] = [
-        SESSION_CREATED,
-        TEXT_DELTA,
-        TOOL_START,
-        TOOL_COMPLETE,
-        TOOL_OUTPUT,
-        APPROVAL_REQUEST,
-        ERROR,
-        COMPUTER_READY,
-        WAITING,
-    ];
-}
-
-/// Live output a tool call sends at most, over both streams: the rest arrives only in its
-/// result (which keeps its own cap). Keeps a chatty command from flooding the event log.
-pub const LIVE_OUTPUT_CAP: usize = 64 * 1024;
-
-/// Which stream of a command a piece of output came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StdStream {
-    Stdout,
-    Stderr,
-}
-
-/// The payload of a `tool.output` event: a piece of a running tool's output. Text, as the
-/// tool wrote it (invalid UTF-8 as U+FFFD); untrusted, so a terminal shows it escaped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolOutput {
-    pub tool_id: String,
-    pub name: String,
-    pub stream: StdStream,
-    pub text: String,
-    /// On the last piece sent live when the output went on past [`LIVE_OUTPUT_CAP`]: the
-    /// rest is only in the tool's result.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cut: bool,
-}
-
-/// The payload of a `computer.ready` event.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ComputerReady {
-    pub computer_id: String,
-    pub fence: i64,
-    pub container_id: String,
-    pub resources: serde_json::Value,
+    pub events: Vec<TurnEvent>,
 }

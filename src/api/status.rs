@@ -1,12 +1,9 @@
 //! `yy status` (one screen of the control plane's state) and the scrape tokens that read
-//! `/metrics`: wire types and their typed client methods.
+//! `/metrics`: wire types (their client methods are in `client::status`).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-
-use super::admin::seg;
-use super::client::{Client, ClientError};
 
 /// Prefix of scrape tokens (they read `/metrics` and nothing else).
 pub const SCRAPE_TOKEN_PREFIX: &str = "yyst_";
@@ -91,24 +88,4 @@ pub struct ScrapeTokenCreated {
 #[serde(deny_unknown_fields)]
 pub struct ScrapeTokenCreate {
     pub name: String,
-}
-
-impl Client {
-    pub async fn status(&self) -> Result<Status, ClientError> {
-        self.get("api/v1/status").await
-    }
-
-    pub async fn scrape_token_create(&self, name: &str) -> Result<ScrapeTokenCreated, ClientError> {
-        let body = ScrapeTokenCreate { name: name.into() };
-        self.post("api/v1/metrics/tokens", &body).await
-    }
-
-    pub async fn scrape_token_list(&self) -> Result<Vec<ScrapeToken>, ClientError> {
-        self.get("api/v1/metrics/tokens").await
-    }
-
-    pub async fn scrape_token_revoke(&self, id: &str) -> Result<ScrapeToken, ClientError> {
-        let path = format!("api/v1/metrics/tokens/{}/revoke", seg(id));
-        self.post(&path, &serde_json::json!({})).await
-    }
 }

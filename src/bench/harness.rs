@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{RUNNER_MAX_CONCURRENT, progress};
-use crate::api::client::Client;
 use crate::api::{params, views};
+use crate::client::Client;
 use crate::error::CliError;
 
 // ---- processes and the temporary directory ----

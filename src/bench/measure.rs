@@ -11,13 +11,13 @@ use futures_util::StreamExt;
 use super::harness::{machine_cpu_s, process_cpu_s, register, rss_mb, socket_count};
 use super::report::{CpuPerCommand, Latency, LongPolls, Throughput, round2, round3};
 use super::{LONG_POLL_WAIT_MS, PING_TIMEOUT_MS, WARMUP_PINGS};
-use crate::api::client::Client;
 use crate::api::machine::{
     self, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL, LeaseParams,
     PROTOCOL_VERSION, PingParams, PingResult, RunnerStatus,
 };
 use crate::api::params;
 use crate::api::states::CommandState;
+use crate::client::Client;
 use crate::error::CliError;
 use crate::timefmt::now_us;
 

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 
 use super::harness::{Options, harness, setup};
 use super::progress;
-use crate::api::client::Client;
 use crate::api::params::{AgentCreate, AgentEnv};
 use crate::api::sessions::ChatParams;
 use crate::api::states::SessionState;
 use crate::api::teams::GoalState;
+use crate::client::Client;
 use crate::error::CliError;
 use crate::output;
 

@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 
 use super::harness::{Harness, Options, harness, setup};
 use super::progress;
-use crate::api::client::Client;
 use crate::api::params::{AgentCreate, AgentEnv};
 use crate::api::sessions::ChatParams;
 use crate::api::states::TurnState;
+use crate::client::Client;
 use crate::error::CliError;
 use crate::output;
 

@@ -15,7 +15,7 @@ use super::{ById, Columns, context, print_list};
 use crate::api::artifacts::{
     self, Artifact, ArtifactRef, HEADER_SHA256, MAX_ATTACH_BYTES, human_size,
 };
-use crate::api::client::Client;
+use crate::client::Client;
 use crate::error::{CliError, Exit};
 use crate::output::{self, opt};
 

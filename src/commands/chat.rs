@@ -7,11 +7,11 @@ use clap::Args;
 use super::context;
 use super::progress::Waiting;
 use super::tool_output::LiveLines;
-use crate::api::admin::LONG_POLL_MS;
 use crate::api::artifacts::MAX_ATTACHMENTS;
-use crate::api::client::Client;
-use crate::api::sessions::{ChatParams, SessionEvent, event_types};
+use crate::api::sessions::{ChatParams, SessionEvent, TurnEvent};
 use crate::api::states::TurnState;
+use crate::client::Client;
+use crate::client::LONG_POLL_MS;
 use crate::error::{CliError, Exit};
 use crate::output;
 
@@ -118,9 +118,9 @@ async fn stream(
         for event in page.events.iter().filter(|e| e.turn_id == turn_id) {
             if json {
                 output::print(&serde_json::to_string(event)?)?;
-            } else if event.kind == event_types::WAITING {
+            } else if let TurnEvent::Waiting(w) = &event.event {
                 // The Worker waits too (a full pool, a slow Hermes): said like the queue.
-                waiting.say_now(event.payload["message"].as_str().unwrap_or("waiting"));
+                waiting.say_now(&w.message);
             } else {
                 waiting.clear();
                 printed_text |= show_event(event, &mut live)?;
@@ -158,38 +158,29 @@ async fn stream(
 /// Prints one event for a person (what is not the reply goes to stderr); returns true
 /// when it printed reply text.
 fn show_event(e: &SessionEvent, live: &mut LiveLines) -> anyhow::Result<bool> {
-    if e.kind == event_types::TOOL_OUTPUT {
-        live.show(&mut std::io::stderr().lock(), e)?;
+    if let TurnEvent::ToolOutput(piece) = &e.event {
+        live.show(&mut std::io::stderr().lock(), piece)?;
         return Ok(false);
     }
     live.end_line(&mut std::io::stderr().lock())?;
-    match e.kind.as_str() {
-        event_types::TEXT_DELTA => {
+    match &e.event {
+        TurnEvent::TextDelta(d) => {
             let mut out = std::io::stdout().lock();
-            let text = e.payload["text"].as_str().unwrap_or_default();
-            out.write_all(output::clean_text(text).as_bytes())?;
+            out.write_all(output::clean_text(&d.text).as_bytes())?;
             out.flush()?;
             return Ok(true);
         }
-        event_types::TOOL_START => eprintln!(
-            "[tool {} started]",
-            output::clean(e.payload["name"].as_str().unwrap_or("?"))
-        ),
-        event_types::TOOL_COMPLETE => eprintln!(
-            "[tool {} done]",
-            output::clean(e.payload["name"].as_str().unwrap_or("?"))
-        ),
+        TurnEvent::ToolStart(t) => eprintln!("[tool {} started]", output::clean(&t.name)),
+        TurnEvent::ToolComplete(t) => eprintln!("[tool {} done]", output::clean(&t.name)),
         // JSON text escapes control characters itself.
-        event_types::APPROVAL_REQUEST => eprintln!("[Hermes asks for approval: {}]", e.payload),
-        event_types::ERROR => eprintln!(
-            "[error: {}]",
-            output::clean(e.payload["message"].as_str().unwrap_or("?"))
-        ),
-        event_types::COMPUTER_READY => eprintln!(
-            "[computer {} ready]",
-            output::clean(e.payload["computer_id"].as_str().unwrap_or("?"))
-        ),
-        _ => {}
+        TurnEvent::ApprovalRequest(a) => {
+            eprintln!("[Hermes asks for approval: {}]", serde_json::to_string(a)?)
+        }
+        TurnEvent::Error(m) => eprintln!("[error: {}]", output::clean(&m.message)),
+        TurnEvent::ComputerReady(c) => {
+            eprintln!("[computer {} ready]", output::clean(&c.computer_id))
+        }
+        TurnEvent::SessionCreated(_) | TurnEvent::ToolOutput(_) | TurnEvent::Waiting(_) => {}
     }
     Ok(false)
 }

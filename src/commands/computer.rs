@@ -6,11 +6,11 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use super::{ById, Columns, JsonFlag, context, print_list};
-use crate::api::client::Client;
 use crate::api::computers::{
     Computer, ComputerCreate, ComputerExec, EXEC_DEFAULT_TIMEOUT_MS, ExecResult,
 };
 use crate::api::states::ComputerState;
+use crate::client::Client;
 use crate::error::{CliError, PassThrough};
 use crate::output::{self, opt};
 

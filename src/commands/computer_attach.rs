@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::api::admin::LONG_POLL_MS;
-use crate::api::client::Client;
-use crate::api::sessions::{SessionEvent, event_types};
+use crate::api::sessions::{SessionEvent, TurnEvent};
 use crate::api::states::SessionState;
+use crate::client::Client;
+use crate::client::LONG_POLL_MS;
 use crate::error::{CliError, Exit};
 use crate::output;
 
@@ -96,40 +96,31 @@ fn ending_text(result: &serde_json::Value) -> String {
 }
 
 fn show(e: &SessionEvent, live: &mut LiveLines) -> anyhow::Result<()> {
-    let name = || output::clean(e.payload["name"].as_str().unwrap_or("?")).into_owned();
     let mut out = std::io::stdout().lock();
-    if e.kind == event_types::TOOL_OUTPUT {
-        live.show(&mut out, e)?;
+    if let TurnEvent::ToolOutput(piece) = &e.event {
+        live.show(&mut out, piece)?;
         return Ok(());
     }
     live.end_line(&mut out)?;
-    match e.kind.as_str() {
-        event_types::TEXT_DELTA => {
-            let text = e.payload["text"].as_str().unwrap_or_default();
-            out.write_all(output::clean_text(text).as_bytes())?;
-        }
-        event_types::TOOL_START => writeln!(out, "\n[tool {} started]", name())?,
-        event_types::TOOL_COMPLETE => {
-            let args = output::clean(&e.payload["args"].to_string()).into_owned();
-            writeln!(out, "[tool {} {args}]", name())?;
-            let result = &e.payload["result"];
-            match e.payload["tool_id"].as_str() {
+    match &e.event {
+        TurnEvent::TextDelta(d) => out.write_all(output::clean_text(&d.text).as_bytes())?,
+        TurnEvent::ToolStart(t) => writeln!(out, "\n[tool {} started]", output::clean(&t.name))?,
+        TurnEvent::ToolComplete(t) => {
+            let args = output::clean(&t.args.to_string()).into_owned();
+            writeln!(out, "[tool {} {args}]", output::clean(&t.name))?;
+            if live.showed(&t.tool_id) {
                 // The output was shown as it came: the result adds only how it ended.
-                Some(id) if live.showed(id) => writeln!(out, "{}", ending_text(result))?,
-                _ => writeln!(out, "{}", result_text(result))?,
+                writeln!(out, "{}", ending_text(&t.result))?;
+            } else {
+                writeln!(out, "{}", result_text(&t.result))?;
             }
         }
-        event_types::ERROR => writeln!(
-            out,
-            "[error: {}]",
-            output::clean(e.payload["message"].as_str().unwrap_or("?"))
-        )?,
-        event_types::WAITING => writeln!(
-            out,
-            "[{}]",
-            output::clean(e.payload["message"].as_str().unwrap_or("waiting"))
-        )?,
-        _ => {}
+        TurnEvent::Error(m) => writeln!(out, "[error: {}]", output::clean(&m.message))?,
+        TurnEvent::Waiting(m) => writeln!(out, "[{}]", output::clean(&m.message))?,
+        TurnEvent::SessionCreated(_)
+        | TurnEvent::ToolOutput(_)
+        | TurnEvent::ApprovalRequest(_)
+        | TurnEvent::ComputerReady(_) => {}
     }
     out.flush()?;
     Ok(())

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::JsonFlag;
-use crate::api::client::Client;
+use crate::client::Client;
 use crate::computer::screen::{ScreenAction, png_size};
 use crate::error::CliError;
 use crate::output;

@@ -14,8 +14,8 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_tungstenite::tungstenite::{self, Message};
 
-use crate::api::client::{Client, ClientError};
 use crate::api::shell::{Control, DETACH_BYTE};
+use crate::client::{Client, ClientError};
 use crate::output;
 
 pub type Socket =
@@ -42,7 +42,7 @@ pub async fn connect(
 ) -> Result<Socket, ClientError> {
     let mut path = format!(
         "api/v1/computers/{}/shell?control_fence={fence}",
-        crate::api::admin::seg(id)
+        crate::client::seg(id)
     );
     if let Some((cols, rows)) = size {
         path.push_str(&format!("&cols={cols}&rows={rows}"));

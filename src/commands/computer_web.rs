@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::api::client::Client;
+use crate::client::Client;
 use crate::web_view::serve;
 
 /// How often control is renewed while attached (it lasts 30 s).

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::api::client::Client;
+use crate::client::Client;
 use crate::error::{CliError, Exit};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

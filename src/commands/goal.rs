@@ -251,7 +251,7 @@ fn tree(goal: &Goal) -> String {
     t
 }
 
-async fn watch(client: &crate::api::client::Client, id: &str, json: bool) -> anyhow::Result<()> {
+async fn watch(client: &crate::client::Client, id: &str, json: bool) -> anyhow::Result<()> {
     let live = !json && std::io::stdout().is_terminal();
     let mut before: HashMap<String, String> = HashMap::new();
     loop {

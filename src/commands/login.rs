@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use clap::Args;
 
 use super::context::{self, StoredLogin};
-use crate::api::client::Client;
 use crate::api::params;
+use crate::client::Client;
 use crate::error::CliError;
 use crate::output;
 
@@ -125,7 +125,7 @@ async fn trusted_certificate(
         Some(old) if !seen.ca_issued => {
             return Err(CliError::new(
                 crate::error::Exit::Auth,
-                crate::api::client::changed_certificate(server, &old, &presented),
+                crate::api::http::changed_certificate(server, &old, &presented),
             )
             .into());
         }

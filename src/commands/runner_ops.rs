@@ -5,17 +5,17 @@ use std::time::{Duration, Instant};
 
 use super::progress::Waiting;
 use super::{Columns, context, print_list, print_one};
-use crate::api::admin::LONG_POLL_MS;
 use crate::api::artifacts::{ArtifactRef, MAX_ARTIFACT_BYTES};
-use crate::api::client::Client;
 use crate::api::machine::{self, FetchParams, FetchResult, PingParams};
 use crate::api::sessions::SessionListResult;
 use crate::api::states::CommandState;
 use crate::api::words::plural;
+use crate::client::Client;
+use crate::client::LONG_POLL_MS;
 use crate::error::{CliError, Exit};
 use crate::output::{self, opt};
 
-pub use crate::api::admin::result_of;
+pub use crate::client::result_of;
 
 /// Waits until command `id` ends, saying within a second why it waits while it has not
 /// started (its Runner offline, or busy); Ctrl-C cancels it.

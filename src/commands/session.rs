@@ -3,9 +3,9 @@
 use clap::{Args, Subcommand};
 
 use super::{ById, Columns, JsonFlag, context, print_list};
-use crate::api::client::Client;
 use crate::api::sessions::Session;
 use crate::api::states::SessionState;
+use crate::client::Client;
 use crate::error::CliError;
 use crate::output::{self, opt};
 

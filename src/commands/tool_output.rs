@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 
-use crate::api::sessions::{LIVE_OUTPUT_CAP, SessionEvent, ToolOutput};
+use crate::api::sessions::{LIVE_OUTPUT_CAP, ToolOutput};
 use crate::output;
 
 /// What starts each line of a tool's output.
@@ -18,11 +18,8 @@ pub struct LiveLines {
 }
 
 impl LiveLines {
-    /// Prints a `tool.output` event; a malformed one is skipped.
-    pub fn show(&mut self, out: &mut impl Write, e: &SessionEvent) -> std::io::Result<()> {
-        let Ok(piece) = serde_json::from_value::<ToolOutput>(e.payload.clone()) else {
-            return Ok(());
-        };
+    /// Prints a piece of a tool's output.
+    pub fn show(&mut self, out: &mut impl Write, piece: &ToolOutput) -> std::io::Result<()> {
         self.shown.insert(piece.tool_id.clone());
         let text = piece.text.replace("\r\n", "\n");
         for (i, line) in text.split('\n').enumerate() {
@@ -69,12 +66,14 @@ impl LiveLines {
 mod tests {
     use super::*;
 
-    fn event(text: &str, cut: bool) -> SessionEvent {
-        serde_json::from_value(serde_json::json!({
-            "seq": 1, "turn_id": "t", "type": "tool.output", "at": "",
-            "payload": { "tool_id": "c1", "name": "terminal", "stream": "stdout", "text": text, "cut": cut },
-        }))
-        .unwrap()
+    fn event(text: &str, cut: bool) -> ToolOutput {
+        ToolOutput {
+            tool_id: "c1".into(),
+            name: "terminal".into(),
+            stream: crate::api::sessions::StdStream::Stdout,
+            text: text.into(),
+            cut,
+        }
     }
 
     #[test]

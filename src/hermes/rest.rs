@@ -90,7 +90,7 @@ impl HermesRest {
                 cookies: tokio::sync::Mutex::new(None),
             },
         };
-        let http = crate::api::client::http_builder(&access.url)
+        let http = crate::api::http::http_builder(&access.url)
             .timeout(Duration::from_secs(30))
             .user_agent(concat!("yy-runner/", env!("CARGO_PKG_VERSION")))
             .build()

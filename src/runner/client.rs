@@ -60,7 +60,7 @@ impl MachineError {
 pub struct MachineClient {
     http: reqwest::Client,
     base: Url,
-    tls: Option<crate::api::client::PinnedTls>,
+    tls: Option<crate::api::http::PinnedTls>,
     /// Swapped in place when the token is renewed (crate::runner::rotate); every clone
     /// shares it.
     token: Arc<RwLock<String>>,
@@ -80,7 +80,7 @@ impl MachineClient {
             let p = format!("{}/", base.path());
             base.set_path(&p);
         }
-        let (builder, tls) = crate::api::client::pinned_builder(&base, pin);
+        let (builder, tls) = crate::api::http::pinned_builder(&base, pin);
         let http = builder
             .timeout(Duration::from_millis(LEASE_WAIT_MS + 15_000))
             .pool_idle_timeout(Duration::from_secs(60))
@@ -108,7 +108,7 @@ impl MachineClient {
 
     /// The TLS connector for a WebSocket to the control plane (None over plain HTTP).
     pub fn websocket_connector(&self) -> Option<tokio_tungstenite::Connector> {
-        crate::api::client::websocket_connector(&self.tls)
+        crate::api::http::websocket_connector(&self.tls)
     }
 
     fn token(&self) -> String {
@@ -126,7 +126,7 @@ impl MachineClient {
         path: &str,
         generation: i64,
     ) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, MachineError> {
-        let mut req = crate::api::client::websocket_request(&self.base, path, Some(&self.token()))
+        let mut req = crate::api::http::websocket_request(&self.base, path, Some(&self.token()))
             .map_err(MachineError::Transport)?;
         let h = req.headers_mut();
         for (name, value) in [
@@ -358,7 +358,7 @@ impl MachineClient {
         &self,
         generation: i64,
         id: &str,
-        events: Vec<crate::api::sessions::TurnEventIn>,
+        events: Vec<crate::api::sessions::TurnEvent>,
     ) -> Result<(), MachineError> {
         let _: serde_json::Value = self
             .call(

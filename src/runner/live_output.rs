@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use crate::api::sessions::{LIVE_OUTPUT_CAP, StdStream, ToolOutput, TurnEventIn, event_types};
+use crate::api::sessions::{LIVE_OUTPUT_CAP, StdStream, ToolOutput, TurnEvent};
 
 /// Pieces within this time of the last event wait and go out together.
 const EVERY: Duration = Duration::from_millis(250);
@@ -21,7 +21,7 @@ pub struct LiveOutput {
 }
 
 impl LiveOutput {
-    pub fn start(tool_id: &str, name: &str, events: UnboundedSender<TurnEventIn>) -> LiveOutput {
+    pub fn start(tool_id: &str, name: &str, events: UnboundedSender<TurnEvent>) -> LiveOutput {
         let (tx, rx) = unbounded_channel();
         let task = tokio::spawn(forward(
             Piece {
@@ -109,7 +109,7 @@ impl Budget {
 async fn forward(
     piece: Piece,
     mut rx: UnboundedReceiver<(StdStream, String)>,
-    events: UnboundedSender<TurnEventIn>,
+    events: UnboundedSender<TurnEvent>,
 ) {
     let mut budget = Budget {
         left: LIVE_OUTPUT_CAP,
@@ -136,10 +136,7 @@ async fn forward(
             }
         }
         for e in budget.events(&piece, pending) {
-            let _ = events.send(TurnEventIn {
-                kind: event_types::TOOL_OUTPUT.into(),
-                payload: serde_json::to_value(e).expect("serializes"),
-            });
+            let _ = events.send(TurnEvent::ToolOutput(e));
         }
         last = tokio::time::Instant::now();
         if budget.cut {
@@ -214,8 +211,9 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(e.kind, event_types::TOOL_OUTPUT);
-        let first: ToolOutput = serde_json::from_value(e.payload).unwrap();
+        let TurnEvent::ToolOutput(first) = e else {
+            panic!("{e:?}")
+        };
         assert_eq!(first.text, "first burst");
         tokio::time::sleep(EVERY * 2).await;
         let t = std::time::Instant::now();
@@ -225,14 +223,18 @@ mod tests {
             t.elapsed() < EVERY,
             "a piece after a quiet spell goes at once"
         );
-        let late: ToolOutput = serde_json::from_value(e.payload).unwrap();
+        let TurnEvent::ToolOutput(late) = e else {
+            panic!("{e:?}")
+        };
         assert_eq!(
             (late.stream, late.text.as_str()),
             (StdStream::Stderr, "late")
         );
         live.push(StdStream::Stdout, "tail");
         live.finish().await;
-        let tail: ToolOutput = serde_json::from_value(rx.recv().await.unwrap().payload).unwrap();
+        let Some(TurnEvent::ToolOutput(tail)) = rx.recv().await else {
+            panic!("no tail")
+        };
         assert_eq!(tail.text, "tail", "finish sends what is pending");
     }
 }

@@ -836,7 +836,7 @@ async fn with_events<F>(
     shared: &Arc<Shared>,
     generation: i64,
     command_id: &str,
-    turn: impl FnOnce(tokio::sync::mpsc::UnboundedSender<crate::api::sessions::TurnEventIn>) -> F,
+    turn: impl FnOnce(tokio::sync::mpsc::UnboundedSender<crate::api::sessions::TurnEvent>) -> F,
 ) -> Result<serde_json::Value, CommandFailure>
 where
     F: std::future::Future<Output = Result<serde_json::Value, CommandFailure>>,
@@ -989,7 +989,7 @@ async fn forward_events(
     client: MachineClient,
     generation: i64,
     id: String,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<crate::api::sessions::TurnEventIn>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<crate::api::sessions::TurnEvent>,
 ) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];

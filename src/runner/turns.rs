@@ -12,8 +12,8 @@ use super::hermes_link::HermesLink;
 use super::host_output::{LiveOutput, Piece};
 use super::tool_tap::Subscription;
 use crate::api::sessions::{
-    LiveSession, SessionListResult, SessionRef, StopResult, ToolOutput, TurnEventIn, TurnPayload,
-    TurnResult, event_types,
+    ApprovalRequest, LiveSession, SessionCreated, SessionListResult, SessionRef, StopResult,
+    TextDelta, ToolComplete, ToolOutput, ToolStart, TurnEvent as Event, TurnPayload, TurnResult,
 };
 use crate::hermes::{StopConfirmation, TurnEvent};
 
@@ -43,7 +43,7 @@ pub async fn turn(
     link: &HermesLink,
     allowed_profiles: &[String],
     p: TurnPayload,
-    events: mpsc::UnboundedSender<TurnEventIn>,
+    events: mpsc::UnboundedSender<Event>,
 ) -> SessionOutcome {
     link.turn_started(&p.session_id);
     let outcome = run_turn(link, allowed_profiles, &p, events).await;
@@ -55,7 +55,7 @@ async fn run_turn(
     link: &HermesLink,
     allowed_profiles: &[String],
     p: &TurnPayload,
-    events: mpsc::UnboundedSender<TurnEventIn>,
+    events: mpsc::UnboundedSender<Event>,
 ) -> SessionOutcome {
     if !allowed_profiles.contains(&p.profile) {
         return Err(failed(format!(
@@ -64,11 +64,8 @@ async fn run_turn(
         )));
     }
     let client = link.client().await.map_err(|e| failed(e.to_string()))?;
-    let send = |kind: &str, payload: serde_json::Value| {
-        let _ = events.send(TurnEventIn {
-            kind: kind.to_string(),
-            payload,
-        });
+    let send = |event: Event| {
+        let _ = events.send(event);
     };
     // A session this channel holds and Hermes still has; else a new one, seeded with the
     // recent history (a session moved here, or one Hermes forgot when a connection dropped).
@@ -106,10 +103,10 @@ async fn run_turn(
             let title: String = p.message.chars().take(60).collect();
             // Hermes reaches its model before the session exists, which can take seconds:
             // say so, rather than show nothing.
-            send(
-                event_types::WAITING,
-                json!({ "message": format!("starting a Hermes session (profile {}); Hermes checks its model first", p.profile) }),
-            );
+            send(Event::waiting(format!(
+                "starting a Hermes session (profile {}); Hermes checks its model first",
+                p.profile
+            )));
             let info = client
                 .create_session_seeded(&cwd, Some(&p.profile), Some(&title), &history)
                 .await
@@ -117,10 +114,10 @@ async fn run_turn(
             link.channel
                 .add(&info.session_id, &p.session_id, &info.stored_session_id)
                 .map_err(|e| failed(format!("channel store: {e}")))?;
-            send(
-                event_types::SESSION_CREATED,
-                json!({ "hermes_session_id": info.session_id, "stored_session_id": info.stored_session_id }),
-            );
+            send(Event::SessionCreated(SessionCreated {
+                hermes_session_id: info.session_id.clone(),
+                stored_session_id: info.stored_session_id.clone(),
+            }));
             info.session_id
         }
     };
@@ -166,13 +163,10 @@ async fn run_turn(
         };
         match event {
             TurnEvent::Started => {}
-            TurnEvent::TextDelta(text) => send(event_types::TEXT_DELTA, json!({ "text": text })),
+            TurnEvent::TextDelta(text) => send(Event::TextDelta(TextDelta { text })),
             TurnEvent::ToolStart { tool_id, name } => {
                 live.tool_started(&tool_id, &name, Instant::now());
-                send(
-                    event_types::TOOL_START,
-                    json!({ "tool_id": tool_id, "name": name }),
-                )
+                send(Event::ToolStart(ToolStart { tool_id, name }))
             }
             TurnEvent::ToolComplete {
                 tool_id,
@@ -187,17 +181,20 @@ async fn run_turn(
                     }
                 }
                 send_output(&send, live.tool_completed(&tool_id, Instant::now()));
-                send(
-                    event_types::TOOL_COMPLETE,
-                    json!({ "tool_id": tool_id, "name": name, "args": args, "result": result }),
-                )
+                send(Event::ToolComplete(ToolComplete {
+                    tool_id,
+                    name,
+                    args,
+                    result,
+                }))
             }
-            TurnEvent::Approval(req) => send(
-                event_types::APPROVAL_REQUEST,
-                json!({ "command": req.command, "description": req.description, "choices": req.choices }),
-            ),
+            TurnEvent::Approval(req) => send(Event::ApprovalRequest(ApprovalRequest {
+                command: req.command,
+                description: req.description,
+                choices: req.choices,
+            })),
             TurnEvent::Error(message) => {
-                send(event_types::ERROR, json!({ "message": message }));
+                send(Event::error(message.clone()));
                 last_error = Some(message);
             }
             TurnEvent::Complete {
@@ -242,9 +239,9 @@ async fn sleep_until(due: Option<Instant>) {
     }
 }
 
-fn send_output(send: &impl Fn(&str, serde_json::Value), outputs: Vec<ToolOutput>) {
+fn send_output(send: &impl Fn(Event), outputs: Vec<ToolOutput>) {
     for o in outputs {
-        send(event_types::TOOL_OUTPUT, json!(o));
+        send(Event::ToolOutput(o));
     }
 }
 

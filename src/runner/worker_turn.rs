@@ -19,7 +19,7 @@ use super::pauses::Gate;
 use super::worker::{WorkerError, Workers};
 use super::worker_pipe::{FromWorker, HistoryLine, ToWorker};
 use crate::api::sessions::{
-    ComputerReady, TurnEventIn, TurnResult, WorkerTurnPayload, event_types,
+    ComputerReady, TextDelta, ToolComplete, ToolStart, TurnEvent, TurnResult, WorkerTurnPayload,
 };
 use crate::computer::protocol::ExecParams;
 use crate::computer::session::GuestSession;
@@ -107,14 +107,11 @@ pub fn tool_schemas(desktop: bool) -> Value {
 pub async fn turn(
     host: WorkerHost<'_>,
     p: WorkerTurnPayload,
-    events: UnboundedSender<TurnEventIn>,
+    events: UnboundedSender<TurnEvent>,
     stop: CancellationToken,
 ) -> Result<Value, CommandFailure> {
-    let send = |kind: &str, payload: Value| {
-        let _ = events.send(TurnEventIn {
-            kind: kind.into(),
-            payload,
-        });
+    let send = |event: TurnEvent| {
+        let _ = events.send(event);
     };
     if !host.allowed_profiles.contains(&p.profile) {
         return Err(CommandFailure::failed(format!(
@@ -123,7 +120,7 @@ pub async fn turn(
         )));
     }
     let settings = model::resolve(host.hermes_home, &p.profile).map_err(CommandFailure::failed)?;
-    let waiting = |message: String| send(event_types::WAITING, json!({ "message": message }));
+    let waiting = |message: String| send(TurnEvent::waiting(message));
     let (started, mut guest) = tokio::select! {
         r = host.pool.ensure(&p.computer, true, &waiting) => r?,
         _ = stop.cancelled() => return interrupted(&p, "stopped before the computer was ready"),
@@ -134,10 +131,7 @@ pub async fn turn(
         container_id: started.container_id.clone(),
         resources: started.resources.clone(),
     };
-    send(
-        event_types::COMPUTER_READY,
-        serde_json::to_value(ready).expect("serializes"),
-    );
+    send(TurnEvent::ComputerReady(ready));
     // Attached files go into the guest before the model starts; it is told where.
     let attached = tokio::select! {
         r = host.exports.attach(&guest, &p.attachments, &p.computer.guest_cwd) => r.map_err(CommandFailure::failed)?,
@@ -216,23 +210,22 @@ pub async fn turn(
             }
         };
         match message {
-            FromWorker::Delta { text } => send(event_types::TEXT_DELTA, json!({ "text": text })),
+            FromWorker::Delta { text } => send(TurnEvent::TextDelta(TextDelta { text })),
             FromWorker::ToolCall {
                 call_id,
                 name,
                 args,
             } => {
-                send(
-                    event_types::TOOL_START,
-                    json!({ "tool_id": call_id, "name": name }),
-                );
+                send(TurnEvent::ToolStart(ToolStart {
+                    tool_id: call_id.clone(),
+                    name: name.clone(),
+                }));
                 let live = LiveOutput::start(&call_id, &name, events.clone());
                 let computer = &p.computer.computer_id;
                 let paused = || {
-                    send(
-                        event_types::WAITING,
-                        json!({ "message": "paused: an operator has control of the computer; the model waits for `yy computer handback`" }),
-                    )
+                    send(TurnEvent::waiting(
+                        "paused: an operator has control of the computer; the model waits for `yy computer handback`",
+                    ))
                 };
                 // Every tool call, team tools included, passes the pause gate: while an
                 // operator has the computer the turn does nothing at all until the handback.
@@ -275,11 +268,12 @@ pub async fn turn(
                     }
                 };
                 live.finish().await;
-                send(
-                    event_types::TOOL_COMPLETE,
-                    json!({ "tool_id": call_id, "name": name, "args": args,
-                            "result": super::screen_tools::for_event(&result) }),
-                );
+                send(TurnEvent::ToolComplete(ToolComplete {
+                    tool_id: call_id.clone(),
+                    name,
+                    args,
+                    result: super::screen_tools::for_event(&result),
+                }));
                 // A multimodal envelope (a screenshot) goes over as it is: the Worker hands
                 // it to Hermes, which gives the image to vision models.
                 // A stop that came while the tool ran reaches the Worker before the result,
@@ -307,15 +301,16 @@ pub async fn turn(
             }
             FromWorker::Refused { name, reason } => {
                 let id = format!("refused-{}", uuid::Uuid::new_v4());
-                send(
-                    event_types::TOOL_START,
-                    json!({ "tool_id": id, "name": name }),
-                );
-                send(
-                    event_types::TOOL_COMPLETE,
-                    json!({ "tool_id": id, "name": name, "args": null,
-                            "result": { "refused": reason } }),
-                );
+                send(TurnEvent::ToolStart(ToolStart {
+                    tool_id: id.clone(),
+                    name: name.clone(),
+                }));
+                send(TurnEvent::ToolComplete(ToolComplete {
+                    tool_id: id,
+                    name,
+                    args: Value::Null,
+                    result: json!({ "refused": reason }),
+                }));
             }
             FromWorker::Done {
                 status,
@@ -332,7 +327,7 @@ pub async fn turn(
                     status
                 };
                 if let Some(e) = &error {
-                    send(event_types::ERROR, json!({ "message": e }));
+                    send(TurnEvent::error(e.clone()));
                 }
                 if stopping.is_none() {
                     host.workers.put_back(&agent, worker);

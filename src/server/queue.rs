@@ -21,7 +21,7 @@ use super::store::turn_waits::{self, Chat};
 use super::store::{Store, StoreError, retention, runner_images, runners};
 
 use crate::api::machine::{Connected, LeasedCommand, Outcome, RunnerCommand, RunnerStatus};
-use crate::api::sessions::TurnEventIn;
+use crate::api::sessions::TurnEvent;
 
 /// Longest a command may be given, from enqueue to outcome.
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
@@ -683,7 +683,7 @@ impl Queue {
         runner_id: &str,
         generation: i64,
         command_id: String,
-        events: Vec<TurnEventIn>,
+        events: Vec<TurnEvent>,
     ) -> Result<(), QueueError> {
         let runner = runner_id.to_string();
         self.store

@@ -25,8 +25,8 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
-use crate::api::client::Client;
 use crate::api::screen::ScreenAction;
+use crate::client::Client;
 use crate::error::CliError;
 use crate::server::conn::{ConnLimits, serve_connections};
 

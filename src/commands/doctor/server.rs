@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 use reqwest::Url;
 
 use super::{Doctor, Finding};
-use crate::api::client::Client;
 use crate::api::views::{Health, RunnerConfig};
+use crate::client::Client;
 use crate::output::clean;
 
 /// The largest clock difference to the server that passes.
@@ -203,7 +203,7 @@ pub struct HealthSeen {
 }
 
 async fn version(t: &Target) -> (Finding, Option<HealthSeen>) {
-    let (builder, _) = crate::api::client::pinned_builder(&t.url, t.pin.as_deref());
+    let (builder, _) = crate::api::http::pinned_builder(&t.url, t.pin.as_deref());
     let fix_reach = format!(
         "check that {} is a yy server (`curl {}/healthz`)",
         t.server, t.server

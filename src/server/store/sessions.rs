@@ -9,8 +9,7 @@ use crate::api::capabilities;
 use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
 use crate::api::sessions::{
-    self as wire, ComputerReady, HistoryMessage, TurnEventIn, TurnPayload, WorkerTurnPayload,
-    event_types,
+    self as wire, HistoryMessage, TurnEvent, TurnPayload, WorkerTurnPayload,
 };
 
 use crate::api::states::{SessionState, TurnState};
@@ -199,21 +198,28 @@ pub fn tool_calls(conn: &Connection, turn_id: &str) -> Result<Vec<wire::ToolCall
         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
     })? {
         let (kind, payload) = row?;
-        let p: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
-        let tool_id = p["tool_id"].as_str().unwrap_or_default().to_string();
-        let name = p["name"].as_str().unwrap_or_default().to_string();
+        let payload = serde_json::from_str(&payload).unwrap_or_default();
+        let (tool_id, name, done) = match TurnEvent::from_parts(&kind, payload) {
+            Ok(TurnEvent::ToolStart(t)) => (t.tool_id, t.name, None),
+            Ok(TurnEvent::ToolComplete(t)) => (t.tool_id, t.name, Some((t.args, t.result))),
+            _ => continue,
+        };
         match calls.iter_mut().find(|c| c.tool_id == tool_id) {
-            Some(call) if kind == event_types::TOOL_COMPLETE => {
-                call.args = Some(p["args"].clone());
-                call.result = Some(p["result"].clone());
+            Some(call) => {
+                if let Some((args, result)) = done {
+                    call.args = Some(args);
+                    call.result = Some(result);
+                }
             }
-            Some(_) => {}
-            None => calls.push(wire::ToolCall {
-                tool_id,
-                name,
-                args: (kind == event_types::TOOL_COMPLETE).then(|| p["args"].clone()),
-                result: (kind == event_types::TOOL_COMPLETE).then(|| p["result"].clone()),
-            }),
+            None => {
+                let (args, result) = done.unzip();
+                calls.push(wire::ToolCall {
+                    tool_id,
+                    name,
+                    args,
+                    result,
+                })
+            }
         }
     }
     Ok(calls)
@@ -599,7 +605,7 @@ pub fn append_events(
     runner_id: &str,
     generation: i64,
     command_id: &str,
-    events: &[TurnEventIn],
+    events: &[TurnEvent],
 ) -> Result<String, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let cmd = commands::get(&tx, command_id)?;
@@ -626,24 +632,17 @@ pub fn append_events(
     )?;
     let now = now_ms();
     for e in events {
-        if !event_types::ALL.contains(&e.kind.as_str()) {
-            return Err(StoreError::Invalid(format!(
-                "unknown event type {:?}",
-                e.kind
-            )));
+        match e {
+            TurnEvent::ComputerReady(ready) => computers::mark_ready(&tx, ready)?,
+            TurnEvent::SessionCreated(created) => {
+                tx.execute(
+                    "UPDATE sessions SET hermes_session_id = ?2, updated_at = ?3 WHERE id = ?1",
+                    params![turn.session_id, created.hermes_session_id, now],
+                )?;
+            }
+            _ => {}
         }
-        if e.kind == event_types::COMPUTER_READY {
-            let ready: ComputerReady = serde_json::from_value(e.payload.clone())
-                .map_err(|err| StoreError::Invalid(format!("malformed computer.ready: {err}")))?;
-            computers::mark_ready(&tx, &ready)?;
-        }
-        if e.kind == event_types::SESSION_CREATED {
-            let hermes = e.payload["hermes_session_id"].as_str().unwrap_or_default();
-            tx.execute(
-                "UPDATE sessions SET hermes_session_id = ?2, updated_at = ?3 WHERE id = ?1",
-                params![turn.session_id, hermes, now],
-            )?;
-        }
+        let (kind, payload) = e.to_parts();
         seq += 1;
         tx.execute(
             "INSERT INTO session_events (session_id, seq, turn_id, type, payload, created_at)
@@ -652,8 +651,8 @@ pub fn append_events(
                 turn.session_id,
                 seq,
                 turn.id,
-                e.kind,
-                e.payload.to_string(),
+                kind,
+                payload.to_string(),
                 now
             ],
         )?;
@@ -677,15 +676,25 @@ pub fn events_after(
     )?;
     let rows = stmt
         .query_map(params![session_id, after], |r| {
-            let payload: String = r.get(3)?;
-            Ok(wire::SessionEvent {
-                seq: r.get(0)?,
+            let (seq, kind, payload): (i64, String, String) = (r.get(0)?, r.get(2)?, r.get(3)?);
+            let event = TurnEvent::from_parts(&kind, serde_json::from_str(&payload).unwrap_or_default());
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    // Every stored event was checked on its way in; one that no longer
+                    // reads (a row of an older yy) is skipped, not the whole page.
+                    tracing::warn!(session = %session_id, seq, error = %e, "an unreadable stored event is skipped");
+                    return Ok(None);
+                }
+            };
+            Ok(Some(wire::SessionEvent {
+                seq,
                 turn_id: r.get(1)?,
-                kind: r.get(2)?,
-                payload: serde_json::from_str(&payload).unwrap_or_default(),
+                event,
                 at: rfc3339(r.get(4)?),
-            })
+            }))
         })?
+        .filter_map(Result::transpose)
         .collect::<Result<_, _>>()?;
     Ok(rows)
 }

@@ -26,9 +26,15 @@ pub const MAX_HELPERS_TOTAL: i64 = 32;
 /// reconnected) replaces the id: only the latest works. Anything odd about the turn means
 /// no team tools, never a failed lease.
 pub fn grant_for_lease(conn: &Connection, payload: &Value) -> Result<Option<String>, StoreError> {
-    let Some(turn_id) = payload["turn_id"].as_str() else {
+    /// The one field of a `worker.turn` payload this needs.
+    #[derive(serde::Deserialize)]
+    struct TurnOf {
+        turn_id: String,
+    }
+    let Ok(TurnOf { turn_id }) = serde::Deserialize::deserialize(payload) else {
         return Ok(None);
     };
+    let turn_id = turn_id.as_str();
     conn.execute("DELETE FROM tool_grants WHERE turn_id = ?1", [turn_id])?;
     let found: Option<(String, String, String)> = conn
         .query_row(

@@ -7,17 +7,17 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
-use super::artifacts::Artifact;
-use super::client::{Client, ClientError};
-use super::computers::{AuditEntry, Computer, ComputerCreate, ComputerExec};
-use super::machine::{Command, FetchParams, PingParams};
-use super::params::{
+use super::{Client, ClientError};
+use crate::api::artifacts::Artifact;
+use crate::api::computers::{AuditEntry, Computer, ComputerCreate, ComputerExec};
+use crate::api::machine::{Command, FetchParams, PingParams};
+use crate::api::params::{
     AccountCreate, AgentCreate, AgentUpdate, LoginParams, PasswordChange, ProfileCreate,
     ProfileUpdate, RunnerRegister, RunnerUpdate, SourceCreate, SourceUpdate,
 };
-use super::sessions::{ChatParams, ChatStarted, EventsPage, Session, StopStarted};
-use super::teams;
-use super::views::{
+use crate::api::sessions::{ChatParams, ChatStarted, EventsPage, Session, StopStarted};
+use crate::api::teams;
+use crate::api::views::{
     Account, Agent, LoginResult, Profile, Runner, RunnerRegistration, Source, Token, Whoami,
 };
 
@@ -238,12 +238,12 @@ impl Client {
 
     // ---- the command queue ----
 
-    /// Enqueues a ping; its result is a [`super::machine::PingResult`].
+    /// Enqueues a ping; its result is a [`crate::api::machine::PingResult`].
     pub async fn runner_ping(&self, runner: &str, p: &PingParams) -> Result<Command> {
         self.act_with("runners", runner, "ping", p).await
     }
 
-    /// Enqueues a file export; its result is a [`super::machine::FetchResult`].
+    /// Enqueues a file export; its result is a [`crate::api::machine::FetchResult`].
     pub async fn runner_fetch(&self, runner: &str, p: &FetchParams) -> Result<Command> {
         self.act_with("runners", runner, "fetch", p).await
     }
@@ -253,13 +253,13 @@ impl Client {
     pub async fn runner_egress_log(
         &self,
         runner: &str,
-        p: &super::computers::EgressLogParams,
+        p: &crate::api::computers::EgressLogParams,
     ) -> Result<Command> {
         self.act_with("runners", runner, "egress-log", p).await
     }
 
     /// Enqueues a listing of the Runner's live sessions; its result is a
-    /// [`super::sessions::SessionListResult`].
+    /// [`crate::api::sessions::SessionListResult`].
     pub async fn runner_sessions(&self, runner: &str) -> Result<Command> {
         self.act("runners", runner, "sessions").await
     }
@@ -383,20 +383,20 @@ impl Client {
         self.act("computers", id, "remove").await
     }
 
-    /// Enqueues a diagnostic command; its result is a [`super::computers::ExecResult`].
+    /// Enqueues a diagnostic command; its result is a [`crate::api::computers::ExecResult`].
     pub async fn computer_exec(&self, id: &str, p: &ComputerExec) -> Result<Command> {
         self.act_with("computers", id, "exec", p).await
     }
 
-    /// Enqueues a screen action; its result is a [`ScreenResult`](super::screen::ScreenResult).
+    /// Enqueues a screen action; its result is a [`ScreenResult`](crate::api::screen::ScreenResult).
     pub async fn computer_screen(
         &self,
         id: &str,
-        action: &super::screen::ScreenAction,
+        action: &crate::api::screen::ScreenAction,
         control_fence: Option<i64>,
         frame_id: Option<&str>,
     ) -> Result<Command> {
-        let body = super::computers::ComputerScreen {
+        let body = crate::api::computers::ComputerScreen {
             action: action.clone(),
             control_fence,
             frame_id: frame_id.map(str::to_string),
@@ -408,10 +408,10 @@ impl Client {
     pub async fn computer_screen_act(
         &self,
         id: &str,
-        action: &super::screen::ScreenAction,
+        action: &crate::api::screen::ScreenAction,
         control_fence: Option<i64>,
         frame_id: Option<&str>,
-    ) -> Result<super::screen::ScreenResult> {
+    ) -> Result<crate::api::screen::ScreenResult> {
         let cmd = self
             .computer_screen(id, action, control_fence, frame_id)
             .await?;
@@ -420,7 +420,7 @@ impl Client {
     }
 
     /// Takes control of a computer; the answer names the pause command to wait for.
-    pub async fn computer_control(&self, id: &str) -> Result<super::computers::Control> {
+    pub async fn computer_control(&self, id: &str) -> Result<crate::api::computers::Control> {
         self.act("computers", id, "control").await
     }
 
@@ -430,8 +430,8 @@ impl Client {
         id: &str,
         fence: i64,
         release: bool,
-    ) -> Result<super::computers::Control> {
-        let body = super::computers::ControlFence {
+    ) -> Result<crate::api::computers::Control> {
+        let body = crate::api::computers::ControlFence {
             control_fence: fence,
         };
         let action = if release {
@@ -447,8 +447,8 @@ impl Client {
         &self,
         id: &str,
         note: &str,
-    ) -> Result<super::computers::Control> {
-        let body = super::computers::Handback { note: note.into() };
+    ) -> Result<crate::api::computers::Control> {
+        let body = crate::api::computers::Handback { note: note.into() };
         self.act_with("computers", id, "handback", &body).await
     }
 
@@ -487,7 +487,7 @@ impl Client {
         self.post_bytes(
             &format!("api/v1/uploads?name={}", seg(name)),
             data,
-            &[(super::artifacts::HEADER_SHA256, sha256)],
+            &[(crate::api::artifacts::HEADER_SHA256, sha256)],
         )
         .await
     }
@@ -565,7 +565,7 @@ impl Client {
 /// The typed result of a command that must have ended `done`; otherwise an error that
 /// says `{what} {state}: {reason}`.
 pub fn result_of<T: DeserializeOwned>(cmd: Command, what: &str) -> Result<T> {
-    if cmd.state != super::states::CommandState::Done {
+    if cmd.state != crate::api::states::CommandState::Done {
         return Err(ClientError::Command(format!(
             "{what} {}: {}",
             cmd.state,
