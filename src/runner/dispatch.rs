@@ -204,7 +204,23 @@ async fn execute(
         RunnerCommand::ComputerStart(p) => Some(p.computer_id.clone()),
         RunnerCommand::ComputerExec(p) => Some(p.computer_id.clone()),
         RunnerCommand::WorkerTurn(p) => Some(p.computer.computer_id.clone()),
-        _ => None,
+        // Every other kind either names no computer or acts on one it does not start.
+        RunnerCommand::Ping(_)
+        | RunnerCommand::Fetch(_)
+        | RunnerCommand::Cancel(_)
+        | RunnerCommand::SessionTurn(_)
+        | RunnerCommand::SessionStop(_)
+        | RunnerCommand::SessionClose(_)
+        | RunnerCommand::SessionList(_)
+        | RunnerCommand::SessionCheck(_)
+        | RunnerCommand::ComputerStop(_)
+        | RunnerCommand::ComputerRemove(_)
+        | RunnerCommand::ComputerScreen(_)
+        | RunnerCommand::ComputerPause(_)
+        | RunnerCommand::ComputerResume(_)
+        | RunnerCommand::ComputerShell(_)
+        | RunnerCommand::EgressLog(_)
+        | RunnerCommand::ComputerImageAccept(_) => None,
     };
     let pool = || {
         shared.computers.as_ref().ok_or_else(|| {

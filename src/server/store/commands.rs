@@ -656,7 +656,22 @@ fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String
         RunnerCommand::ComputerScreen(p) => conn
             .query_row(computer_sql, [&p.computer_id], |r| r.get(0))
             .optional()?,
-        _ => None,
+        // Stops are never refused; the rest act for no agent (diagnostics, the operator's
+        // own control of a computer, image checks).
+        RunnerCommand::Ping(_)
+        | RunnerCommand::Fetch(_)
+        | RunnerCommand::Cancel(_)
+        | RunnerCommand::SessionStop(_)
+        | RunnerCommand::SessionClose(_)
+        | RunnerCommand::SessionList(_)
+        | RunnerCommand::SessionCheck(_)
+        | RunnerCommand::ComputerStop(_)
+        | RunnerCommand::ComputerRemove(_)
+        | RunnerCommand::ComputerPause(_)
+        | RunnerCommand::ComputerResume(_)
+        | RunnerCommand::ComputerShell(_)
+        | RunnerCommand::EgressLog(_)
+        | RunnerCommand::ComputerImageAccept(_) => None,
     };
     let Some(agent) = agent else {
         return Ok(None);
