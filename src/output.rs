@@ -181,6 +181,18 @@ pub fn plain(v: &serde_json::Value) -> String {
     }
 }
 
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+pub fn cut_bytes(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Cuts a long table cell to `max` characters, marking the cut with "…" (`show` and
 /// `--json` keep the whole value).
 pub fn cut(s: &str, max: usize) -> String {
@@ -195,6 +207,14 @@ pub fn cut(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod plain_tests {
     use super::*;
+
+    #[test]
+    fn a_byte_bounded_prefix_ends_where_a_character_ends() {
+        assert_eq!(cut_bytes("ab你好", 4), "ab");
+        assert_eq!(cut_bytes("ab你好", 5), "ab你");
+        assert_eq!(cut_bytes("ab", 0), "");
+        assert_eq!(cut_bytes("ab", 9), "ab");
+    }
 
     #[test]
     fn json_reads_as_words_and_long_cells_are_cut() {

@@ -202,19 +202,7 @@ impl Client {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let resp = req.send().await.map_err(|e| self.connect_error(&e))?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| self.connect_error(&e))?;
-        if !status.is_success() {
-            return Err(api_error(status, &bytes, url.path()));
-        }
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
-            url: self.base_url().to_string(),
-            reason: format!(
-                "{} answered with a body that is not what yy expects ({e})",
-                url.path()
-            ),
-        })
+        self.answer(req, &url).await
     }
 
     fn connect_error(&self, e: &reqwest::Error) -> ClientError {
@@ -247,6 +235,15 @@ impl Client {
         if let Some(body) = body {
             req = req.json(body);
         }
+        self.answer(req, &url).await
+    }
+
+    /// Sends a request and reads its answer: the typed body, or the server's error.
+    async fn answer<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+        url: &Url,
+    ) -> Result<T, ClientError> {
         let resp = req.send().await.map_err(|e| self.connect_error(&e))?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| self.connect_error(&e))?;
@@ -255,7 +252,10 @@ impl Client {
         }
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
             url: self.base_url().to_string(),
-            reason: format!("{} answered with a body that is not what yy expects ({e}); is this a yy server of the same version?", url.path()),
+            reason: format!(
+                "{} answered with a body that is not what yy expects ({e}); is this a yy server of the same version?",
+                url.path()
+            ),
         })
     }
 }

@@ -58,11 +58,7 @@ fn one_line(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s;
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
+    format!("{}...", crate::output::cut_bytes(&s, max))
 }
 
 /// Names of the network interfaces in a `/proc/net/dev` text.

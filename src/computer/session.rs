@@ -317,7 +317,7 @@ impl GuestSession {
         let mut left = [cap, cap];
         let mut bounded = |stream: StdStream, text: &str| {
             let left = &mut left[stream as usize];
-            let text = cut_at_char(text, *left);
+            let text = crate::output::cut_bytes(text, *left);
             *left -= text.len();
             if !text.is_empty() {
                 on_output(stream, text);
@@ -657,18 +657,6 @@ async fn read_loop(
     pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
-/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
-fn cut_at_char(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 /// The index of the first `needle` in `hay`.
 fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
     hay.iter().position(|&b| b == needle)
@@ -773,13 +761,5 @@ mod tests {
             result: serde_json::Value::Null,
         };
         assert!(plain.allows(&answer) && streamed.allows(&answer) && export.allows(&answer));
-    }
-
-    #[test]
-    fn live_output_is_cut_where_a_character_ends() {
-        assert_eq!(cut_at_char("ab你好", 4), "ab");
-        assert_eq!(cut_at_char("ab你好", 5), "ab你");
-        assert_eq!(cut_at_char("ab", 0), "");
-        assert_eq!(cut_at_char("ab", 9), "ab");
     }
 }

@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::live_output::Budget;
 use crate::api::sessions::{LIVE_OUTPUT_CAP, StdStream, ToolOutput};
 
 /// Buffered output waits at most this long before it is sent.
@@ -51,8 +52,7 @@ struct Tool {
     id: String,
     name: String,
     live: bool,
-    sent: usize,
-    capped: bool,
+    budget: Budget,
     markers: [MarkerFilter; 2],
     utf8: [Utf8Carry; 2],
     /// Text not sent yet, in order, one entry per run of a stream.
@@ -68,8 +68,7 @@ impl Tool {
             id,
             name,
             live,
-            sent: 0,
-            capped: false,
+            budget: Budget::default(),
             markers: Default::default(),
             utf8: Default::default(),
             pending: Vec::new(),
@@ -79,7 +78,7 @@ impl Tool {
     }
 
     fn push(&mut self, piece: Piece, now: Instant) {
-        if !self.live || self.capped {
+        if !self.live || self.budget.is_cut() {
             return;
         }
         let i = stream_index(piece.stream);
@@ -94,7 +93,7 @@ impl Tool {
 
     /// The held-back tails (a possible marker, a split character), at the tool's end.
     fn finish(&mut self, now: Instant) {
-        if !self.live || self.capped {
+        if !self.live || self.budget.is_cut() {
             return;
         }
         for s in [StdStream::Stdout, StdStream::Stderr] {
@@ -127,30 +126,8 @@ impl Tool {
     /// Everything pending as events, within the cap.
     fn drain(&mut self) -> Vec<ToolOutput> {
         let mut out = Vec::new();
-        for (stream, mut text) in std::mem::take(&mut self.pending) {
-            if self.capped {
-                break;
-            }
-            let room = LIVE_OUTPUT_CAP - self.sent;
-            if text.len() >= room {
-                let mut cut = room;
-                while !text.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                text.truncate(cut);
-                // Nothing more live for this call: its result has the rest.
-                self.capped = true;
-            }
-            self.sent += text.len();
-            if !text.is_empty() || self.capped {
-                out.push(ToolOutput {
-                    tool_id: self.id.clone(),
-                    name: self.name.clone(),
-                    stream,
-                    text,
-                    cut: self.capped,
-                });
-            }
+        for (stream, text) in std::mem::take(&mut self.pending) {
+            out.extend(self.budget.event(&self.id, &self.name, stream, text));
         }
         self.pending_bytes = 0;
         self.pending_since = None;

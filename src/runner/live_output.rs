@@ -66,43 +66,66 @@ impl Pending {
     }
 }
 
-/// What is left of a call's live budget, and whether it ran out.
-struct Budget {
+/// What is left of one tool call's live output ([`LIVE_OUTPUT_CAP`]), for computer and
+/// host turns alike.
+pub struct Budget {
     left: usize,
     cut: bool,
 }
 
-impl Budget {
-    /// The events for `pending`, within the budget; the first one past it is an empty one
-    /// marked `cut`, and nothing follows it.
-    fn events(&mut self, piece: &Piece, pending: Pending) -> Vec<ToolOutput> {
-        let mut out = Vec::new();
-        for (stream, text) in pending.0 {
-            if self.cut {
-                break;
-            }
-            let cost = text.len().max(EVENT_COST);
-            let (text, cut) = if cost <= self.left {
-                self.left -= cost;
-                (text, false)
-            } else {
-                let mut end = self.left.min(text.len());
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                self.left = 0;
-                (text[..end].to_string(), true)
-            };
-            self.cut = cut;
-            out.push(ToolOutput {
-                tool_id: piece.tool_id.clone(),
-                name: piece.name.clone(),
-                stream,
-                text,
-                cut,
-            });
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget {
+            left: LIVE_OUTPUT_CAP,
+            cut: false,
         }
-        out
+    }
+}
+
+impl Budget {
+    /// True once the call's output went past the cap: nothing more is sent live.
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
+
+    /// The event for one piece, within the budget: the piece that reaches the cap is cut
+    /// where a character ends and marked `cut`; none follows it, nor an empty piece.
+    pub fn event(
+        &mut self,
+        tool_id: &str,
+        name: &str,
+        stream: StdStream,
+        text: String,
+    ) -> Option<ToolOutput> {
+        if self.cut || text.is_empty() {
+            return None;
+        }
+        let cost = text.len().max(EVENT_COST);
+        let text = if cost <= self.left {
+            self.left -= cost;
+            text
+        } else {
+            let kept = crate::output::cut_bytes(&text, self.left).to_string();
+            self.left = 0;
+            self.cut = true;
+            kept
+        };
+        Some(ToolOutput {
+            tool_id: tool_id.into(),
+            name: name.into(),
+            stream,
+            text,
+            cut: self.cut,
+        })
+    }
+
+    /// The events for `pending`, in order, within the budget.
+    fn events(&mut self, piece: &Piece, pending: Pending) -> Vec<ToolOutput> {
+        pending
+            .0
+            .into_iter()
+            .filter_map(|(stream, text)| self.event(&piece.tool_id, &piece.name, stream, text))
+            .collect()
     }
 }
 
@@ -111,10 +134,7 @@ async fn forward(
     mut rx: UnboundedReceiver<(StdStream, String)>,
     events: UnboundedSender<TurnEvent>,
 ) {
-    let mut budget = Budget {
-        left: LIVE_OUTPUT_CAP,
-        cut: false,
-    };
+    let mut budget = Budget::default();
     let mut last = tokio::time::Instant::now() - EVERY;
     let mut open = true;
     while open {
@@ -139,7 +159,7 @@ async fn forward(
             let _ = events.send(TurnEvent::ToolOutput(e));
         }
         last = tokio::time::Instant::now();
-        if budget.cut {
+        if budget.is_cut() {
             // Read and drop the rest, so the producer never waits on a full channel.
             while rx.recv().await.is_some() {}
             break;
