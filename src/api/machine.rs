@@ -369,6 +369,50 @@ pub enum Settles {
     Nothing,
 }
 
+/// Longest a command may be given, from enqueue to outcome.
+pub const MAX_COMMAND_TIMEOUT_MS: u64 = 3_600_000;
+
+/// What a computer exec gets beyond the operator's timeout: starting it and reporting it.
+pub const EXEC_SLACK_MS: u64 = 30_000;
+
+/// How long a command of a kind may take, from enqueue to outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadline {
+    /// Always this long (milliseconds).
+    Fixed(u64),
+    /// As long as the caller asks, up to `max_ms`; `default_ms` when it does not ask.
+    Caller { default_ms: u64, max_ms: u64 },
+}
+
+impl Deadline {
+    /// The timeout for one command: what the caller asked, within bounds.
+    pub fn resolve(self, requested: Option<u64>) -> Result<u64, String> {
+        match (self, requested) {
+            (Deadline::Fixed(ms), None) => Ok(ms),
+            (Deadline::Fixed(ms), Some(_)) => Err(format!(
+                "this command always has {} s: leave out the timeout",
+                ms / 1000
+            )),
+            (Deadline::Caller { default_ms, .. }, None) => Ok(default_ms),
+            (Deadline::Caller { max_ms, .. }, Some(ms)) if (1..=max_ms).contains(&ms) => Ok(ms),
+            (Deadline::Caller { max_ms, .. }, Some(_)) => Err(format!(
+                "the timeout must be between 1 ms and {} s",
+                max_ms / 1000
+            )),
+        }
+    }
+}
+
+/// How a running command is stopped when it is cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopping {
+    /// Dropped where it is: nothing of it needs to be undone by itself.
+    Dropped,
+    /// Told to stop, and it ends itself (a Worker turn interrupts its model loop and kills
+    /// its guest commands, then reports).
+    Cooperative,
+}
+
 impl CommandKind {
     /// Kinds that stop work: never refused because a queue is full.
     pub fn is_stop(self) -> bool {
@@ -380,6 +424,68 @@ impl CommandKind {
                 | CommandKind::ComputerStop
                 | CommandKind::ComputerRemove
         )
+    }
+
+    /// How long a command of this kind may take, from enqueue to outcome.
+    pub fn deadline(self) -> Deadline {
+        const MINUTE: u64 = 60_000;
+        match self {
+            // The caller says how long: a ping holds, a fetch reads a file of any size.
+            CommandKind::Ping | CommandKind::Fetch => Deadline::Caller {
+                default_ms: MINUTE,
+                max_ms: MAX_COMMAND_TIMEOUT_MS,
+            },
+            // The operator's timeout, and time to start the command and report it.
+            CommandKind::ComputerExec => Deadline::Caller {
+                default_ms: super::computers::EXEC_DEFAULT_TIMEOUT_MS + EXEC_SLACK_MS,
+                max_ms: super::computers::EXEC_MAX_TIMEOUT_MS + EXEC_SLACK_MS,
+            },
+            CommandKind::SessionTurn | CommandKind::WorkerTurn => Deadline::Fixed(30 * MINUTE),
+            CommandKind::SessionStop | CommandKind::SessionClose | CommandKind::SessionList => {
+                Deadline::Fixed(30_000)
+            }
+            // A check of an uncertain turn waits for its Runner to come back.
+            CommandKind::SessionCheck => Deadline::Fixed(60 * MINUTE),
+            CommandKind::ComputerStart => Deadline::Fixed(2 * MINUTE),
+            CommandKind::Cancel
+            | CommandKind::ComputerStop
+            | CommandKind::ComputerRemove
+            | CommandKind::ComputerScreen
+            | CommandKind::ComputerResume => Deadline::Fixed(MINUTE),
+            // The pause is done once the tool in flight ended: the longest tool's time.
+            CommandKind::ComputerPause => {
+                Deadline::Fixed(super::computers::EXEC_MAX_TIMEOUT_MS + EXEC_SLACK_MS)
+            }
+            CommandKind::ComputerShell => Deadline::Fixed(super::shell::RUNNER_CONNECT_TIMEOUT_MS),
+            CommandKind::EgressLog => Deadline::Fixed(30_000),
+            // A desktop image's acceptance ladder starts a browser twice.
+            CommandKind::ComputerImageAccept => Deadline::Fixed(10 * MINUTE),
+        }
+    }
+
+    /// How the Runner stops a running command of this kind when it is cancelled.
+    pub fn stopping(self) -> Stopping {
+        match self {
+            CommandKind::WorkerTurn => Stopping::Cooperative,
+            CommandKind::Ping
+            | CommandKind::Fetch
+            | CommandKind::Cancel
+            | CommandKind::SessionTurn
+            | CommandKind::SessionStop
+            | CommandKind::SessionClose
+            | CommandKind::SessionList
+            | CommandKind::SessionCheck
+            | CommandKind::ComputerStart
+            | CommandKind::ComputerStop
+            | CommandKind::ComputerRemove
+            | CommandKind::ComputerExec
+            | CommandKind::ComputerScreen
+            | CommandKind::ComputerPause
+            | CommandKind::ComputerResume
+            | CommandKind::ComputerShell
+            | CommandKind::EgressLog
+            | CommandKind::ComputerImageAccept => Stopping::Dropped,
+        }
     }
 
     pub fn settles(self) -> Settles {
@@ -622,6 +728,38 @@ mod tests {
         ] {
             assert!(status(bad).check().is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn every_kind_has_a_deadline_within_the_longest_and_one_way_to_stop() {
+        for &kind in CommandKind::ALL {
+            let (default_ms, max_ms) = match kind.deadline() {
+                Deadline::Fixed(ms) => (ms, ms),
+                Deadline::Caller { default_ms, max_ms } => (default_ms, max_ms),
+            };
+            assert!(
+                (1..=max_ms).contains(&default_ms),
+                "{kind}: default {default_ms} ms beyond {max_ms} ms"
+            );
+            // An exec may run the longest a command may, plus its start and report.
+            assert!(max_ms <= MAX_COMMAND_TIMEOUT_MS + EXEC_SLACK_MS, "{kind}");
+            assert_eq!(
+                kind.stopping() == Stopping::Cooperative,
+                kind == CommandKind::WorkerTurn,
+                "{kind}"
+            );
+        }
+        let fetch = CommandKind::Fetch.deadline();
+        assert_eq!(fetch.resolve(None), Ok(60_000));
+        assert_eq!(fetch.resolve(Some(5)), Ok(5));
+        assert!(fetch.resolve(Some(0)).is_err());
+        assert!(fetch.resolve(Some(MAX_COMMAND_TIMEOUT_MS + 1)).is_err());
+        let turn = CommandKind::SessionTurn.deadline();
+        assert_eq!(turn.resolve(None), Ok(30 * 60_000));
+        assert!(
+            turn.resolve(Some(1)).is_err(),
+            "a fixed deadline takes no timeout"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::receipts::{self, Prior};
 use super::{
     Shared, artifacts, computers, exec, image_accept, shell, telemetry, turns, worker_turn,
 };
-use crate::api::machine::{CompleteParams, LeasedCommand, Outcome, RunnerCommand};
+use crate::api::machine::{CompleteParams, LeasedCommand, Outcome, RunnerCommand, Stopping};
 
 struct Finished {
     outcome: Outcome,
@@ -87,6 +87,21 @@ pub(super) async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCom
             return;
         }
     }
+    // Parsed once, here: a kind this Runner does not know, or a payload of the wrong shape,
+    // is refused before it starts.
+    let command = match RunnerCommand::parse(&cmd.kind, &cmd.payload) {
+        // The team tool id comes with the lease, never from the payload.
+        Ok(RunnerCommand::WorkerTurn(mut p)) => {
+            p.team_tools = cmd.team_tools.clone();
+            RunnerCommand::WorkerTurn(p)
+        }
+        Ok(command) => command,
+        Err(e) => {
+            report(shared, generation, &id, Finished::failed(e)).await;
+            return;
+        }
+    };
+    let kind = command.kind();
     // The re-check: still ours, not cancelled, within its deadline.
     let granted = match shared.client.start(generation, &id).await {
         Ok(g) => g,
@@ -95,7 +110,7 @@ pub(super) async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCom
             return;
         }
     };
-    if let Err(e) = shared.receipts.begin(&id, &fp, &cmd.kind).await {
+    if let Err(e) = shared.receipts.begin(&id, &fp, kind.as_sql()).await {
         tracing::error!(command = %id, error = %e, "cannot write the receipt; not running the command");
         return;
     }
@@ -105,14 +120,11 @@ pub(super) async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCom
     }
     let remaining =
         Duration::from_millis((granted.deadline_ms - crate::timefmt::now_ms()).max(0) as u64);
-    tracing::debug!(command = %id, kind = %cmd.kind, "running");
-    // A Worker turn ends itself when stopped (the model loop interrupted, the guest
-    // commands killed); other commands are dropped where they are.
-    let cooperative = cmd.kind == crate::api::machine::CommandKind::WorkerTurn.as_sql();
-    let kind = cmd.kind.clone();
+    tracing::debug!(command = %id, %kind, "running");
+    let cooperative = kind.stopping() == Stopping::Cooperative;
     let running = telemetry::Running::start();
     let finished = tokio::select! {
-        f = execute(shared, generation, cmd, token.clone()) => f,
+        f = execute(shared, generation, &id, command, token.clone()) => f,
         _ = token.cancelled(), if !cooperative => Finished {
             outcome: Outcome::Cancelled,
             result: None,
@@ -141,7 +153,7 @@ pub(super) async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCom
         m.remove(&id);
     }
     drop(running);
-    telemetry::command_ended(&kind, finished.outcome);
+    telemetry::command_ended(kind, finished.outcome);
     report(shared, generation, &id, finished).await;
 }
 
@@ -184,22 +196,14 @@ impl From<computers::PoolError> for CommandFailure {
     }
 }
 
-/// Runs one command: its kind and payload are read once, here.
+/// Runs one command by its kind.
 async fn execute(
     shared: &Arc<Shared>,
     generation: i64,
-    cmd: LeasedCommand,
+    id: &str,
+    command: RunnerCommand,
     stop: CancellationToken,
 ) -> Finished {
-    let command = match RunnerCommand::parse(&cmd.kind, &cmd.payload) {
-        // The team tool id comes with the lease, never from the payload.
-        Ok(RunnerCommand::WorkerTurn(mut p)) => {
-            p.team_tools = cmd.team_tools.clone();
-            RunnerCommand::WorkerTurn(p)
-        }
-        Ok(command) => command,
-        Err(e) => return Finished::failed(e),
-    };
     let computer = match &command {
         RunnerCommand::ComputerStart(p) => Some(p.computer_id.clone()),
         RunnerCommand::ComputerExec(p) => Some(p.computer_id.clone()),
@@ -234,13 +238,13 @@ async fn execute(
         RunnerCommand::Fetch(p) => exec::fetch(
             p,
             shared.config.artifact_roots.clone(),
-            transfer(shared, generation, &cmd.id),
+            transfer(shared, generation, id),
         )
         .await
         .map_err(Into::into),
         RunnerCommand::Cancel(p) => Ok(cancel_running(shared, p.command_id)),
         RunnerCommand::SessionTurn(p) => {
-            let r = with_events(shared, generation, &cmd.id, |tx| {
+            let r = with_events(shared, generation, id, |tx| {
                 turns::turn(&shared.hermes, &shared.config.allowed_profiles, p, tx)
             })
             .await;
@@ -286,7 +290,7 @@ async fn execute(
             }
             .await
         }
-        RunnerCommand::WorkerTurn(p) => worker_turn(shared, generation, &cmd.id, p, stop).await,
+        RunnerCommand::WorkerTurn(p) => worker_turn(shared, generation, id, p, stop).await,
         RunnerCommand::EgressLog(q) => async { Ok(pool()?.egress().log(q).await?) }.await,
         RunnerCommand::ComputerImageAccept(p) => {
             async { image_accept::accept(pool()?, p).await }.await

@@ -23,9 +23,6 @@ use super::store::{Store, StoreError, retention, runner_images, runners};
 use crate::api::machine::{Connected, LeasedCommand, Outcome, RunnerCommand, RunnerStatus};
 use crate::api::sessions::TurnEvent;
 
-/// Longest a command may be given, from enqueue to outcome.
-pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
-
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     #[error(transparent)]
@@ -146,22 +143,17 @@ impl Queue {
 
     // ---- the admin side: work for Runners ----
 
-    /// Queues `command` on the Runner given by id or unique prefix.
+    /// Queues `command` on the Runner given by id or unique prefix; `timeout_ms` for a
+    /// kind whose caller chooses its deadline.
     pub async fn enqueue(
         &self,
         runner_key: String,
         command: RunnerCommand,
-        timeout_ms: u64,
+        timeout_ms: Option<u64>,
     ) -> Result<CommandRow, StoreError> {
-        if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
-            return Err(StoreError::Invalid(format!(
-                "the timeout must be between 1 ms and {} s",
-                MAX_TIMEOUT_MS / 1000
-            )));
-        }
         self.change(move |c, limits| {
             let runner_id = runners::resolve(c, &runner_key)?;
-            commands::enqueue(c, &runner_id, &command, timeout_ms as i64, limits)
+            commands::enqueue(c, &runner_id, &command, timeout_ms, limits)
         })
         .await
     }

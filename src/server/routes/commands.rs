@@ -5,6 +5,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 
+use crate::api::machine::MAX_COMMAND_TIMEOUT_MS;
 use crate::api::machine::RunnerCommand;
 use crate::api::machine::{self, FetchParams, FetchPayload, NoPayload, PingParams, PingPayload};
 use crate::api::states::CommandState;
@@ -12,7 +13,6 @@ use crate::server::AppState;
 use crate::server::auth::Admin;
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
-use crate::server::queue::MAX_TIMEOUT_MS;
 use crate::server::store::runners;
 use crate::server::store::{commands, ids};
 
@@ -29,7 +29,7 @@ pub async fn runner_ping(
     Body(p): Body<PingParams>,
 ) -> Result<Json<machine::Command>, ApiError> {
     // Checked: a hold near u64::MAX must be refused, not wrapped or saturated into range.
-    let max_hold = MAX_TIMEOUT_MS - PING_SLACK_MS;
+    let max_hold = MAX_COMMAND_TIMEOUT_MS - PING_SLACK_MS;
     if p.hold_ms > max_hold {
         return Err(ApiError::bad_request(format!(
             "hold_ms {} is too long: a ping may hold at most {max_hold} ms",
@@ -50,7 +50,7 @@ pub async fn runner_ping(
         )));
     }
     let ping = RunnerCommand::Ping(PingPayload { hold_ms: p.hold_ms });
-    let row = state.queue.enqueue(id, ping, timeout).await?;
+    let row = state.queue.enqueue(id, ping, Some(timeout)).await?;
     Ok(Json(row.view(false)))
 }
 
@@ -72,8 +72,7 @@ pub async fn runner_fetch(
         path: p.path,
         artifact_roots: runner.artifact_roots,
     });
-    let timeout = p.timeout_ms.unwrap_or(60_000);
-    let row = state.queue.enqueue(id, fetch, timeout).await?;
+    let row = state.queue.enqueue(id, fetch, p.timeout_ms).await?;
     Ok(Json(row.view(false)))
 }
 
@@ -84,7 +83,7 @@ pub async fn runner_sessions(
     Path(id): Path<String>,
 ) -> Result<Json<machine::Command>, ApiError> {
     let list = RunnerCommand::SessionList(NoPayload {});
-    let row = state.queue.enqueue(id, list, 30_000).await?;
+    let row = state.queue.enqueue(id, list, None).await?;
     Ok(Json(row.view(false)))
 }
 

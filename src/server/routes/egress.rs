@@ -47,6 +47,6 @@ pub async fn runner_egress_log(
         computer_id,
         limit: Some(limit),
     });
-    let row = state.queue.enqueue(id, query, 30_000).await?;
+    let row = state.queue.enqueue(id, query, None).await?;
     Ok(Json(row.view(false)))
 }

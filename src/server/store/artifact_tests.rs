@@ -189,7 +189,7 @@ fn a_fetch_uploads_one_artifact_without_an_owner() {
     });
     let runner = w.runner.clone();
     let cmd =
-        commands::enqueue(&mut w.conn, &runner, &fetch, 60_000, QueueLimits::default()).unwrap();
+        commands::enqueue(&mut w.conn, &runner, &fetch, None, QueueLimits::default()).unwrap();
     w.run(generation, &cmd.id);
     let a = artifacts::begin(
         &mut w.conn,

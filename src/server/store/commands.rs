@@ -136,7 +136,7 @@ pub fn enqueue(
     conn: &mut Connection,
     runner_id: &str,
     command: &RunnerCommand,
-    timeout_ms: i64,
+    timeout_ms: Option<u64>,
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -145,15 +145,20 @@ pub fn enqueue(
     Ok(row)
 }
 
-/// [`enqueue`] inside the caller's transaction.
+/// [`enqueue`] inside the caller's transaction. The deadline is the kind's
+/// ([`CommandKind::deadline`]); `timeout_ms` only for a kind whose caller chooses it.
 pub(crate) fn enqueue_in(
     conn: &Connection,
     runner_id: &str,
     command: &RunnerCommand,
-    timeout_ms: i64,
+    timeout_ms: Option<u64>,
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
     let kind = command.kind();
+    let timeout_ms = kind
+        .deadline()
+        .resolve(timeout_ms)
+        .map_err(StoreError::Invalid)? as i64;
     let disabled: Option<i64> = not_found(
         conn.prepare_cached("SELECT disabled_at FROM runners WHERE id = ?1")?
             .query_row([runner_id], |r| r.get(0)),
@@ -549,7 +554,7 @@ pub fn cancel(conn: &mut Connection, id: &str) -> Result<Cancelled, StoreError> 
                 let cancel = RunnerCommand::Cancel(machine::CancelPayload {
                     command_id: id.to_string(),
                 });
-                enqueue_in(&tx, &cmd.runner_id, &cancel, 60_000, QueueLimits::default())?;
+                enqueue_in(&tx, &cmd.runner_id, &cancel, None, QueueLimits::default())?;
             }
             Cancelled::Requested(get(&tx, id)?)
         }

@@ -19,8 +19,6 @@ use crate::timefmt::{now_ms, rfc3339};
 
 /// Environment records (computers not removed) one Runner may hold (the design limit).
 pub const MAX_RECORDS_PER_RUNNER: i64 = 32;
-const START_TIMEOUT_MS: i64 = 120_000;
-const STOP_TIMEOUT_MS: i64 = 60_000;
 
 #[derive(Debug, Clone)]
 pub struct ComputerRow {
@@ -269,7 +267,7 @@ pub fn create(
     }
     let lease = next_lease(&computer, &agent, &image, &guest_cwd, network);
     let start = RunnerCommand::ComputerStart(lease.clone());
-    let cmd = commands::enqueue_in(&tx, &runner.id, &start, START_TIMEOUT_MS, limits)?;
+    let cmd = commands::enqueue_in(&tx, &runner.id, &start, None, limits)?;
     hold(&tx, &lease, &runner.id, &cmd.id)?;
     let computer = get(&tx, &computer.id)?;
     tx.commit()?;
@@ -431,13 +429,7 @@ pub fn stop_because(
     } else {
         RunnerCommand::ComputerStop(target)
     };
-    let cmd = commands::enqueue_in(
-        &tx,
-        &c.runner_id,
-        &command,
-        STOP_TIMEOUT_MS,
-        QueueLimits::default(),
-    )?;
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, None, QueueLimits::default())?;
     tx.execute(
         "UPDATE computers SET fence = ?2, lease_round = NULL, state = ?3, last_command = ?4,
              updated_at = ?5, stop_reason = ?6 WHERE id = ?1",
@@ -480,8 +472,7 @@ pub fn exec(
         timeout_ms,
         output_cap_bytes,
     });
-    let budget =
-        timeout_ms.unwrap_or(crate::api::computers::EXEC_DEFAULT_TIMEOUT_MS) as i64 + 30_000;
+    let budget = timeout_ms.map(|t| t + crate::api::machine::EXEC_SLACK_MS);
     let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, budget, limits)?;
     // In use from now until it ends (`computer_idle::command_ended`).
     used_until(&tx, &c.id, now_ms())?;
@@ -520,7 +511,7 @@ pub fn screen(
         frame_id: frame_id.clone(),
         action: action.clone(),
     });
-    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, 60_000, limits)?;
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, None, limits)?;
     let detail = match action {
         crate::computer::screen::ScreenAction::TypeText { text } => {
             serde_json::json!({ "action": "type_text", "chars": text.chars().count() })

@@ -183,8 +183,7 @@ pub fn take(
         control_fence: fence,
         note: String::new(),
     });
-    // The pause is done once the tool in flight ended: give it the longest tool's time.
-    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, 3_600_000 + 30_000, limits)?;
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, None, limits)?;
     audit(
         &tx,
         account_id,
@@ -286,7 +285,7 @@ pub fn handback(
         control_fence: r.fence,
         note: note.to_string(),
     });
-    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, 60_000, limits)?;
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, None, limits)?;
     audit(
         &tx,
         account_id,
@@ -348,8 +347,7 @@ pub fn shell(
         cols,
         rows,
     });
-    let timeout = crate::api::shell::RUNNER_CONNECT_TIMEOUT_MS as i64;
-    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, timeout, limits)?;
+    let cmd = commands::enqueue_in(&tx, &c.runner_id, &command, None, limits)?;
     audit(
         &tx,
         account_id,

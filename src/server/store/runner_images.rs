@@ -26,10 +26,6 @@ use crate::api::computers::{ImageAcceptPayload, NetworkMode};
 use crate::api::machine::RunnerCommand;
 use crate::api::states::CommandState;
 
-/// How long an acceptance may take on the Runner (a desktop image's ladder starts a
-/// browser twice).
-pub const ACCEPT_TIMEOUT_MS: i64 = 600_000;
-
 /// The commands that keep a Runner busy (see the module comment), as SQL over
 /// `runner_commands c`.
 macro_rules! busy_sql {
@@ -184,7 +180,7 @@ fn request(
     let accept = RunnerCommand::ComputerImageAccept(ImageAcceptPayload {
         image_id: image.to_string(),
     });
-    let cmd = commands::enqueue_in(tx, &runner.id, &accept, ACCEPT_TIMEOUT_MS, limits)?;
+    let cmd = commands::enqueue_in(tx, &runner.id, &accept, None, limits)?;
     tx.execute(
         "UPDATE runners SET pending_image = ?2, pending_state = 'verifying', pending_command = ?3,
              image_note = NULL

@@ -5,7 +5,7 @@
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
-use super::sessions::{STOP_TIMEOUT_MS, SessionRow, TURN_COLUMNS, TurnRow, get, turn_row};
+use super::sessions::{SessionRow, TURN_COLUMNS, TurnRow, get, turn_row};
 use super::{StoreError, runners, turn_waits};
 use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::sessions::{SessionRef, TurnResult};
@@ -218,7 +218,7 @@ pub fn stop(
         session_id: session.id.clone(),
         hermes_session_id,
     });
-    let stop = commands::enqueue_in(&tx, &runner.id, &command, STOP_TIMEOUT_MS, limits)?;
+    let stop = commands::enqueue_in(&tx, &runner.id, &command, None, limits)?;
     tx.execute(
         "UPDATE sessions SET stop_command_id = ?2, updated_at = ?3 WHERE id = ?1",
         params![session.id, stop.id, now],
@@ -309,13 +309,7 @@ pub fn close(
             session_id: session.id.clone(),
             hermes_session_id: hermes.clone(),
         });
-        command = Some(commands::enqueue_in(
-            &tx,
-            runner_id,
-            &close,
-            STOP_TIMEOUT_MS,
-            limits,
-        )?);
+        command = Some(commands::enqueue_in(&tx, runner_id, &close, None, limits)?);
     }
     tx.execute(
         "UPDATE sessions SET state = ?3, updated_at = ?2 WHERE id = ?1",
@@ -325,9 +319,6 @@ pub fn close(
     tx.commit()?;
     Ok((session, command))
 }
-
-/// How long a check of an uncertain turn may wait for its Runner to come back.
-const CHECK_TIMEOUT_MS: i64 = 60 * 60 * 1000;
 
 /// Queues a read-only look at an uncertain turn's original Hermes session. It runs when the
 /// Runner is back; nothing is ever run again.
@@ -340,13 +331,7 @@ fn enqueue_check(conn: &Connection, turn_id: &str, session_id: &str) -> Result<(
         session_id: session.id,
         hermes_session_id: hermes,
     });
-    match commands::enqueue_in(
-        conn,
-        &runner_id,
-        &check,
-        CHECK_TIMEOUT_MS,
-        QueueLimits::default(),
-    ) {
+    match commands::enqueue_in(conn, &runner_id, &check, None, QueueLimits::default()) {
         Ok(cmd) => {
             conn.execute(
                 "UPDATE session_turns SET check_command_id = ?2 WHERE id = ?1",

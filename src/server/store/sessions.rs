@@ -17,10 +17,6 @@ use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
 /// Turns running at once over the whole control plane (the design limit: 4 execution slots).
 pub const MAX_RUNNING_TURNS: i64 = 4;
-/// How long a turn may take from admission to its outcome.
-pub const TURN_TIMEOUT_MS: i64 = 30 * 60 * 1000;
-/// How long a stop may take to be confirmed.
-pub const STOP_TIMEOUT_MS: i64 = 30_000;
 /// Text messages carried along when a session continues on another Runner.
 pub const HISTORY_MESSAGES: usize = 20;
 
@@ -479,7 +475,7 @@ pub fn admit_or_wait(
             inputs: artifacts::turn_inputs(tx, &a.account_id, &inputs)?,
         };
         let turn = RunnerCommand::WorkerTurn(payload.clone());
-        let command = commands::enqueue_in(tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?;
+        let command = commands::enqueue_in(tx, &runner.id, &turn, None, limits)?;
         artifacts::link(tx, &command, &payload)?;
         computers::hold(tx, &lease, &runner.id, &command.id)?;
         command
@@ -496,7 +492,7 @@ pub fn admit_or_wait(
             message: a.message.clone(),
             history,
         });
-        commands::enqueue_in(tx, &runner.id, &turn, TURN_TIMEOUT_MS, limits)?
+        commands::enqueue_in(tx, &runner.id, &turn, None, limits)?
     };
     let seq: i64 = tx.query_row(
         "SELECT coalesce(max(seq), 0) + 1 FROM session_turns WHERE session_id = ?1",

@@ -121,7 +121,7 @@ impl World {
 
     pub(super) fn ping(&mut self, limits: QueueLimits) -> Result<commands::CommandRow, StoreError> {
         let ping = RunnerCommand::Ping(PingPayload { hold_ms: 0 });
-        commands::enqueue(&mut self.conn, &self.runner, &ping, 60_000, limits)
+        commands::enqueue(&mut self.conn, &self.runner, &ping, None, limits)
     }
 
     pub(super) fn state(&self, id: &str) -> CommandState {
@@ -367,7 +367,7 @@ fn a_full_queue_refuses_work_but_never_a_stop() {
     assert!(matches!(w.ping(limits), Err(StoreError::Limit(_))));
     let list = RunnerCommand::SessionList(NoPayload {});
     assert!(matches!(
-        commands::enqueue(&mut w.conn, &w.runner, &list, 1000, limits),
+        commands::enqueue(&mut w.conn, &w.runner, &list, None, limits),
         Err(StoreError::Limit(_))
     ));
     // Cancelling goes through even now.
