@@ -8,8 +8,8 @@ use std::time::Duration;
 use reqwest::Url;
 
 /// A client builder for yy's own HTTP peers: no proxy from the environment, no redirects,
-/// a connect timeout. For a plain `http://` peer no TLS roots are loaded: reading the
-/// system's certificates costs a CLI about 40 ms at every start, for nothing.
+/// a connect timeout. For a plain `http://` peer no TLS roots are loaded
+/// ([`super::tls::no_roots`]).
 pub fn http_builder(base: &Url) -> reqwest::ClientBuilder {
     pinned_builder(base, None).0
 }
@@ -26,7 +26,10 @@ pub fn pinned_builder(
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10));
     if base.scheme() == "http" {
-        return (builder.tls_certs_only(std::iter::empty()), None);
+        return (
+            builder.tls_backend_preconfigured(super::tls::no_roots()),
+            None,
+        );
     }
     let (config, seen) = super::tls::client_config(pin);
     (

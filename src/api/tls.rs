@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 /// The crypto every yy TLS endpoint uses (one provider, chosen here, so that two crates
 /// enabling different ones never leave rustls without a default).
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// A certificate's fingerprint: lowercase hex of the SHA-256 of its DER bytes.
@@ -159,6 +159,17 @@ fn config(verifier: Verifier) -> Arc<rustls::ClientConfig> {
     // yy's server speaks HTTP/1.1 (long-polls and WebSocket upgrades).
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Arc::new(config)
+}
+
+/// A configuration that trusts no certificate, for a client of a plain `http://` peer: it
+/// never makes a handshake (redirects are off), and loading the system's roots would cost
+/// every CLI start about 40 ms.
+pub fn no_roots() -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("the default provider supports the default protocol versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth()
 }
 
 /// The client configuration for a server: its certificate must match `pin` or be issued

@@ -265,8 +265,7 @@ pub(super) async fn long_poll_rss(
         .into_iter()
         .collect::<Result<_, _>>()?;
 
-    let http = reqwest::Client::builder()
-        .no_proxy()
+    let http = crate::api::http::http_builder(&url.parse()?)
         .timeout(Duration::from_millis(LONG_POLL_WAIT_MS + 30_000))
         .pool_max_idle_per_host(usize::MAX)
         .build()?;

@@ -163,10 +163,7 @@ struct Page {
 
 impl Page {
     async fn sign_in(served: &crate::web_view::Served) -> anyhow::Result<Page> {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()?;
+        let http = crate::api::http::http_builder(&served.url.parse()?).build()?;
         let signed = http.get(&served.url).send().await?;
         let cookie = signed
             .headers()
