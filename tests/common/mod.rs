@@ -550,7 +550,8 @@ impl Env {
     #[track_caller]
     pub fn wait_online(&self, id: &str, after: i64) -> i64 {
         let what = format!("Runner {id} online in a generation above {after}");
-        wait_for(Duration::from_secs(15), &what, || {
+        // A Runner that starts Hermes first can take a while on a loaded CI machine.
+        wait_for(Duration::from_secs(60), &what, || {
             let r = self.json(&["runner", "show", id]);
             let g = r["generation"].as_i64().unwrap();
             (r["online"] == true && g > after).then_some(g)

@@ -71,6 +71,14 @@ pub fn test_image() -> &'static TestImage {
 /// [`TAG`] can keep its own), built unless the tagged one already carries this binary.
 pub fn build_test_image(tag: &str) -> TestImage {
     {
+        // Test binaries run side by side (scripts/run-tests.sh): one builds a stale image,
+        // the others wait for it and then find it fresh.
+        let lock_path = std::env::temp_dir().join(format!(
+            "yy-test-image-{}.lock",
+            tag.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+        ));
+        let lock = std::fs::File::create(&lock_path).expect("create the test image lock");
+        lock.lock().expect("lock the test image");
         let want = binary_digest();
         let have = docker(&[
             "image",

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs the test binaries that `cargo test --no-run --message-format=json` built (the file
+# given), several side by side: most of their time is waiting on container engines, Hermes
+# and timers, not CPU. Each binary's output is printed whole when it ends, with its time;
+# the exit status is non-zero when any test failed. YY_TEST_LANES sets how many run at once
+# (default 3); a binary's own tests still run on its default number of threads.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+artifacts=${1:?usage: scripts/run-tests.sh ARTIFACTS.json}
+lanes=${YY_TEST_LANES:-3}
+logs=$(mktemp -d "${TMPDIR:-/tmp}/yy-tests.XXXXXX")
+trap 'rm -rf "$logs"' EXIT
+# Artifacts built as tests that have an executable: the lib's and bin's unit tests and
+# every tests/*.rs. cargo writes one JSON object per line.
+mapfile -t binaries < <(grep -E '"profile":\{[^}]*"test":true' "$artifacts" \
+    | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | sort -u)
+if [ "${#binaries[@]}" -eq 0 ]; then
+    echo "error: no test binary listed in $artifacts; build them with cargo test --no-run --message-format=json" >&2
+    exit 1
+fi
+# Binaries that assert on the engine's global state (every image there is) run alone, after
+# the others.
+alone=(image_lock)
+# The slowest first (measured; see docs/benchmarks.md, "CI time"), so the lanes end together.
+slow=(teams sessions desktop worker team_tools_scope computer_idle readme artifacts)
+ordered=()
+for name in "${slow[@]}"; do
+    for exe in "${binaries[@]}"; do
+        [[ "$(basename "$exe")" == "$name"-* ]] && ordered+=("$name" "$exe")
+    done
+done
+for exe in "${binaries[@]}"; do
+    name=$(basename "$exe")
+    name=${name%-*}
+    [[ " ${slow[*]} ${alone[*]} " == *" $name "* ]] || ordered+=("$name" "$exe")
+done
+last=()
+for name in "${alone[@]}"; do
+    for exe in "${binaries[@]}"; do
+        [[ "$(basename "$exe")" == "$name"-* ]] && last+=("$name" "$exe")
+    done
+done
+run_one() {
+    local name=$1 exe=$2 log="$logs/${2##*/}.log" began rc=0
+    began=$(date +%s)
+    "$exe" >"$log" 2>&1 </dev/null || rc=$?
+    local verdict="ok"
+    [ "$rc" -eq 0 ] || verdict="FAILED (exit $rc)"
+    {
+        flock 9
+        echo "== test binary $name: $verdict in $(( $(date +%s) - began )) s"
+        cat "$log"
+    } 9>"$logs/print.lock"
+    [ "$rc" -eq 0 ] || echo "$name" >>"$logs/failed"
+    return 0
+}
+export -f run_one
+export logs
+printf '%s\0' "${ordered[@]}" | xargs -0 -n 2 -P "$lanes" bash -c 'run_one "$@"' _
+[ "${#last[@]}" -eq 0 ] || printf '%s\0' "${last[@]}" | xargs -0 -n 2 -P 1 bash -c 'run_one "$@"' _
+if [ -s "$logs/failed" ]; then
+    echo "== failed test binaries: $(tr '\n' ' ' <"$logs/failed")"
+    exit 1
+fi
+echo "== all ${#binaries[@]} test binaries passed"
