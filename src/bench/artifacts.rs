@@ -135,12 +135,8 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
         .connect(&RunnerStatus {
             version: crate::VERSION.into(),
             capabilities: vec!["fetch".into()],
-            computers_capacity: 0,
             hostname: "bench".into(),
-            hermes_listen: None,
-            engine: None,
-            computer_idle_ms: None,
-            computer_reclaim_ms: None,
+            ..RunnerStatus::default()
         })
         .await?
         .generation;

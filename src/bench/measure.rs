@@ -286,13 +286,8 @@ pub(super) async fn long_poll_rss(
     };
     let status = RunnerStatus {
         version: crate::VERSION.into(),
-        capabilities: vec![],
-        computers_capacity: 0,
         hostname: "bench".into(),
-        hermes_listen: None,
-        engine: None,
-        computer_idle_ms: None,
-        computer_reclaim_ms: None,
+        ..RunnerStatus::default()
     };
     let connected: Vec<(String, String, i64)> = futures_util::stream::iter(tokens)
         .map(|token| {

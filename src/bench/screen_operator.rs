@@ -288,19 +288,25 @@ async fn controlled_clicks(
                 .computer_screen_act(id, &ScreenAction::GetCursorPosition, None, None)
                 .await?;
             readbacks.push(started.elapsed());
-            if (r.x, r.y) != (x, y) {
-                return Err(CliError::failure(format!(
-                    "the cursor is at ({}, {}), not ({x}, {y})",
-                    r.x, r.y
-                ))
-                .into());
-            }
+            cursor_is_at(&r, x, y)?;
         }
         Ok::<_, anyhow::Error>((clicks, readbacks))
     }
     .await;
     let _ = admin.computer_control_renew(id, fence, true).await;
     result
+}
+
+/// A click landed: the cursor read back is where it was sent.
+fn cursor_is_at(r: &crate::api::screen::ScreenResult, x: i32, y: i32) -> anyhow::Result<()> {
+    if (r.x, r.y) != (x, y) {
+        return Err(CliError::failure(format!(
+            "the cursor is at ({}, {}), not ({x}, {y})",
+            r.x, r.y
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Duration>> {
@@ -324,13 +330,7 @@ async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Du
                     .computer_screen_act(id, &ScreenAction::GetCursorPosition, None, None)
                     .await?;
                 times.push(started.elapsed());
-                if (r.x, r.y) != (x, y) {
-                    return Err(CliError::failure(format!(
-                        "the cursor is at ({}, {}), not ({x}, {y})",
-                        r.x, r.y
-                    ))
-                    .into());
-                }
+                cursor_is_at(&r, x, y)?;
             }
             Ok::<_, anyhow::Error>(times)
         }

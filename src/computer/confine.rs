@@ -266,32 +266,25 @@ mod tests {
     fn symlinks_out_are_refused_and_symlinks_in_are_followed() {
         let (_d, ws) = setup();
         assert_eq!(ws.existing("in").unwrap(), ws.root().join("a.txt"));
-        assert_eq!(
-            ws.existing("out").unwrap_err().code,
-            codes::OUTSIDE_WORKSPACE
-        );
-        assert_eq!(
-            ws.existing("outdir/secret").unwrap_err().code,
-            codes::OUTSIDE_WORKSPACE
-        );
-        assert_eq!(ws.existing("nope").unwrap_err().code, codes::NOT_FOUND);
+        for (path, code) in [
+            ("out", codes::OUTSIDE_WORKSPACE),
+            ("outdir/secret", codes::OUTSIDE_WORKSPACE),
+            ("nope", codes::NOT_FOUND),
+        ] {
+            assert_eq!(ws.existing(path).unwrap_err().code, code, "{path}");
+        }
         assert!(ws.open_existing("out").is_err());
         let (_f, real) = ws.open_existing("in").unwrap();
         assert_eq!(ws.relative(&real), "a.txt");
 
-        assert_eq!(
-            ws.creatable("out").unwrap_err().code,
-            codes::OUTSIDE_WORKSPACE
-        );
-        assert_eq!(
-            ws.creatable("outdir/new").unwrap_err().code,
-            codes::OUTSIDE_WORKSPACE
-        );
-        assert_eq!(
-            ws.creatable("dangling").unwrap_err().code,
-            codes::WRONG_TYPE
-        );
-        assert_eq!(ws.creatable(".").unwrap_err().code, codes::WRONG_TYPE);
+        for (path, code) in [
+            ("out", codes::OUTSIDE_WORKSPACE),
+            ("outdir/new", codes::OUTSIDE_WORKSPACE),
+            ("dangling", codes::WRONG_TYPE),
+            (".", codes::WRONG_TYPE),
+        ] {
+            assert_eq!(ws.creatable(path).unwrap_err().code, code, "{path}");
+        }
         let (parent, name) = ws.creatable("in").unwrap();
         assert_eq!(parent.join(name), ws.root().join("a.txt"));
         let (parent, name) = ws.creatable("new/deep/file").unwrap();

@@ -51,15 +51,23 @@ pub async fn remove(provider: &Provider, id: &str) -> Result<(), ComputerError> 
     Ok(())
 }
 
-/// Base images (the imported root filesystems) that no yy image is built on any more.
-pub async fn unused_bases(provider: &Provider) -> Result<Vec<String>, ComputerError> {
+/// Every image carrying yy's base label: the imported root filesystems, and the images
+/// built on them (which inherit the label).
+async fn bases_and_builds(
+    provider: &Provider,
+) -> Result<Vec<bollard::models::ImageSummary>, ComputerError> {
     let filters: HashMap<&str, Vec<String>> =
         HashMap::from([("label", vec![labels::BASE.to_string()])]);
     let opts = bollard::query_parameters::ListImagesOptionsBuilder::new()
         .all(true)
         .filters(&filters)
         .build();
-    let list = provider.docker().list_images(Some(opts)).await?;
+    Ok(provider.docker().list_images(Some(opts)).await?)
+}
+
+/// Base images (the imported root filesystems) that no yy image is built on any more.
+pub async fn unused_bases(provider: &Provider) -> Result<Vec<String>, ComputerError> {
+    let list = bases_and_builds(provider).await?;
     let children: HashSet<String> = list.iter().map(|i| i.parent_id.clone()).collect();
     Ok(list
         .into_iter()
@@ -72,13 +80,7 @@ pub async fn unused_bases(provider: &Provider) -> Result<Vec<String>, ComputerEr
 /// on top of one of its base images. An image built `FROM` a yy image inherits its labels
 /// but not that parent, and is not listed.
 pub async fn list(provider: &Provider) -> Result<Vec<ImageRow>, ComputerError> {
-    let filters: HashMap<&str, Vec<String>> =
-        HashMap::from([("label", vec![labels::BASE.to_string()])]);
-    let opts = bollard::query_parameters::ListImagesOptionsBuilder::new()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let all = provider.docker().list_images(Some(opts)).await?;
+    let all = bases_and_builds(provider).await?;
     let bases: HashSet<&str> = all
         .iter()
         .filter(|i| !i.labels.contains_key(labels::VERSION))

@@ -136,6 +136,24 @@ fn show<T: fmt::Debug>(v: &T) -> String {
     }
 }
 
+/// A mount as compared: its type, source, target and one flag (read-only as asked for,
+/// writable as mounted).
+type MountRow = (String, String, String, bool);
+
+fn mount_row(
+    typ: Option<impl ToString>,
+    source: Option<String>,
+    target: Option<String>,
+    flag: Option<bool>,
+) -> MountRow {
+    (
+        typ.map(|t| t.to_string()).unwrap_or_default(),
+        source.unwrap_or_default(),
+        target.unwrap_or_default(),
+        flag.unwrap_or(false),
+    )
+}
+
 /// Every difference between `c` and `spec`, whose workspace is at `workspace` (real path),
 /// as `view`'s engine presents it. Podman shows some settings differently from Docker;
 /// each such place below says why its reading is the same property.
@@ -347,18 +365,11 @@ pub fn drifts(
     let sysctls: BTreeMap<String, String> =
         h.sysctls.clone().unwrap_or_default().into_iter().collect();
     k.eq("HostConfig.Sysctls", spec.sysctls(), sysctls);
-    let mut host_mounts: Vec<(String, String, String, bool)> = h
+    let mut host_mounts: Vec<MountRow> = h
         .mounts
         .unwrap_or_default()
         .into_iter()
-        .map(|m| {
-            (
-                m.typ.map(|t| t.to_string()).unwrap_or_default(),
-                m.source.unwrap_or_default(),
-                m.target.unwrap_or_default(),
-                m.read_only.unwrap_or(false),
-            )
-        })
+        .map(|m| mount_row(m.typ, m.source, m.target, m.read_only))
         .collect();
     if podman && host_mounts.is_empty() {
         host_mounts.push(("bind".into(), ws.clone(), spec.guest_cwd.clone(), false));
@@ -375,19 +386,12 @@ pub fn drifts(
     );
 
     // What is really mounted: exactly the workspace, read-write.
-    let mounts: Vec<(String, String, String, bool)> = c
+    let mounts: Vec<MountRow> = c
         .mounts
         .clone()
         .unwrap_or_default()
         .into_iter()
-        .map(|m| {
-            (
-                m.typ.map(|t| t.to_string()).unwrap_or_default(),
-                m.source.unwrap_or_default(),
-                m.destination.unwrap_or_default(),
-                m.rw.unwrap_or(false),
-            )
-        })
+        .map(|m| mount_row(m.typ, m.source, m.destination, m.rw))
         .collect();
     k.eq(
         "Mounts",

@@ -386,28 +386,11 @@ mod tests {
             assert!(parse(bad).is_none(), "{bad:?}");
         }
         // Too much output, or too long a field.
-        assert!(
-            parse(&encode(
-                "i",
-                "s",
-                "k",
-                StdStream::Stdout,
-                0,
-                &[b'a'; MAX_DATA]
-            ))
-            .is_some()
-        );
-        assert!(
-            parse(&encode(
-                "i",
-                "s",
-                "k",
-                StdStream::Stdout,
-                0,
-                &[b'a'; MAX_DATA + 1]
-            ))
-            .is_none()
-        );
+        for (len, taken) in [(MAX_DATA, true), (MAX_DATA + 1, false)] {
+            let data = vec![b'a'; len];
+            let message = encode("i", "s", "k", StdStream::Stdout, 0, &data);
+            assert_eq!(parse(&message).is_some(), taken, "{len} bytes");
+        }
         let mut long = MAGIC.to_vec();
         long.extend_from_slice(&[b's'; MAX_FIELD + 1]);
         long.extend_from_slice(b"\ns\nk\no\n0\nx");
