@@ -1,5 +1,5 @@
 //! `computer_export`: a file of the computer to the user as a verified artifact (the
-//! transfer itself is [`TurnExports`](crate::runner::artifacts::TurnExports)').
+//! transfer itself is [`TurnExports::export`](crate::runner::artifacts::TurnExports::export)).
 
 use serde::Deserialize;
 use serde_json::{Value, json};

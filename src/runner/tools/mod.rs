@@ -3,8 +3,8 @@
 //!
 //! Adding a tool is one item and one line: a type implementing [`Tool`] (its [`Spec`],
 //! typed arguments and handler) in its family's file, or a new file for a new family, and
-//! one line in [`TOOLS`]. A new family also gets a [`Family`] variant, which says which
-//! turns offer it. The model sees the tools in the order of [`TOOLS`].
+//! one line in `TOOLS`. A new family also gets a [`Family`] variant, which says which
+//! turns offer it. The model sees the tools in the order of `TOOLS`.
 //!
 //! There is no browser family: the model starts a desktop's Firefox with `terminal` and
 //! drives it with the screen tools (the guest agent's own browser actions serve the image
