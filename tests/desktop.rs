@@ -564,7 +564,7 @@ fn the_model_and_the_operator_share_the_screen() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    for name in yy::runner::screen_tools::NAMES {
+    for name in yy::runner::tools::names(yy::runner::tools::Family::Screen) {
         assert!(offered.contains(&name), "{name} not offered: {offered:?}");
     }
     // The screenshot's tool message is multi-part: text and a PNG of the whole screen.

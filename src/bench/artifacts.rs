@@ -199,7 +199,7 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
                 spool: spool.clone(),
             });
             let started = Instant::now();
-            let r = exports.export(&guest, &json!({ "path": "blob.bin" })).await;
+            let r = exports.export(&guest, "blob.bin").await;
             let took = started.elapsed();
             if !r["artifact_id"].is_string() {
                 return Err(CliError::failure(format!("the export failed: {r}")).into());

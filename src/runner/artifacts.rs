@@ -369,7 +369,8 @@ impl Write for Capped {
     }
 }
 
-/// The `computer_export` tool of one turn.
+/// The files of one turn: its attachments and inputs in, its exports out
+/// ([`computer_export`](super::tools::export)).
 pub struct TurnExports {
     pub transfer: Transfer,
     done: AtomicU32,
@@ -383,45 +384,25 @@ impl TurnExports {
         }
     }
 
-    /// The tool's schema.
-    pub fn schema() -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": "computer_export",
-                "description": format!("Export a file of your computer to the user as a verified artifact (at most {} MiB, {} per turn). Returns its artifact id, size and SHA-256.", MAX_ARTIFACT_BYTES >> 20, MAX_EXPORTS_PER_TURN),
-                "parameters": {
-                    "type": "object",
-                    "properties": { "path": { "type": "string", "description": "Path relative to the workspace" } },
-                    "required": ["path"],
-                },
-            }
-        })
-    }
-
     /// Snapshots the file in the guest, streams it to the control plane and answers the
     /// model; every failure is an answer too.
-    pub async fn export(&self, guest: &GuestSession, args: &Value) -> Value {
-        match self.try_export(guest, args).await {
+    pub async fn export(&self, guest: &GuestSession, path: &str) -> Value {
+        match self.try_export(guest, path).await {
             Ok(v) => v,
             Err(e) => json!({ "error": e }),
         }
     }
 
-    async fn try_export(&self, guest: &GuestSession, args: &Value) -> Result<Value, String> {
-        let path = args["path"]
-            .as_str()
-            .ok_or("computer_export needs a path")?
-            .to_string();
+    async fn try_export(&self, guest: &GuestSession, path: &str) -> Result<Value, String> {
         let done = self.done.load(Ordering::SeqCst);
         if done >= MAX_EXPORTS_PER_TURN {
             return Err(format!(
                 "refused: this turn already exported {done} files, the limit is {MAX_EXPORTS_PER_TURN} per turn"
             ));
         }
-        let name = artifacts::sanitize_name(&path)
+        let name = artifacts::sanitize_name(path)
             .ok_or_else(|| format!("{path:?} does not name a file"))?;
-        let stat = guest.stat(&path).await.map_err(|e| e.to_string())?;
+        let stat = guest.stat(path).await.map_err(|e| e.to_string())?;
         if stat.kind != "file" {
             return Err(format!(
                 "{path} is {}, not a regular file",
@@ -429,10 +410,10 @@ impl TurnExports {
             ));
         }
         if stat.size > MAX_ARTIFACT_BYTES {
-            return Err(format!("refused: {}", too_large(&path, stat.size)));
+            return Err(format!("refused: {}", too_large(path, stat.size)));
         }
         let (spool, file) = self.transfer.spool_file()?;
-        let exported = match guest.host_workspace().and_then(|w| w.open_file(&path)) {
+        let exported = match guest.host_workspace().and_then(|w| w.open_file(path)) {
             // A plain file: copied through the workspace's bind mount on this host.
             Some((mut from, shown)) => {
                 let mut to = file;
@@ -448,7 +429,7 @@ impl TurnExports {
             None => {
                 let mut sink = Capped { file, written: 0 };
                 let r = guest
-                    .export(&path, &mut sink)
+                    .export(path, &mut sink)
                     .await
                     .map_err(|e| format!("cannot export {path}: {e}"))?;
                 sink.flush().map_err(|e| e.to_string())?;

@@ -16,20 +16,15 @@ use super::computers::Computers;
 use super::live_output::LiveOutput;
 use super::model;
 use super::pauses::Gate;
+use super::tools::{self, TurnKind, TurnTools};
 use super::worker::{WorkerError, Workers};
 use super::worker_pipe::{FromWorker, HistoryLine, ToWorker};
 use crate::api::sessions::{
     ComputerReady, TextDelta, ToolComplete, ToolStart, TurnEvent, TurnResult, WorkerTurnPayload,
 };
-use crate::computer::protocol::ExecParams;
-use crate::computer::session::GuestSession;
 
 /// How long a stopped turn's Worker gets to end its model loop before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-/// Output kept of each stream of a `terminal` call: what a model can use.
-const TERMINAL_OUTPUT_CAP: u64 = 64 * 1024;
-/// Largest file `read_file` returns.
-const READ_CAP: u64 = 256 * 1024;
 
 /// What a Worker turn needs from the Runner.
 pub struct WorkerHost<'a> {
@@ -37,69 +32,11 @@ pub struct WorkerHost<'a> {
     pub workers: &'a Workers,
     pub hermes_home: &'a Path,
     pub allowed_profiles: &'a [String],
-    /// `computer_export` and the turn's attachments.
+    /// The turn's attachments and inputs, and `computer_export`.
     pub exports: &'a TurnExports,
     /// The control plane, for team-tool calls of an admin agent's turn.
     pub control: &'a super::client::MachineClient,
     pub generation: i64,
-}
-
-/// The tools of a computer agent's turn, and nothing else; a desktop computer adds the
-/// screen tools.
-pub fn tool_schemas(desktop: bool) -> Value {
-    let tool = |name: &str, description: &str, properties: Value, required: &[&str]| {
-        json!({
-            "type": "function",
-            "function": {
-                "name": name,
-                "description": description,
-                "parameters": { "type": "object", "properties": properties, "required": required },
-            }
-        })
-    };
-    let mut tools = json!([
-        tool(
-            "terminal",
-            "Run a shell command in your computer (Linux), in your working directory. Returns the exit code, stdout and stderr.",
-            json!({
-                "command": { "type": "string", "description": "The command line for /bin/sh -c" },
-                "timeout": { "type": "integer", "description": "Seconds before it is killed (default 60)" }
-            }),
-            &["command"],
-        ),
-        tool(
-            "read_file",
-            "Read a text file of your computer's workspace.",
-            json!({ "path": { "type": "string", "description": "Path relative to the workspace" } }),
-            &["path"],
-        ),
-        tool(
-            "write_file",
-            "Write (create or replace) a file in your computer's workspace.",
-            json!({
-                "path": { "type": "string", "description": "Path relative to the workspace" },
-                "content": { "type": "string" }
-            }),
-            &["path", "content"],
-        ),
-        tool(
-            "list_files",
-            "List a directory of your computer's workspace.",
-            json!({ "path": { "type": "string", "description": "Directory relative to the workspace (default: the workspace)" } }),
-            &[],
-        ),
-    ]);
-    tools
-        .as_array_mut()
-        .expect("an array")
-        .push(TurnExports::schema());
-    if desktop {
-        tools
-            .as_array_mut()
-            .expect("an array")
-            .extend(super::screen_tools::schemas());
-    }
-    tools
 }
 
 /// Runs one turn; every event goes to `events` as it happens. `stop` interrupts the model
@@ -154,12 +91,14 @@ pub async fn turn(
         .take(&agent)
         .await
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
-    let mut tools = tool_schemas(desktop);
+    let offered = TurnTools::new(TurnKind {
+        desktop,
+        team: p.team_tools.is_some(),
+    });
+    let schemas = offered.schemas();
     let mut system = system_prompt(&p.computer.guest_cwd, desktop);
     if p.team_tools.is_some() {
-        let list = tools.as_array_mut().expect("an array");
-        list.extend(super::team_tools::schemas());
-        system.push_str(super::team_tools::SYSTEM_NOTE);
+        system.push_str(tools::team::SYSTEM_NOTE);
     }
     let history = p
         .history
@@ -173,7 +112,7 @@ pub async fn turn(
         .send(&ToWorker::Turn {
             session: &p.session_id,
             model: settings.to_wire(),
-            tools: &tools,
+            tools: &schemas,
             message: &message,
             history,
             system: &system,
@@ -234,27 +173,28 @@ pub async fn turn(
                 } else {
                     match host.pool.pauses.enter(computer, &stop, paused).await {
                         Gate::Run => {
-                            let r = match (&p.team_tools, super::team_tools::is_team_tool(&name)) {
-                                (Some(id), true) => {
-                                    super::team_tools::forward(
-                                        host.control,
-                                        host.generation,
-                                        id,
-                                        &name,
-                                        &args,
-                                    )
-                                    .await
-                                }
-                                _ => {
+                            let r = match offered.find(&name) {
+                                None => tools::not_offered(&name),
+                                Some(tool) => {
                                     // A guest session that ended (its agent died, or broke
                                     // the protocol) is replaced by a fresh one.
-                                    if guest.is_closed()
+                                    if tool.family().in_guest()
+                                        && guest.is_closed()
                                         && let Ok(fresh) =
                                             host.pool.guest_under(computer, p.computer.fence).await
                                     {
                                         guest = fresh;
                                     }
-                                    run_tool(&guest, &name, &args, &stop, host.exports, &live).await
+                                    let call = tools::Call {
+                                        guest: &guest,
+                                        stop: &stop,
+                                        live: &live,
+                                        exports: host.exports,
+                                        control: host.control,
+                                        generation: host.generation,
+                                        team: p.team_tools.as_deref(),
+                                    };
+                                    tool.call(&args, &call).await
                                 }
                             };
                             host.pool.pauses.leave(computer);
@@ -272,7 +212,7 @@ pub async fn turn(
                     tool_id: call_id.clone(),
                     name,
                     args,
-                    result: super::screen_tools::for_event(&result),
+                    result: tools::screen::for_event(&result),
                 }));
                 // A multimodal envelope (a screenshot) goes over as it is: the Worker hands
                 // it to Hermes, which gives the image to vision models.
@@ -282,7 +222,7 @@ pub async fn turn(
                     stopping = Some(tokio::time::Instant::now() + STOP_GRACE);
                     let _ = worker.send(&ToWorker::Interrupt).await;
                 }
-                let content = if result["_multimodal"] == json!(true) {
+                let content = if tools::screen::is_multimodal(&result) {
                     result
                 } else {
                     Value::String(serde_json::to_string(&result).expect("serializes"))
@@ -375,84 +315,6 @@ fn system_prompt(cwd: &str, desktop: bool) -> String {
         ));
     }
     text
-}
-
-/// Runs one tool call in the guest. Every failure is an answer to the model, not an error
-/// of the turn.
-async fn run_tool(
-    guest: &GuestSession,
-    name: &str,
-    args: &Value,
-    stop: &CancellationToken,
-    exports: &TurnExports,
-    live: &LiveOutput,
-) -> Value {
-    if name == "computer_export" {
-        return exports.export(guest, args).await;
-    }
-    if super::screen_tools::is_screen_tool(name) {
-        return super::screen_tools::run(guest, name, args).await;
-    }
-    let text = |key: &str| args[key].as_str().map(str::to_string);
-    let outcome: Result<Value, String> = match name {
-        "terminal" => match text("command") {
-            None => Err("terminal needs a command".into()),
-            Some(command) => {
-                let seconds = args["timeout"].as_u64().unwrap_or(60).clamp(1, 3600);
-                let params = ExecParams {
-                    shell: Some(command),
-                    timeout_ms: Some(seconds * 1000),
-                    output_cap_bytes: Some(TERMINAL_OUTPUT_CAP),
-                    ..ExecParams::default()
-                };
-                guest
-                    .exec_live(params, Some(stop), &mut |stream, text| {
-                        live.push(stream, text)
-                    })
-                    .await
-                    .map_err(|e| e.to_string())
-                    .map(|r| {
-                        json!({
-                            "exit_code": r.exit_code,
-                            "stdout": r.stdout,
-                            "stderr": r.stderr,
-                            "timed_out": r.timed_out,
-                            "truncated": r.truncated,
-                        })
-                    })
-            }
-        },
-        "read_file" => match text("path") {
-            None => Err("read_file needs a path".into()),
-            Some(path) => guest
-                .read(&path, Some(READ_CAP))
-                .await
-                .map_err(|e| e.to_string())
-                .map(|(r, data)| {
-                    json!({
-                        "path": r.path,
-                        "size": r.size,
-                        "truncated": r.truncated,
-                        "content": String::from_utf8_lossy(&data),
-                    })
-                }),
-        },
-        "write_file" => match (text("path"), text("content")) {
-            (Some(path), Some(content)) => guest
-                .write(&path, content.as_bytes(), None)
-                .await
-                .map_err(|e| e.to_string())
-                .map(|r| json!({ "path": r.path, "size": r.size, "sha256": r.sha256 })),
-            _ => Err("write_file needs a path and content".into()),
-        },
-        "list_files" => guest
-            .list(&text("path").unwrap_or_else(|| ".".into()))
-            .await
-            .map_err(|e| e.to_string())
-            .map(|r| serde_json::to_value(r).unwrap_or_default()),
-        other => Err(format!("tool {other:?} is not available in this computer")),
-    };
-    outcome.unwrap_or_else(|e| json!({ "error": e }))
 }
 
 /// Stops Workers that were idle too long, until the Runner stops.
