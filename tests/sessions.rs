@@ -69,10 +69,11 @@ fn chat_in_background(s: &Setup, message: &str) -> Bg {
     s.env.background(&s.server, &["chat", "bot", message])
 }
 
-/// Waits until the model received the turn's request (Hermes is past its start-up probes).
+/// Waits until the model received the turn's request (Hermes is past its start-up probes,
+/// which take a while when other test binaries start their Hermes at the same time).
 fn wait_streaming(model: &FakeModel) {
     wait_for(
-        Duration::from_secs(30),
+        Duration::from_secs(120),
         "the model to stream the turn",
         || (!model.steps().is_empty()).then_some(()),
     );

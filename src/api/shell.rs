@@ -23,6 +23,26 @@ pub fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig 
         .max_write_buffer_size(4 * MAX_FRAME)
 }
 
+/// A relay leg's WebSocket, as the CLI and the Runner open it.
+pub type RelaySocket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens a relay leg with [`ws_config`]'s limits, over TLS when `connector` says so; no
+/// Nagle delay (keystrokes are small).
+pub async fn connect(
+    request: tokio_tungstenite::tungstenite::handshake::client::Request,
+    connector: Option<tokio_tungstenite::Connector>,
+) -> Result<RelaySocket, tokio_tungstenite::tungstenite::Error> {
+    let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(
+        request,
+        Some(ws_config()),
+        true,
+        connector,
+    )
+    .await?;
+    Ok(ws)
+}
+
 /// A control message (a text frame).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -259,17 +259,35 @@ async fn web_frames(
 /// back through the control plane; control is taken first and released after.
 /// Clicks by admin API calls, as input always goes: under control, with its fence and the
 /// latest frame's id. Each click's time, and each click's with its read-back.
-async fn controlled_clicks(
+/// Takes control of computer `id`, waits until its model is paused, runs `work` with the
+/// control fence, and hands control back whatever `work` gave.
+async fn under_control<T, Fut>(
     admin: &Client,
     id: &str,
-    n: usize,
-) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    work: impl FnOnce(i64) -> Fut,
+) -> anyhow::Result<T>
+where
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
     let c = admin.computer_control(id).await?;
     let fence = c.control_fence;
     let result = async {
         let pause = c.command_id.clone().unwrap_or_default();
         let cmd = admin.wait_command(&pause, None).await?;
         crate::client::result_of::<serde_json::Value>(cmd, "pause")?;
+        work(fence).await
+    }
+    .await;
+    let _ = admin.computer_control_renew(id, fence, true).await;
+    result
+}
+
+async fn controlled_clicks(
+    admin: &Client,
+    id: &str,
+    n: usize,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    under_control(admin, id, |fence| async move {
         let frame = admin
             .computer_screen_act(id, &ScreenAction::Screenshot, None, None)
             .await?
@@ -290,11 +308,9 @@ async fn controlled_clicks(
             readbacks.push(started.elapsed());
             cursor_is_at(&r, x, y)?;
         }
-        Ok::<_, anyhow::Error>((clicks, readbacks))
-    }
-    .await;
-    let _ = admin.computer_control_renew(id, fence, true).await;
-    result
+        Ok((clicks, readbacks))
+    })
+    .await
 }
 
 /// A click landed: the cursor read back is where it was sent.
@@ -310,12 +326,7 @@ fn cursor_is_at(r: &crate::api::screen::ScreenResult, x: i32, y: i32) -> anyhow:
 }
 
 async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Duration>> {
-    let c = admin.computer_control(id).await?;
-    let fence = c.control_fence;
-    let result = async {
-        let pause = c.command_id.clone().unwrap_or_default();
-        let cmd = admin.wait_command(&pause, None).await?;
-        crate::client::result_of::<serde_json::Value>(cmd, "pause")?;
+    under_control(admin, id, |fence| async move {
         let served = crate::web_view::serve(admin.clone(), id.to_string(), Some(fence)).await?;
         let clicks = async {
             let page = Page::sign_in(&served).await?;
@@ -337,8 +348,6 @@ async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Du
         .await;
         served.stop().await;
         clicks
-    }
-    .await;
-    let _ = admin.computer_control_renew(id, fence, true).await;
-    result
+    })
+    .await
 }

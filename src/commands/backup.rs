@@ -36,6 +36,13 @@ pub struct CreateArgs {
     /// Data directory of `yy serve` [default: $XDG_DATA_HOME/yy]
     #[arg(long, value_name = "DIR", env = "YY_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub archive: ArchiveOut,
+}
+
+/// Where `backup create` and `runner backup` write, and how they report.
+#[derive(Debug, Args)]
+pub struct ArchiveOut {
     /// The archive to write (written to a temporary file, synced, then renamed)
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
@@ -77,15 +84,8 @@ pub struct RunnerBackupArgs {
     /// The Runner's data directory (`yy runner run --data-dir`)
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
-    /// The archive to write (written to a temporary file, synced, then renamed)
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: PathBuf,
-    /// Replace FILE if it exists
-    #[arg(long)]
-    pub force: bool,
-    /// Print the summary as JSON
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub archive: ArchiveOut,
 }
 
 #[derive(Debug, Args)]
@@ -169,9 +169,9 @@ fn print_created(c: &Created, as_json: bool) -> anyhow::Result<()> {
 
 async fn create(a: CreateArgs) -> anyhow::Result<()> {
     let dir = data_dir_or_default(a.data_dir)?;
-    let json = a.json;
+    let json = a.archive.json;
     let created = blocking(move || {
-        let out = collect::check_output(&dir, &a.output, a.force)?;
+        let out = collect::check_output(&dir, &a.archive.output, a.archive.force)?;
         let s = Siblings::of(&dir)?;
         // Shared: `yy serve` goes on; a restore cannot swap the directory meanwhile.
         let busy = || {
@@ -407,7 +407,7 @@ pub async fn runner_backup(a: RunnerBackupArgs) -> anyhow::Result<()> {
     .await?;
     let stopped = backup::computers::stop_all(&s.dir).await.map_err(cli)?;
     let created = blocking(move || {
-        let out = collect::check_output(&s.dir, &a.output, a.force)?;
+        let out = collect::check_output(&s.dir, &a.archive.output, a.archive.force)?;
         // Workspaces with a size limit are disk images: their files are read mounted.
         let mounted =
             workspaces::mount_for_backup(&s.dir).map_err(|e| BackupError::Io(e.to_string()))?;
@@ -417,7 +417,7 @@ pub async fn runner_backup(a: RunnerBackupArgs) -> anyhow::Result<()> {
         created
     })
     .await?;
-    print_created(&created, a.json)
+    print_created(&created, a.archive.json)
 }
 
 pub async fn runner_restore(a: RunnerRestoreArgs) -> anyhow::Result<()> {

@@ -18,8 +18,7 @@ use crate::api::shell::{Control, DETACH_BYTE};
 use crate::client::{Client, ClientError};
 use crate::output;
 
-pub type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub type Socket = crate::api::shell::RelaySocket;
 
 /// How the shell session ended.
 #[derive(Debug, Default)]
@@ -48,15 +47,9 @@ pub async fn connect(
         path.push_str(&format!("&cols={cols}&rows={rows}"));
     }
     let req = client.websocket(&path)?;
-    let config = crate::api::shell::ws_config();
-    let connecting = tokio_tungstenite::connect_async_tls_with_config(
-        req,
-        Some(config),
-        true,
-        client.websocket_connector(),
-    );
+    let connecting = crate::api::shell::connect(req, client.websocket_connector());
     match tokio::time::timeout(Duration::from_secs(30), connecting).await {
-        Ok(Ok((ws, _))) => Ok(ws),
+        Ok(Ok(ws)) => Ok(ws),
         Ok(Err(tungstenite::Error::Http(resp))) => Err(client.refused(
             resp.status().as_u16(),
             resp.body().as_deref().unwrap_or_default(),

@@ -44,8 +44,7 @@ type Output = std::pin::Pin<
     Box<dyn Stream<Item = Result<bollard::container::LogOutput, bollard::errors::Error>> + Send>,
 >;
 type Input = std::pin::Pin<Box<dyn AsyncWrite + Send>>;
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Socket = crate::api::shell::RelaySocket;
 
 /// Opens the shell and its relay; answers once both are up (the relay then runs on its
 /// own until it ends). The computer's fence must be the one this Runner holds.
@@ -65,15 +64,9 @@ pub async fn open(
     let req = client
         .websocket(&format!("runner/v1/shell/{}", p.relay_id), generation)
         .map_err(|e| CommandFailure::failed(e.to_string()))?;
-    let config = crate::api::shell::ws_config();
-    let connecting = tokio_tungstenite::connect_async_tls_with_config(
-        req,
-        Some(config),
-        true,
-        client.websocket_connector(),
-    );
+    let connecting = crate::api::shell::connect(req, client.websocket_connector());
     let mut ws = match tokio::time::timeout(Duration::from_secs(15), connecting).await {
-        Ok(Ok((ws, _))) => ws,
+        Ok(Ok(ws)) => ws,
         Ok(Err(e)) => {
             return Err(CommandFailure::failed(format!(
                 "cannot connect the shell relay: {}",
