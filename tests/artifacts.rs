@@ -504,7 +504,12 @@ fn follow(
     token: &str,
     command: &str,
 ) -> (u16, u64, std::io::BufReader<std::net::TcpStream>) {
-    use std::io::{BufRead, Write};
+    follow_answer(ask_follow(addr, token, command))
+}
+
+/// Sends the follow request of [`follow`].
+fn ask_follow(addr: &str, token: &str, command: &str) -> std::net::TcpStream {
+    use std::io::Write;
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(20)))
@@ -514,6 +519,14 @@ fn follow(
         "GET /api/v1/commands/{command}/artifact HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
+    stream
+}
+
+/// Reads the answer of [`ask_follow`] up to its body.
+fn follow_answer(
+    stream: std::net::TcpStream,
+) -> (u16, u64, std::io::BufReader<std::net::TcpStream>) {
+    use std::io::BufRead;
     let mut reader = std::io::BufReader::new(stream);
     let (mut status, mut length) = (0, 0);
     loop {
@@ -545,17 +558,18 @@ fn a_fetch_is_followed_chunk_by_chunk_while_it_uploads_and_cut_off_when_it_start
     let crc = |p: &str| format!("{:08x}", crc32fast::hash(p.as_bytes()));
     // The follow is asked for before the Runner begins: it answers once the upload exists.
     let admin = r.env.stored_token();
+    // Asked, and read by the server (whose handler subscribes, then looks for the upload).
+    let stream = ask_follow(&r.server.addr(), &admin, &r.command);
+    common::waits::wait_read_by_peer(&stream, "the server to read the follow request");
     let asked = std::thread::spawn({
-        let (addr, admin, command) = (r.server.addr(), admin.clone(), r.command.clone());
         move || {
-            let (status, length, mut body) = follow(&addr, &admin, &command);
+            let (status, length, mut body) = follow_answer(stream);
             // Nothing past the first verified chunk can arrive before the second is sent.
             let mut first = vec![0u8; 64 * 1024];
             body.read_exact(&mut first).unwrap();
             (status, length, first, body)
         }
     });
-    std::thread::sleep(std::time::Duration::from_millis(300));
     let begin = json!({
         "command_id": r.command, "name": "out.txt", "size": data.len(),
         "chunk_size": chunk, "source_path": "/srv/out.txt",

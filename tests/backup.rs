@@ -136,6 +136,8 @@ fn a_backup_taken_while_agents_are_created_restores_every_acknowledged_one() {
                 .unwrap();
                 assert_eq!(status, 200, "{text}");
                 acked.lock().unwrap().push(format!("agent-{i}"));
+                // Fixed pause, kept: the writer's pace spreads its writes over the backup
+                // (which is what is under test); it waits for nothing.
                 std::thread::sleep(Duration::from_millis(5));
             }
         })

@@ -150,13 +150,18 @@ fn the_third_computer_waits_for_a_slot_of_the_default_pool() {
         "a3's computer to be starting",
         || find_a3().filter(|c| c["state"] == "starting"),
     );
-    std::thread::sleep(Duration::from_secs(2)); // it keeps waiting while the pool is full
-    assert_eq!(find_a3().unwrap()["state"], "starting");
-    assert!(
-        s.runner.log().contains("waiting for a free slot"),
-        "{}",
-        s.runner.log()
+    // The Runner says it waits for a slot (a wait without a deadline of its own)...
+    wait_for(
+        Duration::from_secs(20),
+        "the Runner to wait for a slot",
+        || {
+            s.runner
+                .log()
+                .contains("waiting for a free slot")
+                .then_some(())
+        },
     );
+    assert_eq!(find_a3().unwrap()["state"], "starting");
     // ...and starts as soon as stopping one frees a slot.
     env.json(&["computer", "stop", &a1]);
     let out = third.output();

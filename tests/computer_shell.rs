@@ -245,7 +245,19 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
 
     // Ctrl-C interrupts the remote program, not yy; the session goes on.
     type_("sleep 100; echo SLEPT-$((2+3))\r");
-    std::thread::sleep(Duration::from_secs(1));
+    // Ctrl-C once the program runs in the guest.
+    common::wait_for(Duration::from_secs(20), "sleep 100 running", || {
+        let out = env.run(&[
+            "computer",
+            "exec",
+            &id,
+            "--",
+            "sh",
+            "-c",
+            "ps -eo args | grep -cx 'sleep 100' || true",
+        ]);
+        (out.stdout.trim() == "1").then_some(())
+    });
     let interrupted = Instant::now();
     type_("\x03");
     type_("echo INT-$((4+4))\r");

@@ -136,7 +136,8 @@ fn idle_sockets_past_the_file_limit_keep_out_neither_health_checks_nor_long_poll
             (out, t.elapsed())
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    // It got in once the server holds it parked.
+    env.wait_longpolls(&server, 1);
     let second = idle_sockets(&addr, 1100);
     let took2 = health(&addr);
     assert_eq!(second.len(), 1100, "every idle socket got in");

@@ -683,19 +683,30 @@ fn attach_shows_the_running_turn_live() {
     };
     let computer = s.env.json(&["computer", "create", "--agent", "box"]);
     let id = computer["id"].as_str().unwrap().to_string();
-    let attach = s.env.background(&s.server, &["computer", "attach", &id]);
-    std::thread::sleep(Duration::from_millis(500));
+    let mut attach = s
+        .env
+        .command(&["computer", "attach", &id])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = common::lines_of(attach.stdout.take().unwrap());
+    let err = common::lines_of(attach.stderr.take().unwrap());
+    let mut said = Vec::new();
+    // It looked for a running turn (so it follows, and its Ctrl-C handler is set).
+    common::wait_line(&err, "no turn is running", &mut said);
     s.env.run(&["chat", "box", "run it"]).ok();
-    std::thread::sleep(Duration::from_secs(3));
-    let pid = attach.0.as_ref().unwrap().id() as i32;
+    let mut shown = Vec::new();
+    common::wait_line(&out, "ended complete", &mut shown);
     // SAFETY: signalling the child this test started.
     unsafe {
-        libc::kill(pid, libc::SIGINT);
+        libc::kill(attach.id() as i32, libc::SIGINT);
     }
-    let out = attach.output();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let status = attach.wait().unwrap();
+    common::wait_line(&err, "detached", &mut said);
+    let stdout = shown.join("\n");
+    let stderr = said.join("\n");
+    assert!(status.success(), "{stdout}\n{stderr}");
     assert!(stderr.contains("read-only"), "{stderr}");
     assert!(stdout.contains("[tool terminal started]"), "{stdout}");
     assert!(stdout.contains("agent-output-42"), "{stdout}");
@@ -816,15 +827,21 @@ fn an_operator_takes_over_and_hands_back_with_a_note() {
             &frame,
         ])
         .fails(1, "not the current frame");
-    // The model's next tool did not run.
-    std::thread::sleep(Duration::from_secs(2));
+    // The model's next tool did not run: the turn says it waits at that call.
+    let session = s.env.wait_session_of("box");
+    s.env.wait_event(
+        &s.server,
+        &session,
+        "the model's next tool call held by the pause",
+        common::waits::is_paused_event,
+    );
     assert!(!ws.join("second.txt").exists(), "the next tool ran");
-    // Detach: control ends, the model stays paused.
+    // Detach: control ends, the model stays paused (no resume was sent to wake it).
     drop(stdin);
     let status = attach.wait().unwrap();
     assert!(status.success());
     common::wait_line(&err, "stays paused", &mut seen);
-    std::thread::sleep(Duration::from_secs(2));
+    s.env.assert_no_resume(&s.reg.id);
     assert!(!ws.join("second.txt").exists(), "resumed by itself");
     let shown = s.env.json(&["session", "list"]);
     assert_eq!(shown[0]["state"], "running", "{shown}");
@@ -897,7 +914,14 @@ fn a_lost_connection_ends_control_and_the_model_stays_paused() {
     let mut seen = Vec::new();
     common::wait_line(&err, "you have control", &mut seen);
     let chat = s.env.background(&s.server, &["chat", "box", "two steps"]);
-    std::thread::sleep(Duration::from_secs(8));
+    // The turn reaches its first tool call and says it waits there.
+    let session = s.env.wait_session_of("box");
+    s.env.wait_event(
+        &s.server,
+        &session,
+        "the first tool call held by the pause",
+        common::waits::is_paused_event,
+    );
     assert!(!ws.join("one.txt").exists(), "a tool ran under control");
     // The connection is lost: no release, no more renewals.
     attach.kill().unwrap();
@@ -918,8 +942,12 @@ fn a_lost_connection_ends_control_and_the_model_stays_paused() {
         "{:?}",
         lost.elapsed()
     );
-    // Nothing resumed by itself.
-    std::thread::sleep(Duration::from_secs(2));
+    // Nothing resumed by itself: no resume was sent to wake the waiting call.
+    s.env.assert_no_resume(&s.reg.id);
+    assert_eq!(
+        s.env.json(&["computer", "show", &id])["control"]["paused"],
+        true
+    );
     assert!(!ws.join("one.txt").exists(), "resumed by itself");
     let sessions = s.env.json(&["session", "list"]);
     assert_eq!(sessions[0]["state"], "running", "{sessions}");
@@ -1053,7 +1081,16 @@ fn the_web_view_shows_the_screen_and_sends_input_under_the_fence() {
         common::wait_for(Duration::from_secs(30), "the terminal", || {
             ws.join("xterm-up").exists().then_some(())
         });
-        std::thread::sleep(Duration::from_millis(500));
+        // Click once the page's own frame shows the window where the click goes: screen
+        // pixel (100, 100) is no longer the wallpaper's colour.
+        let [r, g, bl] = wallpaper_rgb(100, 800);
+        b.wait_for(
+            &format!(
+                "(() => {{ const i = document.getElementById('screen'); const c = document.createElement('canvas'); c.width = i.naturalWidth; c.height = i.naturalHeight; const x = c.getContext('2d'); x.drawImage(i, 0, 0); const d = x.getImageData(100, 100, 1, 1).data; return Math.max(Math.abs(d[0] - {r}), Math.abs(d[1] - {g}), Math.abs(d[2] - {bl})) > 32 && d.join(','); }})()"
+            ),
+            "the terminal's window on the page's frame",
+        )
+        .await;
         b.point_at(left + 50.0, top + 50.0).await;
         b.click(left + 50.0, top + 50.0).await;
         let said = b

@@ -106,6 +106,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
   for i in $(seq 1 300); do
     printf '{"id":%d,"type":"result","result":{"exit_code":0,"signal":null,"stdout":"FORGED\\n","stderr":"","stdout_truncated":false,"stderr_truncated":false,"truncated":false,"timed_out":false,"cancelled":false,"duration_ms":1}}\n' "$i"
   done >"/proc/$pid/fd/1" 2>/dev/null
+  echo >>/tmp/forged-rounds
   sleep 0.05
 done"#;
     let bg = s
@@ -117,13 +118,32 @@ done"#;
         .unwrap();
     assert_eq!(bg.exit_code, Some(0), "{bg:?}");
     let hostname = docker_ok(&["inspect", "--format", "{{.Config.Hostname}}", &id]);
+    // Rounds of the flood so far, counted beside the session (by the engine).
+    let rounds = || {
+        docker_ok(&[
+            "exec",
+            &id,
+            "sh",
+            "-c",
+            "cat /tmp/forged-rounds 2>/dev/null | wc -l",
+        ])
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+    };
     for _ in 0..3 {
         let r = s
             .exec(ExecParams::argv(["cat", "/etc/hostname"]), None)
             .await
             .unwrap();
         assert_eq!(r.stdout.trim(), hostname, "{r:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Another round of forged answers before the next request.
+        let seen = rounds();
+        common::wait_for_async(Duration::from_secs(20), "another round of forging", || {
+            let now = rounds();
+            async move { (now > seen).then_some(()) }
+        })
+        .await;
     }
     assert!(!s.is_closed(), "{:?}", s.ended());
     // It said who it is: commands as 1000, itself apart.

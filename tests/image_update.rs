@@ -117,10 +117,11 @@ fn an_image_update_is_accepted_waits_for_idle_moves_computers_and_rolls_back() {
             .any(|c| c["kind"] == "computer.exec" && c["state"] == "running")
             .then_some(())
     });
-    let update = env.background(
+    let mut update = env.background(
         &server,
         &["runner", "update", &reg.id, "--computer-image", &new],
     );
+    let update_err = common::lines_of(update.0.as_mut().unwrap().stderr.take().unwrap());
     let waiting = wait_for(
         Duration::from_secs(120),
         "the new image accepted and waiting",
@@ -145,12 +146,22 @@ fn an_image_update_is_accepted_waits_for_idle_moves_computers_and_rolls_back() {
         "{}",
         shown.stdout
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // The switch is decided when a computer command ends: one more that ends now makes
+    // that decision again, with the busy one still running.
+    env.run(&["computer", "exec", &id, "--", "true"]).ok();
+    let shown = env.json(&["runner", "show", &reg.id]);
     assert_eq!(
-        env.json(&["runner", "show", &reg.id])["computer_image"],
+        shown["computer_image"],
         old.as_str(),
         "still busy: no switch"
     );
+    assert_eq!(
+        shown["pending_reason"], "accepted; waiting for 1 computer command",
+        "{shown}"
+    );
+    // The waiting `yy runner update` says why it waits.
+    let mut said = Vec::new();
+    common::wait_line(&update_err, "waiting for 1 computer command", &mut said);
 
     // Idle: the switch follows the end of the last computer command.
     std::fs::write(
@@ -164,12 +175,9 @@ fn an_image_update_is_accepted_waits_for_idle_moves_computers_and_rolls_back() {
     let out = busy.output();
     assert!(out.status.success(), "{out:?}");
     let out = update.output();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    said.extend(update_err.iter());
+    let stderr = said.join("\n");
     assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("waiting for 1 computer command"),
-        "{stderr}"
-    );
     let container = stderr
         .split("acceptance computer ")
         .nth(1)

@@ -312,7 +312,9 @@ fn cancelling_a_running_command_stops_it_and_races_end_in_exactly_one_outcome() 
             .as_str()
             .unwrap()
             .to_string();
-        // Staggered on purpose: the cancel lands before, during and after the ping's run.
+        // Fixed pause, kept: not a wait for anything but the race's input. Staggered, the
+        // cancel lands before, during and after the ping's 30 ms run; no event exists to
+        // aim a cancel into a window that short, and the outcome is checked either way.
         std::thread::sleep(Duration::from_millis(i * 4));
         let (status, body) = common::http(
             &server.addr(),
@@ -529,11 +531,9 @@ fn disable_ends_the_long_poll_at_once_and_the_token_never_works_again() {
         runner,
         ..
     } = &mut setup();
-    // Kept on purpose: what is under test is a disable while the Runner's lease request is
-    // parked on the server, and nothing outside the server shows that it is; the Runner
-    // sends it right after connecting. Were it not parked yet, the lease would be refused
-    // at once all the same: this pause cannot make the test fail, only keep it on its path.
-    std::thread::sleep(Duration::from_millis(300));
+    // What is under test is a disable while the Runner's lease request is parked on the
+    // server (`yy_longpolls`); the Runner sends it right after connecting.
+    env.wait_longpolls(server, 1);
     let asked = Instant::now();
     env.run(&["runner", "disable", &reg.id, "--yes"]).ok();
     let code = runner.wait_exit(Duration::from_secs(5));

@@ -724,7 +724,9 @@ fn chats_to_a_busy_agent_queue_and_complete_in_order() {
     let (mut fourth, lines) = queued_chat(&s, "the fourth message");
     let mut seen = Vec::new();
     common::wait_line(&lines, "queued: 2 ahead of this turn", &mut seen);
-    std::thread::sleep(Duration::from_millis(300));
+    // Then it says the wait again from its first look at the turn's events, which runs
+    // beside its Ctrl-C handler: from then on Ctrl-C cancels instead of killing it.
+    common::wait_line(&lines, "Ctrl-C cancels the turn", &mut seen);
     let pid = fourth.0.as_ref().unwrap().id() as i32;
     unsafe { libc::kill(pid, libc::SIGINT) };
     let status = fourth.0.as_mut().unwrap().wait().unwrap();
@@ -849,7 +851,16 @@ fn disabling_an_account_stops_its_running_turn_and_refuses_its_queued_one() {
             .contains("disabled"),
         "{shown}"
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    // A turn reaches the model only as a command to its Runner, and the refused turn
+    // (final) never became one: the one turn command is the stopped turn's.
+    let cmds = s.env.json(&["runner", "commands", &s.reg.id]);
+    let turns = cmds
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "session.turn")
+        .count();
+    assert_eq!(turns, 1, "{cmds:#}");
     let log = std::fs::read_to_string(&s.model.log).unwrap();
     assert!(
         !log.contains("alice waits"),

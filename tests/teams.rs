@@ -202,7 +202,8 @@ fn an_admin_model_builds_a_team_reviews_reworks_and_the_result_comes_back_once()
             .contains(artifact_id)
     );
     assert_eq!(results[0]["final_text"], "Your report is ready.");
-    std::thread::sleep(Duration::from_secs(3));
+    // The scheduler delivers: after two more whole passes a second delivery would show.
+    s.env.wait_scheduler_passes(&s.server, 2);
     assert_eq!(
         s.env.json(&["session", "show", &origin])["turns"]
             .as_array()
@@ -640,7 +641,8 @@ fn a_stopped_goal_runs_no_further_turn_until_it_is_resumed() {
         (g["subtasks"][0]["state"] == "queued").then_some(g)
     });
     let member_session = g["subtasks"][0]["session_id"].as_str().unwrap().to_string();
-    std::thread::sleep(Duration::from_secs(5));
+    // The scheduler admits queued subtasks: two more whole passes had their chance to.
+    s.env.wait_scheduler_passes(&s.server, 2);
     let session = s.env.json(&["session", "show", &member_session]);
     let turns = session["turns"].as_array().unwrap();
     assert_eq!(turns.len(), 1, "no further turn: {session:#}");
@@ -896,16 +898,39 @@ fn team_tools_wait_like_every_tool_while_an_operator_has_the_computer() {
             .filter(|a| members.iter().any(|m| a["name"] == m.as_str()))
             .count()
     };
-    // The model asks for its team calls meanwhile; none runs while it is paused.
-    wait_for(Duration::from_secs(60), "the model's team calls", || {
-        (s.model.steps().len() >= 2).then_some(())
-    });
-    std::thread::sleep(Duration::from_secs(6));
+    // The model asks for its team calls meanwhile; none runs while it is paused: the
+    // turn reports that its first team call waits at the pause gate (a call that ran
+    // would complete instead).
+    let session = s.env.wait_session_of("box");
+    let held = s.env.wait_event(
+        &s.server,
+        &session,
+        "the first team call to wait or complete",
+        |e| {
+            common::waits::is_paused_event(e)
+                || (e["type"] == "tool.complete" && e["payload"]["name"] == "team_create_member")
+        },
+    );
+    assert_eq!(
+        held["type"], "waiting",
+        "a team tool ran under control: {held}"
+    );
     assert_eq!(made(), 0, "a team tool ran under an operator's control");
-    // Control ends; the model stays paused: still nothing.
+    // Control ends; the model stays paused: still nothing. Only a resume command wakes
+    // the gate, and releasing control queues none.
     drop(attach.stdin.take());
     attach.wait().unwrap();
-    std::thread::sleep(Duration::from_secs(2));
+    let c = s.env.json(&["computer", "show", &id]);
+    assert!(c["control"]["holder"].is_null(), "released: {c}");
+    assert_eq!(c["control"]["paused"], true, "{c}");
+    s.env.assert_no_resume(&s.reg.id);
+    assert!(
+        !s.env
+            .session_events(&s.server, &session)
+            .iter()
+            .any(|e| e["type"] == "tool.complete" && e["payload"]["name"] == "team_create_member"),
+        "a team call ended while paused"
+    );
     assert_eq!(made(), 0, "a team tool ran while paused");
     // The handback: the waiting call is answered with the note instead of running.
     s.env

@@ -242,7 +242,9 @@ fn login_over_plain_http_to_another_address_sends_nothing() {
          s.bind(('{SERVER_IP}', 0)); s.listen(8)\n\
          print(s.getsockname()[1], flush=True)\n\
          s.settimeout(30)\n\
-         c,_=s.accept(); open(sys.argv[1],'ab').write(b'connected '+c.recv(65536))\n"
+         while True:\n\
+         \x20   c,_=s.accept(); c.settimeout(5)\n\
+         \x20   open(sys.argv[1],'ab').write(b'connected '+c.recv(65536)+b'\\n')\n"
     );
     let mut listener = ns
         .command("python3")
@@ -264,14 +266,24 @@ fn login_over_plain_http_to_another_address_sends_nothing() {
     );
     out.fails(2, "not loopback");
     assert!(out.stderr.contains("https://"), "{}", out.stderr);
-    std::thread::sleep(Duration::from_millis(500));
+    // A probe connects after the CLI ended: the listener takes connections in the order
+    // they came, so one the CLI made would be recorded before the probe's.
+    ns.command("python3")
+        .args([
+            "-c",
+            "import socket,sys; c=socket.create_connection((sys.argv[1], int(sys.argv[2]))); c.sendall(b'probe'); c.close()",
+            SERVER_IP,
+            port.trim(),
+        ])
+        .status()
+        .unwrap();
+    let recorded = wait_for(Duration::from_secs(10), "the probe recorded", || {
+        let text = std::fs::read_to_string(&received).unwrap_or_default();
+        text.contains("probe").then_some(text)
+    });
     let _ = listener.kill();
     let _ = listener.wait();
-    assert!(
-        !received.exists(),
-        "the listener received: {:?}",
-        std::fs::read(&received).unwrap_or_default()
-    );
+    assert_eq!(recorded, "connected probe\n", "the listener received more");
 
     // And `yy serve` refuses to listen there in clear unless told so.
     env.create_admin("root");

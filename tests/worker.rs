@@ -190,8 +190,17 @@ fn a_stop_during_a_guest_command_kills_it_before_it_writes() {
     assert_eq!(shown["turns"][0]["state"], "interrupted", "{shown}");
     let _ = chat.output();
     let computer = computer_of(&s);
-    let ws = workspace(&s, computer["id"].as_str().unwrap());
-    std::thread::sleep(Duration::from_secs(6)); // longer than the killed `sleep 5`
+    let id = computer["id"].as_str().unwrap();
+    let ws = workspace(&s, id);
+    // Nothing of the command is left in the guest that could still write (its shell
+    // holds `touch late`; `[t]` keeps the probe's own command line out).
+    let probe = "ps -eo args | grep -c '[t]ouch late' || true";
+    wait_for(Duration::from_secs(30), "the stopped command gone", || {
+        let out = s
+            .env
+            .run(&["computer", "exec", id, "--", "sh", "-c", probe]);
+        (out.code == 0 && out.stdout.trim() == "0").then_some(())
+    });
     assert!(!ws.join("late").exists(), "no write after the stop");
     assert_eq!(s.model.steps().len(), 1, "the model was not asked again");
 }
@@ -274,6 +283,13 @@ fn a_runner_killed_mid_turn_leaves_it_uncertain_and_the_model_is_not_asked_again
     wait_for(Duration::from_secs(90), "the model's first request", || {
         (!s.model.steps().is_empty()).then_some(())
     });
+    // The Worker that asked: it is to die with its Runner, else it could ask again.
+    let entry = s.env.path("runner-data-a").join("worker");
+    let entry = entry.to_str().unwrap();
+    assert!(
+        !common::waits::pids_with(entry).is_empty(),
+        "no Worker runs"
+    );
     s.runner.kill9();
     let generation = s.env.json(&["runner", "show", &s.reg.id])["generation"]
         .as_i64()
@@ -293,7 +309,23 @@ fn a_runner_killed_mid_turn_leaves_it_uncertain_and_the_model_is_not_asked_again
             .unwrap()
             .contains("never replayed")
     );
-    std::thread::sleep(Duration::from_secs(6)); // past the guest sleep and a model call
+    // Who could ask the model again: the killed Runner's Worker (gone with it) or a
+    // replay of the turn by the new Runner (the turn's command is final: nothing is
+    // leased again).
+    wait_for(Duration::from_secs(20), "the old Worker gone", || {
+        common::waits::pids_with(entry).is_empty().then_some(())
+    });
+    let commands = s.env.json(&["runner", "commands", &s.reg.id]);
+    let turn = commands
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "worker.turn")
+        .unwrap_or_else(|| panic!("{commands:#}"));
+    assert!(
+        !["pending", "leased", "running"].contains(&turn["state"].as_str().unwrap()),
+        "{commands:#}"
+    );
     assert_eq!(s.model.steps().len(), 1, "the model was asked once");
 }
 

@@ -53,6 +53,9 @@ impl Queue {
                 tracing::debug!(%computer, error = %e, "removing a retired helper's computer");
             }
         }
+        // Counted once the pass acted: a count that moved past N+1 proves a whole pass ran
+        // after the moment it read N (tests wait on it instead of sleeping).
+        super::telemetry::scheduler_pass();
         Ok(pass.admitted)
     }
 }

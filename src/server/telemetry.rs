@@ -45,6 +45,10 @@ pub fn install() {
             "yy_http_requests_total",
             "HTTP requests answered, by route template and status code."
         );
+        describe_counter!(
+            "yy_scheduler_passes_total",
+            "Team scheduler passes completed."
+        );
     });
 }
 
@@ -61,6 +65,11 @@ pub fn command_picked_up(ms: i64) {
 /// Artifact bytes received (`in`) or served (`out`).
 pub fn artifact_bytes(direction: &'static str, n: u64) {
     counter!("yy_artifact_bytes_total", "direction" => direction).increment(n);
+}
+
+/// The team scheduler completed a pass (settled, admitted, delivered, stopped what it found).
+pub fn scheduler_pass() {
+    counter!("yy_scheduler_passes_total").increment(1);
 }
 
 pub fn login_failed() {

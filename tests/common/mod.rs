@@ -5,6 +5,7 @@
 pub mod chromium;
 pub mod hermes;
 pub mod netns;
+pub mod waits;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
