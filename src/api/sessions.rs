@@ -40,7 +40,7 @@ pub struct Session {
     pub updated_at: String,
     /// The state of its newest turn (`queued` while it waits for its Runner).
     #[serde(default)]
-    pub last_turn: Option<String>,
+    pub last_turn: Option<super::states::TurnState>,
     /// The transcript; present when one session is shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<Turn>>,
@@ -128,7 +128,7 @@ pub struct SessionEvent {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventsPage {
     pub events: Vec<SessionEvent>,
-    pub session_state: String,
+    pub session_state: super::states::SessionState,
     pub turn: Option<Turn>,
     /// Why a queued turn has not started yet (its Runner is offline, or has not taken it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -50,7 +50,7 @@ impl Columns for Session {
             self.id.clone(),
             self.agent.clone(),
             self.state.to_string(),
-            opt(&self.last_turn),
+            self.last_turn.map_or_else(|| "-".into(), |t| t.to_string()),
             opt(&self.runner_id),
             self.updated_at.clone(),
             opt(&self.hermes_session_id),

@@ -230,7 +230,7 @@ pub async fn session_events(
                 let ready = !events.is_empty() || turn.as_ref().is_none_or(|t| t.is_final());
                 let page = wire::EventsPage {
                     events,
-                    session_state: session_state.as_sql().into(),
+                    session_state,
                     turn,
                     waiting: queued,
                 };

@@ -1,12 +1,12 @@
 //! Artifact records against SQLite in memory: provenance, resumable begins, the per-turn
 //! and size limits, and who may transfer what.
 
-use super::artifacts::{self, READY, UPLOADING};
+use super::artifacts::{self, ArtifactKind, ArtifactState};
 use super::commands::{self, QueueLimits};
 use super::sessions::{self, Admission};
 use super::tests::{World, status, world};
 use super::{StoreError, agents, retention};
-use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin, kinds};
+use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin};
 use crate::api::capabilities;
 use crate::api::machine::{FetchPayload, Outcome, RunnerCommand};
 
@@ -66,8 +66,8 @@ fn an_export_keeps_its_provenance_and_resumes_where_it_was() {
         &begin(&command, "blob.bin", 3_000_000),
     )
     .unwrap();
-    assert_eq!(a.state, UPLOADING);
-    assert_eq!(a.kind, kinds::EXPORT);
+    assert_eq!(a.state, ArtifactState::Uploading);
+    assert_eq!(a.kind, ArtifactKind::Export);
     assert_eq!(a.agent.as_deref(), Some("box"));
     assert_eq!(a.profile.as_deref(), Some("default"));
     assert_eq!(a.turn_seq, Some(1));
@@ -88,7 +88,7 @@ fn an_export_keeps_its_provenance_and_resumes_where_it_was() {
     // Not visible as ready until sealed.
     assert!(!artifacts::get(&w.conn, &a.id).unwrap().is_ready());
     let sealed = artifacts::mark_ready(&w.conn, &a.id, SHA).unwrap();
-    assert_eq!(sealed.state, READY);
+    assert_eq!(sealed.state, ArtifactState::Ready);
     assert_eq!(sealed.received, 3_000_000);
     // Prefixes resolve; lists filter by session and owner.
     assert_eq!(artifacts::get(&w.conn, &a.id[..8]).unwrap().id, a.id);
@@ -198,7 +198,7 @@ fn a_fetch_uploads_one_artifact_without_an_owner() {
         &begin(&cmd.id, "out.txt", 5),
     )
     .unwrap();
-    assert_eq!(a.kind, kinds::FETCH);
+    assert_eq!(a.kind, ArtifactKind::Fetch);
     assert_eq!(a.account_id, None);
     assert_eq!(a.source_path.as_deref(), Some("/workspace/out.txt"));
     let second = artifacts::begin(&mut w.conn, &runner, generation, &begin(&cmd.id, "b", 5));

@@ -7,24 +7,23 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::{StoreError, agents, commands, runners, sessions};
 use crate::api::artifacts::{
     self as wire, MAX_ARTIFACT_BYTES, MAX_ATTACHMENTS, MAX_CHUNK_BYTES, MAX_EXPORTS_PER_TURN,
-    MIN_CHUNK_BYTES, UploadBegin, kinds,
+    MIN_CHUNK_BYTES, UploadBegin,
 };
 use crate::api::machine::{CommandKind, CommandState, RunnerCommand};
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
-pub const UPLOADING: &str = "uploading";
-pub const READY: &str = "ready";
+pub use crate::api::artifacts::{ArtifactKind, ArtifactState};
 
 #[derive(Debug, Clone)]
 pub struct ArtifactRow {
     pub id: String,
-    pub kind: String,
+    pub kind: ArtifactKind,
     pub name: String,
     pub size: i64,
     pub sha256: String,
     pub chunk_size: i64,
     pub received: i64,
-    pub state: String,
+    pub state: ArtifactState,
     pub account_id: Option<String>,
     pub owner: Option<String>,
     pub runner_id: Option<String>,
@@ -42,13 +41,13 @@ pub struct ArtifactRow {
 
 impl ArtifactRow {
     pub fn is_ready(&self) -> bool {
-        self.state == READY
+        self.state == ArtifactState::Ready
     }
 
     pub fn upload_state(&self) -> wire::UploadState {
         wire::UploadState {
             id: self.id.clone(),
-            state: self.state.clone(),
+            state: self.state,
             size: self.size as u64,
             chunk_size: self.chunk_size as u64,
             received: self.received as u64,
@@ -156,9 +155,9 @@ pub fn list(
 }
 
 /// Who and what an upload belongs to, as the command running it tells.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Provenance {
-    pub kind: &'static str,
+    pub kind: ArtifactKind,
     pub account_id: Option<String>,
     pub session_id: Option<String>,
     pub turn_id: Option<String>,
@@ -187,8 +186,13 @@ pub fn authorize(
     }
     match cmd.kind {
         CommandKind::Fetch => Ok(Provenance {
-            kind: kinds::FETCH,
-            ..Provenance::default()
+            kind: ArtifactKind::Fetch,
+            account_id: None,
+            session_id: None,
+            turn_id: None,
+            agent_id: None,
+            profile: None,
+            computer_id: None,
         }),
         CommandKind::WorkerTurn => {
             let payload: serde_json::Value = serde_json::from_str(&cmd.payload).unwrap_or_default();
@@ -219,7 +223,7 @@ pub fn authorize(
                 )));
             }
             Ok(Provenance {
-                kind: kinds::EXPORT,
+                kind: ArtifactKind::Export,
                 account_id: Some(session.account_id),
                 session_id: Some(session.id),
                 turn_id: Some(p.turn_id),
@@ -302,7 +306,7 @@ pub fn begin(
         [&b.command_id],
         |r| r.get(0),
     )?;
-    let (most, per) = if prov.kind == kinds::FETCH {
+    let (most, per) = if prov.kind == ArtifactKind::Fetch {
         (1, "fetch")
     } else {
         (MAX_EXPORTS_PER_TURN, "turn")
@@ -327,7 +331,7 @@ pub fn begin(
             b.size as i64,
             b.sha256.as_deref().unwrap_or_default(),
             b.chunk_size as i64,
-            UPLOADING,
+            ArtifactState::Uploading,
             prov.account_id,
             runner_id,
             b.command_id,
@@ -367,7 +371,7 @@ pub fn for_transfer(
 pub fn record_received(conn: &Connection, id: &str, received: i64) -> Result<(), StoreError> {
     conn.execute(
         "UPDATE artifacts SET received = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4",
-        params![id, received, now_ms(), UPLOADING],
+        params![id, received, now_ms(), ArtifactState::Uploading],
     )?;
     Ok(())
 }
@@ -383,7 +387,7 @@ pub fn mark_ready(conn: &Connection, id: &str, sha256: &str) -> Result<ArtifactR
     conn.execute(
         "UPDATE artifacts SET state = ?2, received = size, sha256 = ?4, finished_at = ?3,
              updated_at = ?3 WHERE id = ?1",
-        params![id, READY, now, sha256],
+        params![id, ArtifactState::Ready, now, sha256],
     )?;
     get(conn, id)
 }
@@ -404,11 +408,11 @@ pub fn create_input(
          VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?4, ?6, ?7, ?8, ?8, ?8)",
         params![
             id,
-            kinds::INPUT,
+            ArtifactKind::Input,
             name,
             size as i64,
             sha256,
-            READY,
+            ArtifactState::Ready,
             account_id,
             now
         ],
@@ -432,7 +436,7 @@ pub fn attachable(
     let mut out: Vec<wire::AttachmentRef> = Vec::new();
     for key in keys {
         let a = get(conn, key)?;
-        if a.kind != kinds::INPUT || a.account_id.as_deref() != Some(account_id) {
+        if a.kind != ArtifactKind::Input || a.account_id.as_deref() != Some(account_id) {
             return Err(no_artifact(key));
         }
         if a.turn_id.is_some() || out.iter().any(|o| o.artifact_id == a.id) {
@@ -480,7 +484,12 @@ pub fn session_uploads(conn: &Connection, session_id: &str) -> Result<Vec<InputF
     )?;
     let ids: Vec<String> = stmt
         .query_map(
-            params![session_id, kinds::INPUT, READY, MAX_ATTACHMENTS as i64],
+            params![
+                session_id,
+                ArtifactKind::Input,
+                ArtifactState::Ready,
+                MAX_ATTACHMENTS as i64
+            ],
             |r| r.get(0),
         )?
         .collect::<Result<_, _>>()?;
@@ -612,7 +621,7 @@ pub fn for_download(
     }
     // An attachment of a turn; when that is not it, an upload may still be a subtask's input.
     let mut refused = None;
-    if a.kind == kinds::INPUT
+    if a.kind == ArtifactKind::Input
         && let Some(command) = a.command_id.clone()
         && a.runner_id.as_deref() == Some(runner_id)
     {
@@ -641,7 +650,7 @@ pub fn for_download(
     // of that session on another Runner.
     let command = match command {
         Some(c) => Some(c),
-        None if a.kind == kinds::INPUT && a.session_id.is_some() => conn
+        None if a.kind == ArtifactKind::Input && a.session_id.is_some() => conn
             .prepare_cached(
                 "SELECT c.id FROM runner_commands c
                  WHERE c.runner_id = ?1 AND c.lease_generation = ?2 AND c.state = 'running'
@@ -695,7 +704,7 @@ pub fn abandoned(conn: &Connection) -> Result<Vec<String>, StoreError> {
          WHERE f.state = ?1 AND c.state NOT IN ('pending', 'leased', 'running')",
     )?;
     let ids = stmt
-        .query_map([UPLOADING], |r| r.get(0))?
+        .query_map([ArtifactState::Uploading], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     Ok(ids)
 }

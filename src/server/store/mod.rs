@@ -234,7 +234,11 @@ sql_words!(
     crate::api::states::TurnState,
     crate::api::machine::CommandKind,
     crate::api::teams::GoalState,
-    crate::api::teams::SubtaskState
+    crate::api::teams::SubtaskState,
+    crate::api::artifacts::ArtifactKind,
+    crate::api::artifacts::ArtifactState,
+    crate::api::views::PendingImageState,
+    crate::api::teams::DeliveryState
 );
 
 /// A new random id.

@@ -25,6 +25,7 @@ use super::{StoreError, computers, runners};
 use crate::api::computers::{ImageAcceptPayload, NetworkMode};
 use crate::api::machine::RunnerCommand;
 use crate::api::states::CommandState;
+use crate::api::views::PendingImageState;
 
 /// How long an acceptance may take on the Runner (a desktop image's ladder starts a
 /// browser twice).
@@ -46,7 +47,7 @@ pub struct ImageUpdate {
     pub previous_image: Option<String>,
     pub pending_image: Option<String>,
     /// `verifying` or `accepted`.
-    pub pending_state: Option<String>,
+    pub pending_state: Option<PendingImageState>,
     pub pending_command: Option<String>,
     /// The last update's outcome: why it was refused, or what was switched.
     pub note: Option<String>,
@@ -70,12 +71,12 @@ impl ImageUpdate {
 
     /// Why the pending image is not current yet, in words.
     pub fn reason(&self) -> Option<String> {
-        match self.pending_state.as_deref()? {
-            "verifying" => Some(format!(
+        match self.pending_state? {
+            PendingImageState::Verifying => Some(format!(
                 "verifying on the Runner (command {})",
                 self.pending_command.as_deref().unwrap_or("-")
             )),
-            _ => {
+            PendingImageState::Accepted => {
                 let (turns, others) = self.busy.unwrap_or((0, 0));
                 Some(match waiting_for(turns, others) {
                     Some(what) => format!("accepted; waiting for {what}"),
@@ -161,7 +162,7 @@ fn request(
             runner.id
         )));
     }
-    if runner.images.pending_state.as_deref() == Some("verifying") {
+    if runner.images.pending_state == Some(PendingImageState::Verifying) {
         return Err(StoreError::Conflict(format!(
             "runner {} is verifying image {} (command {}); wait until it is accepted or refused (`yy runner show {}`)",
             runner.id,
@@ -293,7 +294,7 @@ mod tests {
             "2 running turns and 1 computer command"
         );
         let mut u = ImageUpdate {
-            pending_state: Some("accepted".into()),
+            pending_state: Some(PendingImageState::Accepted),
             busy: Some((1, 0)),
             ..Default::default()
         };
@@ -339,7 +340,7 @@ mod tests {
             limits,
         )
         .unwrap();
-        assert_eq!(r.images.pending_state.as_deref(), Some("verifying"));
+        assert_eq!(r.images.pending_state, Some(PendingImageState::Verifying));
         let accept = r.images.pending_command.clone().unwrap();
         assert!(matches!(
             update(&mut w.conn, &w.runner, ImageChange::To(NEW.into()), None, limits),

@@ -67,11 +67,10 @@ impl From<RunnerRow> for views::Runner {
         views::Runner {
             online: r.online(now_ms()),
             state: if r.disabled_at.is_some() {
-                "disabled"
+                views::RunnerState::Disabled
             } else {
-                "enabled"
-            }
-            .into(),
+                views::RunnerState::Enabled
+            },
             id: r.id,
             source: r.source,
             allowed_profiles: r.allowed_profiles,
@@ -110,7 +109,7 @@ impl From<RunnerRow> for views::Runner {
                 .as_ref()
                 .and_then(|s| s["computer_reclaim_ms"].as_u64()),
             pending_image: r.images.pending_image.clone(),
-            pending_state: r.images.pending_state.clone(),
+            pending_state: r.images.pending_state,
             pending_command: r.images.pending_command.clone(),
             pending_reason: r.images.reason(),
             previous_image: r.images.previous_image.clone(),
@@ -121,9 +120,10 @@ impl From<RunnerRow> for views::Runner {
             // The lifetime is the server's setting: RunnerRow::view fills it in.
             token_expires_at: None,
             token_rotation: if r.token_pending {
-                Some("pending".into())
+                Some(views::TokenRotation::Pending)
             } else {
-                r.rotate_requested_at.map(|_| "requested".into())
+                r.rotate_requested_at
+                    .map(|_| views::TokenRotation::Requested)
             },
         }
     }

@@ -163,7 +163,7 @@ fn settle(conn: &Connection, out: &mut Pass) -> Result<(), StoreError> {
         };
         let result = SubtaskResult {
             text,
-            turn_state: turn.state.as_sql().into(),
+            turn_state: turn.state,
             artifacts: exported(conn, &turn.id)?,
             attempt: sub.attempts,
         };

@@ -55,7 +55,7 @@ impl SessionRow {
             cleanup_reason: self.cleanup_reason,
             created_at: rfc3339(self.created_at),
             updated_at: rfc3339(self.updated_at),
-            last_turn: self.last_turn.map(|t| t.as_sql().into()),
+            last_turn: self.last_turn,
             turns,
         }
     }

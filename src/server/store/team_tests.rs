@@ -549,7 +549,10 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     assert_eq!(n, 1);
     let view = goals::view(&w.conn, goals::get(&w.conn, &goal).unwrap(), true).unwrap();
     assert_eq!(view.deliveries.len(), 1);
-    assert_eq!(view.deliveries[0].state, "delivered");
+    assert_eq!(
+        view.deliveries[0].state,
+        crate::api::teams::DeliveryState::Delivered
+    );
     assert_eq!(view.wakeups, 4, "plan and three reviews");
 }
 
