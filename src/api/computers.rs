@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::ids::{CommandId, ComputerId, Fence, RunnerId};
+
 // ---- exec limits (`yy computer exec`, the exec route, the store's deadline, the guest) ----
 
 /// How long an exec runs before its process tree is killed, unless the caller says.
@@ -35,20 +37,20 @@ pub struct ComputerExec {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Computer {
-    pub id: String,
+    pub id: ComputerId,
     pub agent: String,
     pub owner: String,
-    pub runner_id: String,
+    pub runner_id: RunnerId,
     pub image_id: String,
     pub guest_cwd: String,
     /// starting, running, stopping, stopped, failed or removed.
     pub state: super::states::ComputerState,
-    pub fence: i64,
+    pub fence: Fence,
     pub container_id: Option<String>,
     pub resources: Option<serde_json::Value>,
     pub last_error: Option<String>,
     /// The Runner command that last changed the state (for `yy runner commands`).
-    pub last_command: Option<String>,
+    pub last_command: Option<CommandId>,
     pub created_at: String,
     pub updated_at: String,
     /// The network mode it was last started with: `none` or `public-web`.

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::computers::{ComputerRef, ExecPayload, PausePayload, ScreenPayload, StartPayload};
 use super::sessions::{SessionRef, TurnPayload, WorkerTurnPayload};
 
+pub use super::ids::{CommandId, Generation, RunnerId};
 pub use super::states::CommandState;
 
 /// The protocol version this yy speaks.
@@ -140,8 +141,8 @@ impl RunnerStatus {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Connected {
-    pub runner_id: String,
-    pub generation: i64,
+    pub runner_id: RunnerId,
+    pub generation: Generation,
     /// Commands of earlier generations that were running and are now `uncertain`.
     pub uncertain: Vec<String>,
     /// Commands of earlier generations that were leased, never started, and are queued again.
@@ -572,14 +573,14 @@ pub struct FetchParams {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Command {
-    pub id: String,
-    pub runner_id: String,
-    pub kind: String,
+    pub id: CommandId,
+    pub runner_id: RunnerId,
+    pub kind: CommandKind,
     pub state: CommandState,
     pub created_at: String,
     pub deadline_at: String,
     pub leased_at: Option<String>,
-    pub generation: Option<i64>,
+    pub generation: Option<Generation>,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub cancel_requested: bool,

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::ids::{CommandId, RunnerId, SessionId};
+
 pub use super::turn_events::{
     ApprovalRequest, ComputerReady, LIVE_OUTPUT_CAP, SessionCreated, StdStream, TextDelta,
     ToolComplete, ToolOutput, ToolStart, TurnEvent, event_types,
@@ -25,10 +27,10 @@ pub struct ChatParams {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Session {
-    pub id: String,
+    pub id: SessionId,
     pub agent: String,
     pub owner: String,
-    pub runner_id: Option<String>,
+    pub runner_id: Option<RunnerId>,
     pub hermes_session_id: Option<String>,
     /// idle, running, pending_cleanup or closed.
     pub state: super::states::SessionState,
@@ -53,9 +55,9 @@ pub struct Turn {
     pub seq: i64,
     /// The Runner and the command it runs as; absent while it waits to start.
     #[serde(default)]
-    pub runner_id: Option<String>,
+    pub runner_id: Option<RunnerId>,
     #[serde(default)]
-    pub command_id: Option<String>,
+    pub command_id: Option<CommandId>,
     pub message: String,
     /// waiting (in the chat queue, not yet admitted), queued (admitted, not yet taken by
     /// its Runner), running, complete, interrupted, error or uncertain.
@@ -139,7 +141,7 @@ pub struct EventsPage {
 pub struct StopStarted {
     pub session: Session,
     /// The command that interrupts and confirms; absent when the turn never reached a Runner.
-    pub command_id: Option<String>,
+    pub command_id: Option<CommandId>,
 }
 
 // ---- Runner commands ----

@@ -110,7 +110,7 @@ super::states::word_enum! {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Runner {
-    pub id: String,
+    pub id: super::ids::RunnerId,
     pub source: String,
     pub state: RunnerState,
     /// True while an instance of an enabled Runner has been heard from recently.
@@ -122,7 +122,7 @@ pub struct Runner {
     pub created_at: String,
     pub disabled_at: Option<String>,
     pub last_seen_at: Option<String>,
-    pub generation: i64,
+    pub generation: super::ids::Generation,
     pub instance_id: Option<String>,
     pub version: Option<String>,
     pub capabilities: Vec<String>,

@@ -143,7 +143,8 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
             computer_reclaim_ms: None,
         })
         .await?
-        .generation;
+        .generation
+        .get();
     let provider = Provider::connect().await?;
     let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     let ws = PathBuf::from("/var/tmp/yy/bench").join(format!("artifacts-{run}"));
@@ -199,7 +200,7 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
             let exports = TurnExports::new(Transfer {
                 client: client.clone(),
                 generation,
-                command_id: cmd.id.clone(),
+                command_id: cmd.id.to_string(),
                 spool: spool.clone(),
             });
             let started = Instant::now();

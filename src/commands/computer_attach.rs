@@ -150,7 +150,7 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
                 Some(s) => {
                     eprintln!("[session {} is running]", s.id);
                     // Start at its newest turn's first event: what happened so far in it.
-                    current = Some((s.id, 0));
+                    current = Some((s.id.into(), 0));
                     told_idle = false;
                 }
                 None => {

@@ -225,7 +225,7 @@ impl Columns for views::Runner {
 
     fn row(&self) -> Vec<String> {
         vec![
-            self.id.clone(),
+            self.id.to_string(),
             self.source.clone(),
             self.state.to_string(),
             self.online.to_string(),
@@ -239,7 +239,7 @@ impl Columns for views::Runner {
 
 fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
     let fields = vec![
-        ("id", r.id.clone()),
+        ("id", r.id.to_string()),
         ("source", r.source.clone()),
         ("state", r.state.to_string()),
         ("online", r.online.to_string()),

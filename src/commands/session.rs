@@ -47,7 +47,7 @@ impl Columns for Session {
 
     fn row(&self) -> Vec<String> {
         vec![
-            self.id.clone(),
+            self.id.to_string(),
             self.agent.clone(),
             self.state.to_string(),
             self.last_turn.map_or_else(|| "-".into(), |t| t.to_string()),

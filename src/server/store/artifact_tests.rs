@@ -8,12 +8,13 @@ use super::tests::{World, status, world};
 use super::{StoreError, agents, retention};
 use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin};
 use crate::api::capabilities;
+use crate::api::ids::{CommandId, Generation};
 use crate::api::machine::{FetchPayload, Outcome, RunnerCommand};
 
 const SHA: &str = "ab0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd";
 
 /// Reconnects with the Worker capability; returns the generation.
-fn connect_worker(w: &mut World) -> i64 {
+fn connect_worker(w: &mut World) -> Generation {
     let status = status(&[capabilities::COMPUTER, capabilities::COMPUTER_WORKER], 2);
     commands::connect(
         &mut w.conn,
@@ -27,7 +28,7 @@ fn connect_worker(w: &mut World) -> i64 {
 }
 
 /// A computer agent's turn, leased and running in a new generation: (generation, command).
-fn running_turn(w: &mut World, attachments: Vec<String>) -> (i64, String) {
+fn running_turn(w: &mut World, attachments: Vec<String>) -> (Generation, CommandId) {
     let generation = connect_worker(w);
     let admission = Admission {
         account_id: w.account.clone(),
@@ -152,13 +153,13 @@ fn only_the_running_command_of_the_live_generation_transfers() {
     let stale = artifacts::begin(
         &mut w.conn,
         &runner,
-        generation - 1,
+        Generation(generation.get() - 1),
         &begin(&command, "a", 10),
     );
     assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
     let other = artifacts::begin(
         &mut w.conn,
-        "other-runner",
+        &"other-runner".into(),
         generation,
         &begin(&command, "a", 10),
     );
@@ -267,7 +268,7 @@ fn attachments_go_with_one_computer_turn_and_only_its_runner_downloads_them() {
     let runner = w.runner.clone();
     let got = artifacts::for_download(&w.conn, &runner, generation2, "in-1").unwrap();
     assert_eq!(got.command_id.as_deref(), Some(command.as_str()));
-    assert!(artifacts::for_download(&w.conn, "other", generation2, "in-1").is_err());
+    assert!(artifacts::for_download(&w.conn, &"other".into(), generation2, "in-1").is_err());
     // Used once: a second turn cannot take it again.
     w.complete(generation2, &command, Outcome::Done).unwrap();
     let again = sessions::admit_turn(

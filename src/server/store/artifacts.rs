@@ -9,6 +9,7 @@ use crate::api::artifacts::{
     self as wire, MAX_ARTIFACT_BYTES, MAX_ATTACHMENTS, MAX_CHUNK_BYTES, MAX_EXPORTS_PER_TURN,
     MIN_CHUNK_BYTES, UploadBegin,
 };
+use crate::api::ids::{CommandId, ComputerId, Generation, RunnerId, SessionId};
 use crate::api::machine::{CommandKind, CommandState, RunnerCommand};
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
@@ -26,14 +27,14 @@ pub struct ArtifactRow {
     pub state: ArtifactState,
     pub account_id: Option<String>,
     pub owner: Option<String>,
-    pub runner_id: Option<String>,
-    pub command_id: Option<String>,
-    pub session_id: Option<String>,
+    pub runner_id: Option<RunnerId>,
+    pub command_id: Option<CommandId>,
+    pub session_id: Option<SessionId>,
     pub turn_id: Option<String>,
     pub turn_seq: Option<i64>,
     pub agent: Option<String>,
     pub profile: Option<String>,
-    pub computer_id: Option<String>,
+    pub computer_id: Option<ComputerId>,
     pub source_path: Option<String>,
     pub created_at: i64,
     pub finished_at: Option<i64>,
@@ -129,7 +130,10 @@ pub fn get(conn: &Connection, key: &str) -> Result<ArtifactRow, StoreError> {
 }
 
 /// The newest artifact a command uploads (a fetch has at most one), if it began.
-pub fn for_command(conn: &Connection, command_id: &str) -> Result<Option<ArtifactRow>, StoreError> {
+pub fn for_command(
+    conn: &Connection,
+    command_id: &CommandId,
+) -> Result<Option<ArtifactRow>, StoreError> {
     Ok(conn
         .prepare_cached(&format!(
             "{SELECT} WHERE f.command_id = ?1 ORDER BY f.created_at DESC LIMIT 1"
@@ -141,7 +145,7 @@ pub fn for_command(conn: &Connection, command_id: &str) -> Result<Option<Artifac
 /// Artifacts, newest first: one session's, or all; only `account_id`'s unless `None`.
 pub fn list(
     conn: &Connection,
-    session_id: Option<&str>,
+    session_id: Option<&SessionId>,
     account_id: Option<&str>,
 ) -> Result<Vec<ArtifactRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
@@ -159,11 +163,11 @@ pub fn list(
 pub struct Provenance {
     pub kind: ArtifactKind,
     pub account_id: Option<String>,
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     pub turn_id: Option<String>,
     pub agent_id: Option<String>,
     pub profile: Option<String>,
-    pub computer_id: Option<String>,
+    pub computer_id: Option<ComputerId>,
 }
 
 /// The check at every artifact transfer: the command is this Runner's, running in its live
@@ -171,12 +175,12 @@ pub struct Provenance {
 /// among the Runner's allowedProfiles.
 pub fn authorize(
     conn: &Connection,
-    runner_id: &str,
-    generation: i64,
-    command_id: &str,
+    runner_id: &RunnerId,
+    generation: Generation,
+    command_id: &CommandId,
 ) -> Result<Provenance, StoreError> {
     let cmd = commands::get(conn, command_id)?;
-    if cmd.runner_id != runner_id {
+    if cmd.runner_id != *runner_id {
         return Err(StoreError::NotFound(format!("no command {command_id:?}")));
     }
     if cmd.state != CommandState::Running || cmd.lease_generation != Some(generation) {
@@ -201,7 +205,7 @@ pub fn authorize(
             else {
                 unreachable!("parsed by its own kind")
             };
-            let session = sessions::get(conn, &p.session_id)?;
+            let session = sessions::get(conn, &SessionId::new(p.session_id.as_str()))?;
             let agent = agents::get(conn, &session.account_id, &session.agent_id)?;
             if agent.archived_at.is_some() {
                 return Err(StoreError::Forbidden(format!(
@@ -229,7 +233,7 @@ pub fn authorize(
                 turn_id: Some(p.turn_id),
                 agent_id: Some(agent.id),
                 profile: Some(p.profile),
-                computer_id: Some(p.computer.computer_id),
+                computer_id: Some(p.computer.computer_id.into()),
             })
         }
         other => Err(StoreError::Forbidden(format!(
@@ -275,13 +279,18 @@ fn check_begin(b: &UploadBegin) -> Result<String, StoreError> {
 /// interrupted transfer goes on from its last verified chunk).
 pub fn begin(
     conn: &mut Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
     b: &UploadBegin,
 ) -> Result<ArtifactRow, StoreError> {
     let name = check_begin(b)?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let prov = authorize(&tx, runner_id, generation, &b.command_id)?;
+    let prov = authorize(
+        &tx,
+        runner_id,
+        generation,
+        &CommandId::new(b.command_id.as_str()),
+    )?;
     let existing: Option<String> = tx
         .query_row(
             "SELECT id FROM artifacts WHERE command_id = ?1 AND name = ?2 AND sha256 = ?3
@@ -353,8 +362,8 @@ pub fn begin(
 /// request may act on.
 pub fn for_transfer(
     conn: &Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
     id: &str,
 ) -> Result<ArtifactRow, StoreError> {
     let found = conn
@@ -477,7 +486,10 @@ impl InputFile {
 
 /// The files attached to earlier turns of a session that are still kept (the newest
 /// [`MAX_ATTACHMENTS`]), to go under `attachments/` again when it moves to another Runner.
-pub fn session_uploads(conn: &Connection, session_id: &str) -> Result<Vec<InputFile>, StoreError> {
+pub fn session_uploads(
+    conn: &Connection,
+    session_id: &SessionId,
+) -> Result<Vec<InputFile>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id FROM artifacts WHERE session_id = ?1 AND kind = ?2 AND state = ?3
          ORDER BY created_at DESC LIMIT ?4",
@@ -611,8 +623,8 @@ pub fn link(
 /// of the artifact's account (so: that Runner, that account and that goal's team only).
 pub fn for_download(
     conn: &Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
     id: &str,
 ) -> Result<ArtifactRow, StoreError> {
     let a = get(conn, id)?;
@@ -630,7 +642,7 @@ pub fn for_download(
             Err(e) => refused = Some(e),
         }
     }
-    let command: Option<String> = conn
+    let command: Option<CommandId> = conn
         .prepare_cached(
             "SELECT c.id FROM runner_commands c
              JOIN subtasks s ON s.turn_id = json_extract(c.payload, '$.turn_id')

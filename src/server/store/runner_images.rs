@@ -341,7 +341,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.images.pending_state, Some(PendingImageState::Verifying));
-        let accept = r.images.pending_command.clone().unwrap();
+        let accept = crate::api::ids::CommandId::from(r.images.pending_command.clone().unwrap());
         assert!(matches!(
             update(&mut w.conn, &w.runner, ImageChange::To(NEW.into()), None, limits),
             Err(StoreError::Conflict(m)) if m.contains("verifying")
@@ -374,7 +374,7 @@ mod tests {
         // A rollback the Runner refuses: dropped with the reason, the current stays.
         let r = update(&mut w.conn, &w.runner, ImageChange::Rollback, None, limits).unwrap();
         assert_eq!(r.images.pending_image.as_deref(), Some(current.as_str()));
-        let accept = r.images.pending_command.unwrap();
+        let accept = crate::api::ids::CommandId::from(r.images.pending_command.unwrap());
         w.run(generation, &accept);
         let row = commands::complete(
             &mut w.conn,
