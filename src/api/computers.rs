@@ -170,6 +170,22 @@ pub struct ExecResult {
 
 /// How long an operator's control lasts unless renewed.
 pub const CONTROL_TTL_MS: i64 = 30_000;
+
+/// The result of `computer.pause`: the model is paused (no tool in flight any more).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PauseResult {
+    pub paused: bool,
+    pub control_fence: i64,
+    /// How long the pause waited for the tool in flight.
+    pub waited_for_tool_ms: u64,
+}
+
+/// The result of `computer.resume`: whether the model was paused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResumeResult {
+    pub resumed: bool,
+    pub control_fence: i64,
+}
 /// The longest handback note.
 pub const MAX_NOTE_CHARS: usize = 4000;
 

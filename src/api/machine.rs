@@ -358,6 +358,35 @@ super::states::word_enum! {
     }
 }
 
+/// What a command kind answers with when it ends `done`: every result type names the
+/// kinds that produce it, so a result is read only as its own command's (the admin
+/// client's `result_of`, the store's `CommandRow::result_as`). The wire is the type's JSON.
+pub trait CommandResult: serde::de::DeserializeOwned {
+    const KINDS: &'static [CommandKind];
+}
+
+macro_rules! command_results {
+    ($($t:ty => [$($kind:ident),+];)+) => {$(
+        impl CommandResult for $t {
+            const KINDS: &'static [CommandKind] = &[$(CommandKind::$kind),+];
+        }
+    )+};
+}
+
+command_results! {
+    PingResult => [Ping];
+    FetchResult => [Fetch];
+    super::sessions::TurnResult => [SessionTurn, WorkerTurn];
+    super::sessions::StopResult => [SessionStop, SessionClose];
+    super::sessions::SessionListResult => [SessionList];
+    super::computers::StartResult => [ComputerStart];
+    super::computers::ExecResult => [ComputerExec];
+    super::computers::PauseResult => [ComputerPause];
+    super::computers::ResumeResult => [ComputerResume];
+    super::computers::ImageAcceptResult => [ComputerImageAccept];
+    super::screen::ScreenResult => [ComputerScreen];
+}
+
 /// The control plane object whose state follows a command's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settles {

@@ -272,7 +272,7 @@ async fn controlled_clicks(
     let result = async {
         let pause = c.command_id.clone().unwrap_or_default();
         let cmd = admin.wait_command(&pause, None).await?;
-        crate::client::result_of::<serde_json::Value>(cmd, "pause")?;
+        crate::client::result_of::<crate::api::computers::PauseResult>(cmd, "pause")?;
         let frame = admin
             .computer_screen_act(id, &ScreenAction::Screenshot, None, None)
             .await?
@@ -312,7 +312,7 @@ async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Du
     let result = async {
         let pause = c.command_id.clone().unwrap_or_default();
         let cmd = admin.wait_command(&pause, None).await?;
-        crate::client::result_of::<serde_json::Value>(cmd, "pause")?;
+        crate::client::result_of::<crate::api::computers::PauseResult>(cmd, "pause")?;
         let served = crate::web_view::serve(admin.clone(), id.to_string(), Some(fence)).await?;
         let clicks = async {
             let page = Page::sign_in(&served).await?;

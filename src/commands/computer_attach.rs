@@ -211,7 +211,7 @@ pub(super) async fn take_control(
     let pause = c.command_id.clone().unwrap_or_default();
     let waited = async {
         let cmd = client.wait_command(&pause, None).await?;
-        super::runner_ops::result_of::<serde_json::Value>(cmd, "pause")
+        super::runner_ops::result_of::<crate::api::computers::PauseResult>(cmd, "pause")
     };
     tokio::pin!(waited);
     loop {

@@ -56,6 +56,15 @@ impl CommandRow {
         self.state.is_final()
     }
 
+    /// The result as its kind's type; none when there is none, it is another kind's, or
+    /// it does not read.
+    pub fn result_as<T: machine::CommandResult>(&self) -> Option<T> {
+        if !T::KINDS.contains(&self.kind) {
+            return None;
+        }
+        serde_json::from_str(self.result.as_deref()?).ok()
+    }
+
     pub fn view(self, with_result: bool) -> machine::Command {
         machine::Command {
             id: self.id,

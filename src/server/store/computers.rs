@@ -595,10 +595,7 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<RunnerId>, StoreError> {
         let error = cmd.error.clone().map(|e| format!("{}: {e}", cmd.state));
         match (cmd.kind, cmd.state) {
             (CommandKind::ComputerStart, CommandState::Done) => {
-                let r: Option<StartResult> = cmd
-                    .result
-                    .as_deref()
-                    .and_then(|r| serde_json::from_str(r).ok());
+                let r: Option<StartResult> = cmd.result_as();
                 tx.execute(
                     "UPDATE computers SET state = ?5, container_id = ?2, resources = ?3,
                          last_error = NULL, updated_at = ?4 WHERE id = ?1",

@@ -120,10 +120,7 @@ type TurnOutcome = (TurnState, Option<String>, Option<String>, Option<String>);
 fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
     match cmd.state {
         CommandState::Done => {
-            let result: Option<TurnResult> = cmd
-                .result
-                .as_deref()
-                .and_then(|r| serde_json::from_str(r).ok());
+            let result: Option<TurnResult> = cmd.result_as();
             match result {
                 Some(r) => {
                     let state = match r.status.as_str() {
