@@ -124,8 +124,8 @@ fn escape(s: &str, keep_lines: bool) -> Cow<'_, str> {
 }
 
 /// `-` for a missing value in a table.
-pub fn opt(v: &Option<String>) -> String {
-    v.clone().unwrap_or_else(|| "-".into())
+pub fn opt(v: &Option<impl std::fmt::Display>) -> String {
+    v.as_ref().map_or_else(|| "-".into(), |v| v.to_string())
 }
 
 #[cfg(test)]

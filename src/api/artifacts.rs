@@ -23,14 +23,24 @@ pub const HEADER_SHA256: &str = "yy-sha256";
 /// whole file's SHA-256 is the end-to-end check.
 pub const HEADER_CRC32: &str = "yy-crc32";
 
-/// Where an artifact came from.
-pub mod kinds {
-    /// `computer_export` in a computer agent's turn.
-    pub const EXPORT: &str = "export";
-    /// `yy runner fetch` of a file under a Runner's artifact roots.
-    pub const FETCH: &str = "fetch";
-    /// A file a user attached to a turn (`yy chat --attach`).
-    pub const INPUT: &str = "input";
+super::states::word_enum! {
+    /// Where an artifact came from.
+    ArtifactKind {
+        /// `computer_export` in a computer agent's turn.
+        Export = "export",
+        /// `yy runner fetch` of a file under a Runner's artifact roots.
+        Fetch = "fetch",
+        /// A file a user attached to a turn (`yy chat --attach`).
+        Input = "input",
+    }
+}
+
+super::states::word_enum! {
+    /// An artifact is `ready` only once the whole file was checked and renamed into place.
+    ArtifactState {
+        Uploading = "uploading",
+        Ready = "ready",
+    }
 }
 
 /// `POST /runner/v1/artifacts`: begin (or resume) an upload for a running command.
@@ -64,8 +74,7 @@ pub struct UploadFinish {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UploadState {
     pub id: String,
-    /// `uploading` or `ready`.
-    pub state: String,
+    pub state: ArtifactState,
     pub size: u64,
     pub chunk_size: u64,
     /// Bytes verified and stored so far; the next chunk to send is `received / chunk_size`.
@@ -82,24 +91,22 @@ impl UploadState {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Artifact {
     pub id: String,
-    /// export, fetch or input.
-    pub kind: String,
+    pub kind: ArtifactKind,
     pub name: String,
     pub size: u64,
     pub sha256: String,
-    /// uploading or ready.
-    pub state: String,
+    pub state: ArtifactState,
     pub received: u64,
     pub owner: Option<String>,
-    pub runner_id: Option<String>,
-    pub command_id: Option<String>,
-    pub session_id: Option<String>,
+    pub runner_id: Option<super::ids::RunnerId>,
+    pub command_id: Option<super::ids::CommandId>,
+    pub session_id: Option<super::ids::SessionId>,
     pub turn_id: Option<String>,
     /// The turn's number in its session (the message it answered).
     pub turn_seq: Option<i64>,
     pub agent: Option<String>,
     pub profile: Option<String>,
-    pub computer_id: Option<String>,
+    pub computer_id: Option<super::ids::ComputerId>,
     pub source_path: Option<String>,
     pub created_at: String,
     pub finished_at: Option<String>,

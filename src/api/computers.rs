@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::ids::{CommandId, ComputerId, Fence, RunnerId};
+
 // ---- exec limits (`yy computer exec`, the exec route, the store's deadline, the guest) ----
 
 /// How long an exec runs before its process tree is killed, unless the caller says.
@@ -35,20 +37,20 @@ pub struct ComputerExec {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Computer {
-    pub id: String,
+    pub id: ComputerId,
     pub agent: String,
     pub owner: String,
-    pub runner_id: String,
+    pub runner_id: RunnerId,
     pub image_id: String,
     pub guest_cwd: String,
     /// starting, running, stopping, stopped, failed or removed.
     pub state: super::states::ComputerState,
-    pub fence: i64,
+    pub fence: Fence,
     pub container_id: Option<String>,
     pub resources: Option<serde_json::Value>,
     pub last_error: Option<String>,
     /// The Runner command that last changed the state (for `yy runner commands`).
-    pub last_command: Option<String>,
+    pub last_command: Option<CommandId>,
     pub created_at: String,
     pub updated_at: String,
     /// The network mode it was last started with: `none` or `public-web`.
@@ -168,6 +170,22 @@ pub struct ExecResult {
 
 /// How long an operator's control lasts unless renewed.
 pub const CONTROL_TTL_MS: i64 = 30_000;
+
+/// The result of `computer.pause`: the model is paused (no tool in flight any more).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PauseResult {
+    pub paused: bool,
+    pub control_fence: i64,
+    /// How long the pause waited for the tool in flight.
+    pub waited_for_tool_ms: u64,
+}
+
+/// The result of `computer.resume`: whether the model was paused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResumeResult {
+    pub resumed: bool,
+    pub control_fence: i64,
+}
 /// The longest handback note.
 pub const MAX_NOTE_CHARS: usize = 4000;
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::computers::{ComputerRef, ExecPayload, PausePayload, ScreenPayload, StartPayload};
 use super::sessions::{SessionRef, TurnPayload, WorkerTurnPayload};
 
+pub use super::ids::{CommandId, Generation, RunnerId};
 pub use super::states::CommandState;
 
 /// The protocol version this yy speaks.
@@ -140,8 +141,8 @@ impl RunnerStatus {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Connected {
-    pub runner_id: String,
-    pub generation: i64,
+    pub runner_id: RunnerId,
+    pub generation: Generation,
     /// Commands of earlier generations that were running and are now `uncertain`.
     pub uncertain: Vec<String>,
     /// Commands of earlier generations that were leased, never started, and are queued again.
@@ -355,6 +356,35 @@ super::states::word_enum! {
         /// a throw-away acceptance computer with a guest round trip.
         ComputerImageAccept = "computer.image.accept",
     }
+}
+
+/// What a command kind answers with when it ends `done`: every result type names the
+/// kinds that produce it, so a result is read only as its own command's (the admin
+/// client's `result_of`, the store's `CommandRow::result_as`). The wire is the type's JSON.
+pub trait CommandResult: serde::de::DeserializeOwned {
+    const KINDS: &'static [CommandKind];
+}
+
+macro_rules! command_results {
+    ($($t:ty => [$($kind:ident),+];)+) => {$(
+        impl CommandResult for $t {
+            const KINDS: &'static [CommandKind] = &[$(CommandKind::$kind),+];
+        }
+    )+};
+}
+
+command_results! {
+    PingResult => [Ping];
+    FetchResult => [Fetch];
+    super::sessions::TurnResult => [SessionTurn, WorkerTurn];
+    super::sessions::StopResult => [SessionStop, SessionClose];
+    super::sessions::SessionListResult => [SessionList];
+    super::computers::StartResult => [ComputerStart];
+    super::computers::ExecResult => [ComputerExec];
+    super::computers::PauseResult => [ComputerPause];
+    super::computers::ResumeResult => [ComputerResume];
+    super::computers::ImageAcceptResult => [ComputerImageAccept];
+    super::screen::ScreenResult => [ComputerScreen];
 }
 
 /// The control plane object whose state follows a command's outcome.
@@ -678,14 +708,14 @@ pub struct FetchParams {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Command {
-    pub id: String,
-    pub runner_id: String,
-    pub kind: String,
+    pub id: CommandId,
+    pub runner_id: RunnerId,
+    pub kind: CommandKind,
     pub state: CommandState,
     pub created_at: String,
     pub deadline_at: String,
     pub leased_at: Option<String>,
-    pub generation: Option<i64>,
+    pub generation: Option<Generation>,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub cancel_requested: bool,

@@ -6,6 +6,7 @@ pub mod artifacts;
 pub mod computers;
 pub mod credentials;
 pub mod http;
+pub mod ids;
 pub mod machine;
 pub mod names;
 pub mod params;

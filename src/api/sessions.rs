@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::ids::{CommandId, RunnerId, SessionId};
+
 pub use super::turn_events::{
     ApprovalRequest, ComputerReady, LIVE_OUTPUT_CAP, SessionCreated, StdStream, TextDelta,
     ToolComplete, ToolOutput, ToolStart, TurnEvent, event_types,
@@ -25,10 +27,10 @@ pub struct ChatParams {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Session {
-    pub id: String,
+    pub id: SessionId,
     pub agent: String,
     pub owner: String,
-    pub runner_id: Option<String>,
+    pub runner_id: Option<RunnerId>,
     pub hermes_session_id: Option<String>,
     /// idle, running, pending_cleanup or closed.
     pub state: super::states::SessionState,
@@ -40,7 +42,7 @@ pub struct Session {
     pub updated_at: String,
     /// The state of its newest turn (`queued` while it waits for its Runner).
     #[serde(default)]
-    pub last_turn: Option<String>,
+    pub last_turn: Option<super::states::TurnState>,
     /// The transcript; present when one session is shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<Turn>>,
@@ -53,9 +55,9 @@ pub struct Turn {
     pub seq: i64,
     /// The Runner and the command it runs as; absent while it waits to start.
     #[serde(default)]
-    pub runner_id: Option<String>,
+    pub runner_id: Option<RunnerId>,
     #[serde(default)]
-    pub command_id: Option<String>,
+    pub command_id: Option<CommandId>,
     pub message: String,
     /// waiting (in the chat queue, not yet admitted), queued (admitted, not yet taken by
     /// its Runner), running, complete, interrupted, error or uncertain.
@@ -128,7 +130,7 @@ pub struct SessionEvent {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventsPage {
     pub events: Vec<SessionEvent>,
-    pub session_state: String,
+    pub session_state: super::states::SessionState,
     pub turn: Option<Turn>,
     /// Why a queued turn has not started yet (its Runner is offline, or has not taken it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,7 +141,7 @@ pub struct EventsPage {
 pub struct StopStarted {
     pub session: Session,
     /// The command that interrupts and confirms; absent when the turn never reached a Runner.
-    pub command_id: Option<String>,
+    pub command_id: Option<CommandId>,
 }
 
 // ---- Runner commands ----

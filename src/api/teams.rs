@@ -87,15 +87,37 @@ pub struct SubtaskInputs {
     pub artifacts: Vec<String>,
 }
 
+word_enum! {
+    /// A goal's result on its way to the session it came from.
+    DeliveryState {
+        /// Waiting for the session to be free.
+        Pending = "pending",
+        Delivered = "delivered",
+        Failed = "failed",
+    }
+}
+
 /// What a member's turn produced: its final answer and the files it exported.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SubtaskResult {
     pub text: String,
     /// The state the turn ended in (`complete`, `error`, `interrupted`, `uncertain`).
-    pub turn_state: String,
+    pub turn_state: super::states::TurnState,
     #[serde(default)]
     pub artifacts: Vec<ArtifactRef>,
     pub attempt: i64,
+}
+
+/// What a result that cannot be read is taken for: nothing known of its turn.
+impl Default for SubtaskResult {
+    fn default() -> Self {
+        SubtaskResult {
+            text: String::new(),
+            turn_state: super::states::TurnState::Uncertain,
+            artifacts: Vec::new(),
+            attempt: 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,8 +146,7 @@ pub struct Delivery {
     pub id: String,
     pub session_id: String,
     pub generation: i64,
-    /// `pending` (waiting for the session to be free), `delivered` or `failed`.
-    pub state: String,
+    pub state: DeliveryState,
     pub turn_id: Option<String>,
     pub error: Option<String>,
     pub created_at: String,

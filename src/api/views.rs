@@ -80,12 +80,39 @@ pub struct Agent {
     pub archived_at: Option<String>,
 }
 
+super::states::word_enum! {
+    /// A Runner registration: `disabled` by an admin for good.
+    RunnerState {
+        Enabled = "enabled",
+        Disabled = "disabled",
+    }
+}
+
+super::states::word_enum! {
+    /// An image update that is not current yet.
+    PendingImageState {
+        /// Its `computer.image.accept` runs on the Runner.
+        Verifying = "verifying",
+        /// Checked; it becomes current once the Runner is idle.
+        Accepted = "accepted",
+    }
+}
+
+super::states::word_enum! {
+    /// Where a Runner's token rotation stands.
+    TokenRotation {
+        /// An admin asked for a new token at the next contact.
+        Requested = "requested",
+        /// A new token was issued and not used yet.
+        Pending = "pending",
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Runner {
-    pub id: String,
+    pub id: super::ids::RunnerId,
     pub source: String,
-    /// `enabled` or `disabled`.
-    pub state: String,
+    pub state: RunnerState,
     /// True while an instance of an enabled Runner has been heard from recently.
     pub online: bool,
     pub allowed_profiles: Vec<String>,
@@ -95,7 +122,7 @@ pub struct Runner {
     pub created_at: String,
     pub disabled_at: Option<String>,
     pub last_seen_at: Option<String>,
-    pub generation: i64,
+    pub generation: super::ids::Generation,
     pub instance_id: Option<String>,
     pub version: Option<String>,
     pub capabilities: Vec<String>,
@@ -122,9 +149,8 @@ pub struct Runner {
     /// waiting for the Runner to be idle.
     #[serde(default)]
     pub pending_image: Option<String>,
-    /// `verifying` or `accepted`.
     #[serde(default)]
-    pub pending_state: Option<String>,
+    pub pending_state: Option<PendingImageState>,
     /// The `computer.image.accept` command checking the pending image.
     #[serde(default)]
     pub pending_command: Option<String>,
@@ -146,10 +172,9 @@ pub struct Runner {
     /// When the current token stops working unless renewed (none once disabled).
     #[serde(default)]
     pub token_expires_at: Option<String>,
-    /// `requested` (an admin asked for a new token at the next contact) or `pending` (a
-    /// new token was issued and not used yet); none otherwise.
+    /// None when no rotation is under way.
     #[serde(default)]
-    pub token_rotation: Option<String>,
+    pub token_rotation: Option<TokenRotation>,
 }
 
 /// The private configuration a Runner runs with (`runner.json`): registration returns it

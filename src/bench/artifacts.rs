@@ -139,7 +139,8 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
             ..RunnerStatus::default()
         })
         .await?
-        .generation;
+        .generation
+        .get();
     let provider = Provider::connect().await?;
     let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     let ws = PathBuf::from("/var/tmp/yy/bench").join(format!("artifacts-{run}"));
@@ -195,7 +196,7 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
             let exports = TurnExports::new(Transfer {
                 client: client.clone(),
                 generation,
-                command_id: cmd.id.clone(),
+                command_id: cmd.id.to_string(),
                 spool: spool.clone(),
             });
             let started = Instant::now();

@@ -449,7 +449,7 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         h,
         url,
         admin,
-        runner_id,
+        runner_id: runner_id.into(),
         db: crate::server::store::db_path(&db_dir),
         token,
         runner_config: config_path,

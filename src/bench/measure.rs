@@ -144,7 +144,7 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
                 let cmd = enqueue_ping(&admin, &runner_id, timeout_ms).await?;
                 let mut last = last_id.lock().unwrap_or_else(|p| p.into_inner());
                 if i >= last.0 {
-                    *last = (i, cmd.id);
+                    *last = (i, cmd.id.into());
                 }
             }
         });
@@ -307,7 +307,7 @@ pub(super) async fn long_poll_rss(
                     .into());
                 }
                 let c: Connected = resp.json().await?;
-                Ok::<_, anyhow::Error>((token, instance, c.generation))
+                Ok::<_, anyhow::Error>((token, instance, c.generation.get()))
             }
         })
         .buffer_unordered(32)

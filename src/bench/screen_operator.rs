@@ -274,7 +274,7 @@ where
     let result = async {
         let pause = c.command_id.clone().unwrap_or_default();
         let cmd = admin.wait_command(&pause, None).await?;
-        crate::client::result_of::<serde_json::Value>(cmd, "pause")?;
+        crate::client::result_of::<crate::api::computers::PauseResult>(cmd, "pause")?;
         work(fence).await
     }
     .await;

@@ -10,7 +10,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use super::{Client, ClientError};
 use crate::api::artifacts::Artifact;
 use crate::api::computers::{AuditEntry, Computer, ComputerCreate, ComputerExec};
-use crate::api::machine::{Command, FetchParams, PingParams};
+use crate::api::machine::{Command, CommandResult, FetchParams, PingParams};
 use crate::api::params::{
     AccountCreate, AgentCreate, AgentUpdate, LoginParams, PasswordChange, ProfileCreate,
     ProfileUpdate, RunnerRegister, RunnerUpdate, SourceCreate, SourceUpdate,
@@ -564,7 +564,14 @@ impl Client {
 
 /// The typed result of a command that must have ended `done`; otherwise an error that
 /// says `{what} {state}: {reason}`.
-pub fn result_of<T: DeserializeOwned>(cmd: Command, what: &str) -> Result<T> {
+pub fn result_of<T: CommandResult>(cmd: Command, what: &str) -> Result<T> {
+    if !T::KINDS.contains(&cmd.kind) {
+        return Err(ClientError::Command(format!(
+            "{what}: command {} is {}, which does not answer with this result",
+            cmd.id,
+            crate::api::words::a(cmd.kind.as_sql())
+        )));
+    }
     if cmd.state != crate::api::states::CommandState::Done {
         return Err(ClientError::Command(format!(
             "{what} {}: {}",
@@ -590,5 +597,33 @@ mod tests {
         assert_eq!(seg("a/b c"), "a%2Fb%20c");
         assert_eq!(seg("../x?y#z"), "..%2Fx%3Fy%23z");
         assert_eq!(seg("é"), "%C3%A9");
+    }
+
+    #[test]
+    fn a_result_is_read_only_as_its_own_kinds_type() {
+        use crate::api::computers::ExecResult;
+        use crate::api::machine::{Command, CommandKind, CommandState, PingResult};
+        let ping = Command {
+            id: "c1".into(),
+            runner_id: "r1".into(),
+            kind: CommandKind::Ping,
+            state: CommandState::Done,
+            created_at: String::new(),
+            deadline_at: String::new(),
+            leased_at: None,
+            generation: None,
+            started_at: None,
+            finished_at: None,
+            cancel_requested: false,
+            error: None,
+            result: Some(serde_json::json!({
+                "execution_id": "e", "runner_version": "1", "started_at_ms": 5
+            })),
+            waiting: None,
+        };
+        let r: PingResult = super::result_of(ping.clone(), "ping").unwrap();
+        assert_eq!(r.started_at_ms, 5);
+        let wrong = super::result_of::<ExecResult>(ping, "exec").unwrap_err();
+        assert!(wrong.to_string().contains("is a ping"), "{wrong}");
     }
 }

@@ -105,11 +105,11 @@ impl Columns for Computer {
 
     fn row(&self) -> Vec<String> {
         vec![
-            self.id.clone(),
+            self.id.to_string(),
             self.agent.clone(),
             self.state.to_string(),
             self.fence.to_string(),
-            self.runner_id.clone(),
+            self.runner_id.to_string(),
             self.container_id
                 .as_deref()
                 .map(|s| s.chars().take(12).collect())
@@ -132,7 +132,7 @@ fn network_shown(c: &Computer) -> String {
 
 fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
     let fields = vec![
-        ("id", c.id.clone()),
+        ("id", c.id.to_string()),
         ("agent", format!("{} (owner {})", c.agent, c.owner)),
         (
             "state",
@@ -147,7 +147,7 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
             },
         ),
         ("fence", c.fence.to_string()),
-        ("runner", c.runner_id.clone()),
+        ("runner", c.runner_id.to_string()),
         (
             "image",
             match &c.next_image {

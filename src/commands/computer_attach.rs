@@ -150,7 +150,7 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
                 Some(s) => {
                     eprintln!("[session {} is running]", s.id);
                     // Start at its newest turn's first event: what happened so far in it.
-                    current = Some((s.id, 0));
+                    current = Some((s.id.into(), 0));
                     told_idle = false;
                 }
                 None => {
@@ -211,7 +211,7 @@ pub(super) async fn take_control(
     let pause = c.command_id.clone().unwrap_or_default();
     let waited = async {
         let cmd = client.wait_command(&pause, None).await?;
-        super::runner_ops::result_of::<serde_json::Value>(cmd, "pause")
+        super::runner_ops::result_of::<crate::api::computers::PauseResult>(cmd, "pause")
     };
     tokio::pin!(waited);
     loop {

@@ -11,7 +11,7 @@ const RENEW_EVERY: Duration = Duration::from_secs(10);
 
 /// Serves the page until Ctrl-C (or, under control, until control is lost).
 pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow::Result<()> {
-    let computer = client.computer_show(id).await?.id;
+    let computer = client.computer_show(id).await?.id.into_string();
     let fence = if control {
         Some(
             super::computer_attach::take_control(client, &computer)

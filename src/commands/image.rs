@@ -410,7 +410,10 @@ async fn in_use(
                 "cannot ask the control plane which images its Runners use ({e}); log in, or pass --local-only to check this Docker engine only"
             ))
         })?;
-        for r in runners.into_iter().filter(|r| r.state == "enabled") {
+        for r in runners
+            .into_iter()
+            .filter(|r| r.state == crate::api::views::RunnerState::Enabled)
+        {
             let kept = [
                 (r.computer_image, "is configured with it"),
                 (r.pending_image, "has it as its pending image"),

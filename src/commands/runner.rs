@@ -225,9 +225,9 @@ impl Columns for views::Runner {
 
     fn row(&self) -> Vec<String> {
         vec![
-            self.id.clone(),
+            self.id.to_string(),
             self.source.clone(),
-            self.state.clone(),
+            self.state.to_string(),
             self.online.to_string(),
             opt(&self.last_seen_at),
             self.generation.to_string(),
@@ -239,9 +239,9 @@ impl Columns for views::Runner {
 
 fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
     let fields = vec![
-        ("id", r.id.clone()),
+        ("id", r.id.to_string()),
         ("source", r.source.clone()),
-        ("state", r.state.clone()),
+        ("state", r.state.to_string()),
         ("online", r.online.to_string()),
         ("last seen", opt(&r.last_seen_at)),
         ("generation", r.generation.to_string()),
@@ -345,10 +345,14 @@ fn token_words(r: &views::Runner) -> String {
         }
         None => out.push_str(", revoked"),
     }
-    match r.token_rotation.as_deref() {
-        Some("requested") => out.push_str("; renewal requested for the next contact"),
-        Some("pending") => out.push_str("; a new token was issued and is not used yet"),
-        _ => {}
+    match r.token_rotation {
+        Some(views::TokenRotation::Requested) => {
+            out.push_str("; renewal requested for the next contact")
+        }
+        Some(views::TokenRotation::Pending) => {
+            out.push_str("; a new token was issued and is not used yet")
+        }
+        None => {}
     }
     out
 }

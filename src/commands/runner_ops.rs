@@ -69,7 +69,7 @@ pub async fn ping(runner: &str, count: u32, hold: Duration, json: bool) -> anyho
         let cmd = wait(&client, &cmd.id).await?;
         let report = PingReport {
             seq,
-            command_id: cmd.id,
+            command_id: cmd.id.into(),
             state: cmd.state,
             ms: started.elapsed().as_secs_f64() * 1000.0,
             error: cmd.error,
@@ -205,8 +205,8 @@ impl Columns for machine::Command {
 
     fn row(&self) -> Vec<String> {
         vec![
-            self.id.clone(),
-            self.kind.clone(),
+            self.id.to_string(),
+            self.kind.to_string(),
             self.state.to_string(),
             self.created_at.clone(),
             opt(&self.started_at),

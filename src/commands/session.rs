@@ -47,10 +47,10 @@ impl Columns for Session {
 
     fn row(&self) -> Vec<String> {
         vec![
-            self.id.clone(),
+            self.id.to_string(),
             self.agent.clone(),
             self.state.to_string(),
-            opt(&self.last_turn),
+            self.last_turn.map_or_else(|| "-".into(), |t| t.to_string()),
             opt(&self.runner_id),
             self.updated_at.clone(),
             opt(&self.hermes_session_id),

@@ -13,7 +13,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 
-use super::protocol::codes;
+use super::protocol::{FileKind, codes};
 
 /// A refused or failed operation: a protocol error code and a one-line message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,17 +203,16 @@ impl Workspace {
     }
 }
 
-/// `file`, `dir`, `symlink` or `other`.
-pub fn kind_of(meta: &Metadata) -> &'static str {
+pub fn kind_of(meta: &Metadata) -> FileKind {
     let t = meta.file_type();
     if t.is_symlink() {
-        "symlink"
+        FileKind::Symlink
     } else if t.is_dir() {
-        "dir"
+        FileKind::Dir
     } else if t.is_file() {
-        "file"
+        FileKind::File
     } else {
-        "other"
+        FileKind::Other
     }
 }
 

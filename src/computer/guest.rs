@@ -61,7 +61,7 @@ pub fn hello(ws: &Workspace) -> Hello {
     // SAFETY: these getters cannot fail and touch no memory.
     let (ruid, euid, egid) = unsafe { (libc::getuid(), libc::geteuid(), libc::getegid()) };
     Hello {
-        kind: "hello".into(),
+        kind: super::protocol::HelloType::Hello,
         protocol: PROTOCOL,
         yy_version: crate::VERSION.into(),
         workspace: ws.root().display().to_string(),
@@ -617,7 +617,7 @@ fn list(ws: &Workspace, path: &str) -> Result<ListResult, OpError> {
         let Ok(meta) = entry.metadata() else { continue };
         entries.push(Entry {
             name: entry.file_name().to_string_lossy().into_owned(),
-            kind: kind_of(&meta).into(),
+            kind: kind_of(&meta),
             size: meta.len(),
             mode: meta.permissions().mode() & 0o7777,
             mtime_ms: mtime_ms(&meta),
@@ -636,7 +636,7 @@ fn stat(ws: &Workspace, path: &str) -> Result<StatResult, OpError> {
     let meta = std::fs::metadata(&real).map_err(|e| OpError::io(path, e))?;
     Ok(StatResult {
         path: ws.relative(&real),
-        kind: kind_of(&meta).into(),
+        kind: kind_of(&meta),
         size: meta.len(),
         mode: meta.permissions().mode() & 0o7777,
         mtime_ms: mtime_ms(&meta),

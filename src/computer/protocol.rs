@@ -47,12 +47,28 @@ pub const MAX_WRITE_BYTES: usize = crate::api::artifacts::MAX_ATTACH_BYTES as us
 /// Most entries one `list` returns.
 pub const MAX_LIST_ENTRIES: usize = 10_000;
 
+crate::api::states::word_enum! {
+    /// The `type` of the guest's first line: a line of another type is no hello.
+    HelloType {
+        Hello = "hello",
+    }
+}
+
+crate::api::states::word_enum! {
+    /// What a path in the workspace is.
+    FileKind {
+        File = "file",
+        Dir = "dir",
+        Symlink = "symlink",
+        Other = "other",
+    }
+}
+
 /// The guest's first line.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Hello {
-    /// Always `"hello"`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: HelloType,
     pub protocol: u32,
     pub yy_version: String,
     /// The workspace root, as the guest resolved it.
@@ -272,9 +288,8 @@ pub struct WriteResult {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Entry {
     pub name: String,
-    /// `file`, `dir`, `symlink` or `other`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: FileKind,
     pub size: u64,
     pub mode: u32,
     pub mtime_ms: i64,
@@ -291,7 +306,7 @@ pub struct ListResult {
 pub struct StatResult {
     pub path: String,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: FileKind,
     pub size: u64,
     pub mode: u32,
     pub mtime_ms: i64,

@@ -532,9 +532,9 @@ fn take_line(
             .to_string()
     };
     if let Some(tx) = hello_tx.take() {
+        // A first line of another type does not parse as a hello.
         let hello = serde_json::from_slice::<Hello>(line)
             .ok()
-            .filter(|h| h.kind == "hello")
             .ok_or_else(|| format!("did not start: {}", shown()));
         let failed = hello.is_err();
         let _ = tx.send(hello);

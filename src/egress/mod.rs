@@ -80,6 +80,11 @@ pub struct LogResult {
     pub proxy_running: bool,
 }
 
+impl crate::api::machine::CommandResult for LogResult {
+    const KINDS: &'static [crate::api::machine::CommandKind] =
+        &[crate::api::machine::CommandKind::EgressLog];
+}
+
 /// The Runner's recent decisions: a ring that drops the oldest when full.
 #[derive(Debug)]
 pub struct Ring {

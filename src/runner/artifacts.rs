@@ -14,11 +14,11 @@ use sha2::{Digest, Sha256};
 
 use super::client::{MachineClient, MachineError};
 use crate::api::artifacts::{
-    self, ArtifactRef, AttachmentRef, CHUNK_BYTES, MAX_ARTIFACT_BYTES, MAX_EXPORTS_PER_TURN,
-    UploadBegin, UploadState, human_size,
+    self, ArtifactRef, ArtifactState, AttachmentRef, CHUNK_BYTES, MAX_ARTIFACT_BYTES,
+    MAX_EXPORTS_PER_TURN, UploadBegin, UploadState, human_size,
 };
 use crate::computer::host_read::{self, Snapshot};
-use crate::computer::protocol::ExecParams;
+use crate::computer::protocol::{ExecParams, FileKind};
 use crate::computer::session::GuestSession;
 
 /// Tries of one upload before it fails (each resumes from the last verified chunk).
@@ -141,7 +141,7 @@ impl Transfer {
         let mut hashing = begin.sha256.is_none().then(WholeHash::default);
         // The next chunk is read (and its CRC taken) while the one before is on its way.
         let mut ahead: Option<(u64, ChunkRead)> = None;
-        while state.state == "uploading" && state.received < state.size {
+        while state.state == ArtifactState::Uploading && state.received < state.size {
             let n = state.next_chunk();
             let read = match ahead.take() {
                 Some((k, read)) if k == n => read,
@@ -198,7 +198,7 @@ impl Transfer {
                 }
             }
         };
-        if state.state != "ready" {
+        if state.state != ArtifactState::Ready {
             let announce = begin.sha256.is_none().then_some(sha256.as_str());
             state = self
                 .client
@@ -403,10 +403,10 @@ impl TurnExports {
         let name = artifacts::sanitize_name(path)
             .ok_or_else(|| format!("{path:?} does not name a file"))?;
         let stat = guest.stat(path).await.map_err(|e| e.to_string())?;
-        if stat.kind != "file" {
+        if stat.kind != FileKind::File {
             return Err(format!(
                 "{path} is {}, not a regular file",
-                crate::api::words::a(&stat.kind)
+                crate::api::words::a(stat.kind.as_sql())
             ));
         }
         if stat.size > MAX_ARTIFACT_BYTES {

@@ -71,7 +71,8 @@ pub(super) async fn lease_loop(
                 }
             }
         };
-        let generation = connected.generation;
+        // The Runner keeps its generation as the number it sends in a header.
+        let generation = connected.generation.get();
         if let Err(e) = instance::record(&shared.data_dir, &shared.client.instance) {
             tracing::warn!(error = %e, "cannot record this instance in the data directory; its next start may need --replace");
         }

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::api::computers::{PauseResult, ResumeResult};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -57,11 +59,12 @@ impl Pauses {
         let started = std::time::Instant::now();
         let mut rx = cell.subscribe();
         let _ = rx.wait_for(|s| !s.in_tool).await;
-        json!({
-            "paused": true,
-            "control_fence": control_fence,
-            "waited_for_tool_ms": started.elapsed().as_millis() as u64,
+        serde_json::to_value(PauseResult {
+            paused: true,
+            control_fence,
+            waited_for_tool_ms: started.elapsed().as_millis() as u64,
         })
+        .expect("serializes")
     }
 
     /// Resumes the model with the operator's note.
@@ -73,7 +76,11 @@ impl Pauses {
             s.paused = false;
             s.note = Some(note.to_string());
         });
-        json!({ "resumed": was_paused, "control_fence": control_fence })
+        serde_json::to_value(ResumeResult {
+            resumed: was_paused,
+            control_fence,
+        })
+        .expect("serializes")
     }
 
     /// Before a tool call: run it, or wait while the computer is paused (`on_pause` is told

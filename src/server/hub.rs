@@ -4,6 +4,7 @@
 //! It is deliberately not persisted: after a control plane restart no generation is live,
 //! so every Runner must connect again and gets a new generation.
 
+use crate::api::ids::Generation;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,7 +41,7 @@ impl Drop for PollGuard {
 }
 
 struct Live {
-    generation: i64,
+    generation: Generation,
     instance: String,
     touched: Instant,
 }
@@ -55,7 +56,7 @@ pub enum GenerationError {
 }
 
 impl RunnerSignals {
-    pub fn check(&self, generation: i64, instance: &str) -> Result<(), GenerationError> {
+    pub fn check(&self, generation: Generation, instance: &str) -> Result<(), GenerationError> {
         let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         match &*live {
             Some(l) if l.generation == generation && l.instance == instance => Ok(()),
@@ -99,7 +100,7 @@ impl Hub {
     /// Makes `generation` of `instance` the live one and wakes the previous one's polls.
     /// The live generation only grows: connects that commit in one order may reach this
     /// in another, and an older one must not replace the newest.
-    pub fn set_live(&self, runner_id: &str, generation: i64, instance: &str) {
+    pub fn set_live(&self, runner_id: &str, generation: Generation, instance: &str) {
         let signals = self.signals(runner_id);
         {
             let mut live = signals.live.lock().unwrap_or_else(|p| p.into_inner());
@@ -116,7 +117,7 @@ impl Hub {
     }
 
     /// Forgets the live generation (disconnect or disable) and wakes its polls.
-    pub fn clear(&self, runner_id: &str, generation: Option<i64>) {
+    pub fn clear(&self, runner_id: &str, generation: Option<Generation>) {
         let signals = self.signals(runner_id);
         {
             let mut live = signals.live.lock().unwrap_or_else(|p| p.into_inner());
@@ -164,37 +165,37 @@ mod tests {
     fn generations_fence_old_instances() {
         let hub = Hub::default();
         let s = hub.signals("r");
-        assert_eq!(s.check(1, "a"), Err(GenerationError::Stale));
-        hub.set_live("r", 1, "a");
-        assert_eq!(s.check(1, "a"), Ok(()));
-        hub.set_live("r", 2, "a");
-        assert_eq!(s.check(1, "a"), Err(GenerationError::Stale));
-        hub.set_live("r", 3, "b");
+        assert_eq!(s.check(Generation(1), "a"), Err(GenerationError::Stale));
+        hub.set_live("r", Generation(1), "a");
+        assert_eq!(s.check(Generation(1), "a"), Ok(()));
+        hub.set_live("r", Generation(2), "a");
+        assert_eq!(s.check(Generation(1), "a"), Err(GenerationError::Stale));
+        hub.set_live("r", Generation(3), "b");
         assert_eq!(
-            s.check(2, "a"),
+            s.check(Generation(2), "a"),
             Err(GenerationError::Replaced {
                 instance: "b".into()
             })
         );
-        hub.clear("r", Some(2));
+        hub.clear("r", Some(Generation(2)));
         assert_eq!(
-            s.check(3, "b"),
+            s.check(Generation(3), "b"),
             Ok(()),
             "clearing an old generation keeps the new"
         );
-        hub.clear("r", Some(3));
-        assert_eq!(s.check(3, "b"), Err(GenerationError::Stale));
+        hub.clear("r", Some(Generation(3)));
+        assert_eq!(s.check(Generation(3), "b"), Err(GenerationError::Stale));
     }
 
     #[test]
     fn a_late_older_connect_never_replaces_the_newest() {
         let hub = Hub::default();
         let s = hub.signals("r");
-        hub.set_live("r", 5, "newest");
-        hub.set_live("r", 4, "older");
-        assert_eq!(s.check(5, "newest"), Ok(()));
+        hub.set_live("r", Generation(5), "newest");
+        hub.set_live("r", Generation(4), "older");
+        assert_eq!(s.check(Generation(5), "newest"), Ok(()));
         assert_eq!(
-            s.check(4, "older"),
+            s.check(Generation(4), "older"),
             Err(GenerationError::Replaced {
                 instance: "newest".into()
             })

@@ -16,6 +16,7 @@ use super::extract::Body;
 use super::queue::QueueError;
 use super::store::commands::Takeover;
 use super::store::runner_tokens;
+use crate::api::ids::{CommandId, Generation, RunnerId};
 use crate::api::machine::{
     self, CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PREVIOUS_INSTANCE,
     HEADER_PROTOCOL, HEADER_REPLACE, LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION,
@@ -41,7 +42,7 @@ pub fn routes() -> Router<AppState> {
 
 /// An authenticated Runner instance (any generation).
 pub struct RunnerCaller {
-    pub runner_id: String,
+    pub runner_id: RunnerId,
     pub instance: String,
     /// What the token's lifetime says (expiry, renew now).
     pub token: runner_tokens::RunnerAuth,
@@ -49,9 +50,9 @@ pub struct RunnerCaller {
 
 /// An authenticated Runner instance whose generation is the live one.
 pub struct Current {
-    pub runner_id: String,
+    pub runner_id: RunnerId,
     pub instance: String,
-    pub generation: i64,
+    pub generation: Generation,
     pub token: runner_tokens::RunnerAuth,
 }
 
@@ -146,8 +147,9 @@ impl FromRequestParts<AppState> for Current {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = RunnerCaller::from_request_parts(parts, state).await?;
-        let generation: i64 = header(parts, HEADER_GENERATION)
+        let generation = header(parts, HEADER_GENERATION)
             .and_then(|v| v.parse().ok())
+            .map(Generation)
             .ok_or_else(|| {
                 ApiError::bad_request(format!(
                     "missing or malformed {HEADER_GENERATION} header: connect first"
@@ -201,7 +203,7 @@ async fn machine_connect(
     tracing::info!(
         runner = %caller.runner_id,
         instance = %caller.instance,
-        generation = connected.generation,
+        generation = %connected.generation,
         uncertain = connected.uncertain.len(),
         requeued = connected.requeued.len(),
         "runner connected"
@@ -218,7 +220,7 @@ async fn machine_disconnect(
         .queue
         .disconnect(&current.runner_id, generation)
         .await?;
-    tracing::info!(runner = %current.runner_id, generation, "runner disconnected");
+    tracing::info!(runner = %current.runner_id, %generation, "runner disconnected");
     Ok(Json(serde_json::json!({ "disconnected": true })))
 }
 
@@ -284,7 +286,7 @@ async fn machine_whoami(
         })
         .await?;
     Ok(Json(machine::RunnerWhoami {
-        runner_id: caller.runner_id,
+        runner_id: caller.runner_id.into(),
         token_expires_at_ms: caller.token.expires_at,
         rotate_token: caller.token.rotate,
         computer_image,
@@ -315,19 +317,22 @@ async fn machine_token(
 async fn command_start(
     State(state): State<AppState>,
     current: Current,
-    Path(id): Path<String>,
+    Path(id): Path<CommandId>,
 ) -> Result<Json<StartGranted>, ApiError> {
     let deadline_ms = state
         .queue
         .start(&current.runner_id, current.generation, id.clone())
         .await?;
-    Ok(Json(StartGranted { id, deadline_ms }))
+    Ok(Json(StartGranted {
+        id: id.into(),
+        deadline_ms,
+    }))
 }
 
 async fn command_complete(
     State(state): State<AppState>,
     current: Current,
-    Path(id): Path<String>,
+    Path(id): Path<CommandId>,
     Body(p): Body<CompleteParams>,
 ) -> Result<Json<machine::Command>, ApiError> {
     let result = p.result.as_ref().map(|r| r.to_string());
@@ -360,7 +365,7 @@ async fn command_complete(
 async fn command_events(
     State(state): State<AppState>,
     current: Current,
-    Path(id): Path<String>,
+    Path(id): Path<CommandId>,
     Body(p): Body<crate::api::sessions::EventsParams>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     if p.events.len() > 1000 {

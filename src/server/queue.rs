@@ -20,6 +20,7 @@ use super::store::sessions::{self, Admission, SessionRow};
 use super::store::turn_waits::{self, Chat};
 use super::store::{Store, StoreError, retention, runner_images, runners};
 
+use crate::api::ids::{CommandId, Generation, RunnerId, SessionId};
 use crate::api::machine::{Connected, LeasedCommand, Outcome, RunnerCommand, RunnerStatus};
 use crate::api::sessions::TurnEvent;
 
@@ -28,9 +29,9 @@ pub enum QueueError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("runner {0} was disabled by an admin; register a new Runner to continue")]
-    Disabled(String),
+    Disabled(RunnerId),
     #[error("connection generation {0} is not current: connect again")]
-    StaleGeneration(i64),
+    StaleGeneration(Generation),
     #[error(
         "another instance ({0}) of this Runner connected after this one; only one instance may run"
     )]
@@ -128,11 +129,11 @@ impl Queue {
     }
 
     /// Ends the Runner's long-poll wait so it looks again (an admin's token rotation).
-    pub fn wake_runner(&self, runner_id: &str) {
+    pub fn wake_runner(&self, runner_id: &RunnerId) {
         self.wake(runner_id, true);
     }
 
-    pub(super) fn wake(&self, runner_id: &str, enqueued: bool) {
+    pub(super) fn wake(&self, runner_id: &RunnerId, enqueued: bool) {
         self.sched.notify_one();
         let signals = self.hub.signals(runner_id);
         if enqueued {
@@ -152,7 +153,7 @@ impl Queue {
         timeout_ms: Option<u64>,
     ) -> Result<CommandRow, StoreError> {
         self.change(move |c, limits| {
-            let runner_id = runners::resolve(c, &runner_key)?;
+            let runner_id = RunnerId::new(runners::resolve(c, &runner_key)?);
             commands::enqueue(c, &runner_id, &command, timeout_ms, limits)
         })
         .await
@@ -160,7 +161,7 @@ impl Queue {
 
     /// Cancels a command: at once when it was not delivered, else through a `cancel`
     /// command to its Runner.
-    pub async fn cancel(&self, id: String) -> Result<CommandRow, StoreError> {
+    pub async fn cancel(&self, id: CommandId) -> Result<CommandRow, StoreError> {
         let (Cancelled::Dequeued(row) | Cancelled::Requested(row)) = self
             .change(move |c, _| {
                 let outcome = commands::cancel(c, &id)?;
@@ -313,7 +314,7 @@ impl Queue {
     /// stop of its session (confirmed by its Runner); the session's other turns go on.
     pub async fn turn_cancel(
         &self,
-        session: String,
+        session: SessionId,
         turn: String,
     ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
         let done = self
@@ -327,7 +328,7 @@ impl Queue {
     /// running turn is stopped.
     pub async fn session_stop_all(
         &self,
-        id: String,
+        id: SessionId,
     ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
         let done = self
             .change(move |c, limits| sessions::stop_all(c, &id, limits))
@@ -338,7 +339,7 @@ impl Queue {
 
     pub async fn session_stop(
         &self,
-        id: String,
+        id: SessionId,
     ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
         self.change(move |c, limits| sessions::stop(c, &id, limits))
             .await
@@ -346,7 +347,7 @@ impl Queue {
 
     pub async fn session_close(
         &self,
-        id: String,
+        id: SessionId,
     ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
         self.change(move |c, limits| sessions::close(c, &id, limits))
             .await
@@ -427,7 +428,11 @@ impl Queue {
     // ---- waiting ----
 
     /// A command, once it ended or after `wait`, whichever comes first.
-    pub async fn wait_command(&self, id: String, wait: Duration) -> Result<CommandRow, StoreError> {
+    pub async fn wait_command(
+        &self,
+        id: CommandId,
+        wait: Duration,
+    ) -> Result<CommandRow, StoreError> {
         let key = id.clone();
         let first = self.store.call(move |c| commands::get(c, &key)).await?;
         let (row, _) = self
@@ -513,8 +518,8 @@ impl Queue {
     /// `last_seen_at` now and then while a Runner keeps polling.
     pub async fn check_live(
         &self,
-        runner_id: &str,
-        generation: i64,
+        runner_id: &RunnerId,
+        generation: Generation,
         instance: &str,
     ) -> Result<(), QueueError> {
         let signals = self.hub.signals(runner_id);
@@ -522,7 +527,7 @@ impl Queue {
             .check(generation, instance)
             .map_err(|e| generation_error(e, generation))?;
         if signals.should_touch() {
-            let id = runner_id.to_string();
+            let id = runner_id.clone();
             self.store.call(move |c| runners::touch(c, &id)).await?;
         }
         Ok(())
@@ -532,12 +537,12 @@ impl Queue {
     /// uncertain with their commands, and its computer leases end.
     pub async fn connect(
         &self,
-        runner_id: &str,
+        runner_id: &RunnerId,
         instance: &str,
         status: RunnerStatus,
         takeover: commands::Takeover,
     ) -> Result<Connected, QueueError> {
-        let (id, inst) = (runner_id.to_string(), instance.to_string());
+        let (id, inst) = (runner_id.clone(), instance.to_string());
         let connected = self
             .store
             .call(move |c| {
@@ -552,8 +557,12 @@ impl Queue {
         Ok(connected)
     }
 
-    pub async fn disconnect(&self, runner_id: &str, generation: i64) -> Result<(), QueueError> {
-        let id = runner_id.to_string();
+    pub async fn disconnect(
+        &self,
+        runner_id: &RunnerId,
+        generation: Generation,
+    ) -> Result<(), QueueError> {
+        let id = runner_id.clone();
         self.store
             .call(move |c| runners::disconnect(c, &id, generation))
             .await?;
@@ -564,8 +573,8 @@ impl Queue {
     /// Long-poll: up to `max` commands as soon as there are any, or none after `wait`.
     pub async fn lease(
         &self,
-        runner_id: &str,
-        generation: i64,
+        runner_id: &RunnerId,
+        generation: Generation,
         instance: &str,
         max: u32,
         wait: Duration,
@@ -588,12 +597,12 @@ impl Queue {
     /// older generation must take nothing.
     async fn lease_now(
         &self,
-        runner_id: &str,
-        generation: i64,
+        runner_id: &RunnerId,
+        generation: Generation,
         instance: &str,
         max: u32,
     ) -> Result<(Vec<LeasedCommand>, bool), QueueError> {
-        let (id, instance) = (runner_id.to_string(), instance.to_string());
+        let (id, instance) = (runner_id.clone(), instance.to_string());
         let hub = self.hub.clone();
         self.store
             .call(move |c| {
@@ -606,7 +615,7 @@ impl Queue {
                 if let Err(e) = hub.signals(&id).check(generation, &instance) {
                     return Ok(Err(generation_error(e, generation)));
                 }
-                if stored != generation {
+                if stored != generation.get() {
                     return Ok(Err(QueueError::StaleGeneration(generation)));
                 }
                 if max == 0 {
@@ -625,11 +634,11 @@ impl Queue {
     /// The re-check before a Runner executes a command; returns its deadline.
     pub async fn start(
         &self,
-        runner_id: &str,
-        generation: i64,
-        id: String,
+        runner_id: &RunnerId,
+        generation: Generation,
+        id: CommandId,
     ) -> Result<i64, QueueError> {
-        let runner = runner_id.to_string();
+        let runner = runner_id.clone();
         let decision = self
             .store
             .call(move |c| Ok(commands::start(c, &runner, generation, &id)))
@@ -641,14 +650,14 @@ impl Queue {
     /// Records an outcome and settles what the command drives.
     pub async fn complete(
         &self,
-        runner_id: &str,
-        generation: i64,
-        id: String,
+        runner_id: &RunnerId,
+        generation: Generation,
+        id: CommandId,
         outcome: Outcome,
         result: Option<String>,
         error: Option<String>,
     ) -> Result<CommandRow, QueueError> {
-        let runner = runner_id.to_string();
+        let runner = runner_id.clone();
         let row = self
             .store
             .call(move |c| {
@@ -672,12 +681,12 @@ impl Queue {
     /// Events of a running turn, as the Runner streams them.
     pub async fn append_events(
         &self,
-        runner_id: &str,
-        generation: i64,
-        command_id: String,
+        runner_id: &RunnerId,
+        generation: Generation,
+        command_id: CommandId,
         events: Vec<TurnEvent>,
     ) -> Result<(), QueueError> {
-        let runner = runner_id.to_string();
+        let runner = runner_id.clone();
         self.store
             .call(move |c| sessions::append_events(c, &runner, generation, &command_id, &events))
             .await?;
@@ -732,7 +741,7 @@ impl Queue {
     }
 
     /// Whether the Runner holds a live connection now.
-    pub fn is_live(&self, runner_id: &str) -> bool {
+    pub fn is_live(&self, runner_id: &RunnerId) -> bool {
         self.hub.is_live(runner_id)
     }
 
@@ -764,7 +773,7 @@ impl Queue {
     }
 
     /// Records that a final command's result was delivered (big ones are dropped later).
-    pub async fn delivered(&self, command_id: String) -> Result<(), StoreError> {
+    pub async fn delivered(&self, command_id: CommandId) -> Result<(), StoreError> {
         self.store
             .call(move |c| retention::mark_delivered(c, &command_id, crate::timefmt::now_ms()))
             .await
@@ -781,7 +790,7 @@ impl Queue {
     }
 }
 
-fn generation_error(e: GenerationError, generation: i64) -> QueueError {
+fn generation_error(e: GenerationError, generation: Generation) -> QueueError {
     match e {
         GenerationError::Stale => QueueError::StaleGeneration(generation),
         GenerationError::Replaced { instance } => QueueError::Replaced(instance),
@@ -790,36 +799,36 @@ fn generation_error(e: GenerationError, generation: i64) -> QueueError {
 
 /// The Runner whose queue a state change touched, if any.
 trait Touches {
-    fn touches(&self) -> Option<String>;
+    fn touches(&self) -> Option<RunnerId>;
 }
 
 impl Touches for runners::RunnerRow {
-    fn touches(&self) -> Option<String> {
+    fn touches(&self) -> Option<RunnerId> {
         Some(self.id.clone())
     }
 }
 
 impl Touches for CommandRow {
-    fn touches(&self) -> Option<String> {
+    fn touches(&self) -> Option<RunnerId> {
         Some(self.runner_id.clone())
     }
 }
 
 impl Touches for (ComputerRow, Option<CommandRow>) {
-    fn touches(&self) -> Option<String> {
+    fn touches(&self) -> Option<RunnerId> {
         Some(self.0.runner_id.clone())
     }
 }
 
 impl Touches for (SessionRow, Option<CommandRow>) {
-    fn touches(&self) -> Option<String> {
+    fn touches(&self) -> Option<RunnerId> {
         let queued = self.1.as_ref().map(|c| &c.runner_id);
         queued.or(self.0.runner_id.as_ref()).cloned()
     }
 }
 
 impl Touches for Chat {
-    fn touches(&self) -> Option<String> {
+    fn touches(&self) -> Option<RunnerId> {
         match self {
             Chat::Started(_, turn) => Some(turn.runner_id.clone()),
             Chat::Queued(..) => None,
@@ -828,13 +837,13 @@ impl Touches for Chat {
 }
 
 impl Touches for (crate::api::computers::Control, Option<CommandRow>) {
-    fn touches(&self) -> Option<String> {
+    fn touches(&self) -> Option<RunnerId> {
         self.1.as_ref().map(|c| c.runner_id.clone())
     }
 }
 
 impl Touches for Cancelled {
-    fn touches(&self) -> Option<String> {
+    fn touches(&self) -> Option<RunnerId> {
         let (Cancelled::Dequeued(row) | Cancelled::Requested(row)) = self;
         Some(row.runner_id.clone())
     }

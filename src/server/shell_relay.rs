@@ -44,7 +44,7 @@ pub struct Relays {
 }
 
 struct Waiting {
-    runner_id: String,
+    runner_id: crate::api::ids::RunnerId,
     arrived: oneshot::Sender<Socket>,
 }
 
@@ -232,7 +232,7 @@ struct Session {
     account: String,
     computer: String,
     control_fence: i64,
-    command_id: String,
+    command_id: crate::api::ids::CommandId,
     relay_id: String,
     _slot: OwnedSemaphorePermit,
 }

@@ -167,7 +167,7 @@ fn gauges(state: &AppState, o: &Overview) -> prom::Text {
         for s in overview::COMPUTER_STATES {
             let n = o
                 .computers
-                .get(&(r.id.clone(), (*s).to_string()))
+                .get(&(r.id.to_string(), (*s).to_string()))
                 .copied()
                 .unwrap_or(0);
             t.sample("yy_computers", &[("runner", &r.id), ("state", s)], n as f64);

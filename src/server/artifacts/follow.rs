@@ -104,7 +104,7 @@ impl Drop for Following {
 
 /// The command's artifact as it is now, or why there is none to follow.
 async fn look(state: &AppState, command: &str) -> Result<Option<ArtifactRow>, ApiError> {
-    let key = command.to_string();
+    let key = crate::api::ids::CommandId::new(command);
     let (cmd, artifact) = state
         .store
         .call(move |c| {

@@ -198,10 +198,13 @@ async fn artifact_list(
         .store
         .call(move |c| {
             let session = match &q.session {
-                Some(s) => Some(super::store::sessions::get(c, s)?.id),
+                Some(s) => {
+                    let s = crate::api::ids::SessionId::new(s.as_str());
+                    Some(super::store::sessions::get(c, &s)?.id)
+                }
                 None => None,
             };
-            rows::list(c, session.as_deref(), account.as_deref())
+            rows::list(c, session.as_ref(), account.as_deref())
         })
         .await?;
     Ok(Json(rows.into_iter().map(Into::into).collect()))

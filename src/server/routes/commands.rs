@@ -5,6 +5,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 
+use crate::api::ids::{CommandId, RunnerId};
 use crate::api::machine::MAX_COMMAND_TIMEOUT_MS;
 use crate::api::machine::RunnerCommand;
 use crate::api::machine::{self, FetchParams, FetchPayload, NoPayload, PingParams, PingPayload};
@@ -154,7 +155,7 @@ pub async fn command_cancel(
 }
 
 /// Why work queued for `runner_id` has not started: the same words for commands and turns.
-pub fn runner_wait(state: &AppState, runner_id: &str, what: &str) -> String {
+pub fn runner_wait(state: &AppState, runner_id: &RunnerId, what: &str) -> String {
     if state.queue.is_live(runner_id) {
         format!("queued: waiting for runner {runner_id} to take {what}")
     } else {
@@ -163,9 +164,9 @@ pub fn runner_wait(state: &AppState, runner_id: &str, what: &str) -> String {
 }
 
 /// A command id typed by a person: full, or a unique prefix.
-async fn resolve(state: &AppState, key: String) -> Result<String, ApiError> {
+async fn resolve(state: &AppState, key: String) -> Result<CommandId, ApiError> {
     Ok(state
         .store
-        .call(move |c| ids::resolve(c, ids::Kind::Command, &key))
+        .call(move |c| ids::resolve(c, ids::Kind::Command, &key).map(CommandId::from))
         .await?)
 }

@@ -44,7 +44,7 @@ pub async fn runner_egress_log(
         })
         .await?;
     let query = RunnerCommand::EgressLog(LogQuery {
-        computer_id,
+        computer_id: computer_id.map(String::from),
         limit: Some(limit),
     });
     let row = state.queue.enqueue(id, query, None).await?;

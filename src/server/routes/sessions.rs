@@ -35,7 +35,7 @@ async fn load(state: &AppState, caller: &Caller, id: String) -> Result<SessionRo
         .store
         .call(move |c| {
             let id = ids::resolve_for(c, ids::Kind::Session, &id, account.as_deref())?;
-            sessions::get(c, &id)
+            sessions::get(c, &id.into())
         })
         .await?;
     check_access(caller, &session)?;
@@ -230,7 +230,7 @@ pub async fn session_events(
                 let ready = !events.is_empty() || turn.as_ref().is_none_or(|t| t.is_final());
                 let page = wire::EventsPage {
                     events,
-                    session_state: session_state.as_sql().into(),
+                    session_state,
                     turn,
                     waiting: queued,
                 };
@@ -243,7 +243,7 @@ pub async fn session_events(
             .turn
             .as_ref()
             .filter(|t| t.state == TurnState::Queued)?;
-        let runner = turn.runner_id.as_deref()?;
+        let runner = turn.runner_id.as_ref()?;
         Some(super::commands::runner_wait(&state, runner, "the turn"))
     });
     Ok(Json(wire::EventsPage { waiting, ..page }))

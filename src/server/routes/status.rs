@@ -21,7 +21,7 @@ pub async fn status(State(state): State<AppState>, _: Admin) -> Result<Json<Stat
         .runners
         .iter()
         .map(|r| StatusRunner {
-            id: r.id.clone(),
+            id: r.id.to_string(),
             source: r.source.clone(),
             state: telemetry::runner_state_word(&state, r).into(),
             last_seen_at: rfc3339_opt(r.last_seen_at),
@@ -60,8 +60,8 @@ pub async fn status(State(state): State<AppState>, _: Admin) -> Result<Json<Stat
             .into_iter()
             .map(|f| StatusFailure {
                 at: crate::timefmt::rfc3339(f.at),
-                runner_id: f.runner_id,
-                command_id: f.command_id,
+                runner_id: f.runner_id.into(),
+                command_id: f.command_id.into(),
                 kind: f.kind,
                 state: f.state,
                 error: f.error,

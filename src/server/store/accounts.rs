@@ -198,7 +198,7 @@ pub fn set_disabled(
 pub fn disable(
     conn: &mut Connection,
     username: &str,
-) -> Result<(AccountRow, Vec<String>), StoreError> {
+) -> Result<(AccountRow, Vec<crate::api::ids::SessionId>), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let account = get_by_name(&tx, username)?;
     let now = now_ms();
@@ -229,7 +229,7 @@ pub fn disable(
         "UPDATE computer_controls SET holder = NULL, expires_at = NULL WHERE holder = ?1",
         [&account.id],
     )?;
-    let running: Vec<String> = {
+    let running: Vec<crate::api::ids::SessionId> = {
         let mut stmt = tx.prepare(
             "SELECT id FROM sessions WHERE account_id = ?1 AND state = 'running' ORDER BY id",
         )?;

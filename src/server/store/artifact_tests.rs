@@ -1,19 +1,20 @@
 //! Artifact records against SQLite in memory: provenance, resumable begins, the per-turn
 //! and size limits, and who may transfer what.
 
-use super::artifacts::{self, READY, UPLOADING};
+use super::artifacts::{self, ArtifactKind, ArtifactState};
 use super::commands::{self, QueueLimits};
 use super::sessions::{self, Admission};
 use super::tests::{World, status, world};
 use super::{StoreError, agents, retention};
-use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin, kinds};
+use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin};
 use crate::api::capabilities;
+use crate::api::ids::{CommandId, Generation};
 use crate::api::machine::{FetchPayload, Outcome, RunnerCommand};
 
 const SHA: &str = "ab0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd";
 
 /// Reconnects with the Worker capability; returns the generation.
-fn connect_worker(w: &mut World) -> i64 {
+fn connect_worker(w: &mut World) -> Generation {
     let status = status(&[capabilities::COMPUTER, capabilities::COMPUTER_WORKER], 2);
     commands::connect(
         &mut w.conn,
@@ -27,7 +28,7 @@ fn connect_worker(w: &mut World) -> i64 {
 }
 
 /// A computer agent's turn, leased and running in a new generation: (generation, command).
-fn running_turn(w: &mut World, attachments: Vec<String>) -> (i64, String) {
+fn running_turn(w: &mut World, attachments: Vec<String>) -> (Generation, CommandId) {
     let generation = connect_worker(w);
     let admission = Admission {
         account_id: w.account.clone(),
@@ -66,8 +67,8 @@ fn an_export_keeps_its_provenance_and_resumes_where_it_was() {
         &begin(&command, "blob.bin", 3_000_000),
     )
     .unwrap();
-    assert_eq!(a.state, UPLOADING);
-    assert_eq!(a.kind, kinds::EXPORT);
+    assert_eq!(a.state, ArtifactState::Uploading);
+    assert_eq!(a.kind, ArtifactKind::Export);
     assert_eq!(a.agent.as_deref(), Some("box"));
     assert_eq!(a.profile.as_deref(), Some("default"));
     assert_eq!(a.turn_seq, Some(1));
@@ -88,7 +89,7 @@ fn an_export_keeps_its_provenance_and_resumes_where_it_was() {
     // Not visible as ready until sealed.
     assert!(!artifacts::get(&w.conn, &a.id).unwrap().is_ready());
     let sealed = artifacts::mark_ready(&w.conn, &a.id, SHA).unwrap();
-    assert_eq!(sealed.state, READY);
+    assert_eq!(sealed.state, ArtifactState::Ready);
     assert_eq!(sealed.received, 3_000_000);
     // Prefixes resolve; lists filter by session and owner.
     assert_eq!(artifacts::get(&w.conn, &a.id[..8]).unwrap().id, a.id);
@@ -152,13 +153,13 @@ fn only_the_running_command_of_the_live_generation_transfers() {
     let stale = artifacts::begin(
         &mut w.conn,
         &runner,
-        generation - 1,
+        Generation(generation.get() - 1),
         &begin(&command, "a", 10),
     );
     assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
     let other = artifacts::begin(
         &mut w.conn,
-        "other-runner",
+        &"other-runner".into(),
         generation,
         &begin(&command, "a", 10),
     );
@@ -198,7 +199,7 @@ fn a_fetch_uploads_one_artifact_without_an_owner() {
         &begin(&cmd.id, "out.txt", 5),
     )
     .unwrap();
-    assert_eq!(a.kind, kinds::FETCH);
+    assert_eq!(a.kind, ArtifactKind::Fetch);
     assert_eq!(a.account_id, None);
     assert_eq!(a.source_path.as_deref(), Some("/workspace/out.txt"));
     let second = artifacts::begin(&mut w.conn, &runner, generation, &begin(&cmd.id, "b", 5));
@@ -267,7 +268,7 @@ fn attachments_go_with_one_computer_turn_and_only_its_runner_downloads_them() {
     let runner = w.runner.clone();
     let got = artifacts::for_download(&w.conn, &runner, generation2, "in-1").unwrap();
     assert_eq!(got.command_id.as_deref(), Some(command.as_str()));
-    assert!(artifacts::for_download(&w.conn, "other", generation2, "in-1").is_err());
+    assert!(artifacts::for_download(&w.conn, &"other".into(), generation2, "in-1").is_err());
     // Used once: a second turn cannot take it again.
     w.complete(generation2, &command, Outcome::Done).unwrap();
     let again = sessions::admit_turn(

@@ -7,34 +7,34 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::{StoreError, agents, commands, runners, sessions};
 use crate::api::artifacts::{
     self as wire, MAX_ARTIFACT_BYTES, MAX_ATTACHMENTS, MAX_CHUNK_BYTES, MAX_EXPORTS_PER_TURN,
-    MIN_CHUNK_BYTES, UploadBegin, kinds,
+    MIN_CHUNK_BYTES, UploadBegin,
 };
+use crate::api::ids::{CommandId, ComputerId, Generation, RunnerId, SessionId};
 use crate::api::machine::{CommandKind, CommandState, RunnerCommand};
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
-pub const UPLOADING: &str = "uploading";
-pub const READY: &str = "ready";
+pub use crate::api::artifacts::{ArtifactKind, ArtifactState};
 
 #[derive(Debug, Clone)]
 pub struct ArtifactRow {
     pub id: String,
-    pub kind: String,
+    pub kind: ArtifactKind,
     pub name: String,
     pub size: i64,
     pub sha256: String,
     pub chunk_size: i64,
     pub received: i64,
-    pub state: String,
+    pub state: ArtifactState,
     pub account_id: Option<String>,
     pub owner: Option<String>,
-    pub runner_id: Option<String>,
-    pub command_id: Option<String>,
-    pub session_id: Option<String>,
+    pub runner_id: Option<RunnerId>,
+    pub command_id: Option<CommandId>,
+    pub session_id: Option<SessionId>,
     pub turn_id: Option<String>,
     pub turn_seq: Option<i64>,
     pub agent: Option<String>,
     pub profile: Option<String>,
-    pub computer_id: Option<String>,
+    pub computer_id: Option<ComputerId>,
     pub source_path: Option<String>,
     pub created_at: i64,
     pub finished_at: Option<i64>,
@@ -42,13 +42,13 @@ pub struct ArtifactRow {
 
 impl ArtifactRow {
     pub fn is_ready(&self) -> bool {
-        self.state == READY
+        self.state == ArtifactState::Ready
     }
 
     pub fn upload_state(&self) -> wire::UploadState {
         wire::UploadState {
             id: self.id.clone(),
-            state: self.state.clone(),
+            state: self.state,
             size: self.size as u64,
             chunk_size: self.chunk_size as u64,
             received: self.received as u64,
@@ -130,7 +130,10 @@ pub fn get(conn: &Connection, key: &str) -> Result<ArtifactRow, StoreError> {
 }
 
 /// The newest artifact a command uploads (a fetch has at most one), if it began.
-pub fn for_command(conn: &Connection, command_id: &str) -> Result<Option<ArtifactRow>, StoreError> {
+pub fn for_command(
+    conn: &Connection,
+    command_id: &CommandId,
+) -> Result<Option<ArtifactRow>, StoreError> {
     Ok(conn
         .prepare_cached(&format!(
             "{SELECT} WHERE f.command_id = ?1 ORDER BY f.created_at DESC LIMIT 1"
@@ -142,7 +145,7 @@ pub fn for_command(conn: &Connection, command_id: &str) -> Result<Option<Artifac
 /// Artifacts, newest first: one session's, or all; only `account_id`'s unless `None`.
 pub fn list(
     conn: &Connection,
-    session_id: Option<&str>,
+    session_id: Option<&SessionId>,
     account_id: Option<&str>,
 ) -> Result<Vec<ArtifactRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
@@ -156,15 +159,15 @@ pub fn list(
 }
 
 /// Who and what an upload belongs to, as the command running it tells.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Provenance {
-    pub kind: &'static str,
+    pub kind: ArtifactKind,
     pub account_id: Option<String>,
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     pub turn_id: Option<String>,
     pub agent_id: Option<String>,
     pub profile: Option<String>,
-    pub computer_id: Option<String>,
+    pub computer_id: Option<ComputerId>,
 }
 
 /// The check at every artifact transfer: the command is this Runner's, running in its live
@@ -172,12 +175,12 @@ pub struct Provenance {
 /// among the Runner's allowedProfiles.
 pub fn authorize(
     conn: &Connection,
-    runner_id: &str,
-    generation: i64,
-    command_id: &str,
+    runner_id: &RunnerId,
+    generation: Generation,
+    command_id: &CommandId,
 ) -> Result<Provenance, StoreError> {
     let cmd = commands::get(conn, command_id)?;
-    if cmd.runner_id != runner_id {
+    if cmd.runner_id != *runner_id {
         return Err(StoreError::NotFound(format!("no command {command_id:?}")));
     }
     if cmd.state != CommandState::Running || cmd.lease_generation != Some(generation) {
@@ -187,8 +190,13 @@ pub fn authorize(
     }
     match cmd.kind {
         CommandKind::Fetch => Ok(Provenance {
-            kind: kinds::FETCH,
-            ..Provenance::default()
+            kind: ArtifactKind::Fetch,
+            account_id: None,
+            session_id: None,
+            turn_id: None,
+            agent_id: None,
+            profile: None,
+            computer_id: None,
         }),
         CommandKind::WorkerTurn => {
             let payload: serde_json::Value = serde_json::from_str(&cmd.payload).unwrap_or_default();
@@ -197,7 +205,7 @@ pub fn authorize(
             else {
                 unreachable!("parsed by its own kind")
             };
-            let session = sessions::get(conn, &p.session_id)?;
+            let session = sessions::get(conn, &SessionId::new(p.session_id.as_str()))?;
             let agent = agents::get(conn, &session.account_id, &session.agent_id)?;
             if agent.archived_at.is_some() {
                 return Err(StoreError::Forbidden(format!(
@@ -219,13 +227,13 @@ pub fn authorize(
                 )));
             }
             Ok(Provenance {
-                kind: kinds::EXPORT,
+                kind: ArtifactKind::Export,
                 account_id: Some(session.account_id),
                 session_id: Some(session.id),
                 turn_id: Some(p.turn_id),
                 agent_id: Some(agent.id),
                 profile: Some(p.profile),
-                computer_id: Some(p.computer.computer_id),
+                computer_id: Some(p.computer.computer_id.into()),
             })
         }
         other => Err(StoreError::Forbidden(format!(
@@ -271,13 +279,18 @@ fn check_begin(b: &UploadBegin) -> Result<String, StoreError> {
 /// interrupted transfer goes on from its last verified chunk).
 pub fn begin(
     conn: &mut Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
     b: &UploadBegin,
 ) -> Result<ArtifactRow, StoreError> {
     let name = check_begin(b)?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let prov = authorize(&tx, runner_id, generation, &b.command_id)?;
+    let prov = authorize(
+        &tx,
+        runner_id,
+        generation,
+        &CommandId::new(b.command_id.as_str()),
+    )?;
     let existing: Option<String> = tx
         .query_row(
             "SELECT id FROM artifacts WHERE command_id = ?1 AND name = ?2 AND sha256 = ?3
@@ -302,7 +315,7 @@ pub fn begin(
         [&b.command_id],
         |r| r.get(0),
     )?;
-    let (most, per) = if prov.kind == kinds::FETCH {
+    let (most, per) = if prov.kind == ArtifactKind::Fetch {
         (1, "fetch")
     } else {
         (MAX_EXPORTS_PER_TURN, "turn")
@@ -327,7 +340,7 @@ pub fn begin(
             b.size as i64,
             b.sha256.as_deref().unwrap_or_default(),
             b.chunk_size as i64,
-            UPLOADING,
+            ArtifactState::Uploading,
             prov.account_id,
             runner_id,
             b.command_id,
@@ -349,8 +362,8 @@ pub fn begin(
 /// request may act on.
 pub fn for_transfer(
     conn: &Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
     id: &str,
 ) -> Result<ArtifactRow, StoreError> {
     let found = conn
@@ -367,7 +380,7 @@ pub fn for_transfer(
 pub fn record_received(conn: &Connection, id: &str, received: i64) -> Result<(), StoreError> {
     conn.execute(
         "UPDATE artifacts SET received = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4",
-        params![id, received, now_ms(), UPLOADING],
+        params![id, received, now_ms(), ArtifactState::Uploading],
     )?;
     Ok(())
 }
@@ -383,7 +396,7 @@ pub fn mark_ready(conn: &Connection, id: &str, sha256: &str) -> Result<ArtifactR
     conn.execute(
         "UPDATE artifacts SET state = ?2, received = size, sha256 = ?4, finished_at = ?3,
              updated_at = ?3 WHERE id = ?1",
-        params![id, READY, now, sha256],
+        params![id, ArtifactState::Ready, now, sha256],
     )?;
     get(conn, id)
 }
@@ -404,11 +417,11 @@ pub fn create_input(
          VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?4, ?6, ?7, ?8, ?8, ?8)",
         params![
             id,
-            kinds::INPUT,
+            ArtifactKind::Input,
             name,
             size as i64,
             sha256,
-            READY,
+            ArtifactState::Ready,
             account_id,
             now
         ],
@@ -432,7 +445,7 @@ pub fn attachable(
     let mut out: Vec<wire::AttachmentRef> = Vec::new();
     for key in keys {
         let a = get(conn, key)?;
-        if a.kind != kinds::INPUT || a.account_id.as_deref() != Some(account_id) {
+        if a.kind != ArtifactKind::Input || a.account_id.as_deref() != Some(account_id) {
             return Err(no_artifact(key));
         }
         if a.turn_id.is_some() || out.iter().any(|o| o.artifact_id == a.id) {
@@ -473,14 +486,22 @@ impl InputFile {
 
 /// The files attached to earlier turns of a session that are still kept (the newest
 /// [`MAX_ATTACHMENTS`]), to go under `attachments/` again when it moves to another Runner.
-pub fn session_uploads(conn: &Connection, session_id: &str) -> Result<Vec<InputFile>, StoreError> {
+pub fn session_uploads(
+    conn: &Connection,
+    session_id: &SessionId,
+) -> Result<Vec<InputFile>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id FROM artifacts WHERE session_id = ?1 AND kind = ?2 AND state = ?3
          ORDER BY created_at DESC LIMIT ?4",
     )?;
     let ids: Vec<String> = stmt
         .query_map(
-            params![session_id, kinds::INPUT, READY, MAX_ATTACHMENTS as i64],
+            params![
+                session_id,
+                ArtifactKind::Input,
+                ArtifactState::Ready,
+                MAX_ATTACHMENTS as i64
+            ],
             |r| r.get(0),
         )?
         .collect::<Result<_, _>>()?;
@@ -602,8 +623,8 @@ pub fn link(
 /// of the artifact's account (so: that Runner, that account and that goal's team only).
 pub fn for_download(
     conn: &Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
     id: &str,
 ) -> Result<ArtifactRow, StoreError> {
     let a = get(conn, id)?;
@@ -612,7 +633,7 @@ pub fn for_download(
     }
     // An attachment of a turn; when that is not it, an upload may still be a subtask's input.
     let mut refused = None;
-    if a.kind == kinds::INPUT
+    if a.kind == ArtifactKind::Input
         && let Some(command) = a.command_id.clone()
         && a.runner_id.as_deref() == Some(runner_id)
     {
@@ -621,7 +642,7 @@ pub fn for_download(
             Err(e) => refused = Some(e),
         }
     }
-    let command: Option<String> = conn
+    let command: Option<CommandId> = conn
         .prepare_cached(
             "SELECT c.id FROM runner_commands c
              JOIN subtasks s ON s.turn_id = json_extract(c.payload, '$.turn_id')
@@ -641,7 +662,7 @@ pub fn for_download(
     // of that session on another Runner.
     let command = match command {
         Some(c) => Some(c),
-        None if a.kind == kinds::INPUT && a.session_id.is_some() => conn
+        None if a.kind == ArtifactKind::Input && a.session_id.is_some() => conn
             .prepare_cached(
                 "SELECT c.id FROM runner_commands c
                  WHERE c.runner_id = ?1 AND c.lease_generation = ?2 AND c.state = 'running'
@@ -695,7 +716,7 @@ pub fn abandoned(conn: &Connection) -> Result<Vec<String>, StoreError> {
          WHERE f.state = ?1 AND c.state NOT IN ('pending', 'leased', 'running')",
     )?;
     let ids = stmt
-        .query_map([UPLOADING], |r| r.get(0))?
+        .query_map([ArtifactState::Uploading], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     Ok(ids)
 }

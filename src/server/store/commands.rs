@@ -7,6 +7,7 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{StoreError, new_id, not_found};
+use crate::api::ids::{CommandId, Generation, RunnerId};
 use crate::api::machine::{
     self, CommandKind, CommandState, LeasedCommand, Outcome, RunnerCommand, RunnerStatus, Settles,
 };
@@ -34,15 +35,15 @@ pub const OVERDUE_GRACE_MS: i64 = 30_000;
 
 #[derive(Debug, Clone)]
 pub struct CommandRow {
-    pub id: String,
-    pub runner_id: String,
+    pub id: CommandId,
+    pub runner_id: RunnerId,
     pub kind: CommandKind,
     pub payload: String,
     pub state: CommandState,
     pub created_at: i64,
     pub deadline_at: i64,
     pub leased_at: Option<i64>,
-    pub lease_generation: Option<i64>,
+    pub lease_generation: Option<Generation>,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
     pub cancel_requested_at: Option<i64>,
@@ -55,11 +56,20 @@ impl CommandRow {
         self.state.is_final()
     }
 
+    /// The result as its kind's type; none when there is none, it is another kind's, or
+    /// it does not read.
+    pub fn result_as<T: machine::CommandResult>(&self) -> Option<T> {
+        if !T::KINDS.contains(&self.kind) {
+            return None;
+        }
+        serde_json::from_str(self.result.as_deref()?).ok()
+    }
+
     pub fn view(self, with_result: bool) -> machine::Command {
         machine::Command {
             id: self.id,
             runner_id: self.runner_id,
-            kind: self.kind.as_sql().into(),
+            kind: self.kind,
             state: self.state,
             created_at: rfc3339(self.created_at),
             deadline_at: rfc3339(self.deadline_at),
@@ -101,7 +111,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CommandRow> {
     })
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<CommandRow, StoreError> {
+pub fn get(conn: &Connection, id: &CommandId) -> Result<CommandRow, StoreError> {
     not_found(
         conn.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM runner_commands WHERE id = ?1"
@@ -112,15 +122,23 @@ pub fn get(conn: &Connection, id: &str) -> Result<CommandRow, StoreError> {
 }
 
 /// A command as seen by its Runner: another Runner's command does not exist for it.
-fn get_for_runner(conn: &Connection, runner_id: &str, id: &str) -> Result<CommandRow, StoreError> {
+fn get_for_runner(
+    conn: &Connection,
+    runner_id: &RunnerId,
+    id: &CommandId,
+) -> Result<CommandRow, StoreError> {
     let found = get(conn, id)?;
-    if found.runner_id != runner_id {
+    if found.runner_id != *runner_id {
         return Err(StoreError::NotFound(format!("no command {id:?}")));
     }
     Ok(found)
 }
 
-pub fn list(conn: &Connection, runner_id: &str, limit: u32) -> Result<Vec<CommandRow>, StoreError> {
+pub fn list(
+    conn: &Connection,
+    runner_id: &RunnerId,
+    limit: u32,
+) -> Result<Vec<CommandRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {COLUMNS} FROM runner_commands WHERE runner_id = ?1 ORDER BY seq DESC LIMIT ?2"
     ))?;
@@ -134,7 +152,7 @@ pub fn list(conn: &Connection, runner_id: &str, limit: u32) -> Result<Vec<Comman
 /// `cancel` ignores: stopping work must never be refused for lack of room).
 pub fn enqueue(
     conn: &mut Connection,
-    runner_id: &str,
+    runner_id: &RunnerId,
     command: &RunnerCommand,
     timeout_ms: Option<u64>,
     limits: QueueLimits,
@@ -149,7 +167,7 @@ pub fn enqueue(
 /// ([`CommandKind::deadline`]); `timeout_ms` only for a kind whose caller chooses it.
 pub(crate) fn enqueue_in(
     conn: &Connection,
-    runner_id: &str,
+    runner_id: &RunnerId,
     command: &RunnerCommand,
     timeout_ms: Option<u64>,
     limits: QueueLimits,
@@ -208,8 +226,8 @@ pub(crate) fn enqueue_in(
     ])?;
     // What was just inserted (not read back: enqueueing is on every request's path).
     Ok(CommandRow {
-        id,
-        runner_id: runner_id.to_string(),
+        id: id.into(),
+        runner_id: runner_id.clone(),
         kind,
         payload,
         state: CommandState::Pending,
@@ -240,7 +258,7 @@ pub struct Takeover {
 /// same data directory or `takeover.replace`.
 pub fn connect(
     conn: &mut Connection,
-    runner_id: &str,
+    runner_id: &RunnerId,
     instance: &str,
     status: &RunnerStatus,
     takeover: &Takeover,
@@ -254,7 +272,7 @@ pub fn connect(
         return Err(StoreError::RunnerOnline(online.refusal(runner_id)));
     }
     let now = now_ms();
-    let generation: i64 = tx
+    let generation: Generation = tx
         .prepare_cached(
             "UPDATE runners SET generation = generation + 1, instance_id = ?2, last_seen_at = ?3,
              version = ?4, capabilities = ?5, status = ?6
@@ -293,7 +311,7 @@ pub fn connect(
         telemetry::command_ended(kind.as_sql(), CommandState::Uncertain.as_sql());
     }
     Ok(machine::Connected {
-        runner_id: runner_id.to_string(),
+        runner_id: runner_id.clone(),
         generation,
         uncertain: uncertain.into_iter().map(|(id, _)| id).collect(),
         requeued,
@@ -327,8 +345,8 @@ fn ids(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<Str
 /// Leases up to `max` pending commands to `generation`, oldest first.
 pub fn lease(
     conn: &mut Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
     max: u32,
 ) -> Result<Vec<LeasedCommand>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -411,9 +429,9 @@ impl From<rusqlite::Error> for StartRefused {
 /// its deadline.
 pub fn start(
     conn: &mut Connection,
-    runner_id: &str,
-    generation: i64,
-    id: &str,
+    runner_id: &RunnerId,
+    generation: Generation,
+    id: &CommandId,
 ) -> Result<i64, StartRefused> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let cmd = get_for_runner(&tx, runner_id, id)?;
@@ -434,13 +452,13 @@ pub fn start(
     let refusal = if cmd.cancel_requested_at.is_some() {
         Some((
             CommandState::Cancelled,
-            StartRefused::Cancelled(id.into()),
+            StartRefused::Cancelled(id.to_string()),
             "cancelled before it started".to_string(),
         ))
     } else if cmd.deadline_at <= now {
         Some((
             CommandState::Expired,
-            StartRefused::Expired(id.into()),
+            StartRefused::Expired(id.to_string()),
             "the deadline passed before it started".to_string(),
         ))
     } else {
@@ -474,9 +492,9 @@ pub fn start(
 /// conflict; the same one again (a retried report) is accepted.
 pub fn complete(
     conn: &mut Connection,
-    runner_id: &str,
-    generation: i64,
-    id: &str,
+    runner_id: &RunnerId,
+    generation: Generation,
+    id: &CommandId,
     outcome: Outcome,
     result: Option<&str>,
     error: Option<&str>,
@@ -531,7 +549,7 @@ pub enum Cancelled {
     Requested(CommandRow),
 }
 
-pub fn cancel(conn: &mut Connection, id: &str) -> Result<Cancelled, StoreError> {
+pub fn cancel(conn: &mut Connection, id: &CommandId) -> Result<Cancelled, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let cmd = get(&tx, id)?;
     let now = now_ms();
@@ -574,17 +592,18 @@ pub fn cancel(conn: &mut Connection, id: &str) -> Result<Cancelled, StoreError> 
 /// Ends what can no longer happen: pending past its deadline -> expired; leased and never
 /// started past its deadline -> expired; running long past its deadline -> uncertain.
 /// Returns the Runners whose commands changed.
-pub fn sweep(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
+pub fn sweep(conn: &mut Connection) -> Result<Vec<RunnerId>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
-    let ended =
-        |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<Vec<(String, CommandKind)>, StoreError> {
-            let mut stmt = tx.prepare_cached(sql)?;
-            let rows = stmt
-                .query_map(p, |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<Result<_, _>>()?;
-            Ok(rows)
-        };
+    let ended = |sql: &str,
+                 p: &[&dyn rusqlite::ToSql]|
+     -> Result<Vec<(RunnerId, CommandKind)>, StoreError> {
+        let mut stmt = tx.prepare_cached(sql)?;
+        let rows = stmt
+            .query_map(p, |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    };
     let expired = ended(
         "UPDATE runner_commands SET state = 'expired', finished_at = ?1,
              error = 'the deadline passed before the command started'
@@ -606,7 +625,7 @@ pub fn sweep(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
             telemetry::command_ended(kind.as_sql(), state.as_sql());
         }
     }
-    let mut runners: Vec<String> = expired
+    let mut runners: Vec<RunnerId> = expired
         .into_iter()
         .chain(overdue)
         .map(|(runner, _)| runner)

@@ -13,6 +13,7 @@ use rusqlite::{Connection, params};
 use super::StoreError;
 use super::commands::CommandRow;
 use super::computers::stop_because;
+use crate::api::ids::RunnerId;
 use crate::api::machine::{CommandKind, RunnerCommand};
 use crate::api::states::{CommandState, ComputerState};
 use crate::timefmt::duration_words;
@@ -148,7 +149,7 @@ fn decide(
 
 /// Stops the computers that sat idle for their Runner's idle time, and the longest idle
 /// ones (past the reclaim time) whose slots starts wait for. Returns the Runners to wake.
-pub fn reclaim(conn: &mut Connection, now: i64) -> Result<Vec<String>, StoreError> {
+pub fn reclaim(conn: &mut Connection, now: i64) -> Result<Vec<RunnerId>, StoreError> {
     let policies: HashMap<String, Policy> = {
         let mut stmt = conn.prepare_cached("SELECT id, status FROM runners")?;
         stmt.query_map([], |r| {

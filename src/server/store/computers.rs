@@ -11,6 +11,7 @@ use super::{StoreError, agents, catalog, new_id, runners};
 use crate::api::computers::{
     self as wire, ComputerRef, ExecPayload, NetworkMode, StartPayload, StartResult,
 };
+use crate::api::ids::{CommandId, ComputerId, Fence, Generation, RunnerId};
 use crate::api::machine::{CommandKind, CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
 use crate::api::sessions::ComputerReady;
@@ -22,18 +23,18 @@ pub const MAX_RECORDS_PER_RUNNER: i64 = 32;
 
 #[derive(Debug, Clone)]
 pub struct ComputerRow {
-    pub id: String,
+    pub id: ComputerId,
     pub account_id: String,
     pub agent_id: String,
     pub agent: String,
     pub owner: String,
-    pub runner_id: String,
+    pub runner_id: RunnerId,
     pub image_id: String,
     pub guest_cwd: String,
     pub state: ComputerState,
-    pub fence: i64,
+    pub fence: Fence,
     pub container_id: Option<String>,
-    pub last_command: Option<String>,
+    pub last_command: Option<CommandId>,
     pub last_error: Option<String>,
     pub resources: Option<String>,
     pub created_at: i64,
@@ -279,7 +280,7 @@ pub fn create(
 pub fn record(
     conn: &Connection,
     agent: &agents::AgentRow,
-    runner_id: &str,
+    runner_id: &RunnerId,
     image: &str,
     guest_cwd: &str,
 ) -> Result<ComputerRow, StoreError> {
@@ -333,13 +334,13 @@ pub fn next_lease(
     network: NetworkMode,
 ) -> StartPayload {
     StartPayload {
-        computer_id: computer.id.clone(),
+        computer_id: computer.id.to_string(),
         agent_id: agent.id.clone(),
         account_id: agent.account_id.clone(),
         owner_key: format!("{}/{}", agent.account_id, agent.id),
         image_id: image.into(),
         guest_cwd: guest_cwd.into(),
-        fence: computer.fence + 1,
+        fence: computer.fence.next().get(),
         round: new_id(),
         network,
     }
@@ -350,7 +351,7 @@ pub fn next_lease(
 pub fn hold(
     conn: &Connection,
     lease: &StartPayload,
-    runner_id: &str,
+    runner_id: &RunnerId,
     command: &str,
 ) -> Result<(), StoreError> {
     conn.execute(
@@ -418,10 +419,10 @@ pub fn stop_because(
     if c.state == ComputerState::Stopped && !remove {
         return Ok((c, None));
     }
-    let fence = c.fence + 1;
+    let fence = c.fence.next();
     let target = ComputerRef {
-        computer_id: c.id.clone(),
-        fence,
+        computer_id: c.id.to_string(),
+        fence: fence.get(),
         delete_workspace: remove,
     };
     let command = if remove {
@@ -466,8 +467,8 @@ pub fn exec(
         )));
     }
     let command = RunnerCommand::ComputerExec(ExecPayload {
-        computer_id: c.id.clone(),
-        fence: c.fence,
+        computer_id: c.id.to_string(),
+        fence: c.fence.get(),
         argv: argv.to_vec(),
         timeout_ms,
         output_cap_bytes,
@@ -506,8 +507,8 @@ pub fn screen(
         )));
     }
     let command = RunnerCommand::ComputerScreen(crate::api::computers::ScreenPayload {
-        computer_id: c.id.clone(),
-        fence: c.fence,
+        computer_id: c.id.to_string(),
+        fence: c.fence.get(),
         frame_id: frame_id.clone(),
         action: action.clone(),
     });
@@ -565,9 +566,9 @@ pub fn audit_list(conn: &Connection, limit: u32) -> Result<Vec<wire::AuditEntry>
 }
 
 /// Brings computers in line with the Runner commands that drive them once those ended.
-pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
+pub fn settle(conn: &mut Connection) -> Result<Vec<RunnerId>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let pending: Vec<(String, String)> = {
+    let pending: Vec<(ComputerId, CommandId)> = {
         let mut stmt = tx.prepare(&format!(
             "SELECT m.id, m.last_command FROM computers m JOIN runner_commands c ON c.id = m.last_command
              WHERE m.state IN (?1, ?2) AND c.state IN {}",
@@ -585,10 +586,7 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
         let error = cmd.error.clone().map(|e| format!("{}: {e}", cmd.state));
         match (cmd.kind, cmd.state) {
             (CommandKind::ComputerStart, CommandState::Done) => {
-                let r: Option<StartResult> = cmd
-                    .result
-                    .as_deref()
-                    .and_then(|r| serde_json::from_str(r).ok());
+                let r: Option<StartResult> = cmd.result_as();
                 tx.execute(
                     "UPDATE computers SET state = ?5, container_id = ?2, resources = ?3,
                          last_error = NULL, updated_at = ?4 WHERE id = ?1",
@@ -651,8 +649,8 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
 /// next start recreates the computer in a new container.
 pub fn end_leases(
     conn: &Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
 ) -> Result<usize, StoreError> {
     Ok(conn.execute(
         "UPDATE computers SET fence = fence + 1, lease_round = NULL, state = ?5, container_id = NULL,

@@ -179,7 +179,7 @@ pub fn take(
     )?;
     used_until(&tx, &c.id, now)?;
     let command = RunnerCommand::ComputerPause(PausePayload {
-        computer_id: c.id.clone(),
+        computer_id: c.id.to_string(),
         control_fence: fence,
         note: String::new(),
     });
@@ -193,7 +193,7 @@ pub fn take(
     )?;
     let r = row(&tx, &c.id)?.expect("just written");
     tx.commit()?;
-    Ok((view(&c.id, &r, now, Some(cmd.id.clone())), Some(cmd)))
+    Ok((view(&c.id, &r, now, Some(cmd.id.to_string())), Some(cmd)))
 }
 
 /// Renews (`release` false) or releases the caller's control under `fence`.
@@ -281,7 +281,7 @@ pub fn handback(
         [&c.id],
     )?;
     let command = RunnerCommand::ComputerResume(PausePayload {
-        computer_id: c.id.clone(),
+        computer_id: c.id.to_string(),
         control_fence: r.fence,
         note: note.to_string(),
     });
@@ -295,7 +295,7 @@ pub fn handback(
     )?;
     let r = row(&tx, &c.id)?.expect("exists");
     tx.commit()?;
-    Ok((view(&c.id, &r, now, Some(cmd.id.clone())), Some(cmd)))
+    Ok((view(&c.id, &r, now, Some(cmd.id.to_string())), Some(cmd)))
 }
 
 /// Refused unless `account_id` holds the live control of the computer under `fence`.
@@ -340,8 +340,8 @@ pub fn shell(
     }
     let (cols, rows) = crate::api::shell::window(q.cols, q.rows);
     let command = RunnerCommand::ComputerShell(crate::api::shell::ShellPayload {
-        computer_id: c.id.clone(),
-        fence: c.fence,
+        computer_id: c.id.to_string(),
+        fence: c.fence.get(),
         control_fence: q.control_fence,
         relay_id: relay_id.to_string(),
         cols,

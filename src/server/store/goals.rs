@@ -7,6 +7,7 @@ use rusqlite::{Connection, params};
 use super::agents::AgentRow;
 use super::teams::{self, Actor, TeamRow};
 use super::{StoreError, new_id, not_found, sessions};
+use crate::api::ids::SessionId;
 use crate::api::params::AgentEnv;
 use crate::api::states::SessionState;
 use crate::api::teams::{self as wire, GoalState, SubtaskResult, SubtaskState as S};
@@ -186,7 +187,7 @@ pub fn create(conn: &Connection, actor: &Actor, new: NewGoal<'_>) -> Result<Goal
         }
     }
     if let Some(s) = new.session {
-        let s = sessions::get(conn, s)?;
+        let s = sessions::get(conn, &SessionId::new(s))?;
         if s.agent_id != admin.id {
             return Err(StoreError::Invalid(format!(
                 "session {} belongs to agent {:?}, not to team {:?}'s admin {:?}",
@@ -500,7 +501,10 @@ pub fn view(conn: &Connection, g: GoalRow, full: bool) -> Result<wire::Goal, Sto
 /// A user's new message in a goal's origin session is a new instruction: the goals that
 /// came from that session and are stopped, waiting or blocked resume (a new authorization).
 /// A goal whose admin may no longer run stays as it is. Returns the resumed goals.
-pub fn resume_by_chat(conn: &mut Connection, session_id: &str) -> Result<Vec<String>, StoreError> {
+pub fn resume_by_chat(
+    conn: &mut Connection,
+    session_id: &SessionId,
+) -> Result<Vec<String>, StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let waiting = goals_where(
         &tx,

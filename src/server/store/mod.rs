@@ -234,7 +234,53 @@ sql_words!(
     crate::api::states::TurnState,
     crate::api::machine::CommandKind,
     crate::api::teams::GoalState,
-    crate::api::teams::SubtaskState
+    crate::api::teams::SubtaskState,
+    crate::api::artifacts::ArtifactKind,
+    crate::api::artifacts::ArtifactState,
+    crate::api::views::PendingImageState,
+    crate::api::teams::DeliveryState
+);
+
+/// The id types of `crate::api::ids`: string ids as TEXT, counters as INTEGER.
+macro_rules! sql_ids {
+    (text: $($t:ty),+; integer: $($n:ty),+) => {
+        $(
+            impl rusqlite::types::ToSql for $t {
+                fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                    Ok(self.as_str().into())
+                }
+            }
+            impl rusqlite::types::FromSql for $t {
+                fn column_result(
+                    v: rusqlite::types::ValueRef<'_>,
+                ) -> rusqlite::types::FromSqlResult<Self> {
+                    Ok(<$t>::new(v.as_str()?))
+                }
+            }
+        )+
+        $(
+            impl rusqlite::types::ToSql for $n {
+                fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                    Ok(self.get().into())
+                }
+            }
+            impl rusqlite::types::FromSql for $n {
+                fn column_result(
+                    v: rusqlite::types::ValueRef<'_>,
+                ) -> rusqlite::types::FromSqlResult<Self> {
+                    Ok(<$n>::from(v.as_i64()?))
+                }
+            }
+        )+
+    };
+}
+sql_ids!(
+    text: crate::api::ids::RunnerId,
+    crate::api::ids::CommandId,
+    crate::api::ids::SessionId,
+    crate::api::ids::ComputerId;
+    integer: crate::api::ids::Generation,
+    crate::api::ids::Fence
 );
 
 /// A new random id.

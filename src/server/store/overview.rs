@@ -8,6 +8,7 @@ use rusqlite::Connection;
 
 use super::StoreError;
 use super::runners::{self, RunnerRow};
+use crate::api::ids::{CommandId, RunnerId};
 use crate::timefmt::now_ms;
 
 /// Non-final turn states (the final ones only grow and are not a level).
@@ -42,8 +43,8 @@ pub struct Overview {
 
 pub struct Failure {
     pub at: i64,
-    pub runner_id: String,
-    pub command_id: String,
+    pub runner_id: RunnerId,
+    pub command_id: CommandId,
     pub kind: String,
     pub state: String,
     pub error: Option<String>,

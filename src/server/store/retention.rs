@@ -5,6 +5,7 @@
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::StoreError;
+use crate::api::ids::CommandId;
 use crate::api::states::CommandState;
 
 /// Results larger than this are dropped a while after their first delivery.
@@ -99,7 +100,11 @@ pub fn compact(
 }
 
 /// Records the first delivery of a final command's result.
-pub fn mark_delivered(conn: &Connection, command_id: &str, now: i64) -> Result<(), StoreError> {
+pub fn mark_delivered(
+    conn: &Connection,
+    command_id: &CommandId,
+    now: i64,
+) -> Result<(), StoreError> {
     conn.prepare_cached(
         "UPDATE runner_commands SET delivered_at = ?1
          WHERE id = ?2 AND delivered_at IS NULL AND result IS NOT NULL",

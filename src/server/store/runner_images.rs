@@ -25,6 +25,7 @@ use super::{StoreError, computers, runners};
 use crate::api::computers::{ImageAcceptPayload, NetworkMode};
 use crate::api::machine::RunnerCommand;
 use crate::api::states::CommandState;
+use crate::api::views::PendingImageState;
 
 /// The commands that keep a Runner busy (see the module comment), as SQL over
 /// `runner_commands c`.
@@ -42,7 +43,7 @@ pub struct ImageUpdate {
     pub previous_image: Option<String>,
     pub pending_image: Option<String>,
     /// `verifying` or `accepted`.
-    pub pending_state: Option<String>,
+    pub pending_state: Option<PendingImageState>,
     pub pending_command: Option<String>,
     /// The last update's outcome: why it was refused, or what was switched.
     pub note: Option<String>,
@@ -66,12 +67,12 @@ impl ImageUpdate {
 
     /// Why the pending image is not current yet, in words.
     pub fn reason(&self) -> Option<String> {
-        match self.pending_state.as_deref()? {
-            "verifying" => Some(format!(
+        match self.pending_state? {
+            PendingImageState::Verifying => Some(format!(
                 "verifying on the Runner (command {})",
                 self.pending_command.as_deref().unwrap_or("-")
             )),
-            _ => {
+            PendingImageState::Accepted => {
                 let (turns, others) = self.busy.unwrap_or((0, 0));
                 Some(match waiting_for(turns, others) {
                     Some(what) => format!("accepted; waiting for {what}"),
@@ -157,7 +158,7 @@ fn request(
             runner.id
         )));
     }
-    if runner.images.pending_state.as_deref() == Some("verifying") {
+    if runner.images.pending_state == Some(PendingImageState::Verifying) {
         return Err(StoreError::Conflict(format!(
             "runner {} is verifying image {} (command {}); wait until it is accepted or refused (`yy runner show {}`)",
             runner.id,
@@ -289,7 +290,7 @@ mod tests {
             "2 running turns and 1 computer command"
         );
         let mut u = ImageUpdate {
-            pending_state: Some("accepted".into()),
+            pending_state: Some(PendingImageState::Accepted),
             busy: Some((1, 0)),
             ..Default::default()
         };
@@ -335,8 +336,8 @@ mod tests {
             limits,
         )
         .unwrap();
-        assert_eq!(r.images.pending_state.as_deref(), Some("verifying"));
-        let accept = r.images.pending_command.clone().unwrap();
+        assert_eq!(r.images.pending_state, Some(PendingImageState::Verifying));
+        let accept = crate::api::ids::CommandId::from(r.images.pending_command.clone().unwrap());
         assert!(matches!(
             update(&mut w.conn, &w.runner, ImageChange::To(NEW.into()), None, limits),
             Err(StoreError::Conflict(m)) if m.contains("verifying")
@@ -369,7 +370,7 @@ mod tests {
         // A rollback the Runner refuses: dropped with the reason, the current stays.
         let r = update(&mut w.conn, &w.runner, ImageChange::Rollback, None, limits).unwrap();
         assert_eq!(r.images.pending_image.as_deref(), Some(current.as_str()));
-        let accept = r.images.pending_command.unwrap();
+        let accept = crate::api::ids::CommandId::from(r.images.pending_command.unwrap());
         w.run(generation, &accept);
         let row = commands::complete(
             &mut w.conn,

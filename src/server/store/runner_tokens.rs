@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::StoreError;
 use super::runners::{self, RunnerRow};
+use crate::api::ids::RunnerId;
 use crate::timefmt::now_ms;
 
 /// A Runner renews its token once this share (per mille) of the lifetime has passed.
@@ -16,7 +17,7 @@ pub const RENEW_AT_PER_MILLE: i64 = 750;
 /// Who a Runner token belongs to, and what its lifetime says.
 #[derive(Debug, Clone)]
 pub struct RunnerAuth {
-    pub runner_id: String,
+    pub runner_id: RunnerId,
     pub disabled_at: Option<i64>,
     /// When the token used was issued.
     pub issued_at: i64,
@@ -44,7 +45,7 @@ pub fn authenticate(
     // transaction (one database thread, so nothing can take the write lock meanwhile).
     let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
     type Found = (
-        String,
+        RunnerId,
         Option<i64>,
         bool,
         Option<i64>,
@@ -106,7 +107,7 @@ pub fn authenticate(
 
 /// Records `hash` as the Runner's pending token (replacing an earlier pending one);
 /// returns when it was issued.
-pub fn issue(conn: &Connection, runner_id: &str, hash: &str) -> Result<i64, StoreError> {
+pub fn issue(conn: &Connection, runner_id: &RunnerId, hash: &str) -> Result<i64, StoreError> {
     let now = now_ms();
     let changed = conn.execute(
         "UPDATE runners SET next_token_hash = ?2, next_token_issued_at = ?3
@@ -124,7 +125,7 @@ pub fn issue(conn: &Connection, runner_id: &str, hash: &str) -> Result<i64, Stor
 /// Whether the Runner should renew its token now (for the lease answer).
 pub fn rotate_due(
     conn: &Connection,
-    runner_id: &str,
+    runner_id: &RunnerId,
     lifetime_ms: i64,
 ) -> Result<bool, StoreError> {
     let found: Option<(Option<i64>, i64, Option<i64>)> = conn
@@ -146,7 +147,7 @@ pub fn rotate_due(
 /// An admin asked for a rotation that no token answered yet: the lease long-poll answers
 /// at once so the Runner hears it (and only until it asked for its new token, so a Runner
 /// that cannot save one does not spin).
-pub fn rotation_waiting(conn: &Connection, runner_id: &str) -> Result<bool, StoreError> {
+pub fn rotation_waiting(conn: &Connection, runner_id: &RunnerId) -> Result<bool, StoreError> {
     Ok(conn
         .prepare_cached(
             "SELECT rotate_requested_at IS NOT NULL AND next_token_hash IS NULL
@@ -210,7 +211,7 @@ mod tests {
     #[test]
     fn the_pending_token_replaces_the_old_one_on_first_use() {
         let mut c = Connection::open_in_memory().unwrap();
-        let id = runner(&mut c);
+        let id = RunnerId::new(runner(&mut c));
         let day = 24 * 3600 * 1000;
         // Issued at 0 with a lifetime of 30 days: long expired by now.
         let old = authenticate(&mut c, "old", 30 * day).unwrap().unwrap();
@@ -235,7 +236,7 @@ mod tests {
     #[test]
     fn an_admin_request_asks_and_a_revocation_disables() {
         let mut c = Connection::open_in_memory().unwrap();
-        let id = runner(&mut c);
+        let id = RunnerId::new(runner(&mut c));
         let lifetime = i64::MAX / 2;
         assert!(!rotation_waiting(&c, &id).unwrap());
         request(&mut c, &id, false).unwrap();

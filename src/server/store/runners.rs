@@ -4,6 +4,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::runner_images::busy_sql;
 use super::{StoreError, catalog, is_unique_violation, new_id};
+use crate::api::ids::{Generation, RunnerId};
 use crate::api::views;
 use crate::egress::NetworkMode;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
@@ -12,7 +13,7 @@ pub use crate::api::machine::OFFLINE_AFTER_MS;
 
 #[derive(Debug, Clone)]
 pub struct RunnerRow {
-    pub id: String,
+    pub id: RunnerId,
     pub source_id: String,
     pub source: String,
     pub allowed_profiles: Vec<String>,
@@ -21,7 +22,7 @@ pub struct RunnerRow {
     pub hermes_url: String,
     pub created_at: i64,
     pub disabled_at: Option<i64>,
-    pub generation: i64,
+    pub generation: Generation,
     pub instance_id: Option<String>,
     pub last_seen_at: Option<i64>,
     pub version: Option<String>,
@@ -67,11 +68,10 @@ impl From<RunnerRow> for views::Runner {
         views::Runner {
             online: r.online(now_ms()),
             state: if r.disabled_at.is_some() {
-                "disabled"
+                views::RunnerState::Disabled
             } else {
-                "enabled"
-            }
-            .into(),
+                views::RunnerState::Enabled
+            },
             id: r.id,
             source: r.source,
             allowed_profiles: r.allowed_profiles,
@@ -110,7 +110,7 @@ impl From<RunnerRow> for views::Runner {
                 .as_ref()
                 .and_then(|s| s["computer_reclaim_ms"].as_u64()),
             pending_image: r.images.pending_image.clone(),
-            pending_state: r.images.pending_state.clone(),
+            pending_state: r.images.pending_state,
             pending_command: r.images.pending_command.clone(),
             pending_reason: r.images.reason(),
             previous_image: r.images.previous_image.clone(),
@@ -121,9 +121,10 @@ impl From<RunnerRow> for views::Runner {
             // The lifetime is the server's setting: RunnerRow::view fills it in.
             token_expires_at: None,
             token_rotation: if r.token_pending {
-                Some("pending".into())
+                Some(views::TokenRotation::Pending)
             } else {
-                r.rotate_requested_at.map(|_| "requested".into())
+                r.rotate_requested_at
+                    .map(|_| views::TokenRotation::Requested)
             },
         }
     }
@@ -279,7 +280,7 @@ pub fn resolve(conn: &Connection, key: &str) -> Result<String, StoreError> {
         .optional()?;
     match exact {
         Some(id) => Ok(id),
-        None => Ok(get(conn, key)?.id),
+        None => Ok(get(conn, key)?.id.into_string()),
     }
 }
 
@@ -365,14 +366,18 @@ pub fn enabled_for_source(
         })
 }
 
-pub fn touch(conn: &Connection, runner_id: &str) -> Result<(), StoreError> {
+pub fn touch(conn: &Connection, runner_id: &RunnerId) -> Result<(), StoreError> {
     conn.prepare_cached("UPDATE runners SET last_seen_at = ?2 WHERE id = ?1")?
         .execute(params![runner_id, now_ms()])?;
     Ok(())
 }
 
 /// Marks a Runner offline after a clean disconnect of the instance holding `generation`.
-pub fn disconnect(conn: &Connection, runner_id: &str, generation: i64) -> Result<(), StoreError> {
+pub fn disconnect(
+    conn: &Connection,
+    runner_id: &RunnerId,
+    generation: Generation,
+) -> Result<(), StoreError> {
     conn.prepare_cached("UPDATE runners SET instance_id = NULL WHERE id = ?1 AND generation = ?2")?
         .execute(params![runner_id, generation])?;
     Ok(())

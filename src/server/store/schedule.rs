@@ -12,6 +12,7 @@ use super::goals::{self, GoalRow, MAX_ATTEMPTS, MAX_WAKEUPS, Step, SubtaskRow};
 use super::prompts::{admin_prompt, delivery_message, member_prompt};
 use super::sessions::{self, Admission, MAX_RUNNING_TURNS};
 use super::{StoreError, agents, teams};
+use crate::api::ids::{RunnerId, SessionId};
 use crate::api::machine::CommandState;
 use crate::api::states::{SessionState, TurnState};
 use crate::api::teams::{ArtifactRef, GoalState, SubtaskResult, SubtaskState as S};
@@ -24,8 +25,8 @@ const MAX_LOOK_BACKOFF_MS: i64 = 60_000;
 /// turns must be stopped, and computers of retired helpers to remove.
 #[derive(Debug, Default)]
 pub struct Pass {
-    pub runners: Vec<String>,
-    pub stop_sessions: Vec<String>,
+    pub runners: Vec<RunnerId>,
+    pub stop_sessions: Vec<SessionId>,
     pub remove_computers: Vec<String>,
     pub admitted: usize,
 }
@@ -163,7 +164,7 @@ fn settle(conn: &Connection, out: &mut Pass) -> Result<(), StoreError> {
         };
         let result = SubtaskResult {
             text,
-            turn_state: turn.state.as_sql().into(),
+            turn_state: turn.state,
             artifacts: exported(conn, &turn.id)?,
             attempt: sub.attempts,
         };
@@ -265,7 +266,7 @@ fn idle(conn: &Connection, agent_id: &str) -> Result<bool, StoreError> {
 fn session_free(conn: &Connection, session: Option<&str>) -> Result<bool, StoreError> {
     match session {
         None => Ok(true),
-        Some(s) => Ok(sessions::get(conn, s)?.state != SessionState::Running),
+        Some(s) => Ok(sessions::get(conn, &SessionId::new(s))?.state != SessionState::Running),
     }
 }
 
@@ -273,7 +274,7 @@ fn session_free(conn: &Connection, session: Option<&str>) -> Result<bool, StoreE
 enum Work {
     Delivery {
         id: String,
-        session: String,
+        session: SessionId,
         payload: String,
     },
     Admin(GoalRow),
@@ -283,7 +284,7 @@ enum Work {
 /// The next admissible work item, oldest first within each kind: deliveries, then admin
 /// turns, then ready subtasks. `skip` holds items that failed admission in this pass.
 fn next_work(conn: &Connection, skip: &[String]) -> Result<Option<Work>, StoreError> {
-    let deliveries: Vec<(String, String, String)> = {
+    let deliveries: Vec<(String, SessionId, String)> = {
         let mut stmt = conn.prepare_cached(
             "SELECT id, session_id, payload FROM deliveries WHERE state = 'pending' ORDER BY created_at",
         )?;
@@ -389,7 +390,7 @@ fn note_waiting(conn: &Connection, key: &str, why: &str) -> Result<(), StoreErro
 }
 
 /// Admits one work item inside `tx`; the Runner to wake, or None when no turn was due.
-fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<String>, StoreError> {
+fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<RunnerId>, StoreError> {
     let now = now_ms();
     match work {
         Work::Delivery {
@@ -452,7 +453,7 @@ fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<Stri
                     account_id: goal.account_id.clone(),
                     admin: false,
                     agent: admin.id.clone(),
-                    session: goal.admin_session_id.clone(),
+                    session: goal.admin_session_id.clone().map(SessionId::from),
                     message,
                     attachments: Vec::new(),
                     inputs,

@@ -7,6 +7,7 @@ use rusqlite::{Connection, TransactionBehavior, params};
 use super::commands::{self, CommandRow, QueueLimits};
 use super::sessions::{SessionRow, TURN_COLUMNS, TurnRow, get, turn_row};
 use super::{StoreError, runners, turn_waits};
+use crate::api::ids::{CommandId, SessionId};
 use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::sessions::{SessionRef, TurnResult};
 use crate::api::states::{SessionState, TurnState};
@@ -14,12 +15,12 @@ use crate::timefmt::now_ms;
 
 /// Brings turns and stops in line with their commands once those ended. Returns the
 /// sessions that changed.
-pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
+pub fn settle(conn: &mut Connection) -> Result<Vec<SessionId>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
     let mut changed = Vec::new();
     let finals = CommandState::final_sql();
-    let open: Vec<(String, String, String)> = {
+    let open: Vec<(String, SessionId, CommandId)> = {
         let mut stmt = tx.prepare(&format!(
             "SELECT t.id, t.session_id, t.command_id FROM session_turns t
              JOIN runner_commands c ON c.id = t.command_id
@@ -47,7 +48,7 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
         }
         changed.push(session_id);
     }
-    let checks: Vec<(String, String, String)> = {
+    let checks: Vec<(String, SessionId, CommandId)> = {
         let mut stmt = tx.prepare(&format!(
             "SELECT t.id, t.session_id, t.check_command_id FROM session_turns t
              JOIN runner_commands c ON c.id = t.check_command_id
@@ -72,7 +73,7 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
         )?;
         changed.push(session_id);
     }
-    let stops: Vec<(String, String)> = {
+    let stops: Vec<(SessionId, CommandId)> = {
         let mut stmt = tx.prepare(&format!(
             "SELECT s.id, s.stop_command_id FROM sessions s
              JOIN runner_commands c ON c.id = s.stop_command_id
@@ -119,10 +120,7 @@ type TurnOutcome = (TurnState, Option<String>, Option<String>, Option<String>);
 fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
     match cmd.state {
         CommandState::Done => {
-            let result: Option<TurnResult> = cmd
-                .result
-                .as_deref()
-                .and_then(|r| serde_json::from_str(r).ok());
+            let result: Option<TurnResult> = cmd.result_as();
             match result {
                 Some(r) => {
                     let state = match r.status.as_str() {
@@ -166,7 +164,7 @@ fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
 /// Runner (then it is cancelled in the queue).
 pub fn stop(
     conn: &mut Connection,
-    session_id: &str,
+    session_id: &SessionId,
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -215,7 +213,7 @@ pub fn stop(
         return Ok((session, None));
     }
     let command = RunnerCommand::SessionStop(SessionRef {
-        session_id: session.id.clone(),
+        session_id: session.id.to_string(),
         hermes_session_id,
     });
     let stop = commands::enqueue_in(&tx, &runner.id, &command, None, limits)?;
@@ -232,7 +230,7 @@ pub fn stop(
 /// turn (when only waiting turns were there, that is all).
 pub fn stop_all(
     conn: &mut Connection,
-    session_id: &str,
+    session_id: &SessionId,
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
     let cancelled = {
@@ -253,7 +251,7 @@ pub fn stop_all(
 /// waiting behind it.
 pub fn cancel_turn(
     conn: &mut Connection,
-    session_id: &str,
+    session_id: &SessionId,
     turn_id: &str,
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
@@ -288,7 +286,7 @@ pub fn cancel_turn(
 /// Closes a session for good; its Hermes session is closed on the Runner when it has one.
 pub fn close(
     conn: &mut Connection,
-    session_id: &str,
+    session_id: &SessionId,
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -306,7 +304,7 @@ pub fn close(
     let mut command = None;
     if let (Some(runner_id), Some(hermes)) = (&session.runner_id, &session.hermes_session_id) {
         let close = RunnerCommand::SessionClose(SessionRef {
-            session_id: session.id.clone(),
+            session_id: session.id.to_string(),
             hermes_session_id: hermes.clone(),
         });
         command = Some(commands::enqueue_in(&tx, runner_id, &close, None, limits)?);
@@ -322,13 +320,17 @@ pub fn close(
 
 /// Queues a read-only look at an uncertain turn's original Hermes session. It runs when the
 /// Runner is back; nothing is ever run again.
-fn enqueue_check(conn: &Connection, turn_id: &str, session_id: &str) -> Result<(), StoreError> {
+fn enqueue_check(
+    conn: &Connection,
+    turn_id: &str,
+    session_id: &SessionId,
+) -> Result<(), StoreError> {
     let session = get(conn, session_id)?;
     let (Some(runner_id), Some(hermes)) = (session.runner_id, session.hermes_session_id) else {
         return Ok(());
     };
     let check = RunnerCommand::SessionCheck(SessionRef {
-        session_id: session.id,
+        session_id: session.id.into_string(),
         hermes_session_id: hermes,
     });
     match commands::enqueue_in(conn, &runner_id, &check, None, QueueLimits::default()) {

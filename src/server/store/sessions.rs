@@ -6,6 +6,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::commands::{self, QueueLimits};
 use super::{StoreError, agents, artifacts, catalog, computers, new_id, not_found, runners};
 use crate::api::capabilities;
+use crate::api::ids::{CommandId, Generation, RunnerId, SessionId};
 use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
 use crate::api::sessions::{
@@ -22,15 +23,15 @@ pub const HISTORY_MESSAGES: usize = 20;
 
 #[derive(Debug, Clone)]
 pub struct SessionRow {
-    pub id: String,
+    pub id: SessionId,
     pub account_id: String,
     pub agent_id: String,
     pub agent: String,
     pub owner: String,
-    pub runner_id: Option<String>,
+    pub runner_id: Option<RunnerId>,
     pub hermes_session_id: Option<String>,
     pub state: SessionState,
-    pub stop_command_id: Option<String>,
+    pub stop_command_id: Option<CommandId>,
     pub cleanup_reason: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
@@ -51,7 +52,7 @@ impl SessionRow {
             cleanup_reason: self.cleanup_reason,
             created_at: rfc3339(self.created_at),
             updated_at: rfc3339(self.updated_at),
-            last_turn: self.last_turn.map(|t| t.as_sql().into()),
+            last_turn: self.last_turn,
             turns,
         }
     }
@@ -80,7 +81,7 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     })
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<SessionRow, StoreError> {
+pub fn get(conn: &Connection, id: &SessionId) -> Result<SessionRow, StoreError> {
     not_found(
         conn.query_row(
             &format!("{SESSION_SELECT} WHERE s.id = ?1"),
@@ -104,10 +105,10 @@ pub fn list(conn: &Connection, agent_id: Option<&str>) -> Result<Vec<SessionRow>
 #[derive(Debug, Clone)]
 pub struct TurnRow {
     pub id: String,
-    pub session_id: String,
+    pub session_id: SessionId,
     pub seq: i64,
-    pub runner_id: String,
-    pub command_id: String,
+    pub runner_id: RunnerId,
+    pub command_id: CommandId,
     pub message: String,
     pub state: TurnState,
     pub final_text: Option<String>,
@@ -162,7 +163,7 @@ pub(super) fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TurnRow> {
     })
 }
 
-pub fn turns(conn: &Connection, session_id: &str) -> Result<Vec<TurnRow>, StoreError> {
+pub fn turns(conn: &Connection, session_id: &SessionId) -> Result<Vec<TurnRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {TURN_COLUMNS} FROM session_turns WHERE session_id = ?1 ORDER BY seq"
     ))?;
@@ -227,7 +228,7 @@ pub struct Admission {
     pub account_id: String,
     pub admin: bool,
     pub agent: String,
-    pub session: Option<String>,
+    pub session: Option<SessionId>,
     pub message: String,
     /// Uploaded files (artifact ids) to put into a computer agent's workspace first.
     pub attachments: Vec<String>,
@@ -465,7 +466,7 @@ pub fn admit_or_wait(
         }
         let payload = WorkerTurnPayload {
             team_tools: None,
-            session_id: session.id.clone(),
+            session_id: session.id.to_string(),
             turn_id: turn_id.clone(),
             profile: profile.name.clone(),
             message: a.message.clone(),
@@ -481,7 +482,7 @@ pub fn admit_or_wait(
         command
     } else {
         let turn = RunnerCommand::SessionTurn(TurnPayload {
-            session_id: session.id.clone(),
+            session_id: session.id.to_string(),
             turn_id: turn_id.clone(),
             hermes_session_id: hermes_session_id.clone(),
             profile: profile.name.clone(),
@@ -535,7 +536,7 @@ pub fn open_session_of(
     key: &str,
     agent: &agents::AgentRow,
 ) -> Result<SessionRow, StoreError> {
-    let s = get(tx, key)?;
+    let s = get(tx, &SessionId::new(key))?;
     if s.agent_id != agent.id {
         return Err(StoreError::Invalid(format!(
             "session {} belongs to agent {:?}, not {:?}",
@@ -563,11 +564,11 @@ pub fn new_session(tx: &Connection, agent: &agents::AgentRow) -> Result<SessionR
          VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
         params![id, agent.account_id, agent.id, SessionState::Idle, now_ms()],
     )?;
-    get(tx, &id)
+    get(tx, &SessionId::new(id))
 }
 
 /// The session in which the agent is in a turn now, if any (one turn at a time per agent).
-pub fn running_session(conn: &Connection, agent_id: &str) -> Result<Option<String>, StoreError> {
+pub fn running_session(conn: &Connection, agent_id: &str) -> Result<Option<SessionId>, StoreError> {
     Ok(conn
         .query_row(
             "SELECT id FROM sessions WHERE agent_id = ?1 AND state = ?2",
@@ -577,7 +578,7 @@ pub fn running_session(conn: &Connection, agent_id: &str) -> Result<Option<Strin
         .optional()?)
 }
 
-fn history(conn: &Connection, session_id: &str) -> Result<Vec<HistoryMessage>, StoreError> {
+fn history(conn: &Connection, session_id: &SessionId) -> Result<Vec<HistoryMessage>, StoreError> {
     let mut out = Vec::new();
     for t in turns(conn, session_id)? {
         out.push(HistoryMessage {
@@ -598,11 +599,11 @@ fn history(conn: &Connection, session_id: &str) -> Result<Vec<HistoryMessage>, S
 /// Appends what a Runner streamed for the turn behind `command_id`.
 pub fn append_events(
     conn: &mut Connection,
-    runner_id: &str,
-    generation: i64,
-    command_id: &str,
+    runner_id: &RunnerId,
+    generation: Generation,
+    command_id: &CommandId,
     events: &[TurnEvent],
-) -> Result<String, StoreError> {
+) -> Result<SessionId, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let cmd = commands::get(&tx, command_id)?;
     if cmd.runner_id != runner_id {
@@ -663,7 +664,7 @@ pub fn append_events(
 
 pub fn events_after(
     conn: &Connection,
-    session_id: &str,
+    session_id: &SessionId,
     after: i64,
 ) -> Result<Vec<wire::SessionEvent>, StoreError> {
     let mut stmt = conn.prepare(

@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::goals::{MAX_ATTEMPTS, MAX_SUBTASKS, check_active, open_goal};
 use super::teams::{self, Actor};
 use super::{StoreError, artifacts, new_id, not_found};
+use crate::api::ids::SessionId;
 use crate::api::teams::{self as wire, SubtaskInputs, SubtaskResult, SubtaskState as S};
 use crate::timefmt::{now_ms, rfc3339};
 
@@ -75,7 +76,7 @@ pub struct SubtaskRow {
     pub state: S,
     pub attempts: i64,
     pub note: Option<String>,
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     pub turn_id: Option<String>,
     pub result: Option<String>,
     pub next_look_at: i64,
@@ -370,7 +371,7 @@ pub fn subtask_view(conn: &Connection, s: SubtaskRow) -> Result<wire::Subtask, S
         state: s.state,
         attempts: s.attempts,
         note: s.note,
-        session_id: s.session_id,
+        session_id: s.session_id.map(String::from),
         turn_id: s.turn_id,
         result,
         created_at: rfc3339(s.created_at),

@@ -11,13 +11,14 @@ use super::teams::{self, Actor};
 use super::tests::{World, status, world};
 use super::{StoreError, agents, schedule, sessions, team_tools};
 use crate::api::capabilities;
+use crate::api::ids::{Generation, RunnerId};
 use crate::api::machine::Outcome;
 use crate::api::params::AgentEnv;
 use crate::api::teams::{GoalState, SubtaskInputs, SubtaskState as S};
 
 /// The world of `tests.rs` with the Worker declared, an admin `boss` (computer, may manage
 /// teams) and computer members `m1`..`m3`.
-fn team_world() -> (World, i64) {
+fn team_world() -> (World, Generation) {
     let mut w = world();
     let status = status(
         &[
@@ -78,7 +79,7 @@ fn pass(w: &mut World) -> schedule::Pass {
 /// The turns now queued or running, as (agent name, turn id, command id, tool id). Their
 /// commands are leased first, as the Runner would: the tool id exists only in a lease.
 fn live_turns(w: &mut World) -> Vec<(String, String, String, Option<String>)> {
-    let generation: i64 = w
+    let generation: Generation = w
         .conn
         .query_row(
             "SELECT generation FROM runners WHERE id = ?1",
@@ -131,19 +132,19 @@ fn turn_of<'a>(
         .unwrap_or_else(|| panic!("no turn of {agent}: {turns:?}"))
 }
 
-fn start(w: &mut World, generation: i64, command: &str) {
+fn start(w: &mut World, generation: Generation, command: &str) {
     commands::lease(&mut w.conn, &w.runner, generation, 100).unwrap();
-    commands::start(&mut w.conn, &w.runner, generation, command).unwrap();
+    commands::start(&mut w.conn, &w.runner, generation, &command.into()).unwrap();
 }
 
-fn finish(w: &mut World, generation: i64, command: &str, text: &str) {
+fn finish(w: &mut World, generation: Generation, command: &str, text: &str) {
     let result =
         json!({"hermes_session_id": "", "status": "complete", "text": text, "usage": null});
     let row = commands::complete(
         &mut w.conn,
         &w.runner,
         generation,
-        command,
+        &command.into(),
         Outcome::Done,
         Some(&result.to_string()),
         None,
@@ -154,7 +155,7 @@ fn finish(w: &mut World, generation: i64, command: &str, text: &str) {
 
 fn tool(
     w: &mut World,
-    generation: i64,
+    generation: Generation,
     id: &str,
     name: &str,
     args: Value,
@@ -549,7 +550,10 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     assert_eq!(n, 1);
     let view = goals::view(&w.conn, goals::get(&w.conn, &goal).unwrap(), true).unwrap();
     assert_eq!(view.deliveries.len(), 1);
-    assert_eq!(view.deliveries[0].state, "delivered");
+    assert_eq!(
+        view.deliveries[0].state,
+        crate::api::teams::DeliveryState::Delivered
+    );
     assert_eq!(view.wakeups, 4, "plan and three reviews");
 }
 
@@ -910,11 +914,11 @@ fn a_new_user_message_in_the_origin_session_resumes_a_stopped_goal() {
         finish(&mut w, g, &t.2, "noted");
     }
     assert!(
-        goals::resume_by_chat(&mut w.conn, "another-session")
+        goals::resume_by_chat(&mut w.conn, &"another-session".into())
             .unwrap()
             .is_empty()
     );
-    let resumed = goals::resume_by_chat(&mut w.conn, &origin).unwrap();
+    let resumed = goals::resume_by_chat(&mut w.conn, &origin.as_str().into()).unwrap();
     assert_eq!(resumed, vec![goal.clone()]);
     let gr = goals::get(&w.conn, &goal).unwrap();
     assert_eq!((gr.state, gr.generation), (GoalState::Active, 2));
@@ -1030,14 +1034,18 @@ fn subtask_inputs_ride_with_the_owner_turn_and_are_downloadable_only_while_it_ru
     pass(&mut w);
     let turns = live_turns(&mut w);
     let (_, _, member_cmd, _) = turn_of(&turns, "m1").clone();
-    let payload: Value =
-        serde_json::from_str(&commands::get(&w.conn, &member_cmd).unwrap().payload).unwrap();
+    let payload: Value = serde_json::from_str(
+        &commands::get(&w.conn, &member_cmd.as_str().into())
+            .unwrap()
+            .payload,
+    )
+    .unwrap();
     assert_eq!(payload["inputs"][0]["artifact_id"], "art-data", "{payload}");
     assert_eq!(payload["inputs"][0]["name"], "data.txt");
 
     let runner = w.runner.clone();
     let download =
-        |w: &World, runner: &str, id: &str| artifacts::for_download(&w.conn, runner, g, id);
+        |w: &World, runner: &RunnerId, id: &str| artifacts::for_download(&w.conn, runner, g, id);
     assert!(
         download(&w, &runner, "art-data").is_err(),
         "not running yet"
@@ -1048,7 +1056,7 @@ fn subtask_inputs_ride_with_the_owner_turn_and_are_downloadable_only_while_it_ru
         download(&w, &runner, "art-other").is_err(),
         "not an input of it"
     );
-    assert!(download(&w, "another-runner", "art-data").is_err());
+    assert!(download(&w, &"another-runner".into(), "art-data").is_err());
     finish(&mut w, g, &member_cmd, "used it");
     assert!(download(&w, &runner, "art-data").is_err(), "its turn ended");
 }

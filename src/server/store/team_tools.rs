@@ -10,6 +10,7 @@ use super::agents::{self, AgentRow, NewAgent};
 use super::goals::{self, Decision, NewGoal, NewSubtask};
 use super::teams::{self, Actor};
 use super::{StoreError, commands, sessions};
+use crate::api::ids::{Generation, RunnerId, SessionId};
 use crate::api::machine::CommandState;
 use crate::api::params::AgentEnv;
 use crate::api::states::TurnState;
@@ -36,7 +37,7 @@ pub fn grant_for_lease(conn: &Connection, payload: &Value) -> Result<Option<Stri
     };
     let turn_id = turn_id.as_str();
     conn.execute("DELETE FROM tool_grants WHERE turn_id = ?1", [turn_id])?;
-    let found: Option<(String, String, String)> = conn
+    let found: Option<(SessionId, String, String)> = conn
         .query_row(
             "SELECT t.session_id, s.account_id, s.agent_id
              FROM session_turns t JOIN sessions s ON s.id = t.session_id WHERE t.id = ?1",
@@ -65,7 +66,7 @@ fn grant(
     conn: &Connection,
     agent: &AgentRow,
     source_id: &str,
-    session_id: &str,
+    session_id: &SessionId,
     turn_id: &str,
 ) -> Result<String, StoreError> {
     let id = format!(
@@ -93,7 +94,7 @@ fn grant(
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub account_id: String,
-    pub session_id: String,
+    pub session_id: SessionId,
     pub turn_id: String,
     pub agent: AgentRow,
 }
@@ -101,8 +102,8 @@ pub struct Caller {
 /// Checks a tool id against the calling Runner connection and the turn's state.
 pub fn check(
     conn: &Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
     tool_id: &str,
 ) -> Result<Caller, StoreError> {
     let refused = || {
@@ -110,7 +111,7 @@ pub fn check(
             "unknown team tool id: team tools work only with the id of the running turn".into(),
         )
     };
-    let found: Option<(String, String, String, String, String)> = conn
+    let found: Option<(String, String, String, SessionId, String)> = conn
         .query_row(
             "SELECT g.turn_id, g.account_id, g.source_id, g.session_id, g.agent_id
              FROM tool_grants g WHERE g.id = ?1",
@@ -157,8 +158,8 @@ pub fn check(
 /// Runs one call in one transaction; the answer goes back to the model.
 pub fn call(
     conn: &mut Connection,
-    runner_id: &str,
-    generation: i64,
+    runner_id: &RunnerId,
+    generation: Generation,
     tool_id: &str,
     name: &str,
     args: &Value,

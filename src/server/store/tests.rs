@@ -8,6 +8,7 @@ use super::runners::{self, NewRunner};
 use super::sessions::{self, Admission};
 use super::{StoreError, accounts, agents, catalog, computers, migrate};
 use crate::api::capabilities;
+use crate::api::ids::{CommandId, ComputerId, Fence, Generation, RunnerId};
 use crate::api::machine::{CommandState, NoPayload, Outcome, PingPayload, RunnerCommand};
 use crate::api::params::AgentEnv;
 use crate::api::states::{ComputerState, SessionState, TurnState};
@@ -17,7 +18,7 @@ const IMAGE: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123
 pub(super) struct World {
     pub(super) conn: Connection,
     pub(super) account: String,
-    pub(super) runner: String,
+    pub(super) runner: RunnerId,
 }
 
 /// An account, a source with an enabled Runner that declared every capability, a profile
@@ -77,7 +78,7 @@ pub(super) fn status(
 
 impl World {
     /// A new connection generation with every capability declared.
-    pub(super) fn connect(&mut self) -> i64 {
+    pub(super) fn connect(&mut self) -> Generation {
         let connected = self
             .connect_as("instance", &Default::default())
             .expect("connect");
@@ -124,20 +125,20 @@ impl World {
         commands::enqueue(&mut self.conn, &self.runner, &ping, None, limits)
     }
 
-    pub(super) fn state(&self, id: &str) -> CommandState {
+    pub(super) fn state(&self, id: &CommandId) -> CommandState {
         commands::get(&self.conn, id).unwrap().state
     }
 
     /// Leases everything pending to `generation` and starts the command `id`.
-    pub(super) fn run(&mut self, generation: i64, id: &str) {
+    pub(super) fn run(&mut self, generation: Generation, id: &CommandId) {
         commands::lease(&mut self.conn, &self.runner, generation, 100).unwrap();
         commands::start(&mut self.conn, &self.runner, generation, id).unwrap();
     }
 
     pub(super) fn complete(
         &mut self,
-        generation: i64,
-        id: &str,
+        generation: Generation,
+        id: &CommandId,
         outcome: Outcome,
     ) -> Result<(), StoreError> {
         let row = commands::complete(
@@ -153,7 +154,7 @@ impl World {
     }
 
     /// Creates the computer of `box` and starts it with `outcome`; its id and the start.
-    fn start_box(&mut self, generation: i64, outcome: Outcome) -> (String, String) {
+    fn start_box(&mut self, generation: Generation, outcome: Outcome) -> (ComputerId, CommandId) {
         let (c, start) =
             computers::create(&mut self.conn, &self.account, "box", QueueLimits::default())
                 .unwrap();
@@ -386,7 +387,7 @@ fn a_computer_starts_stops_and_is_recreated_under_a_growing_fence() {
     let (c, start) =
         computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
     let start = start.expect("a start command");
-    assert_eq!((c.state, c.fence), (ComputerState::Starting, 1));
+    assert_eq!((c.state, c.fence), (ComputerState::Starting, Fence(1)));
     let (again, none) =
         computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
     assert!(none.is_none(), "a starting computer is not started twice");
@@ -426,7 +427,7 @@ fn a_computer_starts_stops_and_is_recreated_under_a_growing_fence() {
     let (stopping, stop) = computers::stop(&mut w.conn, &c.id, false).unwrap();
     assert_eq!(
         (stopping.state, stopping.fence),
-        (ComputerState::Stopping, 2)
+        (ComputerState::Stopping, Fence(2))
     );
     let stop = stop.unwrap();
     w.run(generation, &stop.id);
@@ -445,12 +446,15 @@ fn a_computer_starts_stops_and_is_recreated_under_a_growing_fence() {
         computers::create(&mut w.conn, &w.account, "box", QueueLimits::default()).unwrap();
     assert_eq!(
         (recreated.state, recreated.fence),
-        (ComputerState::Starting, 3)
+        (ComputerState::Starting, Fence(3))
     );
     // A new generation ends the lease: the fence grows and the computer is stopped.
     w.connect();
     let ended = computers::get(&w.conn, &c.id).unwrap();
-    assert_eq!((ended.state, ended.fence), (ComputerState::Stopped, 4));
+    assert_eq!(
+        (ended.state, ended.fence),
+        (ComputerState::Stopped, Fence(4))
+    );
 
     let generation = w.connect();
     let (_, remove) = computers::stop(&mut w.conn, &c.id, true).unwrap();
@@ -616,7 +620,7 @@ fn retention_drops_delivered_big_results_then_deletes_finished_commands() {
     w.conn
         .execute(
             "UPDATE runner_commands SET result = ?1 WHERE id = ?2",
-            [&huge, &big],
+            rusqlite::params![huge, big],
         )
         .unwrap();
     w.conn

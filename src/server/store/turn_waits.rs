@@ -9,6 +9,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::commands::QueueLimits;
 use super::sessions::{self, Admission, Admitted, SessionRow, TurnRow};
 use super::{StoreError, agents, artifacts, not_found};
+use crate::api::ids::{RunnerId, SessionId};
 use crate::api::sessions as wire;
 use crate::api::states::TurnState;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
@@ -22,7 +23,7 @@ pub const WAITING: &str = "waiting";
 #[derive(Debug, Clone)]
 pub struct WaitRow {
     pub id: String,
-    pub session_id: String,
+    pub session_id: SessionId,
     pub account_id: String,
     pub admin: bool,
     pub agent_id: String,
@@ -104,7 +105,7 @@ pub fn get(conn: &Connection, id: &str) -> Result<WaitRow, StoreError> {
 
 /// The turns of a session that have not started: waiting, or ended without starting
 /// (cancelled, refused), oldest first.
-pub fn of_session(conn: &Connection, session_id: &str) -> Result<Vec<WaitRow>, StoreError> {
+pub fn of_session(conn: &Connection, session_id: &SessionId) -> Result<Vec<WaitRow>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM turn_waits WHERE session_id = ?1 ORDER BY rowid LIMIT 100"
     ))?;
@@ -235,7 +236,7 @@ pub fn cancel(conn: &Connection, id: &str, reason: &str) -> Result<bool, StoreEr
 /// Cancels every turn waiting in a session (it is stopped or closed).
 pub fn cancel_session(
     conn: &Connection,
-    session_id: &str,
+    session_id: &SessionId,
     reason: &str,
 ) -> Result<usize, StoreError> {
     Ok(end_where(conn, "session_id = ?1", session_id, "cancelled", reason)?.len())
@@ -256,7 +257,7 @@ pub fn refuse_account(
 /// transaction each. A turn that could never start (its agent archived, its account
 /// disabled, its session closed) is refused with the reason; one that still cannot start
 /// keeps waiting with the reason brought up to date. Returns the Runners to wake.
-pub fn dispatch(conn: &mut Connection, limits: QueueLimits) -> Result<Vec<String>, StoreError> {
+pub fn dispatch(conn: &mut Connection, limits: QueueLimits) -> Result<Vec<RunnerId>, StoreError> {
     let heads: Vec<String> = {
         let mut stmt = conn.prepare_cached(
             "SELECT id FROM turn_waits w WHERE state = 'waiting'
