@@ -529,13 +529,8 @@ mod tests {
             (
                 "Config.Labels[yy.generation]",
                 Box::new(|c| {
-                    c.config
-                        .as_mut()
-                        .unwrap()
-                        .labels
-                        .as_mut()
-                        .unwrap()
-                        .insert("yy.generation".into(), "2".into());
+                    let labels = c.config.as_mut().unwrap().labels.as_mut().unwrap();
+                    labels.insert("yy.generation".into(), "2".into());
                 }),
             ),
             (
@@ -757,13 +752,8 @@ mod tests {
             (
                 "HostConfig.Tmpfs",
                 Box::new(|c| {
-                    c.host_config
-                        .as_mut()
-                        .unwrap()
-                        .tmpfs
-                        .as_mut()
-                        .unwrap()
-                        .insert("/run".into(), "rw,rprivate,nosuid,nodev,tmpcopyup".into());
+                    let tmpfs = c.host_config.as_mut().unwrap().tmpfs.as_mut().unwrap();
+                    tmpfs.insert("/run".into(), "rw,rprivate,nosuid,nodev,tmpcopyup".into());
                 }),
             ),
             (
