@@ -3,11 +3,11 @@
 # given), several side by side: most of their time is waiting on container engines, Hermes
 # and timers, not CPU. Each binary's output is printed whole when it ends, with its time;
 # the exit status is non-zero when any test failed. YY_TEST_LANES sets how many run at once
-# (default 3); a binary's own tests still run on its default number of threads.
+# (default 4); a binary's own tests still run on its default number of threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 artifacts=${1:?usage: scripts/run-tests.sh ARTIFACTS.json}
-lanes=${YY_TEST_LANES:-3}
+lanes=${YY_TEST_LANES:-4}
 logs=$(mktemp -d "${TMPDIR:-/tmp}/yy-tests.XXXXXX")
 trap 'rm -rf "$logs"' EXIT
 # Artifacts built as tests that have an executable: the lib's and bin's unit tests and

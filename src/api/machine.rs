@@ -793,6 +793,19 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_word_names_a_runner_command() {
+        // A word RunnerCommand does not know would fail as an unknown variant, not as a
+        // payload of the wrong shape.
+        for &kind in CommandKind::ALL {
+            let e = RunnerCommand::parse(kind.as_sql(), &serde_json::json!("x")).unwrap_err();
+            assert!(
+                e.starts_with(&format!("malformed {kind} payload")) && !e.contains("variant"),
+                "{kind}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn runner_commands_carry_their_kind_word() {
         let samples = [
             RunnerCommand::Ping(PingPayload { hold_ms: 3 }),
