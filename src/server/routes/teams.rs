@@ -108,26 +108,20 @@ pub async fn team_create(
     .await
 }
 
-pub async fn team_add(
+/// Adds (`ADD`) or removes an agent; one handler for the two routes.
+pub async fn team_member<const ADD: bool>(
     State(state): State<AppState>,
     Admin(caller): Admin,
     Path(name): Path<String>,
     Body(p): Body<wire::TeamMemberChange>,
 ) -> Result<Json<wire::Team>, ApiError> {
+    let f = if ADD {
+        teams::add_member
+    } else {
+        teams::remove_member
+    };
     team_change(&state, &caller, false, move |tx, actor| {
-        teams::add_member(tx, actor, &name, &p.agent)
-    })
-    .await
-}
-
-pub async fn team_remove(
-    State(state): State<AppState>,
-    Admin(caller): Admin,
-    Path(name): Path<String>,
-    Body(p): Body<wire::TeamMemberChange>,
-) -> Result<Json<wire::Team>, ApiError> {
-    team_change(&state, &caller, false, move |tx, actor| {
-        teams::remove_member(tx, actor, &name, &p.agent)
+        f(tx, actor, &name, &p.agent)
     })
     .await
 }
@@ -196,24 +190,15 @@ pub async fn goal_create(
     .await
 }
 
-pub async fn goal_stop(
+/// Resumes (`RESUME`) or stops a goal; one handler for the two routes.
+pub async fn goal_run<const RESUME: bool>(
     State(state): State<AppState>,
     Admin(caller): Admin,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Goal>, ApiError> {
+    let f = if RESUME { goals::resume } else { goals::stop };
     change(&state, &caller, true, move |tx, actor| {
-        goals::view(tx, goals::stop(tx, actor, &id)?, true)
-    })
-    .await
-}
-
-pub async fn goal_resume(
-    State(state): State<AppState>,
-    Admin(caller): Admin,
-    Path(id): Path<String>,
-) -> Result<Json<wire::Goal>, ApiError> {
-    change(&state, &caller, true, move |tx, actor| {
-        goals::view(tx, goals::resume(tx, actor, &id)?, true)
+        goals::view(tx, f(tx, actor, &id)?, true)
     })
     .await
 }
