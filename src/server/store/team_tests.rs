@@ -20,7 +20,7 @@ use crate::api::teams::{GoalState, SubtaskInputs, SubtaskState as S};
 /// teams) and computer members `m1`..`m3`.
 fn team_world() -> (World, Generation) {
     let mut w = world();
-    let status = status(
+    let generation = w.connect_declaring(
         &[
             capabilities::SESSION_TURN,
             capabilities::SESSION_STOP,
@@ -29,15 +29,6 @@ fn team_world() -> (World, Generation) {
         ],
         8,
     );
-    let generation = commands::connect(
-        &mut w.conn,
-        &w.runner,
-        "instance",
-        &status,
-        &Default::default(),
-    )
-    .unwrap()
-    .generation;
     for (name, manage) in [("boss", true), ("m1", false), ("m2", false), ("m3", false)] {
         agents::create(
             &mut w.conn,
@@ -161,6 +152,24 @@ fn tool(
     args: Value,
 ) -> Result<Value, StoreError> {
     team_tools::call(&mut w.conn, &w.runner, generation, id, name, &args)
+}
+
+/// The admin's next turn, started, accepts `subtask` of `goal`: (its command, its turn id).
+fn admin_accepts(w: &mut World, g: Generation, goal: &str, subtask: &str) -> (String, String) {
+    pass(w);
+    let turns = live_turns(w);
+    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
+    start(w, g, &cmd);
+    let id = id.unwrap();
+    tool(
+        w,
+        g,
+        &id,
+        "subtask_review",
+        json!({ "goal": goal, "subtask": subtask, "decision": "accept" }),
+    )
+    .unwrap();
+    (cmd, id)
 }
 
 fn team(w: &mut World, members: &[&str]) -> Result<teams::TeamRow, StoreError> {
@@ -462,24 +471,11 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     );
     start(&mut w, g, &m1_cmd);
     finish(&mut w, g, &m1_cmd, "draft v2 with numbers");
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    start(&mut w, g, &cmd);
-    tool(
-        &mut w,
-        g,
-        id.as_deref().unwrap(),
-        "subtask_review",
-        json!({
-            "goal": goal, "subtask": "Draft", "decision": "accept"
-        }),
-    )
-    .unwrap();
+    let (cmd, id) = admin_accepts(&mut w, g, &goal, "Draft");
     let e = tool(
         &mut w,
         g,
-        id.as_deref().unwrap(),
+        &id,
         "goal_complete",
         json!({ "goal": goal, "summary": "s" }),
     )
@@ -497,24 +493,11 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     finish(&mut w, g, &cmd, "accepted");
     start(&mut w, g, &m2_cmd);
     finish(&mut w, g, &m2_cmd, "polished");
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    start(&mut w, g, &cmd);
+    let (cmd, id) = admin_accepts(&mut w, g, &goal, "#2");
     tool(
         &mut w,
         g,
-        id.as_deref().unwrap(),
-        "subtask_review",
-        json!({
-            "goal": goal, "subtask": "#2", "decision": "accept"
-        }),
-    )
-    .unwrap();
-    tool(
-        &mut w,
-        g,
-        id.as_deref().unwrap(),
+        &id,
         "goal_complete",
         json!({ "goal": goal, "summary": "all done" }),
     )
