@@ -64,20 +64,9 @@ const SESSION_SELECT: &str = "SELECT s.id, s.account_id, s.agent_id, g.name, a.u
     FROM sessions s JOIN agents g ON g.id = s.agent_id JOIN accounts a ON a.id = s.account_id";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
-    Ok(SessionRow {
-        id: r.get(0)?,
-        account_id: r.get(1)?,
-        agent_id: r.get(2)?,
-        agent: r.get(3)?,
-        owner: r.get(4)?,
-        runner_id: r.get(5)?,
-        hermes_session_id: r.get(6)?,
-        state: r.get(7)?,
-        stop_command_id: r.get(8)?,
-        cleanup_reason: r.get(9)?,
-        created_at: r.get(10)?,
-        updated_at: r.get(11)?,
-        last_turn: r.get(12)?,
+    from_columns!(r => SessionRow {
+        id, account_id, agent_id, agent, owner, runner_id, hermes_session_id, state,
+        stop_command_id, cleanup_reason, created_at, updated_at, last_turn,
     })
 }
 
