@@ -209,25 +209,10 @@ pub fn create(
         )));
     }
     let profile = catalog::get_profile(&tx, &agent.profile)?;
-    let guest_cwd = profile
-        .cwd
-        .clone()
-        .filter(|_| profile.computer_ready())
-        .ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "profile {:?} has no absolute terminal.cwd for the guest",
-                profile.name
-            ))
-        })?;
+    let guest_cwd = profile.guest_cwd()?;
     let source = catalog::get_source(&tx, &agent.source)?;
     let runner = runners::enabled_for_source(&tx, &source)?;
-    let (image, network) = runners::computer_settings(&tx, &runner.id)?;
-    let image = image.ok_or_else(|| {
-        StoreError::Invalid(format!(
-            "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
-            runner.id, runner.id
-        ))
-    })?;
+    let (image, network) = runners::computer_for_start(&tx, &runner.id)?;
     if !runner
         .capabilities
         .iter()

@@ -415,23 +415,8 @@ pub fn admit_or_wait(
     let history = history(tx, &session.id)?;
     let turn_id = wait.map_or_else(new_id, str::to_string);
     let command = if isolated {
-        let (image, network) = runners::computer_settings(tx, &runner.id)?;
-        let image = image.ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
-                runner.id, runner.id
-            ))
-        })?;
-        let cwd = profile
-            .cwd
-            .clone()
-            .filter(|_| profile.computer_ready())
-            .ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "profile {:?} has no absolute terminal.cwd for the guest",
-                    profile.name
-                ))
-            })?;
+        let (image, network) = runners::computer_for_start(tx, &runner.id)?;
+        let cwd = profile.guest_cwd()?;
         let computer = computers::record(tx, &agent, &runner.id, &image, &cwd)?;
         if computer.state.is_busy() {
             return busy(
