@@ -154,6 +154,20 @@ fn tool(
     team_tools::call(&mut w.conn, &w.runner, generation, id, name, &args)
 }
 
+/// The team tool `subtask_add` with no dependencies or artifacts.
+fn add_subtask(
+    w: &mut World,
+    g: Generation,
+    id: &str,
+    goal: &str,
+    title: &str,
+    owner: &str,
+    criteria: &str,
+) -> Result<Value, StoreError> {
+    let args = json!({ "goal": goal, "title": title, "owner": owner, "criteria": criteria });
+    tool(w, g, id, "subtask_add", args)
+}
+
 /// The admin's next turn, started, accepts `subtask` of `goal`: (its command, its turn id).
 fn admin_accepts(w: &mut World, g: Generation, goal: &str, subtask: &str) -> (String, String) {
     pass(w);
@@ -362,16 +376,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     let (_, plan_turn, plan_cmd, plan_tool) = turn_of(&turns, "boss").clone();
     let plan_tool = plan_tool.expect("the admin's turn carries a tool id");
     start(&mut w, g, &plan_cmd);
-    tool(
-        &mut w,
-        g,
-        &plan_tool,
-        "subtask_add",
-        json!({
-            "goal": goal, "title": "Draft", "owner": "m1", "criteria": "a draft"
-        }),
-    )
-    .unwrap();
+    add_subtask(&mut w, g, &plan_tool, &goal, "Draft", "m1", "a draft").unwrap();
     tool(
         &mut w,
         g,
@@ -383,16 +388,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     )
     .unwrap();
     // The admin is not a subtask owner.
-    let e = tool(
-        &mut w,
-        g,
-        &plan_tool,
-        "subtask_add",
-        json!({
-            "goal": goal, "title": "x", "owner": "boss", "criteria": "y"
-        }),
-    )
-    .unwrap_err();
+    let e = add_subtask(&mut w, g, &plan_tool, &goal, "x", "boss", "y").unwrap_err();
     assert!(e.to_string().contains("reviews subtasks"), "{e}");
     // The first subtask is ready at once (its owner is idle); the second waits for it.
     let p = pass(&mut w);
@@ -672,16 +668,7 @@ fn helpers_are_limited_bound_to_their_goal_and_retired_with_it() {
         "{e}"
     );
     // A helper may own the goal's subtasks.
-    tool(
-        &mut w,
-        g,
-        &id,
-        "subtask_add",
-        json!({
-            "goal": goal, "title": "help", "owner": "h0", "criteria": "c"
-        }),
-    )
-    .unwrap();
+    add_subtask(&mut w, g, &id, &goal, "help", "h0", "c").unwrap();
     let h0 = agents::get(&w.conn, &w.account, "h0").unwrap();
     assert_eq!(h0.env, AgentEnv::Computer);
     assert!(!h0.manage_team);
@@ -855,16 +842,7 @@ fn asking_the_user_makes_the_goal_wait_and_queues_the_question_for_the_origin_se
     assert!(gr.reason.unwrap().contains("Which quarter?"));
     // Its team tools refuse further work on a waiting goal; the question is delivered once
     // the session is free.
-    let e = tool(
-        &mut w,
-        g,
-        &id,
-        "subtask_add",
-        json!({
-            "goal": goal, "title": "x", "owner": "m1", "criteria": "y"
-        }),
-    )
-    .unwrap_err();
+    let e = add_subtask(&mut w, g, &id, &goal, "x", "m1", "y").unwrap_err();
     assert!(e.to_string().contains("waiting_user"), "{e}");
     finish(&mut w, g, &cmd, "asked");
     assert_eq!(pass(&mut w).admitted, 1);
