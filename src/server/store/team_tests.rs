@@ -168,6 +168,22 @@ fn add_subtask(
     tool(w, g, id, "subtask_add", args)
 }
 
+/// The team tool `helper_create` for `name`, refused at the helper limit `limit` names.
+fn refused_helper(w: &mut World, g: Generation, id: &str, goal: &str, name: &str, limit: &str) {
+    let e = tool(
+        w,
+        g,
+        id,
+        "helper_create",
+        json!({ "goal": goal, "name": name }),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Limit(m) if m.contains(limit)),
+        "{e}"
+    );
+}
+
 /// The admin's next turn, started, accepts `subtask` of `goal`: (its command, its turn id).
 fn admin_accepts(w: &mut World, g: Generation, goal: &str, subtask: &str) -> (String, String) {
     pass(w);
@@ -655,18 +671,7 @@ fn helpers_are_limited_bound_to_their_goal_and_retired_with_it() {
         .unwrap();
         assert_eq!(h["helper"], true);
     }
-    let e = tool(
-        &mut w,
-        g,
-        &id,
-        "helper_create",
-        json!({ "goal": goal, "name": "h9" }),
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&e, StoreError::Limit(m) if m.contains("8 temporary helpers")),
-        "{e}"
-    );
+    refused_helper(&mut w, g, &id, &goal, "h9", "8 temporary helpers");
     // A helper may own the goal's subtasks.
     add_subtask(&mut w, g, &id, &goal, "help", "h0", "c").unwrap();
     let h0 = agents::get(&w.conn, &w.account, "h0").unwrap();
@@ -690,18 +695,7 @@ fn helpers_are_limited_bound_to_their_goal_and_retired_with_it() {
             )
             .unwrap();
     }
-    let e = tool(
-        &mut w,
-        g,
-        &id,
-        "helper_create",
-        json!({ "goal": goal, "name": "h10" }),
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&e, StoreError::Limit(m) if m.contains("32 temporary helpers")),
-        "{e}"
-    );
+    refused_helper(&mut w, g, &id, &goal, "h10", "32 temporary helpers");
     // Stopping the goal retires its helpers: their agents are archived.
     let actor = op(&w);
     tx(&mut w.conn, |c| goals::stop(c, &actor, &goal)).unwrap();

@@ -130,11 +130,11 @@ pub fn get_by_id(conn: &Connection, id: &str) -> Result<TeamRow, StoreError> {
     )
 }
 
-/// (agent id, name, role, helper) of every member, the admin first.
-pub fn members(
-    conn: &Connection,
-    team_id: &str,
-) -> Result<Vec<(String, String, String, bool)>, StoreError> {
+/// A team member: (agent id, name, role, helper).
+pub type Member = (String, String, String, bool);
+
+/// Every member, the admin first.
+pub fn members(conn: &Connection, team_id: &str) -> Result<Vec<Member>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT m.agent_id, g.name, m.role, EXISTS (SELECT 1 FROM helpers h WHERE h.agent_id = m.agent_id)
          FROM team_members m JOIN agents g ON g.id = m.agent_id
@@ -295,7 +295,7 @@ fn member_change(
     team: &str,
     agent: &str,
     lookup: impl FnOnce(&Connection, &Actor, &str) -> Result<AgentRow, StoreError>,
-) -> Result<(TeamRow, AgentRow, Vec<(String, String, String, bool)>), StoreError> {
+) -> Result<(TeamRow, AgentRow, Vec<Member>), StoreError> {
     let team = get(conn, actor, team)?;
     active(&team)?;
     let agent = lookup(conn, actor, agent)?;
