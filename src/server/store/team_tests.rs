@@ -184,6 +184,23 @@ fn refused_helper(w: &mut World, g: Generation, id: &str, goal: &str, name: &str
     );
 }
 
+/// The team tool `goal_complete` with `summary`.
+fn complete_goal(
+    w: &mut World,
+    g: Generation,
+    id: &str,
+    goal: &str,
+    summary: &str,
+) -> Result<Value, StoreError> {
+    tool(
+        w,
+        g,
+        id,
+        "goal_complete",
+        json!({ "goal": goal, "summary": summary }),
+    )
+}
+
 /// The admin's next turn, started, accepts `subtask` of `goal`: (its command, its turn id).
 fn admin_accepts(w: &mut World, g: Generation, goal: &str, subtask: &str) -> (String, String) {
     pass(w);
@@ -449,14 +466,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     );
     let review_tool = review_tool.unwrap();
     start(&mut w, g, &review_cmd);
-    let e = tool(
-        &mut w,
-        g,
-        &review_tool,
-        "goal_complete",
-        json!({ "goal": goal, "summary": "s" }),
-    )
-    .unwrap_err();
+    let e = complete_goal(&mut w, g, &review_tool, &goal, "s").unwrap_err();
     assert!(e.to_string().contains("no accepted subtask"), "{e}");
     tool(
         &mut w,
@@ -484,14 +494,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     start(&mut w, g, &m1_cmd);
     finish(&mut w, g, &m1_cmd, "draft v2 with numbers");
     let (cmd, id) = admin_accepts(&mut w, g, &goal, "Draft");
-    let e = tool(
-        &mut w,
-        g,
-        &id,
-        "goal_complete",
-        json!({ "goal": goal, "summary": "s" }),
-    )
-    .unwrap_err();
+    let e = complete_goal(&mut w, g, &id, &goal, "s").unwrap_err();
     assert!(e.to_string().contains("every subtask is accepted"), "{e}");
     // The second subtask becomes ready now, while the admin's turn still runs.
     pass(&mut w);
@@ -506,14 +509,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     start(&mut w, g, &m2_cmd);
     finish(&mut w, g, &m2_cmd, "polished");
     let (cmd, id) = admin_accepts(&mut w, g, &goal, "#2");
-    tool(
-        &mut w,
-        g,
-        &id,
-        "goal_complete",
-        json!({ "goal": goal, "summary": "all done" }),
-    )
-    .unwrap();
+    complete_goal(&mut w, g, &id, &goal, "all done").unwrap();
     assert_eq!(
         goals::get(&w.conn, &goal).unwrap().state,
         GoalState::Completed
