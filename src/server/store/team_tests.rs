@@ -201,13 +201,24 @@ fn complete_goal(
     )
 }
 
-/// The admin's next turn, started, accepts `subtask` of `goal`: (its command, its turn id).
-fn admin_accepts(w: &mut World, g: Generation, goal: &str, subtask: &str) -> (String, String) {
+/// The one number a `SELECT count(*) ...` without parameters answers.
+fn count(w: &World, sql: &str) -> i64 {
+    w.conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+/// After a scheduler pass, the admin's live turn, started: (its command, its turn id).
+fn admin_turn(w: &mut World, g: Generation) -> (String, String) {
     pass(w);
     let turns = live_turns(w);
     let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    start(w, g, &cmd);
     let id = id.unwrap();
+    start(w, g, &cmd);
+    (cmd, id)
+}
+
+/// The admin's next turn, started, accepts `subtask` of `goal`: (its command, its turn id).
+fn admin_accepts(w: &mut World, g: Generation, goal: &str, subtask: &str) -> (String, String) {
+    let (cmd, id) = admin_turn(w, g);
     tool(
         w,
         g,
@@ -530,14 +541,10 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     for _ in 0..3 {
         assert_eq!(pass(&mut w).admitted, 0, "delivered once");
     }
-    let n: i64 = w
-        .conn
-        .query_row(
-            "SELECT count(*) FROM session_turns WHERE message LIKE '[yy goal result]%'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let n = count(
+        &w,
+        "SELECT count(*) FROM session_turns WHERE message LIKE '[yy goal result]%'",
+    );
     assert_eq!(n, 1);
     let view = goals::view(&w.conn, goals::get(&w.conn, &goal).unwrap(), true).unwrap();
     assert_eq!(view.deliveries.len(), 1);
@@ -651,11 +658,7 @@ fn attempts_subtasks_and_wakeups_are_limited_with_their_messages() {
 fn helpers_are_limited_bound_to_their_goal_and_retired_with_it() {
     let (mut w, g) = team_world();
     let goal = crew_goal(&mut w);
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    let id = id.unwrap();
-    start(&mut w, g, &cmd);
+    let (_, id) = admin_turn(&mut w, g);
     for i in 0..team_tools::MAX_ACTIVE_HELPERS {
         let h = tool(
             &mut w,
@@ -697,14 +700,7 @@ fn helpers_are_limited_bound_to_their_goal_and_retired_with_it() {
     tx(&mut w.conn, |c| goals::stop(c, &actor, &goal)).unwrap();
     let h0 = agents::get(&w.conn, &w.account, &h0.id).unwrap();
     assert!(h0.archived_at.is_some(), "retired");
-    let active: i64 = w
-        .conn
-        .query_row(
-            "SELECT count(*) FROM helpers WHERE retired_at IS NULL",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let active = count(&w, "SELECT count(*) FROM helpers WHERE retired_at IS NULL");
     assert_eq!(active, 0);
 }
 
@@ -814,11 +810,7 @@ fn an_uncertain_member_turn_goes_to_review_as_uncertain_and_is_never_resubmitted
 fn asking_the_user_makes_the_goal_wait_and_queues_the_question_for_the_origin_session() {
     let (mut w, g) = team_world();
     let goal = crew_goal(&mut w);
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    let id = id.unwrap();
-    start(&mut w, g, &cmd);
+    let (cmd, id) = admin_turn(&mut w, g);
     tool(
         &mut w,
         g,
@@ -879,11 +871,7 @@ fn a_new_user_message_in_the_origin_session_resumes_a_stopped_goal() {
 fn members_an_isolated_admin_creates_never_become_host_agents() {
     let (mut w, g) = team_world();
     crew_goal(&mut w);
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    let id = id.unwrap();
-    start(&mut w, g, &cmd);
+    let (_, id) = admin_turn(&mut w, g);
     let e = tool(
         &mut w,
         g,
@@ -955,11 +943,7 @@ fn subtask_inputs_ride_with_the_owner_turn_and_are_downloadable_only_while_it_ru
     art(&w, "art-data", 10);
     art(&w, "art-other", 10);
     art(&w, "art-huge", crate::api::artifacts::MAX_ATTACH_BYTES + 1);
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, plan_cmd, plan_tool) = turn_of(&turns, "boss").clone();
-    let plan_tool = plan_tool.unwrap();
-    start(&mut w, g, &plan_cmd);
+    let (plan_cmd, plan_tool) = admin_turn(&mut w, g);
     let sub = |artifacts: Value| json!({ "goal": goal, "title": "Use it", "owner": "m1", "criteria": "c", "artifacts": artifacts });
     let e = tool(
         &mut w,
