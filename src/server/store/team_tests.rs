@@ -5,6 +5,7 @@
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
+use super::agents::AgentRow;
 use super::commands::{self, QueueLimits};
 use super::goals::{self, Decision, NewGoal, NewSubtask, Step, transition};
 use super::teams::{self, Actor};
@@ -206,6 +207,19 @@ fn count(w: &World, sql: &str) -> i64 {
     w.conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
+/// Creates team `name` of `admin` and one `member`, as the operator.
+fn two_team(
+    w: &mut World,
+    name: &str,
+    admin: &str,
+    member: &str,
+) -> Result<teams::TeamRow, StoreError> {
+    let actor = op(w);
+    tx(&mut w.conn, |c| {
+        teams::create(c, &actor, name, admin, &[member.to_string()])
+    })
+}
+
 /// After a scheduler pass, the admin's live turn, started: (its command, its turn id).
 fn admin_turn(w: &mut World, g: Generation) -> (String, String) {
     pass(w);
@@ -309,64 +323,45 @@ fn team_limits_are_refused_with_their_messages() {
     );
     // The admin needs manage_team.
     let actor = op(&w);
-    let e = tx(&mut w.conn, |c| {
-        teams::create(c, &actor, "t", "m1", &["m2".to_string()])
-    })
-    .unwrap_err();
+    let e = two_team(&mut w, "t", "m1", "m2").unwrap_err();
     assert!(
         matches!(&e, StoreError::Forbidden(m) if m.contains("--manage-team")),
         "{e}"
     );
     // 20 active teams per account.
     for i in 0..20 {
-        tx(&mut w.conn, |c| {
-            teams::create(c, &actor, &format!("t{i}"), "boss", &["m1".to_string()])
-        })
-        .unwrap();
+        two_team(&mut w, &format!("t{i}"), "boss", "m1").unwrap();
     }
-    let e = tx(&mut w.conn, |c| {
-        teams::create(c, &actor, "t20", "boss", &["m1".to_string()])
-    })
-    .unwrap_err();
+    let e = two_team(&mut w, "t20", "boss", "m1").unwrap_err();
     assert!(
         matches!(&e, StoreError::Limit(m) if m.contains("20 active teams")),
         "{e}"
     );
     tx(&mut w.conn, |c| teams::archive(c, &actor, "t0")).unwrap();
-    tx(&mut w.conn, |c| {
-        teams::create(c, &actor, "t20", "boss", &["m1".to_string()])
-    })
-    .unwrap();
+    two_team(&mut w, "t20", "boss", "m1").unwrap();
+}
+
+/// Creates host agent `name`, managing teams or not.
+fn host_agent(w: &mut World, name: &str, manage_team: bool) -> Result<AgentRow, StoreError> {
+    agents::create(
+        &mut w.conn,
+        agents::NewAgent {
+            account_id: &w.account,
+            name,
+            profile: "default",
+            source: Some("main"),
+            env: AgentEnv::Host,
+            manage_team,
+        },
+    )
 }
 
 #[test]
 fn a_host_agent_cannot_manage_a_team() {
     let (mut w, _) = team_world();
-    let e = agents::create(
-        &mut w.conn,
-        agents::NewAgent {
-            account_id: &w.account,
-            name: "hostboss",
-            profile: "default",
-            source: Some("main"),
-            env: AgentEnv::Host,
-            manage_team: true,
-        },
-    )
-    .unwrap_err();
+    let e = host_agent(&mut w, "hostboss", true).unwrap_err();
     assert!(e.to_string().contains("runs on the host"), "{e}");
-    agents::create(
-        &mut w.conn,
-        agents::NewAgent {
-            account_id: &w.account,
-            name: "hostboss",
-            profile: "default",
-            source: Some("main"),
-            env: AgentEnv::Host,
-            manage_team: false,
-        },
-    )
-    .unwrap();
+    host_agent(&mut w, "hostboss", false).unwrap();
     let change = || agents::AgentChange {
         profile: None,
         env: None,
