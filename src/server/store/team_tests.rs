@@ -31,18 +31,7 @@ fn team_world() -> (World, Generation) {
         8,
     );
     for (name, manage) in [("boss", true), ("m1", false), ("m2", false), ("m3", false)] {
-        agents::create(
-            &mut w.conn,
-            agents::NewAgent {
-                account_id: &w.account,
-                name,
-                profile: "default",
-                source: Some("main"),
-                env: AgentEnv::Computer,
-                manage_team: manage,
-            },
-        )
-        .unwrap();
+        new_agent(&mut w, name, AgentEnv::Computer, manage).unwrap();
     }
     (w, generation)
 }
@@ -341,8 +330,13 @@ fn team_limits_are_refused_with_their_messages() {
     two_team(&mut w, "t20", "boss", "m1").unwrap();
 }
 
-/// Creates host agent `name`, managing teams or not.
-fn host_agent(w: &mut World, name: &str, manage_team: bool) -> Result<AgentRow, StoreError> {
+/// Creates agent `name` in `env` of the default profile and source, managing teams or not.
+fn new_agent(
+    w: &mut World,
+    name: &str,
+    env: AgentEnv,
+    manage_team: bool,
+) -> Result<AgentRow, StoreError> {
     agents::create(
         &mut w.conn,
         agents::NewAgent {
@@ -350,7 +344,7 @@ fn host_agent(w: &mut World, name: &str, manage_team: bool) -> Result<AgentRow, 
             name,
             profile: "default",
             source: Some("main"),
-            env: AgentEnv::Host,
+            env,
             manage_team,
         },
     )
@@ -359,9 +353,9 @@ fn host_agent(w: &mut World, name: &str, manage_team: bool) -> Result<AgentRow, 
 #[test]
 fn a_host_agent_cannot_manage_a_team() {
     let (mut w, _) = team_world();
-    let e = host_agent(&mut w, "hostboss", true).unwrap_err();
+    let e = new_agent(&mut w, "hostboss", AgentEnv::Host, true).unwrap_err();
     assert!(e.to_string().contains("runs on the host"), "{e}");
-    host_agent(&mut w, "hostboss", false).unwrap();
+    new_agent(&mut w, "hostboss", AgentEnv::Host, false).unwrap();
     let change = || agents::AgentChange {
         profile: None,
         env: None,
