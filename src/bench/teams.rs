@@ -355,16 +355,7 @@ fn samples(
     )?;
     type Row = (String, i64, i64, i64, i64, String);
     let rows: Vec<Row> = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })?
+        .query_map([], |r| Row::try_from(r))?
         .collect::<Result<_, _>>()?;
     let handed_at = handoffs(runner_log)?;
     // The first model call of each subtask's prompt.

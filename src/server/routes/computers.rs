@@ -11,7 +11,7 @@ use crate::api::computers::{
 };
 use crate::api::machine;
 use crate::server::AppState;
-use crate::server::auth::Admin;
+use crate::server::auth::{Admin, Caller};
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
 use crate::server::store::computers;
@@ -138,12 +138,7 @@ pub async fn computer_control_renew(
     Path(id): Path<String>,
     Body(p): Body<wire::ControlFence>,
 ) -> Result<Json<wire::Control>, ApiError> {
-    let account = caller.account.id.clone();
-    let c = state
-        .queue
-        .control_renew(account, id, p.control_fence, false)
-        .await?;
-    Ok(Json(c))
+    control_fenced(state, caller, id, p, false).await
 }
 
 pub async fn computer_control_release(
@@ -152,10 +147,21 @@ pub async fn computer_control_release(
     Path(id): Path<String>,
     Body(p): Body<wire::ControlFence>,
 ) -> Result<Json<wire::Control>, ApiError> {
+    control_fenced(state, caller, id, p, true).await
+}
+
+/// Renews the control lease, or with `release` gives it back, under the caller's fence.
+async fn control_fenced(
+    state: AppState,
+    caller: Caller,
+    id: String,
+    p: wire::ControlFence,
+    release: bool,
+) -> Result<Json<wire::Control>, ApiError> {
     let account = caller.account.id.clone();
     let c = state
         .queue
-        .control_renew(account, id, p.control_fence, true)
+        .control_renew(account, id, p.control_fence, release)
         .await?;
     Ok(Json(c))
 }

@@ -184,10 +184,13 @@ pub fn admin() -> Router<AppState> {
             get(teams::team_list).post(teams::team_create),
         )
         .route("/api/v1/teams/{name}", get(teams::team_show))
-        .route("/api/v1/teams/{name}/members", post(teams::team_add))
+        .route(
+            "/api/v1/teams/{name}/members",
+            post(teams::team_member::<true>),
+        )
         .route(
             "/api/v1/teams/{name}/members/remove",
-            post(teams::team_remove),
+            post(teams::team_member::<false>),
         )
         .route("/api/v1/teams/{name}/archive", post(teams::team_archive))
         .route(
@@ -195,8 +198,8 @@ pub fn admin() -> Router<AppState> {
             get(teams::goal_list).post(teams::goal_create),
         )
         .route("/api/v1/goals/{id}", get(teams::goal_show))
-        .route("/api/v1/goals/{id}/stop", post(teams::goal_stop))
-        .route("/api/v1/goals/{id}/resume", post(teams::goal_resume))
+        .route("/api/v1/goals/{id}/stop", post(teams::goal_run::<false>))
+        .route("/api/v1/goals/{id}/resume", post(teams::goal_run::<true>))
         .route("/api/v1/subtasks", get(teams::subtask_list))
         .route("/api/v1/subtasks/{id}", get(teams::subtask_show))
         .route("/api/v1/status", get(status::status))

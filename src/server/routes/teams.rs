@@ -31,22 +31,46 @@ fn in_tx<R>(
     Ok(r)
 }
 
+/// One read, outside a transaction, as the caller's actor.
+async fn read<R: Send + 'static>(
+    state: &AppState,
+    caller: &Caller,
+    f: impl FnOnce(&rusqlite::Connection, &Actor) -> Result<R, StoreError> + Send + 'static,
+) -> Result<Json<R>, ApiError> {
+    let actor = actor(caller);
+    Ok(Json(state.store.call(move |c| f(c, &actor)).await?))
+}
+
+/// One change in one transaction, as the caller's actor; `kick` wakes the scheduler after.
+async fn change<R: Send + 'static>(
+    state: &AppState,
+    caller: &Caller,
+    kick: bool,
+    f: impl FnOnce(&rusqlite::Connection, &Actor) -> Result<R, StoreError> + Send + 'static,
+) -> Result<Json<R>, ApiError> {
+    let actor = actor(caller);
+    let r = state
+        .store
+        .call(move |c| in_tx(c, |tx| f(tx, &actor)))
+        .await?;
+    if kick {
+        state.queue.kick();
+    }
+    Ok(Json(r))
+}
+
 pub async fn team_list(
     State(state): State<AppState>,
     Admin(caller): Admin,
     Q(q): Q<ListQuery>,
 ) -> Result<Json<Vec<wire::Team>>, ApiError> {
-    let actor = actor(&caller);
-    let teams = state
-        .store
-        .call(move |c| {
-            teams::list(c, &actor, q.archived)?
-                .into_iter()
-                .map(|t| teams::view(c, t))
-                .collect()
-        })
-        .await?;
-    Ok(Json(teams))
+    read(&state, &caller, move |c, actor| {
+        teams::list(c, actor, q.archived)?
+            .into_iter()
+            .map(|t| teams::view(c, t))
+            .collect()
+    })
+    .await
 }
 
 pub async fn team_show(
@@ -54,26 +78,23 @@ pub async fn team_show(
     Admin(caller): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<wire::Team>, ApiError> {
-    let actor = actor(&caller);
-    let team = state
-        .store
-        .call(move |c| teams::view(c, teams::get(c, &actor, &name)?))
-        .await?;
-    Ok(Json(team))
+    read(&state, &caller, move |c, actor| {
+        teams::view(c, teams::get(c, actor, &name)?)
+    })
+    .await
 }
 
 /// One change to a team, in one transaction; answers the team as the change left it.
 async fn team_change(
     state: &AppState,
     caller: &Caller,
-    change: impl FnOnce(&rusqlite::Connection, &Actor) -> Result<TeamRow, StoreError> + Send + 'static,
+    kick: bool,
+    f: impl FnOnce(&rusqlite::Connection, &Actor) -> Result<TeamRow, StoreError> + Send + 'static,
 ) -> Result<Json<wire::Team>, ApiError> {
-    let actor = actor(caller);
-    let team = state
-        .store
-        .call(move |c| in_tx(c, |tx| teams::view(tx, change(tx, &actor)?)))
-        .await?;
-    Ok(Json(team))
+    change(state, caller, kick, move |tx, actor| {
+        teams::view(tx, f(tx, actor)?)
+    })
+    .await
 }
 
 pub async fn team_create(
@@ -81,32 +102,26 @@ pub async fn team_create(
     Admin(caller): Admin,
     Body(p): Body<wire::TeamCreate>,
 ) -> Result<Json<wire::Team>, ApiError> {
-    team_change(&state, &caller, move |tx, actor| {
+    team_change(&state, &caller, false, move |tx, actor| {
         teams::create(tx, actor, &p.name, &p.admin, &p.members)
     })
     .await
 }
 
-pub async fn team_add(
+/// Adds (`ADD`) or removes an agent; one handler for the two routes.
+pub async fn team_member<const ADD: bool>(
     State(state): State<AppState>,
     Admin(caller): Admin,
     Path(name): Path<String>,
     Body(p): Body<wire::TeamMemberChange>,
 ) -> Result<Json<wire::Team>, ApiError> {
-    team_change(&state, &caller, move |tx, actor| {
-        teams::add_member(tx, actor, &name, &p.agent)
-    })
-    .await
-}
-
-pub async fn team_remove(
-    State(state): State<AppState>,
-    Admin(caller): Admin,
-    Path(name): Path<String>,
-    Body(p): Body<wire::TeamMemberChange>,
-) -> Result<Json<wire::Team>, ApiError> {
-    team_change(&state, &caller, move |tx, actor| {
-        teams::remove_member(tx, actor, &name, &p.agent)
+    let f = if ADD {
+        teams::add_member
+    } else {
+        teams::remove_member
+    };
+    team_change(&state, &caller, false, move |tx, actor| {
+        f(tx, actor, &name, &p.agent)
     })
     .await
 }
@@ -116,12 +131,10 @@ pub async fn team_archive(
     Admin(caller): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<wire::Team>, ApiError> {
-    let team = team_change(&state, &caller, move |tx, actor| {
+    team_change(&state, &caller, true, move |tx, actor| {
         teams::archive(tx, actor, &name)
     })
-    .await?;
-    state.queue.kick();
-    Ok(team)
+    .await
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -136,17 +149,13 @@ pub async fn goal_list(
     Admin(caller): Admin,
     Q(q): Q<GoalQuery>,
 ) -> Result<Json<Vec<wire::Goal>>, ApiError> {
-    let actor = actor(&caller);
-    let goals = state
-        .store
-        .call(move |c| {
-            goals::list(c, &actor, q.team.as_deref())?
-                .into_iter()
-                .map(|g| goals::view(c, g, false))
-                .collect()
-        })
-        .await?;
-    Ok(Json(goals))
+    read(&state, &caller, move |c, actor| {
+        goals::list(c, actor, q.team.as_deref())?
+            .into_iter()
+            .map(|g| goals::view(c, g, false))
+            .collect()
+    })
+    .await
 }
 
 pub async fn goal_show(
@@ -154,12 +163,10 @@ pub async fn goal_show(
     Admin(caller): Admin,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Goal>, ApiError> {
-    let actor = actor(&caller);
-    let goal = state
-        .store
-        .call(move |c| goals::view(c, goals::get_for(c, &actor, &id)?, true))
-        .await?;
-    Ok(Json(goal))
+    read(&state, &caller, move |c, actor| {
+        goals::view(c, goals::get_for(c, actor, &id)?, true)
+    })
+    .await
 }
 
 pub async fn goal_create(
@@ -167,59 +174,33 @@ pub async fn goal_create(
     Admin(caller): Admin,
     Body(p): Body<wire::GoalCreate>,
 ) -> Result<Json<wire::Goal>, ApiError> {
-    let actor = actor(&caller);
-    let goal = state
-        .store
-        .call(move |c| {
-            in_tx(c, |tx| {
-                let g = goals::create(
-                    tx,
-                    &actor,
-                    NewGoal {
-                        team: &p.team,
-                        title: &p.title,
-                        criteria: &p.criteria,
-                        session: p.session.as_deref(),
-                    },
-                )?;
-                goals::view(tx, g, true)
-            })
-        })
-        .await?;
-    state.queue.kick();
-    Ok(Json(goal))
+    change(&state, &caller, true, move |tx, actor| {
+        let g = goals::create(
+            tx,
+            actor,
+            NewGoal {
+                team: &p.team,
+                title: &p.title,
+                criteria: &p.criteria,
+                session: p.session.as_deref(),
+            },
+        )?;
+        goals::view(tx, g, true)
+    })
+    .await
 }
 
-pub async fn goal_stop(
+/// Resumes (`RESUME`) or stops a goal; one handler for the two routes.
+pub async fn goal_run<const RESUME: bool>(
     State(state): State<AppState>,
     Admin(caller): Admin,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Goal>, ApiError> {
-    let actor = actor(&caller);
-    let goal = state
-        .store
-        .call(move |c| in_tx(c, |tx| goals::view(tx, goals::stop(tx, &actor, &id)?, true)))
-        .await?;
-    state.queue.kick();
-    Ok(Json(goal))
-}
-
-pub async fn goal_resume(
-    State(state): State<AppState>,
-    Admin(caller): Admin,
-    Path(id): Path<String>,
-) -> Result<Json<wire::Goal>, ApiError> {
-    let actor = actor(&caller);
-    let goal = state
-        .store
-        .call(move |c| {
-            in_tx(c, |tx| {
-                goals::view(tx, goals::resume(tx, &actor, &id)?, true)
-            })
-        })
-        .await?;
-    state.queue.kick();
-    Ok(Json(goal))
+    let f = if RESUME { goals::resume } else { goals::stop };
+    change(&state, &caller, true, move |tx, actor| {
+        goals::view(tx, f(tx, actor, &id)?, true)
+    })
+    .await
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -233,18 +214,14 @@ pub async fn subtask_list(
     Admin(caller): Admin,
     Q(q): Q<SubtaskQuery>,
 ) -> Result<Json<Vec<wire::Subtask>>, ApiError> {
-    let actor = actor(&caller);
-    let subs = state
-        .store
-        .call(move |c| {
-            let goal = goals::get_for(c, &actor, &q.goal)?;
-            goals::subtasks(c, &goal.id)?
-                .into_iter()
-                .map(|s| goals::subtask_view(c, s))
-                .collect()
-        })
-        .await?;
-    Ok(Json(subs))
+    read(&state, &caller, move |c, actor| {
+        let goal = goals::get_for(c, actor, &q.goal)?;
+        goals::subtasks(c, &goal.id)?
+            .into_iter()
+            .map(|s| goals::subtask_view(c, s))
+            .collect()
+    })
+    .await
 }
 
 pub async fn subtask_show(
@@ -252,10 +229,8 @@ pub async fn subtask_show(
     Admin(caller): Admin,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Subtask>, ApiError> {
-    let actor = actor(&caller);
-    let sub = state
-        .store
-        .call(move |c| goals::subtask_view(c, schedule::subtask_for(c, &actor, &id)?))
-        .await?;
-    Ok(Json(sub))
+    read(&state, &caller, move |c, actor| {
+        goals::subtask_view(c, schedule::subtask_for(c, actor, &id)?)
+    })
+    .await
 }

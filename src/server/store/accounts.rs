@@ -31,12 +31,12 @@ impl From<AccountRow> for views::Account {
 const COLUMNS: &str = "id, username, admin, created_at, disabled_at";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountRow> {
-    Ok(AccountRow {
-        id: r.get(0)?,
-        username: r.get(1)?,
-        admin: r.get(2)?,
-        created_at: r.get(3)?,
-        disabled_at: r.get(4)?,
+    from_columns!(r => AccountRow {
+        id,
+        username,
+        admin,
+        created_at,
+        disabled_at,
     })
 }
 
@@ -172,14 +172,7 @@ pub fn set_disabled(
     let account = get_by_name(&tx, username)?;
     let now = now_ms();
     if disabled {
-        tx.execute(
-            "UPDATE accounts SET disabled_at = coalesce(disabled_at, ?1) WHERE id = ?2",
-            params![now, account.id],
-        )?;
-        tx.execute(
-            "UPDATE api_tokens SET revoked_at = ?1 WHERE account_id = ?2 AND revoked_at IS NULL",
-            params![now, account.id],
-        )?;
+        mark_disabled(&tx, &account.id, now)?;
     } else {
         tx.execute(
             "UPDATE accounts SET disabled_at = NULL WHERE id = ?1",
@@ -189,6 +182,19 @@ pub fn set_disabled(
     let account = get_by_name(&tx, username)?;
     tx.commit()?;
     Ok(account)
+}
+
+/// Marks an account disabled (keeping the first time) and revokes its live tokens.
+fn mark_disabled(conn: &Connection, account_id: &str, now: i64) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE accounts SET disabled_at = coalesce(disabled_at, ?1) WHERE id = ?2",
+        params![now, account_id],
+    )?;
+    conn.execute(
+        "UPDATE api_tokens SET revoked_at = ?1 WHERE account_id = ?2 AND revoked_at IS NULL",
+        params![now, account_id],
+    )?;
+    Ok(())
 }
 
 /// Disables an account and ends its old work in the same transaction: its tokens are
@@ -202,14 +208,7 @@ pub fn disable(
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let account = get_by_name(&tx, username)?;
     let now = now_ms();
-    tx.execute(
-        "UPDATE accounts SET disabled_at = coalesce(disabled_at, ?1) WHERE id = ?2",
-        params![now, account.id],
-    )?;
-    tx.execute(
-        "UPDATE api_tokens SET revoked_at = ?1 WHERE account_id = ?2 AND revoked_at IS NULL",
-        params![now, account.id],
-    )?;
+    mark_disabled(&tx, &account.id, now)?;
     let why = format!("account {username:?} was disabled");
     super::turn_waits::refuse_account(&tx, &account.id, &format!("refused: {why}"))?;
     for goal in super::goals::goals_where(
@@ -290,13 +289,13 @@ const TOKEN_COLUMNS: &str =
     "t.id, t.account_id, a.username, t.created_at, t.last_used_at, t.revoked_at";
 
 fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
-    Ok(TokenRow {
-        id: r.get(0)?,
-        account_id: r.get(1)?,
-        username: r.get(2)?,
-        created_at: r.get(3)?,
-        last_used_at: r.get(4)?,
-        revoked_at: r.get(5)?,
+    from_columns!(r => TokenRow {
+        id,
+        account_id,
+        username,
+        created_at,
+        last_used_at,
+        revoked_at,
     })
 }
 

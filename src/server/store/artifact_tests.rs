@@ -4,7 +4,7 @@
 use super::artifacts::{self, ArtifactKind, ArtifactState};
 use super::commands::{self, QueueLimits};
 use super::sessions::{self, Admission};
-use super::tests::{World, status, world};
+use super::tests::{World, world};
 use super::{StoreError, agents, retention};
 use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin};
 use crate::api::capabilities;
@@ -15,16 +15,7 @@ const SHA: &str = "ab0123456789abcdef0123456789abcdef0123456789abcdef0123456789a
 
 /// Reconnects with the Worker capability; returns the generation.
 fn connect_worker(w: &mut World) -> Generation {
-    let status = status(&[capabilities::COMPUTER, capabilities::COMPUTER_WORKER], 2);
-    commands::connect(
-        &mut w.conn,
-        &w.runner,
-        "instance",
-        &status,
-        &Default::default(),
-    )
-    .unwrap()
-    .generation
+    w.connect_declaring(&[capabilities::COMPUTER, capabilities::COMPUTER_WORKER], 2)
 }
 
 /// A computer agent's turn, leased and running in a new generation: (generation, command).

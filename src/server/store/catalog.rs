@@ -145,6 +145,19 @@ pub struct ProfileRow {
 }
 
 impl ProfileRow {
+    /// The guest's working directory, refused unless the profile is ready for a computer.
+    pub fn guest_cwd(&self) -> Result<String, StoreError> {
+        self.cwd
+            .clone()
+            .filter(|_| self.computer_ready())
+            .ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "profile {:?} has no absolute terminal.cwd for the guest",
+                    self.name
+                ))
+            })
+    }
+
     /// Computer agents need an absolute guest path for `terminal.cwd`.
     pub fn computer_ready(&self) -> bool {
         self.cwd

@@ -86,29 +86,16 @@ const SELECT: &str = "SELECT c.id, c.account_id, c.agent_id, g.name, a.username,
     FROM computers c JOIN agents g ON g.id = c.agent_id JOIN accounts a ON a.id = c.account_id";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
-    Ok(ComputerRow {
-        id: r.get(0)?,
-        account_id: r.get(1)?,
-        agent_id: r.get(2)?,
-        agent: r.get(3)?,
-        owner: r.get(4)?,
-        runner_id: r.get(5)?,
-        image_id: r.get(6)?,
-        guest_cwd: r.get(7)?,
-        state: r.get(8)?,
-        fence: r.get(9)?,
-        container_id: r.get(10)?,
-        last_command: r.get(11)?,
-        last_error: r.get(12)?,
-        resources: r.get(13)?,
-        created_at: r.get(14)?,
-        updated_at: r.get(15)?,
-        network: NetworkMode::parse(&r.get::<_, String>(16)?).unwrap_or_default(),
-        runner_image: r.get(17)?,
-        workspace_usage: r.get(18)?,
-        last_used_at: r.get(19)?,
-        stop_reason: r.get(20)?,
+    from_columns!(r => ComputerRow {
+        id, account_id, agent_id, agent, owner, runner_id, image_id, guest_cwd, state,
+        fence, container_id, last_command, last_error, resources, created_at, updated_at,
+        network: network_mode, runner_image, workspace_usage, last_used_at, stop_reason,
     })
+}
+
+/// The stored network mode; one this build does not know reads as the default.
+fn network_mode(s: String) -> NetworkMode {
+    NetworkMode::parse(&s).unwrap_or_default()
 }
 
 /// A computer by full id or unique id prefix (at least 4 characters).
@@ -222,25 +209,10 @@ pub fn create(
         )));
     }
     let profile = catalog::get_profile(&tx, &agent.profile)?;
-    let guest_cwd = profile
-        .cwd
-        .clone()
-        .filter(|_| profile.computer_ready())
-        .ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "profile {:?} has no absolute terminal.cwd for the guest",
-                profile.name
-            ))
-        })?;
+    let guest_cwd = profile.guest_cwd()?;
     let source = catalog::get_source(&tx, &agent.source)?;
     let runner = runners::enabled_for_source(&tx, &source)?;
-    let (image, network) = runners::computer_settings(&tx, &runner.id)?;
-    let image = image.ok_or_else(|| {
-        StoreError::Invalid(format!(
-            "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
-            runner.id, runner.id
-        ))
-    })?;
+    let (image, network) = runners::computer_for_start(&tx, &runner.id)?;
     if !runner
         .capabilities
         .iter()
@@ -448,6 +420,22 @@ pub fn stop_because(
     Ok((c, Some(cmd)))
 }
 
+/// Opens the IMMEDIATE transaction of a command to computer `id`, refused unless it runs.
+fn running_in<'c>(
+    conn: &'c mut Connection,
+    id: &str,
+) -> Result<(rusqlite::Transaction<'c>, ComputerRow), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let c = get(&tx, id)?;
+    if c.state != ComputerState::Running {
+        return Err(StoreError::Conflict(format!(
+            "computer {id} is {}, not running: start it with `yy computer create --agent {}`",
+            c.state, c.agent
+        )));
+    }
+    Ok((tx, c))
+}
+
 /// Queues an admin diagnostic in a running computer under its current fence, and audits it.
 pub fn exec(
     conn: &mut Connection,
@@ -458,14 +446,7 @@ pub fn exec(
     output_cap_bytes: Option<u64>,
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let c = get(&tx, id)?;
-    if c.state != ComputerState::Running {
-        return Err(StoreError::Conflict(format!(
-            "computer {id} is {}, not running: start it with `yy computer create --agent {}`",
-            c.state, c.agent
-        )));
-    }
+    let (tx, c) = running_in(conn, id)?;
     let command = RunnerCommand::ComputerExec(ExecPayload {
         computer_id: c.id.to_string(),
         fence: c.fence.get(),
@@ -498,14 +479,7 @@ pub fn screen(
     frame_id: Option<String>,
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let c = get(&tx, id)?;
-    if c.state != ComputerState::Running {
-        return Err(StoreError::Conflict(format!(
-            "computer {id} is {}, not running: start it with `yy computer create --agent {}`",
-            c.state, c.agent
-        )));
-    }
+    let (tx, c) = running_in(conn, id)?;
     let command = RunnerCommand::ComputerScreen(crate::api::computers::ScreenPayload {
         computer_id: c.id.to_string(),
         fence: c.fence.get(),

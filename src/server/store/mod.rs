@@ -2,6 +2,23 @@
 //! state change in one transaction. Handlers call [`Store::call`] with a closure over the
 //! connection; the domain functions live in the submodules.
 
+/// `Ok(Type { a: r.get(0)?, b: r.get(1)?, ... })`: a row struct from a query's columns,
+/// taken in the order the fields are named; `field: f` passes the column through `f`.
+macro_rules! from_columns {
+    ($r:ident => $ty:ident { $($field:ident $(: $conv:path)?),* $(,)? }) => {{
+        let mut _col = 0usize;
+        Ok($ty {
+            $($field: {
+                let v = from_columns!(@get $r, _col $(, $conv)?);
+                _col += 1;
+                v
+            }),*
+        })
+    }};
+    (@get $r:ident, $col:ident) => { $r.get($col)? };
+    (@get $r:ident, $col:ident, $conv:path) => { $conv($r.get($col)?) };
+}
+
 pub mod accounts;
 pub mod agents;
 #[cfg(test)]

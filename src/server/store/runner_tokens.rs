@@ -59,17 +59,7 @@ pub fn authenticate(
                     next_token_issued_at, rotate_requested_at
              FROM runners WHERE token_hash = ?1 OR next_token_hash = ?1",
         )?
-        .query_row([hash], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-            ))
-        })
+        .query_row([hash], |r| Found::try_from(r))
         .optional()?;
     let Some((runner_id, disabled_at, current, issued, created, next_issued, requested)) = found
     else {

@@ -350,6 +350,20 @@ pub fn computer_settings(
     Ok((image, NetworkMode::parse(&network).unwrap_or_default()))
 }
 
+/// [`computer_settings`] for starting a computer: refused when the Runner has no image.
+pub fn computer_for_start(
+    conn: &Connection,
+    id: &str,
+) -> Result<(String, NetworkMode), StoreError> {
+    let (image, network) = computer_settings(conn, id)?;
+    let image = image.ok_or_else(|| {
+        StoreError::Invalid(format!(
+            "runner {id} has no computer image: `yy runner update {id} --computer-image sha256:...`"
+        ))
+    })?;
+    Ok((image, network))
+}
+
 /// The enabled Runner of a source: where its agents' work goes.
 pub fn enabled_for_source(
     conn: &Connection,

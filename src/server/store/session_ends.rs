@@ -160,6 +160,16 @@ fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
     }
 }
 
+/// Opens the IMMEDIATE transaction of one change to a session, with the session as it is.
+fn begin<'c>(
+    conn: &'c mut Connection,
+    session_id: &SessionId,
+) -> Result<(rusqlite::Transaction<'c>, SessionRow), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let session = get(&tx, session_id)?;
+    Ok((tx, session))
+}
+
 /// What a stop needs: the command to send, or nothing when the turn had not reached a
 /// Runner (then it is cancelled in the queue).
 pub fn stop(
@@ -167,8 +177,7 @@ pub fn stop(
     session_id: &SessionId,
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let session = get(&tx, session_id)?;
+    let (tx, session) = begin(conn, session_id)?;
     if session.state != SessionState::Running {
         return Err(StoreError::Conflict(format!(
             "session {} is {}, not running: nothing to stop",
@@ -256,8 +265,7 @@ pub fn cancel_turn(
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
     {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let session = get(&tx, session_id)?;
+        let (tx, session) = begin(conn, session_id)?;
         if let Some(w) = turn_waits::find(&tx, turn_id)? {
             if w.session_id != session.id {
                 return Err(StoreError::NotFound(format!(
@@ -289,8 +297,7 @@ pub fn close(
     session_id: &SessionId,
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let session = get(&tx, session_id)?;
+    let (tx, session) = begin(conn, session_id)?;
     if session.state == SessionState::Closed {
         return Ok((session, None));
     }

@@ -64,20 +64,9 @@ const SESSION_SELECT: &str = "SELECT s.id, s.account_id, s.agent_id, g.name, a.u
     FROM sessions s JOIN agents g ON g.id = s.agent_id JOIN accounts a ON a.id = s.account_id";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
-    Ok(SessionRow {
-        id: r.get(0)?,
-        account_id: r.get(1)?,
-        agent_id: r.get(2)?,
-        agent: r.get(3)?,
-        owner: r.get(4)?,
-        runner_id: r.get(5)?,
-        hermes_session_id: r.get(6)?,
-        state: r.get(7)?,
-        stop_command_id: r.get(8)?,
-        cleanup_reason: r.get(9)?,
-        created_at: r.get(10)?,
-        updated_at: r.get(11)?,
-        last_turn: r.get(12)?,
+    from_columns!(r => SessionRow {
+        id, account_id, agent_id, agent, owner, runner_id, hermes_session_id, state,
+        stop_command_id, cleanup_reason, created_at, updated_at, last_turn,
     })
 }
 
@@ -426,23 +415,8 @@ pub fn admit_or_wait(
     let history = history(tx, &session.id)?;
     let turn_id = wait.map_or_else(new_id, str::to_string);
     let command = if isolated {
-        let (image, network) = runners::computer_settings(tx, &runner.id)?;
-        let image = image.ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "runner {} has no computer image: `yy runner update {} --computer-image sha256:...`",
-                runner.id, runner.id
-            ))
-        })?;
-        let cwd = profile
-            .cwd
-            .clone()
-            .filter(|_| profile.computer_ready())
-            .ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "profile {:?} has no absolute terminal.cwd for the guest",
-                    profile.name
-                ))
-            })?;
+        let (image, network) = runners::computer_for_start(tx, &runner.id)?;
+        let cwd = profile.guest_cwd()?;
         let computer = computers::record(tx, &agent, &runner.id, &image, &cwd)?;
         if computer.state.is_busy() {
             return busy(

@@ -5,6 +5,7 @@
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
+use super::agents::AgentRow;
 use super::commands::{self, QueueLimits};
 use super::goals::{self, Decision, NewGoal, NewSubtask, Step, transition};
 use super::teams::{self, Actor};
@@ -20,7 +21,7 @@ use crate::api::teams::{GoalState, SubtaskInputs, SubtaskState as S};
 /// teams) and computer members `m1`..`m3`.
 fn team_world() -> (World, Generation) {
     let mut w = world();
-    let status = status(
+    let generation = w.connect_declaring(
         &[
             capabilities::SESSION_TURN,
             capabilities::SESSION_STOP,
@@ -29,28 +30,8 @@ fn team_world() -> (World, Generation) {
         ],
         8,
     );
-    let generation = commands::connect(
-        &mut w.conn,
-        &w.runner,
-        "instance",
-        &status,
-        &Default::default(),
-    )
-    .unwrap()
-    .generation;
     for (name, manage) in [("boss", true), ("m1", false), ("m2", false), ("m3", false)] {
-        agents::create(
-            &mut w.conn,
-            agents::NewAgent {
-                account_id: &w.account,
-                name,
-                profile: "default",
-                source: Some("main"),
-                env: AgentEnv::Computer,
-                manage_team: manage,
-            },
-        )
-        .unwrap();
+        new_agent(&mut w, name, AgentEnv::Computer, manage).unwrap();
     }
     (w, generation)
 }
@@ -163,6 +144,95 @@ fn tool(
     team_tools::call(&mut w.conn, &w.runner, generation, id, name, &args)
 }
 
+/// The team tool `subtask_add` with no dependencies or artifacts.
+fn add_subtask(
+    w: &mut World,
+    g: Generation,
+    id: &str,
+    goal: &str,
+    title: &str,
+    owner: &str,
+    criteria: &str,
+) -> Result<Value, StoreError> {
+    let args = json!({ "goal": goal, "title": title, "owner": owner, "criteria": criteria });
+    tool(w, g, id, "subtask_add", args)
+}
+
+/// The team tool `helper_create` for `name`, refused at the helper limit `limit` names.
+fn refused_helper(w: &mut World, g: Generation, id: &str, goal: &str, name: &str, limit: &str) {
+    let e = tool(
+        w,
+        g,
+        id,
+        "helper_create",
+        json!({ "goal": goal, "name": name }),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Limit(m) if m.contains(limit)),
+        "{e}"
+    );
+}
+
+/// The team tool `goal_complete` with `summary`.
+fn complete_goal(
+    w: &mut World,
+    g: Generation,
+    id: &str,
+    goal: &str,
+    summary: &str,
+) -> Result<Value, StoreError> {
+    tool(
+        w,
+        g,
+        id,
+        "goal_complete",
+        json!({ "goal": goal, "summary": summary }),
+    )
+}
+
+/// The one number a `SELECT count(*) ...` without parameters answers.
+fn count(w: &World, sql: &str) -> i64 {
+    w.conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+/// Creates team `name` of `admin` and one `member`, as the operator.
+fn two_team(
+    w: &mut World,
+    name: &str,
+    admin: &str,
+    member: &str,
+) -> Result<teams::TeamRow, StoreError> {
+    let actor = op(w);
+    tx(&mut w.conn, |c| {
+        teams::create(c, &actor, name, admin, &[member.to_string()])
+    })
+}
+
+/// After a scheduler pass, the admin's live turn, started: (its command, its turn id).
+fn admin_turn(w: &mut World, g: Generation) -> (String, String) {
+    pass(w);
+    let turns = live_turns(w);
+    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
+    let id = id.unwrap();
+    start(w, g, &cmd);
+    (cmd, id)
+}
+
+/// The admin's next turn, started, accepts `subtask` of `goal`: (its command, its turn id).
+fn admin_accepts(w: &mut World, g: Generation, goal: &str, subtask: &str) -> (String, String) {
+    let (cmd, id) = admin_turn(w, g);
+    tool(
+        w,
+        g,
+        &id,
+        "subtask_review",
+        json!({ "goal": goal, "subtask": subtask, "decision": "accept" }),
+    )
+    .unwrap();
+    (cmd, id)
+}
+
 fn team(w: &mut World, members: &[&str]) -> Result<teams::TeamRow, StoreError> {
     let actor = op(w);
     let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
@@ -242,64 +312,50 @@ fn team_limits_are_refused_with_their_messages() {
     );
     // The admin needs manage_team.
     let actor = op(&w);
-    let e = tx(&mut w.conn, |c| {
-        teams::create(c, &actor, "t", "m1", &["m2".to_string()])
-    })
-    .unwrap_err();
+    let e = two_team(&mut w, "t", "m1", "m2").unwrap_err();
     assert!(
         matches!(&e, StoreError::Forbidden(m) if m.contains("--manage-team")),
         "{e}"
     );
     // 20 active teams per account.
     for i in 0..20 {
-        tx(&mut w.conn, |c| {
-            teams::create(c, &actor, &format!("t{i}"), "boss", &["m1".to_string()])
-        })
-        .unwrap();
+        two_team(&mut w, &format!("t{i}"), "boss", "m1").unwrap();
     }
-    let e = tx(&mut w.conn, |c| {
-        teams::create(c, &actor, "t20", "boss", &["m1".to_string()])
-    })
-    .unwrap_err();
+    let e = two_team(&mut w, "t20", "boss", "m1").unwrap_err();
     assert!(
         matches!(&e, StoreError::Limit(m) if m.contains("20 active teams")),
         "{e}"
     );
     tx(&mut w.conn, |c| teams::archive(c, &actor, "t0")).unwrap();
-    tx(&mut w.conn, |c| {
-        teams::create(c, &actor, "t20", "boss", &["m1".to_string()])
-    })
-    .unwrap();
+    two_team(&mut w, "t20", "boss", "m1").unwrap();
+}
+
+/// Creates agent `name` in `env` of the default profile and source, managing teams or not.
+fn new_agent(
+    w: &mut World,
+    name: &str,
+    env: AgentEnv,
+    manage_team: bool,
+) -> Result<AgentRow, StoreError> {
+    agents::create(
+        &mut w.conn,
+        agents::NewAgent {
+            account_id: &w.account,
+            name,
+            profile: "default",
+            source: Some("main"),
+            env,
+            manage_team,
+        },
+    )
 }
 
 #[test]
 fn a_host_agent_cannot_manage_a_team() {
     let (mut w, _) = team_world();
-    let e = agents::create(
-        &mut w.conn,
-        agents::NewAgent {
-            account_id: &w.account,
-            name: "hostboss",
-            profile: "default",
-            source: Some("main"),
-            env: AgentEnv::Host,
-            manage_team: true,
-        },
-    )
-    .unwrap_err();
+    let e = new_agent(&mut w, "hostboss", AgentEnv::Host, true).unwrap_err();
     assert!(e.to_string().contains("runs on the host"), "{e}");
-    agents::create(
-        &mut w.conn,
-        agents::NewAgent {
-            account_id: &w.account,
-            name: "hostboss",
-            profile: "default",
-            source: Some("main"),
-            env: AgentEnv::Host,
-            manage_team: false,
-        },
-    )
-    .unwrap();
+    new_agent(&mut w, "hostboss", AgentEnv::Host, false).unwrap();
     let change = || agents::AgentChange {
         profile: None,
         env: None,
@@ -353,16 +409,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     let (_, plan_turn, plan_cmd, plan_tool) = turn_of(&turns, "boss").clone();
     let plan_tool = plan_tool.expect("the admin's turn carries a tool id");
     start(&mut w, g, &plan_cmd);
-    tool(
-        &mut w,
-        g,
-        &plan_tool,
-        "subtask_add",
-        json!({
-            "goal": goal, "title": "Draft", "owner": "m1", "criteria": "a draft"
-        }),
-    )
-    .unwrap();
+    add_subtask(&mut w, g, &plan_tool, &goal, "Draft", "m1", "a draft").unwrap();
     tool(
         &mut w,
         g,
@@ -374,16 +421,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     )
     .unwrap();
     // The admin is not a subtask owner.
-    let e = tool(
-        &mut w,
-        g,
-        &plan_tool,
-        "subtask_add",
-        json!({
-            "goal": goal, "title": "x", "owner": "boss", "criteria": "y"
-        }),
-    )
-    .unwrap_err();
+    let e = add_subtask(&mut w, g, &plan_tool, &goal, "x", "boss", "y").unwrap_err();
     assert!(e.to_string().contains("reviews subtasks"), "{e}");
     // The first subtask is ready at once (its owner is idle); the second waits for it.
     let p = pass(&mut w);
@@ -428,14 +466,7 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     );
     let review_tool = review_tool.unwrap();
     start(&mut w, g, &review_cmd);
-    let e = tool(
-        &mut w,
-        g,
-        &review_tool,
-        "goal_complete",
-        json!({ "goal": goal, "summary": "s" }),
-    )
-    .unwrap_err();
+    let e = complete_goal(&mut w, g, &review_tool, &goal, "s").unwrap_err();
     assert!(e.to_string().contains("no accepted subtask"), "{e}");
     tool(
         &mut w,
@@ -462,28 +493,8 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     );
     start(&mut w, g, &m1_cmd);
     finish(&mut w, g, &m1_cmd, "draft v2 with numbers");
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    start(&mut w, g, &cmd);
-    tool(
-        &mut w,
-        g,
-        id.as_deref().unwrap(),
-        "subtask_review",
-        json!({
-            "goal": goal, "subtask": "Draft", "decision": "accept"
-        }),
-    )
-    .unwrap();
-    let e = tool(
-        &mut w,
-        g,
-        id.as_deref().unwrap(),
-        "goal_complete",
-        json!({ "goal": goal, "summary": "s" }),
-    )
-    .unwrap_err();
+    let (cmd, id) = admin_accepts(&mut w, g, &goal, "Draft");
+    let e = complete_goal(&mut w, g, &id, &goal, "s").unwrap_err();
     assert!(e.to_string().contains("every subtask is accepted"), "{e}");
     // The second subtask becomes ready now, while the admin's turn still runs.
     pass(&mut w);
@@ -497,28 +508,8 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     finish(&mut w, g, &cmd, "accepted");
     start(&mut w, g, &m2_cmd);
     finish(&mut w, g, &m2_cmd, "polished");
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    start(&mut w, g, &cmd);
-    tool(
-        &mut w,
-        g,
-        id.as_deref().unwrap(),
-        "subtask_review",
-        json!({
-            "goal": goal, "subtask": "#2", "decision": "accept"
-        }),
-    )
-    .unwrap();
-    tool(
-        &mut w,
-        g,
-        id.as_deref().unwrap(),
-        "goal_complete",
-        json!({ "goal": goal, "summary": "all done" }),
-    )
-    .unwrap();
+    let (cmd, id) = admin_accepts(&mut w, g, &goal, "#2");
+    complete_goal(&mut w, g, &id, &goal, "all done").unwrap();
     assert_eq!(
         goals::get(&w.conn, &goal).unwrap().state,
         GoalState::Completed
@@ -539,14 +530,10 @@ fn a_goal_runs_from_plan_through_rework_to_one_delivery() {
     for _ in 0..3 {
         assert_eq!(pass(&mut w).admitted, 0, "delivered once");
     }
-    let n: i64 = w
-        .conn
-        .query_row(
-            "SELECT count(*) FROM session_turns WHERE message LIKE '[yy goal result]%'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let n = count(
+        &w,
+        "SELECT count(*) FROM session_turns WHERE message LIKE '[yy goal result]%'",
+    );
     assert_eq!(n, 1);
     let view = goals::view(&w.conn, goals::get(&w.conn, &goal).unwrap(), true).unwrap();
     assert_eq!(view.deliveries.len(), 1);
@@ -660,11 +647,7 @@ fn attempts_subtasks_and_wakeups_are_limited_with_their_messages() {
 fn helpers_are_limited_bound_to_their_goal_and_retired_with_it() {
     let (mut w, g) = team_world();
     let goal = crew_goal(&mut w);
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    let id = id.unwrap();
-    start(&mut w, g, &cmd);
+    let (_, id) = admin_turn(&mut w, g);
     for i in 0..team_tools::MAX_ACTIVE_HELPERS {
         let h = tool(
             &mut w,
@@ -676,29 +659,9 @@ fn helpers_are_limited_bound_to_their_goal_and_retired_with_it() {
         .unwrap();
         assert_eq!(h["helper"], true);
     }
-    let e = tool(
-        &mut w,
-        g,
-        &id,
-        "helper_create",
-        json!({ "goal": goal, "name": "h9" }),
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&e, StoreError::Limit(m) if m.contains("8 temporary helpers")),
-        "{e}"
-    );
+    refused_helper(&mut w, g, &id, &goal, "h9", "8 temporary helpers");
     // A helper may own the goal's subtasks.
-    tool(
-        &mut w,
-        g,
-        &id,
-        "subtask_add",
-        json!({
-            "goal": goal, "title": "help", "owner": "h0", "criteria": "c"
-        }),
-    )
-    .unwrap();
+    add_subtask(&mut w, g, &id, &goal, "help", "h0", "c").unwrap();
     let h0 = agents::get(&w.conn, &w.account, "h0").unwrap();
     assert_eq!(h0.env, AgentEnv::Computer);
     assert!(!h0.manage_team);
@@ -720,31 +683,13 @@ fn helpers_are_limited_bound_to_their_goal_and_retired_with_it() {
             )
             .unwrap();
     }
-    let e = tool(
-        &mut w,
-        g,
-        &id,
-        "helper_create",
-        json!({ "goal": goal, "name": "h10" }),
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&e, StoreError::Limit(m) if m.contains("32 temporary helpers")),
-        "{e}"
-    );
+    refused_helper(&mut w, g, &id, &goal, "h10", "32 temporary helpers");
     // Stopping the goal retires its helpers: their agents are archived.
     let actor = op(&w);
     tx(&mut w.conn, |c| goals::stop(c, &actor, &goal)).unwrap();
     let h0 = agents::get(&w.conn, &w.account, &h0.id).unwrap();
     assert!(h0.archived_at.is_some(), "retired");
-    let active: i64 = w
-        .conn
-        .query_row(
-            "SELECT count(*) FROM helpers WHERE retired_at IS NULL",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let active = count(&w, "SELECT count(*) FROM helpers WHERE retired_at IS NULL");
     assert_eq!(active, 0);
 }
 
@@ -854,11 +799,7 @@ fn an_uncertain_member_turn_goes_to_review_as_uncertain_and_is_never_resubmitted
 fn asking_the_user_makes_the_goal_wait_and_queues_the_question_for_the_origin_session() {
     let (mut w, g) = team_world();
     let goal = crew_goal(&mut w);
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    let id = id.unwrap();
-    start(&mut w, g, &cmd);
+    let (cmd, id) = admin_turn(&mut w, g);
     tool(
         &mut w,
         g,
@@ -872,16 +813,7 @@ fn asking_the_user_makes_the_goal_wait_and_queues_the_question_for_the_origin_se
     assert!(gr.reason.unwrap().contains("Which quarter?"));
     // Its team tools refuse further work on a waiting goal; the question is delivered once
     // the session is free.
-    let e = tool(
-        &mut w,
-        g,
-        &id,
-        "subtask_add",
-        json!({
-            "goal": goal, "title": "x", "owner": "m1", "criteria": "y"
-        }),
-    )
-    .unwrap_err();
+    let e = add_subtask(&mut w, g, &id, &goal, "x", "m1", "y").unwrap_err();
     assert!(e.to_string().contains("waiting_user"), "{e}");
     finish(&mut w, g, &cmd, "asked");
     assert_eq!(pass(&mut w).admitted, 1);
@@ -928,11 +860,7 @@ fn a_new_user_message_in_the_origin_session_resumes_a_stopped_goal() {
 fn members_an_isolated_admin_creates_never_become_host_agents() {
     let (mut w, g) = team_world();
     crew_goal(&mut w);
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, cmd, id) = turn_of(&turns, "boss").clone();
-    let id = id.unwrap();
-    start(&mut w, g, &cmd);
+    let (_, id) = admin_turn(&mut w, g);
     let e = tool(
         &mut w,
         g,
@@ -1004,11 +932,7 @@ fn subtask_inputs_ride_with_the_owner_turn_and_are_downloadable_only_while_it_ru
     art(&w, "art-data", 10);
     art(&w, "art-other", 10);
     art(&w, "art-huge", crate::api::artifacts::MAX_ATTACH_BYTES + 1);
-    pass(&mut w);
-    let turns = live_turns(&mut w);
-    let (_, _, plan_cmd, plan_tool) = turn_of(&turns, "boss").clone();
-    let plan_tool = plan_tool.unwrap();
-    start(&mut w, g, &plan_cmd);
+    let (plan_cmd, plan_tool) = admin_turn(&mut w, g);
     let sub = |artifacts: Value| json!({ "goal": goal, "title": "Use it", "owner": "m1", "criteria": "c", "artifacts": artifacts });
     let e = tool(
         &mut w,

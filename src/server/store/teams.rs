@@ -130,11 +130,11 @@ pub fn get_by_id(conn: &Connection, id: &str) -> Result<TeamRow, StoreError> {
     )
 }
 
-/// (agent id, name, role, helper) of every member, the admin first.
-pub fn members(
-    conn: &Connection,
-    team_id: &str,
-) -> Result<Vec<(String, String, String, bool)>, StoreError> {
+/// A team member: (agent id, name, role, helper).
+pub type Member = (String, String, String, bool);
+
+/// Every member, the admin first.
+pub fn members(conn: &Connection, team_id: &str) -> Result<Vec<Member>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT m.agent_id, g.name, m.role, EXISTS (SELECT 1 FROM helpers h WHERE h.agent_id = m.agent_id)
          FROM team_members m JOIN agents g ON g.id = m.agent_id
@@ -287,16 +287,29 @@ fn active(team: &TeamRow) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// What a member change starts from: the team (refused when archived), the agent as
+/// `lookup` finds it, and the members now.
+fn member_change(
+    conn: &Connection,
+    actor: &Actor,
+    team: &str,
+    agent: &str,
+    lookup: impl FnOnce(&Connection, &Actor, &str) -> Result<AgentRow, StoreError>,
+) -> Result<(TeamRow, AgentRow, Vec<Member>), StoreError> {
+    let team = get(conn, actor, team)?;
+    active(&team)?;
+    let agent = lookup(conn, actor, agent)?;
+    let members = members(conn, &team.id)?;
+    Ok((team, agent, members))
+}
+
 pub fn add_member(
     conn: &Connection,
     actor: &Actor,
     team: &str,
     agent: &str,
 ) -> Result<TeamRow, StoreError> {
-    let team = get(conn, actor, team)?;
-    active(&team)?;
-    let agent = agent_of(conn, actor, agent)?;
-    let members = members(conn, &team.id)?;
+    let (team, agent, members) = member_change(conn, actor, team, agent, agent_of)?;
     if members.iter().any(|m| m.0 == agent.id) {
         return Err(StoreError::Conflict(format!(
             "agent {:?} is already in team {:?}",
@@ -319,10 +332,9 @@ pub fn remove_member(
     team: &str,
     agent: &str,
 ) -> Result<TeamRow, StoreError> {
-    let team = get(conn, actor, team)?;
-    active(&team)?;
-    let agent = agents::get(conn, actor.account_id(), agent)?;
-    let members = members(conn, &team.id)?;
+    let (team, agent, members) = member_change(conn, actor, team, agent, |c, a, k| {
+        agents::get(c, a.account_id(), k)
+    })?;
     let Some(m) = members.iter().find(|m| m.0 == agent.id) else {
         return Err(StoreError::NotFound(format!(
             "agent {:?} is not in team {:?}",

@@ -87,6 +87,21 @@ impl World {
         connected.generation
     }
 
+    /// Connects as `instance` declaring `capabilities` and room for `capacity` computers,
+    /// without settling anything; returns the generation.
+    pub(super) fn connect_declaring(&mut self, capabilities: &[&str], capacity: u32) -> Generation {
+        let status = status(capabilities, capacity);
+        commands::connect(
+            &mut self.conn,
+            &self.runner,
+            "instance",
+            &status,
+            &Default::default(),
+        )
+        .unwrap()
+        .generation
+    }
+
     /// Connects as `instance`, without settling anything.
     pub(super) fn connect_as(
         &mut self,
