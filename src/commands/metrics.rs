@@ -15,13 +15,10 @@ pub struct MetricsArgs {
 #[derive(Debug, Subcommand)]
 pub enum MetricsCommand {
     /// Scrape tokens: they read /metrics and nothing else
-    Token(TokenArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct TokenArgs {
-    #[command(subcommand)]
-    pub command: TokenCommand,
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,8 +69,8 @@ impl Columns for ScrapeToken {
 }
 
 pub async fn run(args: MetricsArgs) -> anyhow::Result<()> {
-    let MetricsCommand::Token(token) = args.command;
-    match token.command {
+    let MetricsCommand::Token { command } = args.command;
+    match command {
         TokenCommand::Create { name, json } => {
             let made = context::client()?.scrape_token_create(&name).await?;
             if json {
