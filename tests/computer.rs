@@ -322,7 +322,7 @@ async fn file_operations_refuse_dotdot_and_symlink_escapes() {
         (r.path.as_str(), data.as_slice()),
         ("ok.txt", b"fine".as_slice())
     );
-    assert_eq!(s.stat("ok.txt").await.unwrap().mode, 0o600);
+    assert_eq!(s.stat("ok.txt").await.unwrap().info.mode, 0o600);
     let names: Vec<String> = s
         .list(".")
         .await

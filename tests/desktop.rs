@@ -240,10 +240,12 @@ async fn screen_actions_drive_the_real_display() {
         .await
         .unwrap();
     assert_eq!(started.exit_code, Some(0), "{started:?}");
-    // The window is mapped once the screen changes.
+    // The window is mapped once the screen changes (xterm takes a while to start on a
+    // loaded machine).
     let blank = shot(&s).await.1;
     let mut before = blank.clone();
-    for _ in 0..100 {
+    let mapped_by = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < mapped_by {
         tokio::time::sleep(Duration::from_millis(100)).await;
         before = shot(&s).await.1;
         if before != blank {

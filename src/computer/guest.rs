@@ -617,10 +617,7 @@ fn list(ws: &Workspace, path: &str) -> Result<ListResult, OpError> {
         let Ok(meta) = entry.metadata() else { continue };
         entries.push(Entry {
             name: entry.file_name().to_string_lossy().into_owned(),
-            kind: kind_of(&meta),
-            size: meta.len(),
-            mode: meta.permissions().mode() & 0o7777,
-            mtime_ms: mtime_ms(&meta),
+            info: file_info(&meta),
         });
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -636,11 +633,17 @@ fn stat(ws: &Workspace, path: &str) -> Result<StatResult, OpError> {
     let meta = std::fs::metadata(&real).map_err(|e| OpError::io(path, e))?;
     Ok(StatResult {
         path: ws.relative(&real),
-        kind: kind_of(&meta),
+        info: file_info(&meta),
+    })
+}
+
+fn file_info(meta: &std::fs::Metadata) -> FileInfo {
+    FileInfo {
+        kind: kind_of(meta),
         size: meta.len(),
         mode: meta.permissions().mode() & 0o7777,
-        mtime_ms: mtime_ms(&meta),
-    })
+        mtime_ms: mtime_ms(meta),
+    }
 }
 
 /// Removes the snapshot directory however the export ends.

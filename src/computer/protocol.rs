@@ -285,14 +285,21 @@ pub struct WriteResult {
     pub sha256: String,
 }
 
+/// What a listing and a stat say of one file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Entry {
-    pub name: String,
+pub struct FileInfo {
     #[serde(rename = "type")]
     pub kind: FileKind,
     pub size: u64,
     pub mode: u32,
     pub mtime_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Entry {
+    pub name: String,
+    #[serde(flatten)]
+    pub info: FileInfo,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -305,11 +312,8 @@ pub struct ListResult {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StatResult {
     pub path: String,
-    #[serde(rename = "type")]
-    pub kind: FileKind,
-    pub size: u64,
-    pub mode: u32,
-    pub mtime_ms: i64,
+    #[serde(flatten)]
+    pub info: FileInfo,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -402,7 +402,7 @@ impl TurnExports {
         }
         let name = artifacts::sanitize_name(path)
             .ok_or_else(|| format!("{path:?} does not name a file"))?;
-        let stat = guest.stat(path).await.map_err(|e| e.to_string())?;
+        let stat = guest.stat(path).await.map_err(|e| e.to_string())?.info;
         if stat.kind != FileKind::File {
             return Err(format!(
                 "{path} is {}, not a regular file",
