@@ -197,16 +197,7 @@ fn a_runner_backup_stops_its_computers_and_the_workspace_comes_back() {
     let c = env.json(&["computer", "create", "--agent", "a1"]);
     let computer = c["id"].as_str().unwrap().to_string();
     let container = c["container_id"].as_str().unwrap().to_string();
-    env.run(&[
-        "computer",
-        "exec",
-        &computer,
-        "--",
-        "sh",
-        "-c",
-        "echo saved > note.txt",
-    ])
-    .ok();
+    env.computer_sh(&computer, "echo saved > note.txt").ok();
     // The Runner goes away and leaves its computer running.
     runner.kill9();
     let inspect =

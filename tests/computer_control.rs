@@ -48,15 +48,7 @@ fn a_computer_runs_isolated_and_its_workspace_survives_stop_and_recreate() {
     // Asking again returns the same computer.
     assert_eq!(create(env, "a1")["container_id"], first.as_str());
 
-    let out = env.run(&[
-        "computer",
-        "exec",
-        &id,
-        "--",
-        "sh",
-        "-c",
-        "echo kept > note.txt; id -u; cat /proc/net/dev",
-    ]);
+    let out = env.computer_sh(&id, "echo kept > note.txt; id -u; cat /proc/net/dev");
     out.ok();
     assert!(out.stdout.starts_with("1000\n"), "{out:?}");
     let interfaces: Vec<&str> = out
@@ -67,15 +59,7 @@ fn a_computer_runs_isolated_and_its_workspace_survives_stop_and_recreate() {
         .collect();
     assert_eq!(interfaces, vec!["lo"], "only loopback inside");
     // The command's status is yy's exit code, as with docker exec and ssh; no error line.
-    let failed = env.run(&[
-        "computer",
-        "exec",
-        &id,
-        "--",
-        "sh",
-        "-c",
-        "echo out; exit 7",
-    ]);
+    let failed = env.computer_sh(&id, "echo out; exit 7");
     assert_eq!(
         (failed.code, failed.stdout.as_str()),
         (7, "out\n"),

@@ -34,16 +34,7 @@ fn an_idle_computer_stops_by_itself_and_reads_do_not_renew_it() {
     let c = env.json(&["computer", "create", "--agent", "a1"]);
     let id = c["id"].as_str().unwrap().to_string();
     let container = c["container_id"].as_str().unwrap().to_string();
-    env.run(&[
-        "computer",
-        "exec",
-        &id,
-        "--",
-        "sh",
-        "-c",
-        "echo kept > kept.txt",
-    ])
-    .ok();
+    env.computer_sh(&id, "echo kept > kept.txt").ok();
     let used = Instant::now();
     // Reading its state and its screen size every half second does not keep it.
     let stopped = common::poll(Duration::from_secs(60), || {

@@ -247,15 +247,7 @@ fn the_operator_gets_a_real_pty_in_the_computers_container() {
     type_("sleep 100; echo SLEPT-$((2+3))\r");
     // Ctrl-C once the program runs in the guest.
     common::wait_for(Duration::from_secs(20), "sleep 100 running", || {
-        let out = env.run(&[
-            "computer",
-            "exec",
-            &id,
-            "--",
-            "sh",
-            "-c",
-            "ps -eo args | grep -cx 'sleep 100' || true",
-        ]);
+        let out = env.computer_sh(&id, "ps -eo args | grep -cx 'sleep 100' || true");
         (out.stdout.trim() == "1").then_some(())
     });
     let interrupted = Instant::now();

@@ -83,16 +83,7 @@ fn an_image_update_is_accepted_waits_for_idle_moves_computers_and_rolls_back() {
     let c = env.json(&["computer", "create", "--agent", "a1"]);
     let id = c["id"].as_str().unwrap().to_string();
     assert_eq!(c["image_id"], old.as_str());
-    env.run(&[
-        "computer",
-        "exec",
-        &id,
-        "--",
-        "sh",
-        "-c",
-        "echo kept > note.txt",
-    ])
-    .ok();
+    env.computer_sh(&id, "echo kept > note.txt").ok();
 
     // Busy: a computer command runs until the test lets it end.
     let busy = env.background(
@@ -209,15 +200,7 @@ fn an_image_update_is_accepted_waits_for_idle_moves_computers_and_rolls_back() {
     let c = env.json(&["computer", "create", "--agent", "a1"]);
     assert_eq!(c["image_id"], new.as_str());
     assert!(c["next_image"].is_null());
-    let out = env.run(&[
-        "computer",
-        "exec",
-        &id,
-        "--",
-        "sh",
-        "-c",
-        "cat /etc/yy-image-marker note.txt",
-    ]);
+    let out = env.computer_sh(&id, "cat /etc/yy-image-marker note.txt");
     out.ok();
     assert_eq!(out.stdout, "new image\nkept\n");
 

@@ -116,15 +116,10 @@ fn a_computer_agent_turn_runs_its_tools_in_the_guest_and_nowhere_else() {
     let container = computer["container_id"].as_str().unwrap();
     let inspect = docker(&["inspect", container]);
     assert!(!String::from_utf8_lossy(&inspect.stdout).contains(&s.key));
-    let in_guest = s.env.run(&[
-        "computer",
-        "exec",
+    let in_guest = s.env.computer_sh(
         id,
-        "--",
-        "sh",
-        "-c",
         "cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n'",
-    ]);
+    );
     in_guest.ok();
     assert!(!in_guest.stdout.contains(&s.key));
     for proc in std::fs::read_dir("/proc").unwrap().flatten() {

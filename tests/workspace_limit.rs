@@ -73,15 +73,7 @@ fn create(env: &Env) -> String {
 
 /// Writes 64 MiB into a workspace limited to 32 MiB: the guest's dd fails with ENOSPC.
 fn fill(env: &Env, id: &str) {
-    let out = env.run(&[
-        "computer",
-        "exec",
-        id,
-        "--",
-        "sh",
-        "-c",
-        "dd if=/dev/zero of=big bs=1M count=64",
-    ]);
+    let out = env.computer_sh(id, "dd if=/dev/zero of=big bs=1M count=64");
     assert_ne!(out.code, 0, "{out:#?}");
     assert!(
         out.stderr.contains("No space left on device"),
@@ -104,16 +96,7 @@ fn a_full_workspace_stops_the_guest_not_the_runner() {
     );
     assert_eq!(std::fs::metadata(&img).unwrap().len(), 32 * MIB);
 
-    env.run(&[
-        "computer",
-        "exec",
-        &id,
-        "--",
-        "sh",
-        "-c",
-        "echo kept > keep",
-    ])
-    .ok();
+    env.computer_sh(&id, "echo kept > keep").ok();
     fill(env, &id);
 
     // The Runner carries on: the next command runs and is recorded, the computer runs.
@@ -205,15 +188,10 @@ fn a_workspace_made_without_a_limit_moves_into_an_image() {
     let ws = workspaces(env);
     assert!(!is_mountpoint(&ws.join(&id)));
     assert!(!ws.join(format!("{id}.img")).exists());
-    env.run(&[
-        "computer",
-        "exec",
+    env.computer_sh(
         &id,
-        "--",
-        "sh",
-        "-c",
         "mkdir -p src && echo old > src/note && ln -s src/note link",
-    ])
+    )
     .ok();
     let shown = env.json(&["computer", "show", &id]);
     assert!(shown["workspace_usage"]["limit_bytes"].is_null(), "{shown}");

@@ -190,6 +190,11 @@ impl Env {
         self.run_with(args, "", &[])
     }
 
+    /// `yy computer exec ID -- sh -c SCRIPT`: a shell script in the computer.
+    pub fn computer_sh(&self, id: &str, script: &str) -> Out {
+        self.run(&["computer", "exec", id, "--", "sh", "-c", script])
+    }
+
     pub fn create_admin(&self, username: &str) {
         let data = self.data_dir();
         self.run_with(
