@@ -38,6 +38,13 @@ fn lock_text(shown: &serde_json::Value) -> String {
         .collect()
 }
 
+/// Every image in the engine, sorted: the engine lists images created in the same second
+/// in any order.
+fn image_ids() -> std::collections::BTreeSet<String> {
+    let listed = docker(&["image", "ls", "-q", "--no-trunc"]).stdout;
+    listed.lines().map(str::to_string).collect()
+}
+
 #[test]
 fn a_stale_lock_is_named_by_default_and_refused_when_locked() {
     if !common::require_docker() {
@@ -101,7 +108,7 @@ fn a_stale_lock_is_named_by_default_and_refused_when_locked() {
     assert!(line.starts_with("PASS"), "{line}");
 
     // --locked: any difference is refused with exit 6, naming the package; no image.
-    let before = docker(&["image", "ls", "-q", "--no-trunc"]).stdout;
+    let before = image_ids();
     let refused = env.run(&[
         "image", "build", "--binary", BIN, "--lock", lock_arg, "--locked",
     ]);
@@ -109,7 +116,7 @@ fn a_stale_lock_is_named_by_default_and_refused_when_locked() {
     assert!(error.contains(&format!("1 package ({name})")), "{error}");
     assert!(error.contains(&said), "{error}");
     assert_eq!(refused.stdout, "", "{refused:#?}");
-    assert_eq!(docker(&["image", "ls", "-q", "--no-trunc"]).stdout, before);
+    assert_eq!(image_ids(), before);
 
     // --update-lock takes what was installed; then --locked builds.
     let updated = env.run(&[

@@ -493,15 +493,45 @@ mod tests {
         );
     }
 
+    type Mutation = Box<dyn Fn(&mut ContainerInspectResponse)>;
+
+    fn host(c: &mut ContainerInspectResponse) -> &mut bollard::models::HostConfig {
+        host(c)
+    }
+
+    /// A container of another image than the one asked for.
+    fn other_image() -> (&'static str, Mutation) {
+        (
+            "Image",
+            Box::new(|c| c.image = Some(format!("sha256:{}", "cd".repeat(32)))),
+        )
+    }
+
+    /// Each mutation, applied to its own copy of `base`, is named by its field.
+    fn assert_each_detected(
+        base: &ContainerInspectResponse,
+        spec: &ComputerSpec,
+        view: &EngineView,
+        cases: Vec<(&str, Mutation)>,
+    ) {
+        for (field, mutate) in cases {
+            let mut c = base.clone();
+            mutate(&mut c);
+            let d = drifts(&c, spec, Path::new("/var/tmp/yy/ws/x"), view);
+            assert!(
+                d.iter().any(|d| d.field == field),
+                "{field} not detected: {d:?}"
+            );
+        }
+    }
+
     #[test]
     fn each_kind_of_drift_is_named() {
-        let ws = Path::new("/var/tmp/yy/ws/x");
         let (spec, base) = matching();
-        type Mutation = Box<dyn Fn(&mut ContainerInspectResponse)>;
         let cases: Vec<(&str, Mutation)> = vec![
             (
                 "HostConfig.NetworkMode",
-                Box::new(|c| c.host_config.as_mut().unwrap().network_mode = Some("bridge".into())),
+                Box::new(|c| host(c).network_mode = Some("bridge".into())),
             ),
             ("NetworkSettings.Networks", Box::new(join_bridge)),
             (
@@ -510,21 +540,19 @@ mod tests {
             ),
             (
                 "HostConfig.CapAdd",
-                Box::new(|c| {
-                    c.host_config.as_mut().unwrap().cap_add = Some(vec!["NET_ADMIN".into()])
-                }),
+                Box::new(|c| host(c).cap_add = Some(vec!["NET_ADMIN".into()])),
             ),
             (
                 "HostConfig.ReadonlyRootfs",
-                Box::new(|c| c.host_config.as_mut().unwrap().readonly_rootfs = Some(false)),
+                Box::new(|c| host(c).readonly_rootfs = Some(false)),
             ),
             (
                 "HostConfig.MemorySwap",
-                Box::new(|c| c.host_config.as_mut().unwrap().memory_swap = Some(-1)),
+                Box::new(|c| host(c).memory_swap = Some(-1)),
             ),
             (
                 "HostConfig.PidsLimit",
-                Box::new(|c| c.host_config.as_mut().unwrap().pids_limit = None),
+                Box::new(|c| host(c).pids_limit = None),
             ),
             (
                 "Config.Labels[yy.generation]",
@@ -545,24 +573,13 @@ mod tests {
                     })
                 }),
             ),
-            (
-                "Image",
-                Box::new(|c| c.image = Some(format!("sha256:{}", "cd".repeat(32)))),
-            ),
+            other_image(),
             (
                 "HostConfig.Privileged",
-                Box::new(|c| c.host_config.as_mut().unwrap().privileged = Some(true)),
+                Box::new(|c| host(c).privileged = Some(true)),
             ),
         ];
-        for (field, mutate) in cases {
-            let mut c = base.clone();
-            mutate(&mut c);
-            let d = drifts(&c, &spec, ws, &EngineView::Docker);
-            assert!(
-                d.iter().any(|d| d.field == field),
-                "{field} not detected: {d:?}"
-            );
-        }
+        assert_each_detected(&base, &spec, &EngineView::Docker, cases);
         let d = drifts(&base, &spec, Path::new("/elsewhere"), &EngineView::Docker);
         assert!(d.iter().any(|d| d.field == "Mounts"), "{d:?}");
         assert!(d[0].to_string().contains("expected"), "{}", d[0]);
@@ -581,7 +598,6 @@ mod tests {
         let h = base.host_config.as_ref().unwrap();
         assert_eq!(h.network_mode.as_deref(), Some("yy-egress-net-comp1"));
         assert_eq!(h.sysctls.as_ref().unwrap().len(), 2);
-        type Mutation = Box<dyn Fn(&mut ContainerInspectResponse)>;
         let cases: Vec<(&str, Mutation)> = vec![
             (
                 "Config.Env[HTTPS_PROXY]",
@@ -599,28 +615,17 @@ mod tests {
                     }
                 }),
             ),
-            (
-                "HostConfig.Sysctls",
-                Box::new(|c| c.host_config.as_mut().unwrap().sysctls = None),
-            ),
+            ("HostConfig.Sysctls", Box::new(|c| host(c).sysctls = None)),
             ("NetworkSettings.Networks", Box::new(join_bridge)),
             (
                 "HostConfig.NetworkMode",
-                Box::new(|c| c.host_config.as_mut().unwrap().network_mode = Some("none".into())),
+                Box::new(|c| host(c).network_mode = Some("none".into())),
             ),
         ];
-        for (field, mutate) in cases {
-            let mut c = base.clone();
-            mutate(&mut c);
-            let d = drifts(&c, &spec, ws, &EngineView::Docker);
-            assert!(
-                d.iter().any(|d| d.field == field),
-                "{field} not detected: {d:?}"
-            );
-        }
+        assert_each_detected(&base, &spec, &EngineView::Docker, cases);
         // A none computer with sysctls drifted too.
         let (spec, mut c) = matching();
-        c.host_config.as_mut().unwrap().sysctls = Some(HashMap::from([(
+        host(&mut c).sysctls = Some(HashMap::from([(
             "net.ipv4.ip_forward".to_string(),
             "1".to_string(),
         )]));
@@ -638,7 +643,7 @@ mod tests {
         let config = c.config.as_mut().unwrap();
         config.image = Some(spec.image_id.trim_start_matches("sha256:").to_string());
         config.entrypoint = Some(vec![]);
-        let h = c.host_config.as_mut().unwrap();
+        let h = host(c);
         h.cap_drop = Some(
             [
                 "CAP_AUDIT_WRITE",
@@ -692,7 +697,7 @@ mod tests {
         let ws = Path::new("/var/tmp/yy/ws/x");
         let (spec, mut c) = as_podman_shows_it();
         let binds = |c: &mut ContainerInspectResponse, b: &str| {
-            c.host_config.as_mut().unwrap().binds = Some(vec![b.to_string()]);
+            host(c).binds = Some(vec![b.to_string()]);
         };
         // The image mounted at the workspace (`nosuid,nodev`) shows through.
         binds(
@@ -718,15 +723,7 @@ mod tests {
         assert_eq!(drifts(&c, &spec, ws, &podman_caps()), vec![]);
         // Before the start it shows the owner as asked: `U`.
         let mut created = c.clone();
-        for o in created
-            .host_config
-            .as_mut()
-            .unwrap()
-            .tmpfs
-            .as_mut()
-            .unwrap()
-            .values_mut()
-        {
+        for o in host(&mut created).tmpfs.as_mut().unwrap().values_mut() {
             *o = o.replace("uid=1000,gid=1000", "U");
         }
         assert_ne!(created, c);
@@ -747,53 +744,35 @@ mod tests {
         let d = drifts(&c, &spec, ws, &kept);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].field, "BoundingCaps (podman)");
-        type Mutation = Box<dyn Fn(&mut ContainerInspectResponse)>;
         let cases: Vec<(&str, Mutation)> = vec![
             (
                 "HostConfig.Tmpfs",
                 Box::new(|c| {
-                    let tmpfs = c.host_config.as_mut().unwrap().tmpfs.as_mut().unwrap();
+                    let tmpfs = host(c).tmpfs.as_mut().unwrap();
                     tmpfs.insert("/run".into(), "rw,rprivate,nosuid,nodev,tmpcopyup".into());
                 }),
             ),
             (
                 "HostConfig.Binds",
                 Box::new(|c| {
-                    c.host_config.as_mut().unwrap().binds.as_mut().unwrap()[0] =
-                        "/:/workspace:rw,rprivate,rbind".into()
+                    host(c).binds.as_mut().unwrap()[0] = "/:/workspace:rw,rprivate,rbind".into()
                 }),
             ),
-            (
-                "HostConfig.Ulimits",
-                Box::new(|c| c.host_config.as_mut().unwrap().ulimits = None),
-            ),
+            ("HostConfig.Ulimits", Box::new(|c| host(c).ulimits = None)),
             (
                 "HostConfig.PidMode",
-                Box::new(|c| c.host_config.as_mut().unwrap().pid_mode = Some("host".into())),
+                Box::new(|c| host(c).pid_mode = Some("host".into())),
             ),
             (
                 "HostConfig.IpcMode",
-                Box::new(|c| c.host_config.as_mut().unwrap().ipc_mode = Some("host".into())),
+                Box::new(|c| host(c).ipc_mode = Some("host".into())),
             ),
-            (
-                "Image",
-                Box::new(|c| c.image = Some(format!("sha256:{}", "cd".repeat(32)))),
-            ),
+            other_image(),
             (
                 "HostConfig.CapAdd",
-                Box::new(|c| {
-                    c.host_config.as_mut().unwrap().cap_add = Some(vec!["SYS_ADMIN".into()])
-                }),
+                Box::new(|c| host(c).cap_add = Some(vec!["SYS_ADMIN".into()])),
             ),
         ];
-        for (field, mutate) in cases {
-            let mut c = c.clone();
-            mutate(&mut c);
-            let d = drifts(&c, &spec, ws, &podman_caps());
-            assert!(
-                d.iter().any(|d| d.field == field),
-                "{field} not detected: {d:?}"
-            );
-        }
+        assert_each_detected(&c, &spec, &podman_caps(), cases);
     }
 }

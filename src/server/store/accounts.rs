@@ -2,7 +2,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{StoreError, is_unique_violation, new_id, not_found};
+use super::ids::Kind;
+use super::{StoreError, get_by_id, is_unique_violation, new_id, not_found};
 use crate::api::teams::GoalState;
 use crate::api::views;
 use crate::timefmt::{now_ms, rfc3339};
@@ -325,15 +326,9 @@ pub fn list_tokens(
 
 /// One token by id (revoked ones too).
 pub fn get_token(conn: &Connection, id: &str) -> Result<TokenRow, StoreError> {
-    not_found(
-        conn.query_row(
-            &format!(
-                "SELECT {TOKEN_COLUMNS} FROM api_tokens t JOIN accounts a ON a.id = t.account_id
-                 WHERE t.id = ?1"
-            ),
-            [id],
-            token_row,
-        ),
-        || format!("no token {id:?}: see `yy token list`"),
-    )
+    let sql = format!(
+        "SELECT {TOKEN_COLUMNS} FROM api_tokens t JOIN accounts a ON a.id = t.account_id
+         WHERE t.id = ?1"
+    );
+    get_by_id(conn, Kind::Token, &sql, id, token_row)
 }

@@ -6,7 +6,8 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{StoreError, new_id, not_found};
+use super::ids::Kind;
+use super::{StoreError, get_by_id, new_id, not_found};
 use crate::api::ids::{CommandId, Generation, RunnerId};
 use crate::api::machine::{
     self, CommandKind, CommandState, LeasedCommand, Outcome, RunnerCommand, RunnerStatus, Settles,
@@ -112,13 +113,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CommandRow> {
 }
 
 pub fn get(conn: &Connection, id: &CommandId) -> Result<CommandRow, StoreError> {
-    not_found(
-        conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM runner_commands WHERE id = ?1"
-        ))?
-        .query_row([id], row),
-        || format!("no command {id:?}: see `yy runner commands RUNNER`"),
-    )
+    let sql = format!("SELECT {COLUMNS} FROM runner_commands WHERE id = ?1");
+    get_by_id(conn, Kind::Command, &sql, id.as_str(), row)
 }
 
 /// A command as seen by its Runner: another Runner's command does not exist for it.

@@ -5,8 +5,9 @@
 use rusqlite::{Connection, params};
 
 use super::agents::AgentRow;
+use super::ids::Kind;
 use super::teams::{self, Actor, TeamRow};
-use super::{StoreError, new_id, not_found, sessions};
+use super::{StoreError, get_by_id, new_id, sessions};
 use crate::api::ids::SessionId;
 use crate::api::params::AgentEnv;
 use crate::api::states::SessionState;
@@ -77,10 +78,8 @@ fn goal_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalRow> {
 }
 
 pub fn get(conn: &Connection, id: &str) -> Result<GoalRow, StoreError> {
-    not_found(
-        conn.query_row(&format!("{GOAL_SELECT} WHERE id = ?1"), [id], goal_row),
-        || format!("no goal {id:?}: see `yy goal list`"),
-    )
+    let sql = format!("{GOAL_SELECT} WHERE id = ?1");
+    get_by_id(conn, Kind::Goal, &sql, id, goal_row)
 }
 
 /// A goal the actor may see.

@@ -311,6 +311,20 @@ pub fn is_unique_violation(e: &rusqlite::Error) -> bool {
         if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE)
 }
 
+/// The row `sql` selects by its one parameter, the id of a `kind`; when there is none, a
+/// NotFound that names the kind and the command listing them.
+pub(crate) fn get_by_id<T>(
+    conn: &Connection,
+    kind: ids::Kind,
+    sql: &str,
+    id: &str,
+    row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<T, StoreError> {
+    not_found(conn.prepare_cached(sql)?.query_row([id], row), || {
+        kind.not_found(id)
+    })
+}
+
 /// Maps "no rows" to a NotFound with `what` as the message.
 pub(crate) fn not_found<T>(
     r: Result<T, rusqlite::Error>,

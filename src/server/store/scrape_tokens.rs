@@ -2,7 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{StoreError, ids, is_unique_violation, new_id, not_found};
+use super::{StoreError, get_by_id, ids, is_unique_violation, new_id};
 use crate::api::status::ScrapeToken;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
 
@@ -61,17 +61,11 @@ pub fn create(
 }
 
 pub fn get(conn: &Connection, id: &str) -> Result<ScrapeToken, StoreError> {
-    not_found(
-        conn.query_row(
-            &format!(
-                "SELECT {COLUMNS} FROM scrape_tokens t JOIN accounts a ON a.id = t.created_by
-                 WHERE t.id = ?1"
-            ),
-            [id],
-            row,
-        ),
-        || format!("no scrape token {id:?}: see `yy metrics token list`"),
-    )
+    let sql = format!(
+        "SELECT {COLUMNS} FROM scrape_tokens t JOIN accounts a ON a.id = t.created_by
+         WHERE t.id = ?1"
+    );
+    get_by_id(conn, ids::Kind::ScrapeToken, &sql, id, row)
 }
 
 /// Live scrape tokens, newest first.

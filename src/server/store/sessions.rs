@@ -4,7 +4,10 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::commands::{self, QueueLimits};
-use super::{StoreError, agents, artifacts, catalog, computers, new_id, not_found, runners};
+use super::ids::Kind;
+use super::{
+    StoreError, agents, artifacts, catalog, computers, get_by_id, new_id, not_found, runners,
+};
 use crate::api::capabilities;
 use crate::api::ids::{CommandId, Generation, RunnerId, SessionId};
 use crate::api::machine::{CommandState, RunnerCommand};
@@ -71,14 +74,8 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
 }
 
 pub fn get(conn: &Connection, id: &SessionId) -> Result<SessionRow, StoreError> {
-    not_found(
-        conn.query_row(
-            &format!("{SESSION_SELECT} WHERE s.id = ?1"),
-            [id],
-            session_row,
-        ),
-        || format!("no session {id:?}: see `yy session list`"),
-    )
+    let sql = format!("{SESSION_SELECT} WHERE s.id = ?1");
+    get_by_id(conn, Kind::Session, &sql, id.as_str(), session_row)
 }
 
 pub fn list(conn: &Connection, agent_id: Option<&str>) -> Result<Vec<SessionRow>, StoreError> {

@@ -3,8 +3,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::goals::{MAX_ATTEMPTS, MAX_SUBTASKS, check_active, open_goal};
+use super::ids::Kind;
 use super::teams::{self, Actor};
-use super::{StoreError, artifacts, new_id, not_found};
+use super::{StoreError, artifacts, get_by_id, new_id, not_found};
 use crate::api::ids::SessionId;
 use crate::api::teams::{self as wire, SubtaskInputs, SubtaskResult, SubtaskState as S};
 use crate::timefmt::{now_ms, rfc3339};
@@ -127,10 +128,8 @@ pub fn subtasks_where(
 }
 
 pub fn get_subtask(conn: &Connection, id: &str) -> Result<SubtaskRow, StoreError> {
-    not_found(
-        conn.query_row(&format!("{SUB_SELECT} WHERE s.id = ?1"), [id], sub_row),
-        || format!("no subtask {id:?}: see `yy subtask list --goal GOAL`"),
-    )
+    let sql = format!("{SUB_SELECT} WHERE s.id = ?1");
+    get_by_id(conn, Kind::Subtask, &sql, id, sub_row)
 }
 
 /// A subtask of `goal` by id, `#seq`, seq or exact title.
