@@ -320,9 +320,10 @@ pub(crate) fn get_by_id<T>(
     id: &str,
     row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<T, StoreError> {
-    not_found(conn.prepare_cached(sql)?.query_row([id], row), || {
-        kind.not_found(id)
-    })
+    match conn.prepare_cached(sql)?.query_row([id], row) {
+        Err(rusqlite::Error::QueryReturnedNoRows) => Err(kind.not_found(id)),
+        other => other.map_err(StoreError::from),
+    }
 }
 
 /// Maps "no rows" to a NotFound with `what` as the message.
