@@ -496,7 +496,7 @@ mod tests {
     type Mutation = Box<dyn Fn(&mut ContainerInspectResponse)>;
 
     fn host(c: &mut ContainerInspectResponse) -> &mut bollard::models::HostConfig {
-        host(c)
+        c.host_config.as_mut().unwrap()
     }
 
     /// A container of another image than the one asked for.
@@ -643,7 +643,7 @@ mod tests {
         let config = c.config.as_mut().unwrap();
         config.image = Some(spec.image_id.trim_start_matches("sha256:").to_string());
         config.entrypoint = Some(vec![]);
-        let h = host(c);
+        let h = host(&mut c);
         h.cap_drop = Some(
             [
                 "CAP_AUDIT_WRITE",
