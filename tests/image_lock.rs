@@ -42,7 +42,10 @@ fn lock_text(shown: &serde_json::Value) -> String {
 /// in any order.
 fn image_ids() -> std::collections::BTreeSet<String> {
     let listed = docker(&["image", "ls", "-q", "--no-trunc"]).stdout;
-    listed.lines().map(str::to_string).collect()
+    String::from_utf8_lossy(&listed)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
