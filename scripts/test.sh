@@ -20,7 +20,8 @@ free_disk
 phase() {
     echo "== $1 (at $(( $(date +%s) - start )) s)"
 }
-# What the integration tests drive for real: Docker and Podman engines and a pinned Hermes.
+# What the integration tests drive for real: Docker and Podman engines, a pinned Hermes,
+# PostgreSQL's server programs.
 phase "dependencies"
 docker_api=$(scripts/install-docker.sh | tail -n 1)
 echo "docker engine API $docker_api"
@@ -32,6 +33,10 @@ echo "podman API $podman_api on $YY_TEST_PODMAN_SOCKET"
 YY_TEST_HERMES=$(scripts/install-hermes.sh | tail -n 1)
 export YY_TEST_HERMES
 echo "hermes at $YY_TEST_HERMES"
+# The PostgreSQL backend's tests make throw-away clusters with these programs (initdb, pg_ctl).
+YY_TEST_POSTGRES_BIN=$(scripts/install-postgres.sh | tail -n 1)
+export YY_TEST_POSTGRES_BIN
+echo "postgresql programs in $YY_TEST_POSTGRES_BIN"
 # The web view of `yy computer attach --web` is tested in headless Chromium.
 YY_TEST_CHROMIUM=$(scripts/install-chromium.sh | tail -n 1)
 export YY_TEST_CHROMIUM
