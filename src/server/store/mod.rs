@@ -34,6 +34,7 @@ pub mod goals;
 pub mod ids;
 mod migrate;
 pub mod overview;
+pub mod pg;
 pub mod prompts;
 pub mod retention;
 pub mod runner_images;
