@@ -5,6 +5,7 @@
 pub mod chromium;
 pub mod hermes;
 pub mod netns;
+pub mod postgres;
 pub mod waits;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -770,6 +771,47 @@ pub fn require_hermes() -> Option<PathBuf> {
         return Some(path);
     }
     missing("hermes-agent 0.19.0", "run scripts/install-hermes.sh");
+    None
+}
+
+/// The directory of PostgreSQL's server programs (`YY_TEST_POSTGRES_BIN`, else the newest
+/// /usr/lib/postgresql/*/bin), with the `postgres` user they run as when tests run as root;
+/// else skip (or fail under CI).
+#[track_caller]
+pub fn require_postgres() -> Option<PathBuf> {
+    let newest = || {
+        let mut dirs: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let e = e.ok()?;
+                Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin")))
+            })
+            .collect();
+        dirs.sort();
+        dirs.pop().map(|(_, dir)| dir)
+    };
+    let bin = std::env::var_os("YY_TEST_POSTGRES_BIN")
+        .map(PathBuf::from)
+        .or_else(newest);
+    let has_programs = bin.as_ref().is_some_and(|b| {
+        ["initdb", "postgres", "pg_ctl", "pg_isready"]
+            .iter()
+            .all(|p| b.join(p).is_file())
+    });
+    // initdb refuses to run as root: a root test runs it as Debian's `postgres` user.
+    let has_user = !postgres::running_as_root()
+        || Command::new("id")
+            .args(["-u", "postgres"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if has_programs && has_user {
+        return bin;
+    }
+    missing(
+        "PostgreSQL's server programs (initdb, postgres, pg_ctl)",
+        "run scripts/install-postgres.sh and set YY_TEST_POSTGRES_BIN to the directory it prints",
+    );
     None
 }
 
