@@ -809,7 +809,7 @@ pub fn require_postgres() -> Option<PathBuf> {
         return bin;
     }
     missing(
-        "PostgreSQL's server programs (initdb, postgres, pg_ctl)",
+        "PostgreSQL (initdb, postgres, pg_ctl)",
         "run scripts/install-postgres.sh and set YY_TEST_POSTGRES_BIN to the directory it prints",
     );
     None
