@@ -126,6 +126,22 @@ async fn a_newer_or_foreign_database_is_refused_and_untouched() {
         .unwrap()
         .get(0);
     assert_eq!(tables, 1, "the refused database was changed");
+
+    // A role that may not create tables gets the server's reason in one line.
+    let locked = cluster.create_database("locked");
+    client
+        .batch_execute("CREATE ROLE visitor LOGIN")
+        .await
+        .unwrap();
+    let mut visitor = connect(&locked.replacen("yy@", "visitor@", 1)).await;
+    let err = pg::migrate(&mut visitor).await.unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message
+            .starts_with("postgresql: ERROR: permission denied for schema public (SQLSTATE 42501)"),
+        "{message}"
+    );
+    assert_eq!(message.lines().count(), 1, "{message}");
 }
 
 #[tokio::test]
