@@ -749,7 +749,8 @@ impl Queue {
     async fn compact(&self, retention_ms: i64, files: &super::artifacts::Files) {
         let done = self
             .store
-            .call(move |c| {
+            .call_alone(move |c| {
+                // Alone: the WAL checkpoint of give_back_space cannot run inside a transaction.
                 let compacted = retention::compact(c, retention_ms, crate::timefmt::now_ms())?;
                 // Bounded per call; whatever is left goes at the next compaction.
                 retention::give_back_space(c)?;

@@ -20,12 +20,12 @@ fn actor(caller: &Caller) -> Actor {
     }
 }
 
-/// Runs one change in one IMMEDIATE transaction.
+/// Runs one change in one savepoint (it nests in the store's batch transaction).
 fn in_tx<R>(
     c: &mut rusqlite::Connection,
     f: impl FnOnce(&rusqlite::Connection) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
-    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = c.savepoint()?;
     let r = f(&tx)?;
     tx.commit()?;
     Ok(r)

@@ -169,7 +169,7 @@ pub fn set_disabled(
     username: &str,
     disabled: bool,
 ) -> Result<AccountRow, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let account = get_by_name(&tx, username)?;
     let now = now_ms();
     if disabled {
@@ -206,7 +206,7 @@ pub fn disable(
     conn: &mut Connection,
     username: &str,
 ) -> Result<(AccountRow, Vec<crate::api::ids::SessionId>), StoreError> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let account = get_by_name(&tx, username)?;
     let now = now_ms();
     mark_disabled(&tx, &account.id, now)?;
@@ -248,7 +248,7 @@ pub fn set_password(
     password_hash: &str,
     keep: Option<&str>,
 ) -> Result<(), StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     tx.execute(
         "UPDATE accounts SET password_hash = ?1 WHERE id = ?2",
         params![password_hash, account_id],

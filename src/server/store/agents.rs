@@ -1,6 +1,6 @@
 //! Agents: persistent identities with a profile, a source and an execution environment.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::catalog::{self, ProfileRow, conflict_on_unique};
 use super::{StoreError, new_id, not_found};
@@ -102,9 +102,10 @@ fn check_env(profile: &ProfileRow, env: AgentEnv) -> Result<(), StoreError> {
 }
 
 /// Creates an agent; the per-account limit is checked and the row inserted in one
-/// IMMEDIATE transaction, so concurrent creators cannot pass the limit together.
+/// savepoint, which holds the write lock (the batch's IMMEDIATE transaction, or its own
+/// first write), so concurrent creators cannot pass the limit together.
 pub fn create(conn: &mut Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let agent = create_in(&tx, new)?;
     tx.commit()?;
     Ok(agent)
@@ -209,7 +210,7 @@ pub fn update(
     key: &str,
     change: AgentChange<'_>,
 ) -> Result<AgentRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let agent = get(&tx, account_id, key)?;
     if agent.archived_at.is_some() {
         return Err(StoreError::Invalid(format!(
@@ -271,7 +272,7 @@ pub fn update(
 }
 
 pub fn archive(conn: &mut Connection, account_id: &str, key: &str) -> Result<AgentRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let agent = get(&tx, account_id, key)?;
     if agent.archived_at.is_none() {
         tx.execute(

@@ -2,7 +2,7 @@
 //! bytes are files (see `server::artifacts`); a row is `ready` only once the whole file was
 //! checked and renamed into place.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StoreError, agents, commands, runners, sessions};
 use crate::api::artifacts::{
@@ -284,7 +284,7 @@ pub fn begin(
     b: &UploadBegin,
 ) -> Result<ArtifactRow, StoreError> {
     let name = check_begin(b)?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let prov = authorize(
         &tx,
         runner_id,

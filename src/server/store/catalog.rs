@@ -1,7 +1,7 @@
 //! Sources (Hermes connections Bots come from) and profiles (a Hermes profile name and its
 //! guest `terminal.cwd`).
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 
 use super::{StoreError, is_unique_violation, new_id, not_found};
 use crate::api::words::{self, plural};
@@ -103,7 +103,7 @@ pub fn update_source(
 
 /// Archives a source that no active agent or enabled Runner uses.
 pub fn archive_source(conn: &mut Connection, key: &str) -> Result<SourceRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let source = get_source(&tx, key)?;
     if source.archived_at.is_some() {
         return Ok(source);
@@ -261,7 +261,7 @@ pub fn update_profile(
     key: &str,
     cwd: Option<&str>,
 ) -> Result<ProfileRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let profile = get_profile(&tx, key)?;
     if let Some(cwd) = cwd {
         if names::check_absolute_path("cwd", cwd).is_err()
@@ -283,7 +283,7 @@ pub fn update_profile(
 }
 
 pub fn archive_profile(conn: &mut Connection, key: &str) -> Result<ProfileRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let profile = get_profile(&tx, key)?;
     if profile.archived_at.is_some() {
         return Ok(profile);

@@ -4,7 +4,7 @@
 //! started before its deadline) and uncertain (started, and its Runner's generation ended
 //! without an outcome). Final states never change again, and nothing is ever replayed.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::ids::Kind;
 use super::{StoreError, get_by_id, new_id, not_found};
@@ -153,7 +153,7 @@ pub fn enqueue(
     timeout_ms: Option<u64>,
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let row = enqueue_in(&tx, runner_id, command, timeout_ms, limits)?;
     tx.commit()?;
     Ok(row)
@@ -259,7 +259,7 @@ pub fn connect(
     status: &RunnerStatus,
     takeover: &Takeover,
 ) -> Result<machine::Connected, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     if !takeover.replace
         && let Some(online) = super::runners::online_instance(&tx, runner_id)?
         && online.instance != instance
@@ -345,7 +345,7 @@ pub fn lease(
     generation: Generation,
     max: u32,
 ) -> Result<Vec<LeasedCommand>, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let now = now_ms();
     let expired = kinds(
         &tx,
@@ -429,7 +429,7 @@ pub fn start(
     generation: Generation,
     id: &CommandId,
 ) -> Result<i64, StartRefused> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let cmd = get_for_runner(&tx, runner_id, id)?;
     let now = now_ms();
     if cmd.lease_generation != Some(generation) {
@@ -495,7 +495,7 @@ pub fn complete(
     result: Option<&str>,
     error: Option<&str>,
 ) -> Result<CommandRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let cmd = get_for_runner(&tx, runner_id, id)?;
     if cmd.is_final() {
         if cmd.state == outcome.state() {
@@ -546,7 +546,7 @@ pub enum Cancelled {
 }
 
 pub fn cancel(conn: &mut Connection, id: &CommandId) -> Result<Cancelled, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let cmd = get(&tx, id)?;
     let now = now_ms();
     let outcome = match cmd.state {
@@ -589,7 +589,7 @@ pub fn cancel(conn: &mut Connection, id: &CommandId) -> Result<Cancelled, StoreE
 /// started past its deadline -> expired; running long past its deadline -> uncertain.
 /// Returns the Runners whose commands changed.
 pub fn sweep(conn: &mut Connection) -> Result<Vec<RunnerId>, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let now = now_ms();
     let ended = |sql: &str,
                  p: &[&dyn rusqlite::ToSql]|

@@ -3,7 +3,7 @@
 //! smaller one. Starting takes a new fence and a new scheduling round; stop, removal and a
 //! new Runner connection end the lease by raising the fence.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
 use super::computer_idle::used_until;
@@ -194,7 +194,7 @@ pub fn create(
     agent_key: &str,
     limits: QueueLimits,
 ) -> Result<(ComputerRow, Option<CommandRow>), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let agent = agents::get(&tx, account_id, agent_key)?;
     if agent.archived_at.is_some() {
         return Err(StoreError::Invalid(format!(
@@ -383,7 +383,7 @@ pub fn stop_because(
     remove: bool,
     reason: Option<&str>,
 ) -> Result<(ComputerRow, Option<CommandRow>), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let c = get(&tx, id)?;
     if c.state == ComputerState::Removed {
         return Err(StoreError::Conflict(format!("computer {id} was removed")));
@@ -420,12 +420,12 @@ pub fn stop_because(
     Ok((c, Some(cmd)))
 }
 
-/// Opens the IMMEDIATE transaction of a command to computer `id`, refused unless it runs.
+/// Opens the savepoint of a command to computer `id`, refused unless it runs.
 fn running_in<'c>(
     conn: &'c mut Connection,
     id: &str,
-) -> Result<(rusqlite::Transaction<'c>, ComputerRow), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+) -> Result<(rusqlite::Savepoint<'c>, ComputerRow), StoreError> {
+    let tx = conn.savepoint()?;
     let c = get(&tx, id)?;
     if c.state != ComputerState::Running {
         return Err(StoreError::Conflict(format!(
@@ -541,7 +541,7 @@ pub fn audit_list(conn: &Connection, limit: u32) -> Result<Vec<wire::AuditEntry>
 
 /// Brings computers in line with the Runner commands that drive them once those ended.
 pub fn settle(conn: &mut Connection) -> Result<Vec<RunnerId>, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let pending: Vec<(ComputerId, CommandId)> = {
         let mut stmt = tx.prepare(&format!(
             "SELECT m.id, m.last_command FROM computers m JOIN runner_commands c ON c.id = m.last_command

@@ -3,7 +3,7 @@
 //! [`CONTROL_TTL_MS`], release, and hand back (a `computer.resume` with the note). Control
 //! that is not renewed simply ends at `expires_at`; the model stays paused until a handback.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
 use super::commands::{self, CommandRow, QueueLimits};
@@ -149,7 +149,7 @@ pub fn take(
     id: &str,
     limits: QueueLimits,
 ) -> Result<(Control, Option<CommandRow>), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let c = get(&tx, id)?;
     if c.state != ComputerState::Running {
         return Err(StoreError::Conflict(format!(
@@ -204,7 +204,7 @@ pub fn renew_or_release(
     fence: i64,
     release: bool,
 ) -> Result<(Control, Option<CommandRow>), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let c = get(&tx, id)?;
     let now = now_ms();
     // A disabled account renews nothing (its controls also ended when it was disabled).
@@ -260,7 +260,7 @@ pub fn handback(
             "a handback note is at most {MAX_NOTE_CHARS} characters"
         )));
     }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let c = get(&tx, id)?;
     let now = now_ms();
     let r = row(&tx, &c.id)?.filter(|r| r.paused).ok_or_else(|| {
@@ -330,7 +330,7 @@ pub fn shell(
     relay_id: &str,
     limits: QueueLimits,
 ) -> Result<CommandRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let c = check_holder(&tx, account_id, id, q.control_fence)?;
     if c.state != ComputerState::Running {
         return Err(StoreError::Conflict(format!(

@@ -504,7 +504,7 @@ pub fn resume_by_chat(
     conn: &mut Connection,
     session_id: &SessionId,
 ) -> Result<Vec<String>, StoreError> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let waiting = goals_where(
         &tx,
         "origin_session_id = ?1 AND state IN ('stopped', 'waiting_user', 'blocked')",

@@ -1,6 +1,9 @@
 //! The control plane's SQLite database: one file in the data directory, WAL mode, every
-//! state change in one transaction. Handlers call [`Store::call`] with a closure over the
-//! connection; the domain functions live in the submodules.
+//! state change in one savepoint. Handlers call [`Store::call`] with a closure over the
+//! connection; the domain functions live in the submodules. Their changes take
+//! `conn.savepoint()`, never `conn.savepoint()`: a call runs inside its batch's
+//! transaction ([`batch`]), and only savepoints nest (outside a batch a savepoint is a
+//! transaction of its own).
 
 /// `Ok(Type { a: r.get(0)?, b: r.get(1)?, ... })`: a row struct from a query's columns,
 /// taken in the order the fields are named; `field: f` passes the column through `f`.
@@ -24,6 +27,9 @@ pub mod agents;
 #[cfg(test)]
 mod artifact_tests;
 pub mod artifacts;
+mod batch;
+#[cfg(test)]
+mod batch_tests;
 pub mod catalog;
 pub mod commands;
 pub mod computer_idle;
@@ -108,14 +114,11 @@ pub fn server_identity(conn: &Connection) -> Option<String> {
     .ok()
 }
 
-/// A unit of work for the database thread.
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
-
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
-    /// Work for the database thread, which runs [`Store::call`]s one after another.
-    jobs: std::sync::mpsc::Sender<Job>,
+    /// Work for the database thread, which runs [`Store::call`]s in batches.
+    jobs: std::sync::mpsc::Sender<Box<dyn batch::Job>>,
 }
 
 impl Store {
@@ -147,36 +150,59 @@ impl Store {
         })?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         let conn = Arc::new(Mutex::new(conn));
-        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let (jobs, queue) = std::sync::mpsc::channel();
         let worker = conn.clone();
         std::thread::Builder::new()
             .name("yy-store".into())
-            .spawn(move || run_jobs(&worker, &queue))
+            .spawn(move || batch::run_jobs(&worker, &queue))
             .map_err(|e| StoreError::Task(format!("cannot start the database thread: {e}")))?;
         Ok(Store { conn, jobs })
     }
 
-    /// Runs `f` on the connection off the async threads.
+    /// Runs `f` on the connection off the async threads, and answers once its changes are
+    /// durable.
     ///
     /// One long-lived thread runs every call in turn. The connection allows one user at a
     /// time anyway; a thread per call (spawn_blocking) made concurrent requests queue on
     /// the mutex and pay a thread wake-up per hand-over, which cost more than the queries.
+    /// The calls that wait meanwhile run together in one transaction, each in its own
+    /// savepoint, and share its commit (one fsync): see [`batch`].
     pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.send(f, false).await
+    }
+
+    /// [`Store::call`] outside any batch, in SQLite's autocommit mode: for work SQLite
+    /// refuses inside a transaction (a WAL checkpoint). Its own transactions commit one
+    /// by one.
+    pub async fn call_alone<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.send(f, true).await
+    }
+
+    async fn send<R, F>(&self, f: F, alone: bool) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (job, reply) = batch::Call::new(f, alone);
         self.jobs
-            .send(Box::new(move |conn: &mut Connection| {
-                let _ = tx.send(f(conn));
-            }))
+            .send(Box::new(job))
             .map_err(|_| StoreError::Task("the database thread has stopped".into()))?;
-        rx.await
+        reply
+            .await
             .map_err(|_| StoreError::Task("a database call panicked".into()))?
     }
 
-    /// Runs `f` on the calling thread (for commands that are not async servers).
+    /// Runs `f` on the calling thread (for commands that are not async servers), between
+    /// the database thread's batches and outside them: the store's functions then commit
+    /// their changes one by one.
     pub fn call_blocking<R>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StoreError>,
@@ -188,21 +214,6 @@ impl Store {
 
 /// Prepared statements kept per connection (the hot paths use `prepare_cached`).
 const STATEMENT_CACHE: usize = 64;
-
-/// The database thread: runs jobs until every [`Store`] is gone. Jobs that arrive while
-/// one runs are taken under the same lock, without a wake-up in between.
-fn run_jobs(conn: &Mutex<Connection>, queue: &std::sync::mpsc::Receiver<Job>) {
-    while let Ok(first) = queue.recv() {
-        let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
-        let mut next = Some(first);
-        while let Some(job) = next {
-            // A panicking job drops its reply channel (the caller gets an error) and must
-            // not take the thread, and so the whole server, down with it.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut guard)));
-            next = queue.try_recv().ok();
-        }
-    }
-}
 
 fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(Duration::from_secs(5))?;
@@ -216,11 +227,10 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // A burst of big writes must not leave a big WAL behind after its checkpoint.
     conn.pragma_update(None, "journal_size_limit", 16 * 1024 * 1024)?;
-    // NORMAL, not FULL: in WAL mode a power loss may roll back the last acknowledged
-    // commits (never corrupt the file). FULL fsyncs every commit on the one writer thread
-    // and halved the dispatch throughput (docs/benchmarks.md, "Durability"); it comes back
-    // with group commit on the writer thread.
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // FULL: a call is answered after its commit, and under NORMAL a power loss could still
+    // roll back commits already answered. The fsync per commit is shared by a whole batch
+    // of calls (batch.rs; docs/benchmarks.md, "Durability").
+    conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())
 }

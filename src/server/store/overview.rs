@@ -68,7 +68,7 @@ fn counts<K: Ord>(
 /// Reads everything at once. `failures`: whether to look for recent failures too (a scan
 /// of the commands table, which only `yy status` needs).
 pub fn read(conn: &mut Connection, failures: bool) -> Result<Overview, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let runners = runners::list(&tx)?;
     let computers = counts(
         &tx,

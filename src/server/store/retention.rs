@@ -2,7 +2,7 @@
 //! finished turns are deleted after the retention; large results are dropped soon after
 //! their first delivery; the freed pages go back to the file system a little at a time.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 
 use super::StoreError;
 use crate::api::ids::CommandId;
@@ -44,7 +44,7 @@ pub fn compact(
     let cutoff = now.saturating_sub(retention_ms);
     let delivered_before = now.saturating_sub(retention_ms.min(DELIVERED_GRACE_MS));
     let fetched_before = now.saturating_sub(retention_ms.min(FETCH_KEPT_MS));
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let results = tx.execute(
         "UPDATE runner_commands SET result = NULL
          WHERE delivered_at IS NOT NULL AND delivered_at < ?1

@@ -18,7 +18,7 @@
 //! carries that image (sessions::admit_turn), so a computer moves to the current image only
 //! when it is started again (after a stop, or when its container is gone), workspace kept.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 
 use super::commands::{self, QueueLimits};
 use super::{StoreError, computers, runners};
@@ -120,7 +120,7 @@ pub fn update(
     network: Option<NetworkMode>,
     limits: QueueLimits,
 ) -> Result<runners::RunnerRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let runner = runners::get(&tx, key)?;
     if let Some(network) = network {
         tx.execute(
@@ -202,7 +202,7 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
     if !any {
         return Ok(Vec::new());
     }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let ended: Vec<(String, String, CommandState, Option<String>)> = {
         let mut stmt = tx.prepare_cached(&format!(
             "SELECT r.id, r.pending_image, c.state, c.error

@@ -4,7 +4,7 @@
 //! same transaction. A new rotation replaces the pending token, so a Runner that died
 //! before it saved a token it was given simply asks again with the old one.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
 use super::runners::{self, RunnerRow};
@@ -41,9 +41,9 @@ pub fn authenticate(
     hash: &str,
     lifetime_ms: i64,
 ) -> Result<Option<RunnerAuth>, StoreError> {
-    // Deferred: nearly every request only reads; the rare promotion writes inside the same
-    // transaction (one database thread, so nothing can take the write lock meanwhile).
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+    // Nearly every request only reads; the rare promotion writes inside the same savepoint
+    // (one database thread, so nothing can take the write lock meanwhile).
+    let tx = conn.savepoint()?;
     type Found = (
         RunnerId,
         Option<i64>,
@@ -152,9 +152,9 @@ pub fn rotation_waiting(conn: &Connection, runner_id: &RunnerId) -> Result<bool,
 /// the current and pending tokens stop working at once and the Runner is disabled (its
 /// token may have leaked): it must be registered again.
 pub fn request(conn: &mut Connection, key: &str, revoke: bool) -> Result<RunnerRow, StoreError> {
-    // Deferred: nearly every request only reads; the rare promotion writes inside the same
-    // transaction (one database thread, so nothing can take the write lock meanwhile).
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+    // Nearly every request only reads; the rare promotion writes inside the same savepoint
+    // (one database thread, so nothing can take the write lock meanwhile).
+    let tx = conn.savepoint()?;
     let runner = runners::get(&tx, key)?;
     if runner.disabled_at.is_some() {
         return Err(StoreError::Invalid(format!(

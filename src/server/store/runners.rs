@@ -1,6 +1,6 @@
 //! Runner registrations. The token is stored only as a hash and never read back.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::runner_images::busy_sql;
 use super::{StoreError, catalog, is_unique_violation, new_id};
@@ -189,7 +189,7 @@ pub struct NewRunner<'a> {
 }
 
 pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let source = catalog::get_source(&tx, new.source)?;
     if source.archived_at.is_some() {
         return Err(StoreError::Invalid(format!(

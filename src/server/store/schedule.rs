@@ -4,7 +4,7 @@
 //! admission together with the record of what it admitted. Nothing here resubmits a turn
 //! that ran: an `uncertain` turn goes to review as what it is.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 
 use super::artifacts::InputFile;
 use super::commands::{self, QueueLimits};
@@ -39,7 +39,7 @@ pub fn pass(conn: &mut Connection, limits: QueueLimits) -> Result<Pass, StoreErr
         return Ok(out);
     }
     {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = conn.savepoint()?;
         settle(&tx, &mut out)?;
         tx.commit()?;
     }
@@ -342,7 +342,7 @@ fn next_work(conn: &Connection, skip: &[String]) -> Result<Option<Work>, StoreEr
 fn dispatch(conn: &mut Connection, limits: QueueLimits, out: &mut Pass) -> Result<(), StoreError> {
     let mut skip: Vec<String> = Vec::new();
     loop {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = conn.savepoint()?;
         if running_turns(&tx)? >= MAX_RUNNING_TURNS {
             return Ok(());
         }

@@ -29,7 +29,7 @@ pub fn create(
     token_hash: &str,
     account_id: &str,
 ) -> Result<ScrapeToken, StoreError> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let live: i64 = tx.query_row(
         "SELECT count(*) FROM scrape_tokens WHERE revoked_at IS NULL",
         [],
@@ -80,7 +80,7 @@ pub fn list(conn: &Connection) -> Result<Vec<ScrapeToken>, StoreError> {
 
 /// Revokes the scrape token named by `key`: its id, a unique id prefix, or a live one's name.
 pub fn revoke(conn: &mut Connection, key: &str) -> Result<ScrapeToken, StoreError> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let by_name: Option<String> = tx
         .query_row(
             "SELECT id FROM scrape_tokens WHERE name = ?1 AND revoked_at IS NULL",

@@ -2,7 +2,7 @@
 //! commands, stops must be confirmed (else the session is pending cleanup and never reused),
 //! and an uncertain turn is checked later through its original Hermes session.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
 use super::sessions::{SessionRow, TURN_COLUMNS, TurnRow, get, turn_row};
@@ -16,7 +16,7 @@ use crate::timefmt::now_ms;
 /// Brings turns and stops in line with their commands once those ended. Returns the
 /// sessions that changed.
 pub fn settle(conn: &mut Connection) -> Result<Vec<SessionId>, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let now = now_ms();
     let mut changed = Vec::new();
     let finals = CommandState::final_sql();
@@ -160,12 +160,12 @@ fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
     }
 }
 
-/// Opens the IMMEDIATE transaction of one change to a session, with the session as it is.
+/// Opens the savepoint of one change to a session, with the session as it is.
 fn begin<'c>(
     conn: &'c mut Connection,
     session_id: &SessionId,
-) -> Result<(rusqlite::Transaction<'c>, SessionRow), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+) -> Result<(rusqlite::Savepoint<'c>, SessionRow), StoreError> {
+    let tx = conn.savepoint()?;
     let session = get(&tx, session_id)?;
     Ok((tx, session))
 }
@@ -243,7 +243,7 @@ pub fn stop_all(
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
     let cancelled = {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = conn.savepoint()?;
         get(&tx, session_id)?;
         let n = turn_waits::cancel_session(&tx, session_id, "cancelled: its session was stopped")?;
         tx.commit()?;

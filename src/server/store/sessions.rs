@@ -1,7 +1,7 @@
 //! Bot sessions: admission of a turn, the events a Runner streams, and the transcript.
 //! How turns, stops and checks end is in `session_ends`.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::commands::{self, QueueLimits};
 use super::ids::Kind;
@@ -250,7 +250,7 @@ pub fn admit_turn(
     a: &Admission,
     limits: QueueLimits,
 ) -> Result<(SessionRow, TurnRow), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let admitted = admit_in(&tx, a, limits)?;
     tx.commit()?;
     Ok(admitted)
@@ -575,7 +575,7 @@ pub fn append_events(
     command_id: &CommandId,
     events: &[TurnEvent],
 ) -> Result<SessionId, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let cmd = commands::get(&tx, command_id)?;
     if cmd.runner_id != runner_id {
         return Err(StoreError::NotFound(format!("no command {command_id:?}")));

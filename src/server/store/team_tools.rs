@@ -3,7 +3,7 @@
 //! only with that id, from the Runner running that turn, while the turn runs and while the
 //! agent still has `manage_team`. Every call is one transaction.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
 use super::agents::{self, AgentRow, NewAgent};
@@ -164,7 +164,7 @@ pub fn call(
     name: &str,
     args: &Value,
 ) -> Result<Value, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     let caller = check(&tx, runner_id, generation, tool_id)?;
     let answer = dispatch(&tx, &caller, name, args)?;
     tx.commit()?;

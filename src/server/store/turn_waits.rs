@@ -4,7 +4,7 @@
 //! first out (and so those of one session); the scheduler's pass admits them
 //! ([`dispatch`]), and an admitted turn keeps the id it had while it waited.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::commands::QueueLimits;
 use super::sessions::{self, Admission, Admitted, SessionRow, TurnRow};
@@ -157,7 +157,7 @@ pub enum Chat {
 /// A chat: admitted at once when it can start, else queued (refused only when it could
 /// never start, or the account already has [`MAX_QUEUED_PER_ACCOUNT`] turns waiting).
 pub fn chat(conn: &mut Connection, a: &Admission, limits: QueueLimits) -> Result<Chat, StoreError> {
-    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut tx = conn.savepoint()?;
     // What an admission wrote before it found the turn must wait is rolled back.
     let sp = tx.savepoint()?;
     let busy = match sessions::admit_or_wait(&sp, a, limits, None)? {
@@ -270,7 +270,7 @@ pub fn dispatch(conn: &mut Connection, limits: QueueLimits) -> Result<Vec<Runner
     };
     let mut runners = Vec::new();
     for id in heads {
-        let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut tx = conn.savepoint()?;
         let w = get(&tx, &id)?;
         if !w.is_waiting() {
             continue;

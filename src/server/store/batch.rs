@@ -1,0 +1,191 @@
+//! Group commit on the database thread. The calls that wait while one runs are taken
+//! together: one IMMEDIATE transaction for the batch, a savepoint per call, one COMMIT (one
+//! fsync under `synchronous=FULL`), and only then the answers. So a caller never hears
+//! "done" for a change that is not on disk yet, and concurrent callers share the fsync.
+//!
+//! A call that returns an error keeps what its store functions committed (their savepoints
+//! released), exactly as when each committed alone: some record a refusal and then return
+//! it (a `start` of a cancelled command). Its uncommitted changes were rolled back by the
+//! savepoints themselves. A call that panics loses everything it did, and its caller gets
+//! an error; the other calls of the batch are not touched.
+
+use std::sync::Mutex;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+/// At most this many calls share a commit, so the first of them is not kept waiting
+/// behind a long queue.
+pub(super) const MAX_BATCH_CALLS: usize = 64;
+/// A batch takes no more calls after running this long, for the same reason.
+pub(super) const MAX_BATCH_TIME: Duration = Duration::from_millis(2);
+
+/// A call for the database thread: run first, answered after its batch's commit.
+pub(super) trait Job: Send {
+    /// Whether it must run outside a batch ([`super::Store::call_alone`]).
+    fn alone(&self) -> bool;
+    /// Runs the work and keeps its result for [`Job::answer`].
+    fn run(&mut self, conn: &mut Connection);
+    /// Replaces the result with an error (the savepoint around it failed).
+    fn fail(&mut self, e: StoreError);
+    /// Sends the result, or `lost` when the batch was not committed. A call that panicked
+    /// has no result: its caller sees the reply channel close.
+    fn answer(self: Box<Self>, lost: Option<&str>);
+}
+
+/// [`super::Store::call`]'s job: the closure, then its result until the answer.
+pub(super) struct Call<F, R> {
+    work: Option<F>,
+    result: Option<Result<R, StoreError>>,
+    reply: tokio::sync::oneshot::Sender<Result<R, StoreError>>,
+    alone: bool,
+}
+
+type Reply<R> = tokio::sync::oneshot::Receiver<Result<R, StoreError>>;
+
+impl<F, R> Call<F, R> {
+    pub(super) fn new(work: F, alone: bool) -> (Call<F, R>, Reply<R>) {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let call = Call {
+            work: Some(work),
+            result: None,
+            reply,
+            alone,
+        };
+        (call, answer)
+    }
+}
+
+impl<F, R> Job for Call<F, R>
+where
+    R: Send + 'static,
+    F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+{
+    fn alone(&self) -> bool {
+        self.alone
+    }
+
+    fn run(&mut self, conn: &mut Connection) {
+        if let Some(work) = self.work.take() {
+            self.result = Some(work(conn));
+        }
+    }
+
+    fn fail(&mut self, e: StoreError) {
+        self.result = Some(Err(e));
+    }
+
+    fn answer(self: Box<Self>, lost: Option<&str>) {
+        let result = match (lost, self.result) {
+            (_, None) => return,
+            (Some(why), Some(_)) => Err(StoreError::Task(format!(
+                "the database did not commit this change ({why}); nothing of it was kept, retry it"
+            ))),
+            (None, Some(r)) => r,
+        };
+        let _ = self.reply.send(result);
+    }
+}
+
+/// The database thread: runs jobs until every [`super::Store`] is gone. Jobs that arrive
+/// while a batch runs are taken under the same lock, without a wake-up in between.
+pub(super) fn run_jobs(conn: &Mutex<Connection>, queue: &Receiver<Box<dyn Job>>) {
+    while let Ok(first) = queue.recv() {
+        let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = Some(first);
+        while let Some(job) = next {
+            next = if job.alone() {
+                run_alone(&mut guard, job);
+                queue.try_recv().ok()
+            } else {
+                run_batch(&mut guard, job, queue)
+            };
+        }
+    }
+}
+
+fn run_alone(conn: &mut Connection, mut job: Box<dyn Job>) {
+    // A panicking job drops its reply channel (the caller gets an error) and must not take
+    // the thread, and so the whole server, down with it.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(conn)));
+    job.answer(None);
+}
+
+/// Runs `first` and whatever arrives meanwhile (up to the bounds) in one transaction,
+/// commits it and answers each. Returns the next job to run: one that must run alone, or
+/// the first that arrived after the batch closed.
+fn run_batch(
+    conn: &mut Connection,
+    first: Box<dyn Job>,
+    queue: &Receiver<Box<dyn Job>>,
+) -> Option<Box<dyn Job>> {
+    let started = Instant::now();
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        first.answer(Some(&e.to_string()));
+        return queue.try_recv().ok();
+    }
+    let mut ran: Vec<Box<dyn Job>> = Vec::new();
+    let mut next = Some(first);
+    let mut after = None;
+    while let Some(mut job) = next.take() {
+        if job.alone() {
+            after = Some(job);
+            break;
+        }
+        run_in_savepoint(conn, job.as_mut());
+        ran.push(job);
+        if conn.is_autocommit() {
+            // SQLite ended the whole transaction (disk full, I/O error): nothing of the
+            // batch is kept, so no call of it may say otherwise.
+            answer_all(ran, Some("SQLite rolled the transaction back"));
+            return queue.try_recv().ok();
+        }
+        if ran.len() < MAX_BATCH_CALLS && started.elapsed() < MAX_BATCH_TIME {
+            next = queue.try_recv().ok();
+        }
+    }
+    match conn.execute_batch("COMMIT") {
+        Ok(()) => answer_all(ran, None),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            answer_all(ran, Some(&e.to_string()));
+        }
+    }
+    after.or_else(|| queue.try_recv().ok())
+}
+
+fn answer_all(jobs: Vec<Box<dyn Job>>, lost: Option<&str>) {
+    for job in jobs {
+        job.answer(lost);
+    }
+}
+
+/// Runs one job inside the batch, in a savepoint of its own: released when it returns
+/// (also with an error, see the module's comment), rolled back when it panics.
+fn run_in_savepoint(conn: &mut Connection, job: &mut dyn Job) {
+    if let Err(e) = savepoint(conn, "SAVEPOINT yy_call") {
+        job.fail(e.into());
+        return;
+    }
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(conn)));
+    if conn.is_autocommit() {
+        return;
+    }
+    let ended = match ran {
+        Ok(()) => savepoint(conn, "RELEASE yy_call"),
+        Err(_) => conn.execute_batch("ROLLBACK TO yy_call; RELEASE yy_call"),
+    };
+    if let Err(e) = ended {
+        // Not kept: undo whatever can be undone, and say so.
+        let _ = conn.execute_batch("ROLLBACK TO yy_call; RELEASE yy_call");
+        job.fail(e.into());
+    }
+}
+
+/// A savepoint statement, prepared once (two per call on the hot path).
+fn savepoint(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}

@@ -1,0 +1,261 @@
+//! Group commit on the database thread (batch.rs), against a real database file: what a
+//! batch keeps when one of its calls fails, panics or its COMMIT fails, and that an answer
+//! comes only once its change is committed.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::{Store, StoreError, db_path};
+
+/// A store on a fresh data directory, with a table `t` of test rows.
+async fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store
+        .call(|c| Ok(c.execute_batch("CREATE TABLE t (v TEXT NOT NULL)")?))
+        .await
+        .unwrap();
+    (dir, store)
+}
+
+/// The rows of `t` as a second connection sees them: only what is committed.
+fn committed_rows(dir: &tempfile::TempDir) -> Vec<String> {
+    let other =
+        Connection::open_with_flags(db_path(dir.path()), OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut stmt = other.prepare("SELECT v FROM t ORDER BY v").unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn insert(c: &Connection, v: &str) -> Result<(), StoreError> {
+    c.execute("INSERT INTO t (v) VALUES (?1)", [v])?;
+    Ok(())
+}
+
+/// Occupies the database thread until the returned sender is used (or dropped), so the
+/// calls made meanwhile queue up and run as one batch after it.
+async fn hold_the_thread(store: &Store) -> mpsc::Sender<()> {
+    let (release, held) = mpsc::channel::<()>();
+    let (started, running) = tokio::sync::oneshot::channel();
+    let blocker = store.clone();
+    tokio::spawn(async move {
+        blocker
+            .call(move |_| {
+                let _ = started.send(());
+                let _ = held.recv();
+                Ok(())
+            })
+            .await
+    });
+    running.await.unwrap();
+    release
+}
+
+/// Calls `store.call(f)` in a task of its own and returns its handle, once the call is
+/// queued (a yield is not enough on a multi-threaded runtime, so the queue is not
+/// inspected: the calls are spawned in order on a current-thread runtime).
+fn spawn_call<R: Send + 'static>(
+    store: &Store,
+    f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+) -> tokio::task::JoinHandle<Result<R, StoreError>> {
+    let store = store.clone();
+    tokio::spawn(async move { store.call(f).await })
+}
+
+/// Lets every spawned task run up to its first await (its call sent to the thread).
+async fn let_them_queue() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_failing_call_in_a_batch_fails_alone_and_the_others_are_committed() {
+    let (dir, store) = store().await;
+    let release = hold_the_thread(&store).await;
+    let before = spawn_call(&store, |c| insert(c, "a-before"));
+    let refused = spawn_call(&store, |c| -> Result<(), StoreError> {
+        // A store function's change: a savepoint that is not committed when it fails.
+        let sp = c.savepoint()?;
+        insert(&sp, "refused")?;
+        Err(StoreError::Conflict("refused on purpose".into()))
+    });
+    let panicked = spawn_call(&store, |c| -> Result<(), StoreError> {
+        insert(c, "panicked")?;
+        panic!("a call that panics after writing");
+    });
+    let after = spawn_call(&store, |c| insert(c, "b-after"));
+    let_them_queue().await;
+    release.send(()).unwrap();
+
+    before.await.unwrap().unwrap();
+    match refused.await.unwrap() {
+        Err(StoreError::Conflict(m)) => assert_eq!(m, "refused on purpose"),
+        other => panic!("the refused call must get its own error, got {other:?}"),
+    }
+    match panicked.await.unwrap() {
+        Err(StoreError::Task(m)) => assert!(m.contains("panicked"), "{m}"),
+        other => panic!("the panicking call must get an error, got {other:?}"),
+    }
+    after.await.unwrap().unwrap();
+    assert_eq!(committed_rows(&dir), ["a-before", "b-after"]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_call_that_committed_then_failed_keeps_what_it_committed() {
+    // As when every call committed alone: `commands::start` records a refusal, then
+    // returns it.
+    let (dir, store) = store().await;
+    let release = hold_the_thread(&store).await;
+    let recorded = spawn_call(&store, |c| -> Result<(), StoreError> {
+        let sp = c.savepoint()?;
+        insert(&sp, "recorded")?;
+        sp.commit()?;
+        Err(StoreError::Conflict("recorded, then refused".into()))
+    });
+    let_them_queue().await;
+    drop(release);
+    assert!(matches!(
+        recorded.await.unwrap(),
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(committed_rows(&dir), ["recorded"]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_answer_comes_only_after_its_batch_is_committed() {
+    let (dir, store) = store().await;
+    let release = hold_the_thread(&store).await;
+    let slow_ms = 300;
+    let (finished_tx, finished_rx) = mpsc::channel::<Instant>();
+    let first = spawn_call(&store, |c| insert(c, "first"));
+    // Same batch, after it: the batch cannot commit before this one is done.
+    let slow = spawn_call(&store, move |c| {
+        insert(c, "slow")?;
+        std::thread::sleep(Duration::from_millis(slow_ms));
+        let _ = finished_tx.send(Instant::now());
+        Ok(())
+    });
+    let_them_queue().await;
+    release.send(()).unwrap();
+
+    first.await.unwrap().unwrap();
+    let answered = Instant::now();
+    // What a second connection sees the moment the answer arrived: committed, and the
+    // slow call (same transaction) with it.
+    assert_eq!(committed_rows(&dir), ["first", "slow"]);
+    let slow_finished = finished_rx.recv().unwrap();
+    assert!(
+        answered >= slow_finished,
+        "the first call was answered before its batch finished"
+    );
+    slow.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_commit_fails_every_call_of_the_batch() {
+    let (dir, store) = store().await;
+    store
+        .call(|c| {
+            Ok(c.execute_batch(
+                "CREATE TABLE parent (id INTEGER PRIMARY KEY);
+                 CREATE TABLE child (parent INTEGER REFERENCES parent (id)
+                     DEFERRABLE INITIALLY DEFERRED)",
+            )?)
+        })
+        .await
+        .unwrap();
+    let release = hold_the_thread(&store).await;
+    let innocent = spawn_call(&store, |c| insert(c, "innocent"));
+    // Checked only at COMMIT: the whole batch's COMMIT fails.
+    let orphan = spawn_call(&store, |c| {
+        c.execute("INSERT INTO child (parent) VALUES (42)", [])?;
+        Ok(())
+    });
+    let_them_queue().await;
+    release.send(()).unwrap();
+    for (name, answer) in [("innocent", innocent), ("orphan", orphan)] {
+        match answer.await.unwrap() {
+            Err(StoreError::Task(m)) => assert!(m.contains("did not commit"), "{name}: {m}"),
+            other => panic!("{name}: a call of a failed batch must fail, got {other:?}"),
+        }
+    }
+    assert!(committed_rows(&dir).is_empty());
+    // The thread goes on: the next batch commits.
+    store.call(|c| insert(c, "next")).await.unwrap();
+    assert_eq!(committed_rows(&dir), ["next"]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_batch_takes_no_more_than_its_bound() {
+    let (dir, store) = store().await;
+    // A second connection's data_version changes at each commit of the store's: calls
+    // that read the same value ran in the same batch.
+    let other =
+        Connection::open_with_flags(db_path(dir.path()), OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let other = std::sync::Arc::new(std::sync::Mutex::new(other));
+    let release = hold_the_thread(&store).await;
+    let calls = 3 * super::batch::MAX_BATCH_CALLS;
+    let handles: Vec<_> = (0..calls)
+        .map(|i| {
+            let other = other.clone();
+            spawn_call(&store, move |c| {
+                insert(c, &format!("{i:03}"))?;
+                let version: i64 =
+                    other
+                        .lock()
+                        .unwrap()
+                        .pragma_query_value(None, "data_version", |r| r.get(0))?;
+                Ok(version)
+            })
+        })
+        .collect();
+    let_them_queue().await;
+    release.send(()).unwrap();
+    let mut batches: Vec<(i64, usize)> = Vec::new();
+    for h in handles {
+        let version = h.await.unwrap().unwrap();
+        match batches.last_mut() {
+            Some((v, n)) if *v == version => *n += 1,
+            _ => batches.push((version, 1)),
+        }
+    }
+    let sizes: Vec<usize> = batches.iter().map(|(_, n)| *n).collect();
+    assert!(
+        sizes.iter().all(|&n| n <= super::batch::MAX_BATCH_CALLS),
+        "no batch beyond {} calls: {sizes:?}",
+        super::batch::MAX_BATCH_CALLS
+    );
+    assert!(
+        sizes.len() >= 3,
+        "{calls} calls in at least 3 batches: {sizes:?}"
+    );
+    assert_eq!(committed_rows(&dir).len(), calls);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_checkpoint_runs_alone_not_in_a_batch() {
+    let (_dir, store) = store().await;
+    let checkpoint = |c: &mut Connection| -> Result<i64, StoreError> {
+        Ok(c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?)
+    };
+    assert!(
+        store.call(checkpoint).await.is_err(),
+        "inside a batch's transaction SQLite refuses a checkpoint"
+    );
+    assert_eq!(store.call_alone(checkpoint).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_database_syncs_every_commit() {
+    let (_dir, store) = store().await;
+    let synchronous: i64 = store
+        .call(|c| Ok(c.pragma_query_value(None, "synchronous", |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(synchronous, 2, "synchronous=FULL");
+}
