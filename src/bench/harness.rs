@@ -552,13 +552,24 @@ fn running(pid: u32) -> bool {
 
 /// VmRSS of a process, in MB (10^6 bytes).
 pub(super) fn rss_mb(pid: u32) -> anyhow::Result<f64> {
+    status_mb(pid, "VmRSS")
+}
+
+/// The part of VmRSS that is the process's own memory (heap, stacks: `RssAnon`), in MB.
+/// The rest is mostly pages of the mapped `yy` executable, which every yy process shares
+/// and the kernel can drop at any time.
+pub(super) fn private_rss_mb(pid: u32) -> anyhow::Result<f64> {
+    status_mb(pid, "RssAnon")
+}
+
+fn status_mb(pid: u32, field: &str) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
     let kib: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| CliError::failure(format!("/proc/{pid}/status has no VmRSS")))?;
+        .ok_or_else(|| CliError::failure(format!("/proc/{pid}/status has no {field}")))?;
     Ok(kib as f64 * 1024.0 / 1e6)
 }
 

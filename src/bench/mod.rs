@@ -119,6 +119,7 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let runner_pid = s.runner_pid().expect("the Runner runs");
     let runner_idle_rss_mb = rss_mb(runner_pid)?;
+    let runner_idle_private_mb = harness::private_rss_mb(runner_pid)?;
     let control_plane_rss_mb_idle = rss_mb(s.serve_pid())?;
 
     let pickup_latency = if args.latency_samples > 0 {
@@ -191,6 +192,7 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
             pickup_latency,
             throughput,
             runner_idle_rss_mb,
+            runner_idle_private_mb,
             runner_rss_mb_after_throughput,
             control_plane_rss_mb_idle,
             long_polls,

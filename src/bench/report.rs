@@ -101,6 +101,8 @@ pub(super) struct Figures {
     pub pickup_latency: Option<Latency>,
     pub throughput: Option<Throughput>,
     pub runner_idle_rss_mb: f64,
+    /// Of that, the Runner's own memory (`RssAnon`); the rest is mapped files.
+    pub runner_idle_private_mb: f64,
     pub runner_rss_mb_after_throughput: Option<f64>,
     pub control_plane_rss_mb_idle: f64,
     pub long_polls: Option<LongPolls>,
@@ -122,6 +124,7 @@ pub(super) struct Report {
 
 pub(super) fn report(args: &DispatchArgs, mut figures: Figures) -> Report {
     figures.runner_idle_rss_mb = round2(figures.runner_idle_rss_mb);
+    figures.runner_idle_private_mb = round2(figures.runner_idle_private_mb);
     figures.runner_rss_mb_after_throughput = figures.runner_rss_mb_after_throughput.map(round2);
     figures.control_plane_rss_mb_idle = round2(figures.control_plane_rss_mb_idle);
     let mut checks = Vec::new();
@@ -323,7 +326,10 @@ pub(super) fn print_human(r: &Report) -> anyhow::Result<()> {
     let idle = "Runner RSS, idle";
     row(
         idle,
-        format!("{:.1} MB", r.figures.runner_idle_rss_mb),
+        format!(
+            "{:.1} MB ({:.1} MB own)",
+            r.figures.runner_idle_rss_mb, r.figures.runner_idle_private_mb
+        ),
         judged(idle),
     );
     if let Some(v) = r.figures.runner_rss_mb_after_throughput {
@@ -390,6 +396,7 @@ mod tests {
             pickup_latency: None,
             throughput: None,
             runner_idle_rss_mb: 12.345,
+            runner_idle_private_mb: 4.321,
             runner_rss_mb_after_throughput: None,
             control_plane_rss_mb_idle: 30.0,
             long_polls: None,
@@ -397,6 +404,7 @@ mod tests {
         let r = serde_json::to_value(report(&args, figures)).unwrap();
         assert!(r.get("figures").is_none());
         assert_eq!(r["runner_idle_rss_mb"], 12.35);
+        assert_eq!(r["runner_idle_private_mb"], 4.32);
         assert_eq!(r["control_plane_rss_mb_idle"], 30.0);
         assert!(r["pickup_latency"].is_null());
         assert_eq!(r["all_targets_met"], true);
