@@ -259,3 +259,28 @@ async fn the_database_syncs_every_commit() {
         .unwrap();
     assert_eq!(synchronous, 2, "synchronous=FULL");
 }
+
+/// A cached statement whose plan could depend on a bound value (`LIMIT ?`, as the lease
+/// has) is prepared once, not again at every use: the statement cache clears the bindings
+/// of every statement it takes back, and without the planner's stability guarantee SQLite
+/// marks such a statement for re-preparing whenever its bindings are cleared.
+#[tokio::test(flavor = "current_thread")]
+async fn a_cached_statement_is_not_prepared_again_at_each_use() {
+    let (_dir, store) = store().await;
+    let reprepared = store
+        .call(|c| {
+            let sql = "SELECT v FROM t WHERE v > ?1 ORDER BY v LIMIT ?2";
+            for limit in [1, 2, 3, 4] {
+                let mut stmt = c.prepare_cached(sql)?;
+                let rows: Vec<String> = stmt
+                    .query_map(rusqlite::params!["", limit], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?;
+                assert!(rows.is_empty());
+            }
+            let stmt = c.prepare_cached(sql)?;
+            Ok(stmt.get_status(rusqlite::StatementStatus::RePrepare))
+        })
+        .await
+        .unwrap();
+    assert_eq!(reprepared, 0);
+}

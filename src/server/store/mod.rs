@@ -232,6 +232,14 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     // of calls (batch.rs; docs/benchmarks.md, "Durability").
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Plans that do not depend on bound values: otherwise SQLite prepares a statement with
+    // `LIMIT ?` (the lease) again at every use, because the statement cache clears its
+    // bindings, which marks it for re-preparing. Every partial index here is matched by
+    // literals in the SQL, never by a bound value.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     Ok(())
 }
 
