@@ -26,11 +26,14 @@ mod artifact_tests;
 pub mod artifacts;
 pub mod catalog;
 pub mod commands;
+pub mod computer_grants;
 pub mod computer_idle;
 pub mod computers;
 pub mod control;
 pub mod goal_waits;
 pub mod goals;
+#[cfg(test)]
+mod grant_tests;
 pub mod ids;
 mod migrate;
 pub mod overview;
