@@ -140,13 +140,19 @@ fn two_agents_share_one_computer_one_turn_at_a_time_and_unsharing_gives_it_back(
     );
     assert!(alpha.status.success(), "{alpha:?}");
     assert!(beta.status.success(), "{beta:?}");
-    let waited = [&alpha_out, &beta_out]
-        .iter()
+    let waited: Vec<&String> = [&alpha_out, &beta_out]
+        .into_iter()
         .filter(|out| out.contains("is shared") && out.contains("is in a turn in it"))
-        .count();
+        .collect();
     assert_eq!(
-        waited, 1,
+        waited.len(),
+        1,
         "exactly one turn waited:\n{alpha_out}\n{beta_out}"
+    );
+    let start: Value = serde_json::from_str(waited[0].lines().next().unwrap()).unwrap();
+    assert_eq!(
+        start["queued"]["ahead"], 1,
+        "the other agent's turn: {start}"
     );
 
     let alpha_session = s

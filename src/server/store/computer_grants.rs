@@ -298,3 +298,29 @@ pub fn still_granted(
         )
     }))
 }
+
+/// The agents whose turns take one computer one at a time with `agent_id`'s: the owner and
+/// members of the computer it works in when that one is shared, else just `agent_id`.
+pub fn co_users(conn: &Connection, agent_id: &str) -> Result<Vec<String>, StoreError> {
+    let computer: Option<String> = match shared_computer_of(conn, agent_id)? {
+        Some(id) => Some(id),
+        None => conn
+            .prepare_cached("SELECT id FROM computers WHERE agent_id = ?1 AND state != ?2")?
+            .query_row(params![agent_id, ComputerState::Removed], |r| r.get(0))
+            .optional()?,
+    };
+    let Some(computer) = computer else {
+        return Ok(vec![agent_id.to_string()]);
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT agent_id FROM computers WHERE id = ?1
+         UNION SELECT agent_id FROM computer_grants WHERE computer_id = ?1",
+    )?;
+    let mut agents: Vec<String> = stmt
+        .query_map([&computer], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    if !agents.iter().any(|a| a == agent_id) {
+        agents.push(agent_id.to_string());
+    }
+    Ok(agents)
+}

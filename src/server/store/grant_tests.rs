@@ -200,8 +200,9 @@ fn members_take_the_shared_computer_one_turn_at_a_time_each_in_its_own_session()
     // The owner's turn waits while the member's acts, and says so.
     let owner_ask = ask(&w, "box");
     match turn_waits::chat(&mut w.conn, &owner_ask, limits).unwrap() {
-        Chat::Queued(session, wait, _) => {
+        Chat::Queued(session, wait, ahead) => {
             assert_eq!(session.agent_id, box_id, "its own session");
+            assert_eq!(ahead, 1, "the member's turn acts first");
             assert!(wait.reason.contains("is shared"), "{}", wait.reason);
             assert!(
                 wait.reason.contains("\"box2\" is in a turn"),
