@@ -7,6 +7,8 @@
 mod common;
 mod computer_support;
 
+use std::time::{Duration, Instant};
+
 use common::hermes::{WorkerSetup, worker_setup_with};
 use computer_support::test_image;
 use serde_json::{Value, json};
@@ -52,6 +54,11 @@ fn setup() -> Option<WorkerSetup> {
             "by_prompt": [
                 { "match": "alpha work", "steps": [ shared_step("alpha"), { "text": "alpha done" } ] },
                 { "match": "beta work", "steps": [ shared_step("beta"), { "text": "beta done" } ] },
+                { "match": "takeover work", "steps": [
+                    { "tool_call": tool("terminal", json!({ "command": "touch started; sleep 3; echo first-done" })) },
+                    { "tool_call": tool("terminal", json!({ "command": "echo second > second.txt" })) },
+                    { "text": "member resumed" }
+                ] },
                 { "match": "alone", "steps": [
                     { "tool_call": tool("terminal", json!({ "command": "echo host=$(hostname); cat shared.txt 2>/dev/null || echo empty" })) },
                     { "text": "alone done" }
@@ -263,4 +270,95 @@ fn two_agents_share_one_computer_one_turn_at_a_time_and_unsharing_gives_it_back(
         [("computer.unshare", "box2"), ("computer.share", "box2")],
         "newest first"
     );
+}
+
+/// Takeover of a shared computer pauses the member whose turn acts in it (after the tool in
+/// flight), holds every other member's turn behind it, uses the computer's one control
+/// fence, and the handback note reaches the paused member's model.
+#[test]
+fn takeover_of_a_shared_computer_pauses_the_member_that_acts_and_hands_back_to_it() {
+    let Some(s) = setup() else {
+        return;
+    };
+    let created = s.env.json(&["computer", "create", "--agent", "box"]);
+    let id = created["id"].as_str().unwrap().to_string();
+    s.env
+        .json(&["computer", "share", &id, "--with", "box2", "--yes"]);
+    let ws = s.env.path("runner-data-a").join("workspaces").join(&id);
+    let member = s
+        .env
+        .background(&s.server, &["chat", "box2", "takeover work, two steps"]);
+    common::wait_for(Duration::from_secs(90), "the member's first tool", || {
+        ws.join("started").exists().then_some(())
+    });
+    let asked = Instant::now();
+    let mut attach = s
+        .env
+        .command(&["computer", "attach", &id, "--control"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = common::lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    common::wait_line(&err, "you have control", &mut seen);
+    assert!(
+        asked.elapsed() >= Duration::from_millis(1500),
+        "control only after the tool in flight: {:?} {seen:?}",
+        asked.elapsed()
+    );
+    assert!(
+        seen.iter().any(|l| l.contains("control fence 1:")),
+        "{seen:?}"
+    );
+    // The member that acts is paused at its next tool call.
+    let session = s.env.wait_session_of("box2");
+    s.env.wait_event(
+        &s.server,
+        &session,
+        "the member's next tool call held by the pause",
+        common::waits::is_paused_event,
+    );
+    assert!(!ws.join("second.txt").exists(), "the next tool ran");
+    // The owner's turn, asked for now, waits behind the paused member.
+    let owner = s.env.background(
+        &s.server,
+        &["chat", "box", "beta work after the takeover", "--json"],
+    );
+    let waiting = s.env.wait_session_of("box");
+    common::wait_for(Duration::from_secs(30), "the owner's turn waiting", || {
+        let v = s.env.json(&["session", "show", &waiting]);
+        (v["turns"][0]["state"] == "waiting").then_some(())
+    });
+    let shown = s.env.json(&["computer", "show", &id]);
+    assert_eq!(shown["control"]["control_fence"], 1, "{shown}");
+    assert_eq!(shown["control"]["paused"], true, "{shown}");
+
+    drop(attach.stdin.take());
+    assert!(attach.wait().unwrap().success());
+    let note = "the operator looked around; carry on";
+    s.env
+        .run(&["computer", "handback", &id, "--note", note])
+        .ok();
+    let done = member.output();
+    let member_out = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{member_out}");
+    assert!(member_out.contains("member resumed"), "{member_out}");
+    // The paused tool did not run; its answer carried the note to the member's model.
+    assert!(!ws.join("second.txt").exists());
+    let last = s
+        .model
+        .steps()
+        .into_iter()
+        .rev()
+        .find(|st| st["body"].to_string().contains("takeover work"))
+        .unwrap();
+    assert!(last["body"].to_string().contains(note), "{last}");
+    // Then the owner's turn took the computer.
+    let done = owner.output();
+    let owner_out = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{owner_out}");
+    assert!(owner_out.contains("is in a turn in it"), "{owner_out}");
+    assert!(owner_out.contains("beta done"), "{owner_out}");
 }
