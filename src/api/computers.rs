@@ -25,6 +25,24 @@ pub struct ComputerCreate {
     pub agent: String,
 }
 
+/// `yy computer share|unshare COMPUTER --with AGENT...`: agents of the computer's account.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputerShare {
+    pub agents: Vec<String>,
+}
+
+/// An agent the computer is shared with: its turns run in this computer, one at a time
+/// with the owner's and the other members', each with its own model history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComputerGrant {
+    pub agent: String,
+    pub agent_id: String,
+    /// The account that granted it.
+    pub granted_by: String,
+    pub granted_at: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ComputerExec {
@@ -74,6 +92,9 @@ pub struct Computer {
     /// Why yy stopped it by itself: `idle 30m`, `reclaimed for agent NAME`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// The agents it is shared with (`yy computer share`); empty: private to its agent.
+    #[serde(default)]
+    pub shared_with: Vec<ComputerGrant>,
 }
 
 /// A workspace's size as its Runner measured it. Without a limit (`--workspace-limit 0`)

@@ -547,6 +547,7 @@ impl CommandKind {
 /// `kind` + `payload` of [`LeasedCommand`]; the Runner parses it once, where it arrives.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "payload")]
+#[allow(clippy::large_enum_variant)] // parsed once per command, short-lived; a turn is the common case
 pub enum RunnerCommand {
     #[serde(rename = "ping")]
     Ping(PingPayload),

@@ -195,6 +195,20 @@ pub struct WorkerTurnPayload {
     /// team-tool call; the model never sees it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team_tools: Option<String>,
+    /// The agent whose turn this is, when the computer is another agent's, shared with it
+    /// by the user's grant: the turn has this agent's Worker (its own Hermes home and
+    /// model history). Left out for the computer's own agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acting_agent_id: Option<String>,
+}
+
+impl WorkerTurnPayload {
+    /// The agent whose turn this is: a shared computer's member, or the computer's agent.
+    pub fn agent_id(&self) -> &str {
+        self.acting_agent_id
+            .as_deref()
+            .unwrap_or(&self.computer.agent_id)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -378,6 +378,22 @@ impl Client {
         self.act("computers", id, "stop").await
     }
 
+    /// Shares the computer with agents of its account (the user's explicit grant).
+    pub async fn computer_share(&self, id: &str, agents: &[String]) -> Result<Computer> {
+        let body = crate::api::computers::ComputerShare {
+            agents: agents.to_vec(),
+        };
+        self.act_with("computers", id, "share", &body).await
+    }
+
+    /// Revokes the named agents' grants: their next turns run in their own computers.
+    pub async fn computer_unshare(&self, id: &str, agents: &[String]) -> Result<Computer> {
+        let body = crate::api::computers::ComputerShare {
+            agents: agents.to_vec(),
+        };
+        self.act_with("computers", id, "unshare", &body).await
+    }
+
     /// Removes the computer and deletes its workspace.
     pub async fn computer_remove(&self, id: &str) -> Result<Computer> {
         self.act("computers", id, "remove").await

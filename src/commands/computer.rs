@@ -45,6 +45,13 @@ pub enum ComputerCommand {
     },
     /// Show one computer (id or unique id prefix)
     Show(ById),
+    /// Share a computer with other computer agents of its account: their turns then run
+    /// in it (its files, browser logins and desktop), one turn at a time; each keeps its
+    /// own model history. Asks first unless --yes; temporary helpers are refused
+    Share(ShareArgs),
+    /// Stop sharing a computer with the named agents: their next turns run in their own
+    /// computers again
+    Unshare(UnshareArgs),
     /// Stop a computer: its container is removed, its workspace kept; the next create
     /// recreates it
     Stop(ById),
@@ -90,6 +97,64 @@ pub enum ComputerCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ShareArgs {
+    /// The computer (id or unique id prefix)
+    pub id: String,
+    /// The agents (names or ids, of the computer's account)
+    #[arg(long = "with", value_name = "AGENT", num_args = 1.., required = true)]
+    pub agents: Vec<String>,
+    /// Do not ask for confirmation
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+#[derive(Debug, Args)]
+pub struct UnshareArgs {
+    /// The computer (id or unique id prefix)
+    pub id: String,
+    /// The agents whose grants end (names or ids)
+    #[arg(long = "with", value_name = "AGENT", num_args = 1.., required = true)]
+    pub agents: Vec<String>,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+/// The question `share` asks: what the agents will share, said before anything changes.
+fn share_question(c: &Computer, agents: &[String]) -> String {
+    let names = agents
+        .iter()
+        .map(|a| output::clean(a))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "share computer {} (agent {}) with {names}? They will share its workspace files, its browser logins and its one desktop; their turns take it one at a time, each with its own model history",
+        c.id,
+        output::clean(&c.agent)
+    )
+}
+
+/// Who shares the computer: "a, b (granted by admin)", or "-" when it is private.
+fn shared_shown(c: &Computer) -> String {
+    if c.shared_with.is_empty() {
+        return "- (private to its agent)".into();
+    }
+    c.shared_with
+        .iter()
+        .map(|g| {
+            format!(
+                "{} (granted by {} at {})",
+                output::clean(&g.agent),
+                output::clean(&g.granted_by),
+                g.granted_at
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Columns for Computer {
@@ -159,6 +224,7 @@ fn show(c: &Computer, json: bool) -> anyhow::Result<()> {
             },
         ),
         ("network", network_shown(c)),
+        ("shared with", shared_shown(c)),
         ("workspace", c.guest_cwd.clone()),
         ("workspace usage", usage_shown(c.workspace_usage.as_ref())),
         ("container", opt(&c.container_id)),
@@ -291,6 +357,17 @@ pub async fn run(args: ComputerArgs) -> anyhow::Result<()> {
         }
         ComputerCommand::Show(ById { id, json }) => {
             show(&client.computer_show(&id).await?, json.json)
+        }
+        ComputerCommand::Share(a) => {
+            // Shown first, so that the question names the computer's agent.
+            let c = client.computer_show(&a.id).await?;
+            super::prompt::confirm(&share_question(&c, &a.agents), a.yes)?;
+            let c = client.computer_share(&c.id, &a.agents).await?;
+            show(&c, a.json.json)
+        }
+        ComputerCommand::Unshare(a) => {
+            let c = client.computer_unshare(&a.id, &a.agents).await?;
+            show(&c, a.json.json)
         }
         ComputerCommand::Stop(ById { id, json }) => {
             let c = client.computer_stop(&id).await?;

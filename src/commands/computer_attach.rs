@@ -140,12 +140,25 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
     let mut live = LiveLines::default();
     loop {
         let Some((session, after)) = current.clone() else {
-            let running = client
-                .session_list(Some(&c.agent))
-                .await?
-                .into_iter()
-                .filter(|s| s.state == SessionState::Running)
-                .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
+            // Its own agent's turns and, when it is shared, its members' (read again each
+            // time: a grant may change while attached).
+            let mut agents = vec![c.agent.clone()];
+            if let Ok(now) = client.computer_show(&c.id).await {
+                agents.extend(now.shared_with.into_iter().map(|g| g.agent_id));
+            }
+            let mut running = None;
+            for agent in &agents {
+                let newest = client
+                    .session_list(Some(agent))
+                    .await?
+                    .into_iter()
+                    .filter(|s| s.state == SessionState::Running)
+                    .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
+                running = running
+                    .into_iter()
+                    .chain(newest)
+                    .max_by(|a: &crate::api::sessions::Session, b| a.updated_at.cmp(&b.updated_at));
+            }
             match running {
                 Some(s) => {
                     eprintln!("[session {} is running]", s.id);

@@ -85,7 +85,8 @@ pub async fn turn(
         format!("{}\n\n{}", notes.join("\n"), p.message)
     };
     let desktop = host.pool.is_desktop(&p.computer.image_id).await;
-    let agent = p.computer.agent_id.clone();
+    // A shared computer's member has its own Worker (Hermes home, model history).
+    let agent = p.agent_id().to_string();
     let mut worker = host
         .workers
         .take(&agent)

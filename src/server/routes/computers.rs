@@ -14,7 +14,7 @@ use crate::server::AppState;
 use crate::server::auth::{Admin, Caller};
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
-use crate::server::store::computers;
+use crate::server::store::{computer_grants, computers};
 
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,7 +28,20 @@ pub async fn computer_list(
     _: Admin,
     Q(q): Q<ComputerListQuery>,
 ) -> Result<Json<Vec<wire::Computer>>, ApiError> {
-    many(&state, move |c| computers::list(c, q.removed)).await
+    // With whom each is shared.
+    many(&state, move |c| {
+        computers::list(c, q.removed)?
+            .into_iter()
+            .map(|row| {
+                let shared_with = computer_grants::members(c, &row.id)?;
+                Ok(wire::Computer {
+                    shared_with,
+                    ..row.into()
+                })
+            })
+            .collect::<Result<Vec<wire::Computer>, _>>()
+    })
+    .await
 }
 
 pub async fn computer_show(
@@ -42,8 +55,10 @@ pub async fn computer_show(
         .call(move |c| {
             let row = computers::get(c, &id)?;
             let control = crate::server::store::control::show(c, &row.id)?;
+            let shared_with = computer_grants::members(c, &row.id)?;
             let mut view = wire::Computer::from(row);
             view.control = (control.control_fence > 0).then_some(control);
+            view.shared_with = shared_with;
             Ok(view)
         })
         .await?;
@@ -60,6 +75,50 @@ pub async fn computer_create(
         .computer_create(caller.account.id.clone(), p.agent)
         .await?;
     Ok(Json(row.into()))
+}
+
+/// Shares a computer with agents of its account (`share`), or revokes their grants.
+async fn grants_change(
+    state: AppState,
+    caller: Caller,
+    id: String,
+    p: wire::ComputerShare,
+    share: bool,
+) -> Result<Json<wire::Computer>, ApiError> {
+    let account = caller.account.id.clone();
+    let shown = state
+        .store
+        .call(move |c| {
+            let change = if share {
+                computer_grants::share
+            } else {
+                computer_grants::unshare
+            };
+            let (row, members) = change(c, &account, &id, &p.agents)?;
+            let mut view = wire::Computer::from(computers::get(c, &row.id)?);
+            view.shared_with = members;
+            Ok(view)
+        })
+        .await?;
+    Ok(Json(shown))
+}
+
+pub async fn computer_share(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::ComputerShare>,
+) -> Result<Json<wire::Computer>, ApiError> {
+    grants_change(state, caller, id, p, true).await
+}
+
+pub async fn computer_unshare(
+    State(state): State<AppState>,
+    Admin(caller): Admin,
+    Path(id): Path<String>,
+    Body(p): Body<wire::ComputerShare>,
+) -> Result<Json<wire::Computer>, ApiError> {
+    grants_change(state, caller, id, p, false).await
 }
 
 pub async fn computer_stop(

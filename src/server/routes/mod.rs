@@ -131,6 +131,14 @@ pub fn admin() -> Router<AppState> {
         )
         .route("/api/v1/computers/{id}", get(computers::computer_show))
         .route(
+            "/api/v1/computers/{id}/share",
+            post(computers::computer_share),
+        )
+        .route(
+            "/api/v1/computers/{id}/unshare",
+            post(computers::computer_unshare),
+        )
+        .route(
             "/api/v1/computers/{id}/stop",
             post(computers::computer_stop),
         )

@@ -605,7 +605,7 @@ pub fn link(
                 command.id,
                 payload.session_id,
                 payload.turn_id,
-                payload.computer.agent_id,
+                payload.agent_id(),
                 payload.profile,
                 payload.computer.computer_id,
                 command.runner_id,

@@ -668,7 +668,13 @@ fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String
         RunnerCommand::SessionTurn(p) => conn
             .query_row(agent_sql, [&p.session_id], |r| r.get(0))
             .optional()?,
-        RunnerCommand::WorkerTurn(p) => Some(p.computer.agent_id.clone()),
+        // A shared computer's member: its own grant is checked too (`computer_grants`).
+        RunnerCommand::WorkerTurn(p) => {
+            if let Some(why) = super::computer_grants::still_granted(conn, p)? {
+                return Ok(Some(why));
+            }
+            Some(p.agent_id().to_string())
+        }
         RunnerCommand::ComputerStart(p) => Some(p.agent_id.clone()),
         RunnerCommand::ComputerExec(p) => conn
             .query_row(computer_sql, [&p.computer_id], |r| r.get(0))

@@ -74,6 +74,8 @@ impl From<ComputerRow> for wire::Computer {
                 .and_then(|s| serde_json::from_str(&s).ok()),
             last_used_at: r.last_used_at.map(rfc3339),
             stop_reason: r.stop_reason,
+            // Filled in where grants are read (`computer_grants::members`).
+            shared_with: Vec::new(),
         }
     }
 }

@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0015_turn_waits.sql"),
     include_str!("../../../migrations/0016_runner_token_rotation.sql"),
     include_str!("../../../migrations/0017_scrape_tokens.sql"),
+    include_str!("../../../migrations/0018_computer_grants.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.

@@ -32,11 +32,14 @@ mod batch;
 mod batch_tests;
 pub mod catalog;
 pub mod commands;
+pub mod computer_grants;
 pub mod computer_idle;
 pub mod computers;
 pub mod control;
 pub mod goal_waits;
 pub mod goals;
+#[cfg(test)]
+mod grant_tests;
 pub mod ids;
 mod migrate;
 pub mod overview;

@@ -386,3 +386,13 @@ CREATE TABLE scrape_tokens (
     revoked_at   INTEGER
 );
 CREATE UNIQUE INDEX scrape_tokens_live_name ON scrape_tokens(name) WHERE revoked_at IS NULL;
+
+-- Computers shared by explicit grant: the member agent's turns run in computer_id (see
+-- migration 18).
+CREATE TABLE computer_grants (
+    agent_id    TEXT PRIMARY KEY REFERENCES agents(id),
+    computer_id TEXT NOT NULL REFERENCES computers(id),
+    granted_by  TEXT NOT NULL REFERENCES accounts(id),
+    created_at  INTEGER NOT NULL
+);
+CREATE INDEX computer_grants_computer ON computer_grants(computer_id);

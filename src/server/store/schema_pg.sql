@@ -390,3 +390,13 @@ CREATE TABLE scrape_tokens (
     revoked_at   bigint
 );
 CREATE UNIQUE INDEX scrape_tokens_live_name ON scrape_tokens(name) WHERE revoked_at IS NULL;
+
+-- Computers shared by explicit grant: the member agent's turns run in computer_id (see
+-- migration 18).
+CREATE TABLE computer_grants (
+    agent_id    text PRIMARY KEY REFERENCES agents(id),
+    computer_id text NOT NULL REFERENCES computers(id),
+    granted_by  text NOT NULL REFERENCES accounts(id),
+    created_at  bigint NOT NULL
+);
+CREATE INDEX computer_grants_computer ON computer_grants(computer_id);

@@ -6,7 +6,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::commands::{self, QueueLimits};
 use super::ids::Kind;
 use super::{
-    StoreError, agents, artifacts, catalog, computers, get_by_id, new_id, not_found, runners,
+    StoreError, agents, artifacts, catalog, computer_grants, computers, get_by_id, new_id,
+    not_found, runners,
 };
 use crate::api::capabilities;
 use crate::api::ids::{CommandId, Generation, RunnerId, SessionId};
@@ -413,20 +414,36 @@ pub fn admit_or_wait(
     let turn_id = wait.map_or_else(new_id, str::to_string);
     let command = if isolated {
         let (image, network) = runners::computer_for_start(tx, &runner.id)?;
-        let cwd = profile.guest_cwd()?;
-        let computer = computers::record(tx, &agent, &runner.id, &image, &cwd)?;
+        // A computer shared with the agent runs its turns in place of its own: under its
+        // owner's lease (profile path, container), one turn at a time in it.
+        let (owner, shared) = computer_grants::place_of(tx, &agent)?;
+        let cwd = if shared {
+            catalog::get_profile(tx, &owner.profile)?.guest_cwd()?
+        } else {
+            profile.guest_cwd()?
+        };
+        let computer = computers::record(tx, &owner, &runner.id, &image, &cwd)?;
+        if let Some((acting, session)) = computer_grants::turn_in(tx, &computer)? {
+            return busy(
+                format!(
+                    "computer {} is shared (`yy computer show {}`): agent {acting:?} is in a turn in it (session {session}); this turn takes the computer when that one ends",
+                    computer.id, computer.id
+                ),
+                false,
+            );
+        }
         if computer.state.is_busy() {
             return busy(
                 format!(
                     "computer {} of agent {:?} is {} (`yy computer show {}`)",
-                    computer.id, agent.name, computer.state, computer.id
+                    computer.id, computer.agent, computer.state, computer.id
                 ),
                 false,
             );
         }
         // A running computer keeps its image; a stopped one starts from the current image.
         let image = super::runner_images::lease_image(&computer, &image).to_string();
-        let lease = computers::next_lease(&computer, &agent, &image, &cwd, network);
+        let lease = computers::next_lease(&computer, &owner, &image, &cwd, network);
         // Team tools: their id is minted when the command is leased (never stored here).
         // A session that moved to another Runner finds the files attached earlier in it
         // there again (under attachments/), each downloaded and checked once more: the
@@ -445,6 +462,7 @@ pub fn admit_or_wait(
             computer: lease.clone(),
             attachments: artifacts::attachable(tx, &a.account_id, &a.attachments)?,
             inputs: artifacts::turn_inputs(tx, &a.account_id, &inputs)?,
+            acting_agent_id: shared.then(|| agent.id.clone()),
         };
         let turn = RunnerCommand::WorkerTurn(payload.clone());
         let command = commands::enqueue_in(tx, &runner.id, &turn, None, limits)?;

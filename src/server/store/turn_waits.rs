@@ -134,15 +134,18 @@ pub fn earlier_waiting(
 }
 
 /// How many turns start before this one: those of its agent queued earlier, and the one
-/// the agent is in now.
+/// the agent is in now; for a shared computer, those of every agent sharing it.
 pub fn ahead(conn: &Connection, w: &WaitRow) -> Result<u32, StoreError> {
-    let earlier: u32 = conn
-        .prepare_cached(
-            "SELECT count(*) FROM turn_waits WHERE state = 'waiting' AND agent_id = ?1
-               AND rowid < (SELECT rowid FROM turn_waits WHERE id = ?2)",
-        )?
-        .query_row(params![w.agent_id, w.id], |r| r.get(0))?;
-    let running = sessions::running_session(conn, &w.agent_id)?.is_some();
+    let (mut earlier, mut running) = (0, false);
+    for agent in super::computer_grants::co_users(conn, &w.agent_id)? {
+        earlier += conn
+            .prepare_cached(
+                "SELECT count(*) FROM turn_waits WHERE state = 'waiting' AND agent_id = ?1
+                   AND rowid < (SELECT rowid FROM turn_waits WHERE id = ?2)",
+            )?
+            .query_row(params![agent, w.id], |r| r.get::<_, u32>(0))?;
+        running |= sessions::running_session(conn, &agent)?.is_some();
+    }
     Ok(earlier + u32::from(running))
 }
 
