@@ -5,7 +5,7 @@
 //! account may be granted it, never a temporary helper, and an agent joins at most one
 //! shared computer. Every grant and revoke is in the audit log.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::computers::{self, ComputerRow};
 use super::{StoreError, agents};
@@ -136,7 +136,7 @@ pub fn share(
     computer: &str,
     agent_keys: &[String],
 ) -> Result<(ComputerRow, Vec<ComputerGrant>), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     check_names(agent_keys)?;
     let c = computers::get(&tx, computer)?;
     if c.state == ComputerState::Removed {
@@ -248,7 +248,7 @@ pub fn unshare(
     computer: &str,
     agent_keys: &[String],
 ) -> Result<(ComputerRow, Vec<ComputerGrant>), StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.savepoint()?;
     check_names(agent_keys)?;
     // Grants of a removed computer may still be revoked.
     let c = computers::get(&tx, computer)?;
