@@ -3,7 +3,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::{Columns, JsonFlag, context, print_list, print_one};
+use super::{ById, Columns, JsonFlag, context, print_list, print_one};
 use crate::api::status::ScrapeToken;
 
 #[derive(Debug, Args)]
@@ -39,11 +39,7 @@ pub enum TokenCommand {
         json: JsonFlag,
     },
     /// Revoke a scrape token by id, id prefix or name: it stops working at once
-    Revoke {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Revoke(ById),
 }
 
 impl Columns for ScrapeToken {
@@ -87,7 +83,7 @@ pub async fn run(args: MetricsArgs) -> anyhow::Result<()> {
         TokenCommand::List { json } => {
             print_list(&context::client()?.scrape_token_list().await?, json.json)
         }
-        TokenCommand::Revoke { id, json } => print_one(
+        TokenCommand::Revoke(ById { id, json }) => print_one(
             &context::client()?.scrape_token_revoke(&id).await?,
             json.json,
         ),

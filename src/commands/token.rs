@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::{Columns, JsonFlag, context, print_list, print_one};
+use super::{ById, Columns, JsonFlag, context, print_list, print_one};
 use crate::api::views;
 
 #[derive(Debug, Args)]
@@ -23,11 +23,7 @@ pub enum TokenCommand {
         json: JsonFlag,
     },
     /// Revoke a token by id: it stops working at once
-    Revoke {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Revoke(ById),
 }
 
 impl Columns for views::Token {
@@ -58,7 +54,7 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<()> {
             let list = context::client()?.token_list(account.as_deref()).await?;
             print_list(&list, json.json)
         }
-        TokenCommand::Revoke { id, json } => {
+        TokenCommand::Revoke(ById { id, json }) => {
             print_one(&context::client()?.token_revoke(&id).await?, json.json)
         }
     }

@@ -14,7 +14,8 @@ use crate::server::AppState;
 use crate::server::auth::{Admin, Caller};
 use crate::server::error::ApiError;
 use crate::server::extract::{Body, Q};
-use crate::server::store::{computer_grants, computers};
+use crate::server::store::computer_grants::{self, GrantChange};
+use crate::server::store::computers;
 
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,24 +78,19 @@ pub async fn computer_create(
     Ok(Json(row.into()))
 }
 
-/// Shares a computer with agents of its account (`share`), or revokes their grants.
+/// Shares a computer with agents of its account, or revokes their grants.
 async fn grants_change(
     state: AppState,
     caller: Caller,
     id: String,
     p: wire::ComputerShare,
-    share: bool,
+    how: GrantChange,
 ) -> Result<Json<wire::Computer>, ApiError> {
     let account = caller.account.id.clone();
     let shown = state
         .store
         .call(move |c| {
-            let change = if share {
-                computer_grants::share
-            } else {
-                computer_grants::unshare
-            };
-            let (row, members) = change(c, &account, &id, &p.agents)?;
+            let (row, members) = computer_grants::change(how, c, &account, &id, &p.agents)?;
             let mut view = wire::Computer::from(computers::get(c, &row.id)?);
             view.shared_with = members;
             Ok(view)
@@ -109,7 +105,7 @@ pub async fn computer_share(
     Path(id): Path<String>,
     Body(p): Body<wire::ComputerShare>,
 ) -> Result<Json<wire::Computer>, ApiError> {
-    grants_change(state, caller, id, p, true).await
+    grants_change(state, caller, id, p, GrantChange::Share).await
 }
 
 pub async fn computer_unshare(
@@ -118,7 +114,7 @@ pub async fn computer_unshare(
     Path(id): Path<String>,
     Body(p): Body<wire::ComputerShare>,
 ) -> Result<Json<wire::Computer>, ApiError> {
-    grants_change(state, caller, id, p, false).await
+    grants_change(state, caller, id, p, GrantChange::Unshare).await
 }
 
 pub async fn computer_stop(

@@ -126,11 +126,24 @@ fn member_of_account(
     Ok(agent)
 }
 
-/// Shares computer `computer` with the named agents: all of them or none. Each must be an
-/// active computer agent of the computer's account and source, not a temporary helper, not
-/// its own agent, not sharing its own computer with others, and in no other shared
-/// computer. An agent already granted this computer is left as it is.
-pub fn share(
+/// What [`change`] does to a computer's grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantChange {
+    /// Shares the computer with the named agents: all of them or none. Each must be an
+    /// active computer agent of the computer's account and source, not a temporary helper,
+    /// not its own agent, not sharing its own computer with others, and in no other shared
+    /// computer. An agent already granted this computer is left as it is.
+    Share,
+    /// Revokes the named agents' grants: all of them or none (each must have one). Their
+    /// next turns run in their own computers again; a turn of theirs already in the shared
+    /// computer ends there. Grants of a removed computer may still be revoked.
+    Unshare,
+}
+
+/// Changes computer `computer`'s grants for the named agents in one savepoint; returns the
+/// computer and its members as they are now.
+pub fn change(
+    how: GrantChange,
     conn: &mut Connection,
     account_id: &str,
     computer: &str,
@@ -139,14 +152,29 @@ pub fn share(
     let tx = conn.savepoint()?;
     check_names(agent_keys)?;
     let c = computers::get(&tx, computer)?;
+    match how {
+        GrantChange::Share => grant_all(&tx, account_id, &c, agent_keys)?,
+        GrantChange::Unshare => revoke_all(&tx, account_id, &c, agent_keys)?,
+    }
+    let members = members(&tx, &c.id)?;
+    tx.commit()?;
+    Ok((c, members))
+}
+
+fn grant_all(
+    tx: &Connection,
+    account_id: &str,
+    c: &ComputerRow,
+    agent_keys: &[String],
+) -> Result<(), StoreError> {
     if c.state == ComputerState::Removed {
         return Err(StoreError::Conflict(format!(
             "computer {} was removed",
             c.id
         )));
     }
-    let owner = agents::get(&tx, &c.account_id, &c.agent_id)?;
-    if is_helper(&tx, &owner.id)? {
+    let owner = agents::get(tx, &c.account_id, &c.agent_id)?;
+    if is_helper(tx, &owner.id)? {
         return Err(StoreError::Forbidden(format!(
             "computer {} belongs to agent {:?}, a temporary helper: a helper's computer is never shared",
             c.id, owner.name
@@ -158,7 +186,7 @@ pub fn share(
             owner.name, c.id
         )));
     }
-    if let Some(other) = shared_computer_of(&tx, &owner.id)? {
+    if let Some(other) = shared_computer_of(tx, &owner.id)? {
         return Err(StoreError::Conflict(format!(
             "agent {:?} works in computer {other}, shared with it, not in its own computer {}: share {other} instead, or first `yy computer unshare {other} --with {}`",
             owner.name, c.id, owner.name
@@ -166,9 +194,9 @@ pub fn share(
     }
     let now = now_ms();
     for key in agent_keys {
-        let agent = member_of_account(&tx, &c, key)?;
+        let agent = member_of_account(tx, c, key)?;
         let name = &agent.name;
-        if is_helper(&tx, &agent.id)? {
+        if is_helper(tx, &agent.id)? {
             return Err(StoreError::Forbidden(format!(
                 "agent {name:?} is a temporary helper: helpers always work in a computer of their own and can never join a shared computer"
             )));
@@ -224,7 +252,7 @@ pub fn share(
             params![agent.id, c.id, account_id, now],
         )?;
         computers::audit(
-            &tx,
+            tx,
             account_id,
             "computer.share",
             &c.id,
@@ -234,26 +262,17 @@ pub fn share(
             }),
         )?;
     }
-    let members = members(&tx, &c.id)?;
-    tx.commit()?;
-    Ok((c, members))
+    Ok(())
 }
 
-/// Revokes the named agents' grants of computer `computer`: all of them or none (each must
-/// have one). Their next turns run in their own computers again; a turn of theirs already
-/// in the shared computer ends there.
-pub fn unshare(
-    conn: &mut Connection,
+fn revoke_all(
+    tx: &Connection,
     account_id: &str,
-    computer: &str,
+    c: &ComputerRow,
     agent_keys: &[String],
-) -> Result<(ComputerRow, Vec<ComputerGrant>), StoreError> {
-    let tx = conn.savepoint()?;
-    check_names(agent_keys)?;
-    // Grants of a removed computer may still be revoked.
-    let c = computers::get(&tx, computer)?;
+) -> Result<(), StoreError> {
     for key in agent_keys {
-        let agent = member_of_account(&tx, &c, key)?;
+        let agent = member_of_account(tx, c, key)?;
         let removed = tx.execute(
             "DELETE FROM computer_grants WHERE agent_id = ?1 AND computer_id = ?2",
             params![agent.id, c.id],
@@ -265,16 +284,14 @@ pub fn unshare(
             )));
         }
         computers::audit(
-            &tx,
+            tx,
             account_id,
             "computer.unshare",
             &c.id,
             &serde_json::json!({ "agent": agent.name, "agent_id": agent.id }),
         )?;
     }
-    let members = members(&tx, &c.id)?;
-    tx.commit()?;
-    Ok((c, members))
+    Ok(())
 }
 
 /// The re-check before a member's turn starts in a shared computer: the grant still

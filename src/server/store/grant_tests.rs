@@ -3,11 +3,11 @@
 //! and its own computer again once the grant ends.
 
 use super::commands::{self, QueueLimits, StartRefused};
+use super::computer_grants::GrantChange;
 use super::sessions::{self, Admission};
 use super::tests::{World, world};
 use super::turn_waits::{self, Chat};
 use super::{StoreError, accounts, agents, computer_grants, computers};
-use crate::api::capabilities;
 use crate::api::ids::{CommandId, Generation};
 use crate::api::machine::{Outcome, RunnerCommand};
 use crate::api::params::AgentEnv;
@@ -16,15 +16,7 @@ use crate::api::sessions::WorkerTurnPayload;
 /// The world of `tests.rs` with the Worker declared and computer agents `box2`, `box3`.
 fn shared_world() -> (World, Generation) {
     let mut w = world();
-    let generation = w.connect_declaring(
-        &[
-            capabilities::SESSION_TURN,
-            capabilities::SESSION_STOP,
-            capabilities::COMPUTER,
-            capabilities::COMPUTER_WORKER,
-        ],
-        8,
-    );
+    let generation = w.connect_with_worker();
     w.agent("box2", AgentEnv::Computer);
     w.agent("box3", AgentEnv::Computer);
     (w, generation)
@@ -81,7 +73,13 @@ fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
     let c = box_computer(&mut w, g);
     let account = w.account.clone();
     let share = |w: &mut World, agents: &[&str]| {
-        computer_grants::share(&mut w.conn, &account, &c, &names(agents))
+        computer_grants::change(
+            GrantChange::Share,
+            &mut w.conn,
+            &account,
+            &c,
+            &names(agents),
+        )
     };
     // A temporary helper: a row in `helpers` (its goal is beside the point here).
     w.agent("helper", AgentEnv::Computer);
@@ -150,8 +148,14 @@ fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
     // while box2 works in box's, and box (which shares its own) joins no other.
     let (own, _) =
         computers::create(&mut w.conn, &w.account, "box2", QueueLimits::default()).unwrap();
-    let e = computer_grants::share(&mut w.conn, &account, own.id.as_str(), &names(&["box"]))
-        .unwrap_err();
+    let e = computer_grants::change(
+        GrantChange::Share,
+        &mut w.conn,
+        &account,
+        own.id.as_str(),
+        &names(&["box"]),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("works in computer"), "{e}");
     w.agent("box4", AgentEnv::Computer);
     let (box4, _) =
@@ -160,17 +164,36 @@ fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
         ("box2", "already shares computer"),
         ("box", "its own computer with"),
     ] {
-        let e = computer_grants::share(&mut w.conn, &account, box4.id.as_str(), &names(&[agent]))
-            .unwrap_err();
+        let e = computer_grants::change(
+            GrantChange::Share,
+            &mut w.conn,
+            &account,
+            box4.id.as_str(),
+            &names(&[agent]),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains(why), "{agent}: {e}");
     }
 
     // Revoking: audited; a grant that does not exist is refused, and nothing changes.
-    let e = computer_grants::unshare(&mut w.conn, &account, &c, &names(&["box3", "host-1"]))
-        .unwrap_err();
+    let e = computer_grants::change(
+        GrantChange::Unshare,
+        &mut w.conn,
+        &account,
+        &c,
+        &names(&["box3", "host-1"]),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("is not shared with agent"), "{e}");
     assert_eq!(computer_grants::members(&w.conn, &c).unwrap().len(), 2);
-    let (_, left) = computer_grants::unshare(&mut w.conn, &account, &c, &names(&["box3"])).unwrap();
+    let (_, left) = computer_grants::change(
+        GrantChange::Unshare,
+        &mut w.conn,
+        &account,
+        &c,
+        &names(&["box3"]),
+    )
+    .unwrap();
     assert_eq!(left.len(), 1);
     let revokes = audited(&w, "computer.unshare");
     assert_eq!(revokes.len(), 1);
@@ -182,7 +205,14 @@ fn members_take_the_shared_computer_one_turn_at_a_time_each_in_its_own_session()
     let (mut w, g) = shared_world();
     let c = box_computer(&mut w, g);
     let account = w.account.clone();
-    computer_grants::share(&mut w.conn, &account, &c, &names(&["box2"])).unwrap();
+    computer_grants::change(
+        GrantChange::Share,
+        &mut w.conn,
+        &account,
+        &c,
+        &names(&["box2"]),
+    )
+    .unwrap();
     let limits = QueueLimits::default();
     let box_id = agents::get(&w.conn, &account, "box").unwrap().id;
     let box2_id = agents::get(&w.conn, &account, "box2").unwrap().id;
@@ -240,7 +270,14 @@ fn members_take_the_shared_computer_one_turn_at_a_time_each_in_its_own_session()
         .unwrap();
     let (_, queued) = w.chat("box2").unwrap();
     commands::lease(&mut w.conn, &w.runner, g, 10).unwrap();
-    computer_grants::unshare(&mut w.conn, &account, &c, &names(&["box2"])).unwrap();
+    computer_grants::change(
+        GrantChange::Unshare,
+        &mut w.conn,
+        &account,
+        &c,
+        &names(&["box2"]),
+    )
+    .unwrap();
     assert!(matches!(
         commands::start(&mut w.conn, &w.runner, g, &queued.command_id),
         Err(StartRefused::Unauthorized(why)) if why.contains("no longer shared")

@@ -21,15 +21,7 @@ use crate::api::teams::{GoalState, SubtaskInputs, SubtaskState as S};
 /// teams) and computer members `m1`..`m3`.
 fn team_world() -> (World, Generation) {
     let mut w = world();
-    let generation = w.connect_declaring(
-        &[
-            capabilities::SESSION_TURN,
-            capabilities::SESSION_STOP,
-            capabilities::COMPUTER,
-            capabilities::COMPUTER_WORKER,
-        ],
-        8,
-    );
+    let generation = w.connect_with_worker();
     for (name, manage) in [("boss", true), ("m1", false), ("m2", false), ("m3", false)] {
         new_agent(&mut w, name, AgentEnv::Computer, manage).unwrap();
     }

@@ -102,6 +102,20 @@ impl World {
         .generation
     }
 
+    /// Connects as a Runner with turns, their stop, computers and the Worker, room for 8
+    /// computers; returns the generation.
+    pub(super) fn connect_with_worker(&mut self) -> Generation {
+        self.connect_declaring(
+            &[
+                capabilities::SESSION_TURN,
+                capabilities::SESSION_STOP,
+                capabilities::COMPUTER,
+                capabilities::COMPUTER_WORKER,
+            ],
+            8,
+        )
+    }
+
     /// Connects as `instance`, without settling anything.
     pub(super) fn connect_as(
         &mut self,
