@@ -37,6 +37,9 @@ pub mod capabilities {
     pub const COMPUTER: &str = "computer-v1";
     /// Turns of computer agents: the Worker on the Runner, every tool in the computer.
     pub const COMPUTER_WORKER: &str = "computer-worker-v1";
+    /// A shared computer's member turns: the Worker of the agent named by the turn's
+    /// `acting_agent_id`, in the computer of another agent (with `COMPUTER_WORKER`).
+    pub const SHARED_COMPUTER: &str = "shared-computer-v1";
     /// The egress proxy for `public-web` computers (with `COMPUTER`).
     pub const EGRESS: &str = "egress-v1";
 }

@@ -372,6 +372,7 @@ fn status(shared: &Shared) -> RunnerStatus {
         capabilities.push(crate::api::capabilities::COMPUTER.to_string());
         if shared.workers.is_some() {
             capabilities.push(crate::api::capabilities::COMPUTER_WORKER.to_string());
+            capabilities.push(crate::api::capabilities::SHARED_COMPUTER.to_string());
         }
         if computers.public_web().is_ok() {
             capabilities.push(crate::api::capabilities::EGRESS.to_string());

@@ -293,3 +293,36 @@ fn members_take_the_shared_computer_one_turn_at_a_time_each_in_its_own_session()
         (box2_id.as_str(), None)
     );
 }
+
+#[test]
+fn a_runner_that_did_not_declare_shared_computers_gets_no_member_turn() {
+    let (mut w, g) = shared_world();
+    let c = box_computer(&mut w, g);
+    let account = w.account.clone();
+    computer_grants::change(
+        GrantChange::Share,
+        &mut w.conn,
+        &account,
+        &c,
+        &names(&["box2"]),
+    )
+    .unwrap();
+    // The same Runner reconnects as a yy from before shared computers.
+    w.connect_declaring(
+        &[
+            crate::api::capabilities::SESSION_TURN,
+            crate::api::capabilities::COMPUTER,
+            crate::api::capabilities::COMPUTER_WORKER,
+        ],
+        8,
+    );
+    match w.chat("box2") {
+        Err(StoreError::Invalid(why)) => {
+            assert!(why.contains("shared-computer-v1"), "{why}");
+            assert!(why.contains("yy computer unshare"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The owner's own turns go on as before.
+    w.chat("box").unwrap();
+}

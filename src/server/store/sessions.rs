@@ -417,6 +417,15 @@ pub fn admit_or_wait(
         // A computer shared with the agent runs its turns in place of its own: under its
         // owner's lease (profile path, container), one turn at a time in it.
         let (owner, shared) = computer_grants::place_of(tx, &agent)?;
+        // An older Runner refuses a payload with `acting_agent_id`: say so now, not there.
+        if shared && !declared(capabilities::SHARED_COMPUTER) {
+            return Err(StoreError::Invalid(format!(
+                "runner {} cannot run turns in a shared computer: it has not declared {} (it is older than this control plane); upgrade it, or unshare agent {:?}'s computer with `yy computer unshare`",
+                runner.id,
+                capabilities::SHARED_COMPUTER,
+                owner.name
+            )));
+        }
         let cwd = if shared {
             catalog::get_profile(tx, &owner.profile)?.guest_cwd()?
         } else {

@@ -111,6 +111,7 @@ impl World {
                 capabilities::SESSION_STOP,
                 capabilities::COMPUTER,
                 capabilities::COMPUTER_WORKER,
+                capabilities::SHARED_COMPUTER,
             ],
             8,
         )
