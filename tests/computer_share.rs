@@ -292,17 +292,12 @@ fn takeover_of_a_shared_computer_pauses_the_member_that_acts_and_hands_back_to_i
         ws.join("started").exists().then_some(())
     });
     let asked = Instant::now();
-    let mut attach = s
-        .env
-        .command(&["computer", "attach", &id, "--control"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = common::lines_of(attach.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    common::wait_line(&err, "you have control", &mut seen);
+    // `_err` keeps reading stderr while the test goes on.
+    let common::Controller {
+        child: mut attach,
+        err: _err,
+        seen,
+    } = s.env.take_control(&id, std::process::Stdio::piped());
     assert!(
         asked.elapsed() >= Duration::from_millis(1500),
         "control only after the tool in flight: {:?} {seen:?}",

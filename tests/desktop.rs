@@ -744,18 +744,12 @@ fn an_operator_takes_over_and_hands_back_with_a_note() {
         ws.join("bg.pid").exists().then_some(())
     });
     let started = std::time::Instant::now();
-    let mut attach = s
-        .env
-        .command(&["computer", "attach", &id, "--control"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let common::Controller {
+        child: mut attach,
+        err,
+        mut seen,
+    } = s.env.take_control(&id, std::process::Stdio::piped());
     let out = common::lines_of(attach.stdout.take().unwrap());
-    let err = common::lines_of(attach.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    common::wait_line(&err, "you have control", &mut seen);
     // Control came only after the tool in flight (sleep 3) finished.
     assert!(
         started.elapsed() >= Duration::from_millis(1500),

@@ -878,17 +878,12 @@ fn team_tools_wait_like_every_tool_while_an_operator_has_the_computer() {
     wait_for(Duration::from_secs(60), "the first tool", || {
         ws.join("started").exists().then_some(())
     });
-    let mut attach = s
-        .env
-        .command(&["computer", "attach", &id, "--control"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = common::lines_of(attach.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    common::wait_line(&err, "you have control", &mut seen);
+    // `_err` keeps reading stderr while the test goes on.
+    let common::Controller {
+        child: mut attach,
+        err: _err,
+        ..
+    } = s.env.take_control(&id, std::process::Stdio::null());
     let made = || {
         s.env
             .json(&["agent", "list"])

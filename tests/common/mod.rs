@@ -531,6 +531,22 @@ impl Env {
         RunnerProc { child, log }
     }
 
+    /// Runs `yy computer attach ID --control` (stdin piped, stdout as given) until it says
+    /// "you have control".
+    pub fn take_control(&self, id: &str, stdout: Stdio) -> Controller {
+        let mut child = self
+            .command(&["computer", "attach", id, "--control"])
+            .stdin(Stdio::piped())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = lines_of(child.stderr.take().unwrap());
+        let mut seen = Vec::new();
+        wait_line(&err, "you have control", &mut seen);
+        Controller { child, err, seen }
+    }
+
     /// Starts `yy ARGS` against `server` as the logged-in user, in the background.
     pub fn background(&self, server: &Server, args: &[&str]) -> Bg {
         let child = self
@@ -853,6 +869,14 @@ pub fn session_of(chat: &Out) -> String {
 }
 
 /// Lines of a child's stream, as they come, on a channel.
+/// A `yy computer attach --control` that has control: the process, the lines of its
+/// stderr, and those read so far.
+pub struct Controller {
+    pub child: Child,
+    pub err: std::sync::mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+}
+
 pub fn lines_of(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
