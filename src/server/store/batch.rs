@@ -79,14 +79,23 @@ where
     }
 
     fn answer(self: Box<Self>, lost: Option<&str>) {
-        let result = match (lost, self.result) {
-            (_, None) => return,
-            (Some(why), Some(_)) => Err(StoreError::Task(format!(
+        let Call {
+            work,
+            result,
+            reply,
+            ..
+        } = *self;
+        let result = match (lost, result) {
+            // It panicked: the closed reply channel tells its caller.
+            (_, None) if work.is_none() => return,
+            // Run or not (the batch could not even begin), nothing of it is kept.
+            (Some(why), _) => Err(StoreError::Task(format!(
                 "the database did not commit this change ({why}); nothing of it was kept, retry it"
             ))),
             (None, Some(r)) => r,
+            (None, None) => return,
         };
-        let _ = self.reply.send(result);
+        let _ = reply.send(result);
     }
 }
 

@@ -284,3 +284,18 @@ async fn a_cached_statement_is_not_prepared_again_at_each_use() {
         .unwrap();
     assert_eq!(reprepared, 0);
 }
+
+/// A batch that cannot even begin (another process holds the write lock past the busy
+/// timeout) answers each call that it could not run, saying nothing was kept.
+#[tokio::test(flavor = "current_thread")]
+async fn a_batch_that_cannot_begin_says_so() {
+    let (dir, store) = store().await;
+    let other = Connection::open(db_path(dir.path())).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let refused = store.call(|c| insert(c, "x")).await.unwrap_err();
+    let message = refused.to_string();
+    assert!(message.contains("did not commit"), "{message}");
+    assert!(message.contains("locked"), "{message}");
+    other.execute_batch("ROLLBACK").unwrap();
+    assert!(committed_rows(&dir).is_empty());
+}
