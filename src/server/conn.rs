@@ -24,6 +24,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::ConnectInfo;
 use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{Notify, Semaphore, watch};
@@ -189,32 +190,6 @@ impl Drop for Busy {
     }
 }
 
-/// A response body that keeps its connection busy until it is sent (or dropped).
-struct Tracked {
-    inner: axum::body::Body,
-    _busy: Busy,
-}
-
-impl HttpBody for Tracked {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 /// Waits for a free slot; meanwhile closes the connection idle longest (again every
 /// 100 ms, as connections finish their requests). None when `shutdown` completed.
 async fn slot_at_cap(
@@ -315,8 +290,13 @@ pub async fn serve_connections(
                 let answer = app.clone().oneshot(req);
                 async move {
                     let response = answer.await?;
+                    // The body keeps its connection busy until it is sent (or dropped):
+                    // the frame mapper owns the guard.
                     Ok::<_, std::convert::Infallible>(response.map(|inner| {
-                        axum::body::Body::new(Tracked { inner, _busy: busy })
+                        axum::body::Body::new(inner.map_frame(move |frame| {
+                            let _busy = &busy;
+                            frame
+                        }))
                     }))
                 }
             });
