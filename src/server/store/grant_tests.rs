@@ -67,6 +67,23 @@ fn box_computer(w: &mut World, g: Generation) -> String {
     c.id.to_string()
 }
 
+/// The shared world with `box`'s computer started and shared with `box2`: (world,
+/// generation, computer id).
+fn box_shared_with_box2() -> (World, Generation, String) {
+    let (mut w, g) = shared_world();
+    let c = box_computer(&mut w, g);
+    let account = w.account.clone();
+    computer_grants::change(
+        GrantChange::Share,
+        &mut w.conn,
+        &account,
+        &c,
+        &names(&["box2"]),
+    )
+    .unwrap();
+    (w, g, c)
+}
+
 #[test]
 fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
     let (mut w, g) = shared_world();
@@ -202,17 +219,8 @@ fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
 
 #[test]
 fn members_take_the_shared_computer_one_turn_at_a_time_each_in_its_own_session() {
-    let (mut w, g) = shared_world();
-    let c = box_computer(&mut w, g);
+    let (mut w, g, c) = box_shared_with_box2();
     let account = w.account.clone();
-    computer_grants::change(
-        GrantChange::Share,
-        &mut w.conn,
-        &account,
-        &c,
-        &names(&["box2"]),
-    )
-    .unwrap();
     let limits = QueueLimits::default();
     let box_id = agents::get(&w.conn, &account, "box").unwrap().id;
     let box2_id = agents::get(&w.conn, &account, "box2").unwrap().id;
@@ -296,17 +304,7 @@ fn members_take_the_shared_computer_one_turn_at_a_time_each_in_its_own_session()
 
 #[test]
 fn a_runner_that_did_not_declare_shared_computers_gets_no_member_turn() {
-    let (mut w, g) = shared_world();
-    let c = box_computer(&mut w, g);
-    let account = w.account.clone();
-    computer_grants::change(
-        GrantChange::Share,
-        &mut w.conn,
-        &account,
-        &c,
-        &names(&["box2"]),
-    )
-    .unwrap();
+    let (mut w, _, _) = box_shared_with_box2();
     // The same Runner reconnects as a yy from before shared computers.
     w.connect_declaring(
         &[
