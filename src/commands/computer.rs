@@ -138,7 +138,7 @@ fn share_question(c: &Computer, agents: &[String]) -> String {
     )
 }
 
-/// Who shares the computer: "a, b (granted by admin)", or "-" when it is private.
+/// Who shares the computer: "a (granted by ADMIN at TIME), ...", or that it is private.
 fn shared_shown(c: &Computer) -> String {
     if c.shared_with.is_empty() {
         return "- (private to its agent)".into();

@@ -22,17 +22,11 @@ pub const FIRST_VERSION: i64 = 17;
 /// PostgreSQL's migrations after [`FIRST_VERSION`], in order: `MIGRATIONS[i]` brings a
 /// database from `FIRST_VERSION + i` to `FIRST_VERSION + i + 1`, the change SQLite's
 /// migration of that number makes. Each new SQLite migration needs its entry here (and
-/// `schema_pg.sql` the change); a unit test and tests/pg_schema.rs check both.
-const MIGRATIONS: &[&str] = &[
-    // 18: computers shared by explicit grant.
-    "CREATE TABLE computer_grants (
-         agent_id    text PRIMARY KEY REFERENCES agents(id),
-         computer_id text NOT NULL REFERENCES computers(id),
-         granted_by  text NOT NULL REFERENCES accounts(id),
-         created_at  bigint NOT NULL
-     );
-     CREATE INDEX computer_grants_computer ON computer_grants(computer_id);",
-];
+/// `schema_pg.sql` the change); they live in `migrations/postgres/`. A unit test and
+/// tests/pg_schema.rs check both.
+const MIGRATIONS: &[&str] = &[include_str!(
+    "../../../../migrations/postgres/0018_computer_grants.sql"
+)];
 
 /// The advisory lock (`pg_advisory_xact_lock`) held while the schema changes: the ASCII
 /// of "yy_schem". Other once-only work takes keys of its own.
