@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
+use crate::api::ids::SessionId;
 use crate::api::sessions as wire;
 use crate::api::states::TurnState;
 use crate::server::AppState;
@@ -42,11 +43,13 @@ async fn load(state: &AppState, caller: &Caller, id: String) -> Result<SessionRo
     Ok(session)
 }
 
-async fn transcript(state: &AppState, session: SessionRow) -> Result<wire::Session, ApiError> {
-    let id = session.id.clone();
-    let turns = state
+/// The session with its turns, read in one store call: a turn that settles between two
+/// calls would otherwise show as ended while its session still reads as running.
+async fn transcript(state: &AppState, id: SessionId) -> Result<wire::Session, ApiError> {
+    let (session, turns) = state
         .store
         .call(move |c| {
+            let session = sessions::get(c, &id)?;
             let mut turns = sessions::turns(c, &id)?
                 .into_iter()
                 .map(|t| {
@@ -61,7 +64,7 @@ async fn transcript(state: &AppState, session: SessionRow) -> Result<wire::Sessi
                     .into_iter()
                     .map(|w| w.view()),
             );
-            Ok(turns)
+            Ok((session, turns))
         })
         .await?;
     Ok(session.view(Some(turns)))
@@ -162,7 +165,7 @@ pub async fn session_show(
     Path(id): Path<String>,
 ) -> Result<Json<wire::Session>, ApiError> {
     let session = load(&state, &caller, id).await?;
-    Ok(Json(transcript(&state, session).await?))
+    Ok(Json(transcript(&state, session.id).await?))
 }
 
 #[derive(Debug, serde::Deserialize)]
