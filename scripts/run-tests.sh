@@ -51,7 +51,10 @@ run_one() {
         echo "== test binary $name: $verdict in $(( $(date +%s) - began )) s"
         cat "$log"
     } 9>"$logs/print.lock"
-    [ "$rc" -eq 0 ] || echo "$name" >>"$logs/failed"
+    if [ "$rc" -ne 0 ]; then
+        echo "$name" >>"$logs/failed"
+        cp "$log" "$logs/failed-$name.log"
+    fi
     return 0
 }
 export -f run_one
@@ -59,6 +62,12 @@ export logs
 printf '%s\0' "${ordered[@]}" | xargs -0 -n 2 -P "$lanes" bash -c 'run_one "$@"' _
 [ "${#last[@]}" -eq 0 ] || printf '%s\0' "${last[@]}" | xargs -0 -n 2 -P 1 bash -c 'run_one "$@"' _
 if [ -s "$logs/failed" ]; then
+    # Once more at the end, without backtraces, where a reader of the output's tail sees it.
+    while read -r name; do
+        echo "== why $name failed"
+        awk '/^failures:$/ { on = 1 } on && !/^ +([0-9]+: |at )/ { print } /^test result:/ { on = 0 }' \
+            "$logs/failed-$name.log" | head -n 200
+    done <"$logs/failed"
     echo "== failed test binaries: $(tr '\n' ' ' <"$logs/failed")"
     exit 1
 fi
