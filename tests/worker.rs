@@ -264,6 +264,99 @@ fn a_warm_worker_keeps_each_session_to_its_own_conversation() {
     );
 }
 
+/// `HERMES_HOME` of the process `pid`.
+fn hermes_home_of(pid: i32) -> String {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    String::from_utf8_lossy(&environ)
+        .split('\0')
+        .find_map(|v| v.strip_prefix("HERMES_HOME="))
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_first_turn_claims_a_pre_started_worker_that_serves_only_its_agent() {
+    let Some(s) = setup(json!([
+        {"text": "box answer"},
+        {"text": "box2 answer"}
+    ])) else {
+        return;
+    };
+    let dir = s.env.path("runner-data-a").join("worker");
+    let entry = dir.to_str().unwrap();
+    // Before any turn, one Worker is started: the spare, with a home of its own.
+    let spare = wait_for(Duration::from_secs(90), "a spare Worker", || {
+        let pids = common::waits::pids_with(entry);
+        (pids.len() == 1).then(|| pids[0])
+    });
+    wait_for(
+        Duration::from_secs(90),
+        "the spare to import Hermes",
+        || s.runner.log().contains("worker started").then_some(()),
+    );
+    let spare_home = hermes_home_of(spare);
+    assert!(spare_home.starts_with(dir.join("homes").to_str().unwrap()));
+
+    let out = s.env.run(&["chat", "box", "first turn of box"]);
+    out.ok();
+    assert!(out.stdout.contains("box answer"), "{out:?}");
+    let claimed = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("worker claimed") && l.contains("pre_started=true"))
+            .count()
+    };
+    assert_eq!(claimed(&s.runner.log()), 1, "{}", s.runner.log());
+    // The spare is box's Worker now: its log is box's, and another spare takes its place.
+    let box_id = s.env.json(&["agent", "show", "box"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(dir.join("logs").join(format!("{box_id}.log")).is_file());
+    let second = wait_for(Duration::from_secs(90), "a new spare", || {
+        let pids = common::waits::pids_with(entry);
+        (pids.len() == 2 && pids.contains(&spare))
+            .then(|| pids.into_iter().find(|p| *p != spare))
+            .flatten()
+    });
+    assert_ne!(hermes_home_of(second), spare_home);
+
+    // Another agent's first turn claims the new spare, never box's Worker.
+    s.env
+        .run(&[
+            "agent",
+            "create",
+            "box2",
+            "--profile",
+            "default",
+            "--env",
+            "computer",
+        ])
+        .ok();
+    wait_for(
+        Duration::from_secs(90),
+        "the new spare to import Hermes",
+        || (s.runner.log().matches("worker started").count() == 2).then_some(()),
+    );
+    let out = s.env.run(&["chat", "box2", "first turn of box2"]);
+    out.ok();
+    assert!(out.stdout.contains("box2 answer"), "{out:?}");
+    assert_eq!(claimed(&s.runner.log()), 2, "{}", s.runner.log());
+    let pids = common::waits::pids_with(entry);
+    assert!(
+        pids.contains(&spare) && pids.contains(&second),
+        "each agent keeps its own Worker: {pids:?}"
+    );
+    let steps = s.model.steps();
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    let second_turn = steps[1]["body"]["messages"].to_string();
+    assert!(second_turn.contains("first turn of box2"), "{second_turn}");
+    assert!(
+        !second_turn.contains("first turn of box\""),
+        "{second_turn}"
+    );
+    assert!(!second_turn.contains("box answer"), "{second_turn}");
+}
+
 #[test]
 fn a_runner_killed_mid_turn_leaves_it_uncertain_and_the_model_is_not_asked_again() {
     let Some(mut s) = setup(json!([
@@ -281,10 +374,8 @@ fn a_runner_killed_mid_turn_leaves_it_uncertain_and_the_model_is_not_asked_again
     // The Worker that asked: it is to die with its Runner, else it could ask again.
     let entry = s.env.path("runner-data-a").join("worker");
     let entry = entry.to_str().unwrap();
-    assert!(
-        !common::waits::pids_with(entry).is_empty(),
-        "no Worker runs"
-    );
+    let old_workers = common::waits::pids_with(entry);
+    assert!(!old_workers.is_empty(), "no Worker runs");
     s.runner.kill9();
     let generation = s.env.json(&["runner", "show", &s.reg.id])["generation"]
         .as_i64()
@@ -307,8 +398,10 @@ fn a_runner_killed_mid_turn_leaves_it_uncertain_and_the_model_is_not_asked_again
     // Who could ask the model again: the killed Runner's Worker (gone with it) or a
     // replay of the turn by the new Runner (the turn's command is final: nothing is
     // leased again).
-    wait_for(Duration::from_secs(20), "the old Worker gone", || {
-        common::waits::pids_with(entry).is_empty().then_some(())
+    // (The new Runner starts a spare of its own from the same data directory.)
+    wait_for(Duration::from_secs(20), "the old Workers gone", || {
+        let now = common::waits::pids_with(entry);
+        (!old_workers.iter().any(|p| now.contains(p))).then_some(())
     });
     let commands = s.env.json(&["runner", "commands", &s.reg.id]);
     let turn = commands

@@ -175,6 +175,8 @@ pub(super) struct Setup {
     pub(super) runner_config: PathBuf,
     /// The Runner's artifact root (`yy runner fetch` exports from here).
     pub(super) export_root: PathBuf,
+    /// `http://127.0.0.1:PORT/metrics` of the Runner, when [`Options::runner_metrics`].
+    pub(super) runner_metrics: Option<String>,
 }
 
 /// A killed Runner's computers stay by design (the next Runner adopts them); a benchmark's
@@ -265,6 +267,8 @@ pub(super) struct Options {
     pub max_computers: Option<u32>,
     /// `yy serve --tls self-signed`; the admin client and the Runner pin its certificate.
     pub tls: bool,
+    /// Serve the Runner's own metrics on a free loopback port ([`Setup::runner_metrics`]).
+    pub runner_metrics: bool,
 }
 
 /// The temporary directory and nothing started yet (for helpers to go first).
@@ -427,6 +431,13 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
     let config_arg = config_path.display().to_string();
     let concurrent = RUNNER_MAX_CONCURRENT.to_string();
     let computers = opts.max_computers.map(|n| n.to_string());
+    // A bench Runner must not take (or fail on) the default metrics port of a real one.
+    let metrics_listen = if opts.runner_metrics {
+        let free = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        free.to_string()
+    } else {
+        "off".to_string()
+    };
     let mut args = vec![
         "runner",
         "run",
@@ -436,9 +447,8 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         &runner_data,
         "--max-concurrent",
         &concurrent,
-        // A bench Runner must not take (or fail on) the default metrics port of a real one.
         "--metrics-listen",
-        "off",
+        &metrics_listen,
     ];
     if let Some(n) = &computers {
         args.extend(["--max-computers", n.as_str()]);
@@ -454,6 +464,9 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         token,
         runner_config: config_path,
         export_root,
+        runner_metrics: opts
+            .runner_metrics
+            .then(|| format!("http://{metrics_listen}/metrics")),
     };
     let (admin, runner_id) = (s.admin.clone(), s.runner_id.clone());
     s.while_alive(wait_online(&admin, &runner_id)).await?;

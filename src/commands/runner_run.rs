@@ -30,6 +30,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = crate::runner::computers::DEFAULT_MAX_RUNNING,
           value_parser = clap::value_parser!(u32).range(1..=8))]
     pub max_computers: u32,
+    /// Worker processes kept started (Hermes imported, no agent and no credentials yet)
+    /// so that a computer agent's first turn need not wait for one; each holds about
+    /// 100 MB. 0: start a Worker when a turn needs it
+    #[arg(long, value_name = "N", default_value_t = crate::runner::worker::DEFAULT_SPARES,
+          value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub warm_workers: u32,
     /// How long a computer may sit idle (no turn, exec, takeover or screen input; reading
     /// its state or screen does not count) before it is stopped; its workspace stays and
     /// its next use starts it again
@@ -157,6 +163,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_concurrent: args.max_concurrent as usize,
         shutdown_grace: args.shutdown_grace,
         max_computers: args.max_computers,
+        warm_workers: args.warm_workers as usize,
         egress: crate::egress::docker::EgressOptions {
             network: args.egress_network,
             dns: args.egress_dns,

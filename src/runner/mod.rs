@@ -57,6 +57,8 @@ pub struct RunnerOptions {
     pub shutdown_grace: Duration,
     /// Computers that may run at once (1-8).
     pub max_computers: u32,
+    /// Worker processes kept started for computer agents' first turns (`--warm-workers`).
+    pub warm_workers: usize,
     /// Where the egress proxy of public-web computers reaches out.
     pub egress: crate::egress::docker::EgressOptions,
     /// The container engine `--engine` named; `None`: the one that answers.
@@ -154,7 +156,13 @@ pub async fn run(
         .clone()
         .unwrap_or_else(|| opts.data_dir.join("hermes-home"));
     log_model_settings(&hermes_home, &opts.config.allowed_profiles);
-    let workers = start_workers(&opts.config, &opts.data_dir, &hermes_home);
+    // Spares only where a computer turn can run.
+    let spares = if computers.is_some() {
+        opts.warm_workers
+    } else {
+        0
+    };
+    let workers = start_workers(&opts.config, &opts.data_dir, &hermes_home, spares);
     let shared = Arc::new(Shared {
         client,
         config: opts.config,
@@ -183,6 +191,8 @@ pub async fn run(
             workers.clone(),
             shared.hard_stop.clone(),
         ));
+        let (workers, stop) = (workers.clone(), shared.hard_stop.clone());
+        tasks.spawn(async move { workers.keep_spares(stop).await });
     }
     let slots = Arc::new(Semaphore::new(opts.max_concurrent));
     tokio::pin!(shutdown);
@@ -251,14 +261,15 @@ fn start_workers(
     config: &RunnerConfig,
     data_dir: &std::path::Path,
     hermes_home: &std::path::Path,
+    spares: usize,
 ) -> Option<Arc<worker::Workers>> {
     let python = config
         .worker_python
         .clone()
         .or_else(|| worker::default_python(config.hermes_command.as_deref()))?;
-    match worker::Workers::new(&python, data_dir) {
+    match worker::Workers::new(&python, data_dir, spares) {
         Ok(w) => {
-            tracing::info!(python = %python.display(), hermes_home = %hermes_home.display(), "computer agents' Worker enabled");
+            tracing::info!(python = %python.display(), hermes_home = %hermes_home.display(), spares, "computer agents' Worker enabled");
             Some(Arc::new(w))
         }
         Err(e) => {

@@ -115,6 +115,12 @@ async fn scrape(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         "Computers that may run at once (0: computers not enabled).",
     )
     .sample("yy_runner_computers_capacity", &[], capacity);
+    let spares = shared.workers.as_ref().map_or(0, |w| w.spares());
+    t.gauge(
+        "yy_runner_worker_spares",
+        "Worker processes started for computer agents' first turns and not claimed yet.",
+    )
+    .sample("yy_runner_worker_spares", &[], spares as f64);
     (
         [(header::CONTENT_TYPE, prom::CONTENT_TYPE)],
         prom::render(t),

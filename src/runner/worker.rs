@@ -1,15 +1,24 @@
 //! Worker processes: the Hermes Python running the entry that ships in this binary
 //! (`worker_entry.py`), one per agent, kept warm between turns for a while.
 //!
-//! A Worker gets an empty environment but for a private `HERMES_HOME`; the model's settings
-//! and key arrive on its stdin, and it dies with the Runner (parent-death signal), so a
-//! Runner killed mid-turn never leaves a model loop running.
+//! A Worker gets an empty environment but for a private `HERMES_HOME` of its own (made for
+//! the process, removed with it); the model's settings and key arrive on its stdin, and it
+//! dies with the Runner (parent-death signal), so a Runner killed mid-turn never leaves a
+//! model loop running.
+//!
+//! Importing Hermes takes most of a second of CPU, so a few Workers are started before any
+//! agent needs one (spares: Hermes imported, no agent, no credentials, never a turn). An
+//! agent without a warm Worker claims a spare, which from then on is that agent's alone
+//! (its log moves to the agent's), and another spare is started in its place.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -22,6 +31,11 @@ const ENTRY: &str = include_str!("worker_entry.py");
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// A Worker unused this long is stopped.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Spares kept started unless the Runner is told otherwise (`--warm-workers`).
+pub const DEFAULT_SPARES: u32 = 1;
+/// After a spare fails to start, the next try waits this long (a broken Python is not
+/// started in a loop).
+const SPARE_RETRY: Duration = Duration::from_secs(30);
 /// Longest line a Worker may send (a tool call with its arguments).
 const MAX_LINE: usize = 16 * 1024 * 1024;
 
@@ -45,6 +59,17 @@ pub struct Worker {
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
     pub hermes_version: String,
+    /// This process's own Hermes home: nobody else's files, removed with it.
+    home: PathBuf,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // SIGKILL first: a process that gets it never runs again, so nothing is written
+        // into the home after it is removed.
+        let _ = self.child.start_kill();
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
 }
 
 impl Worker {
@@ -74,17 +99,23 @@ impl Worker {
     }
 }
 
-/// Where Workers come from, and the warm ones.
+/// Where Workers come from: the warm ones of each agent, and the spares.
 pub struct Workers {
     python: PathBuf,
     entry: PathBuf,
     homes: PathBuf,
+    logs: PathBuf,
     warm: Mutex<HashMap<String, (Worker, Instant)>>,
+    spares: Mutex<Vec<Worker>>,
+    spare_target: usize,
+    /// Wakes [`Workers::keep_spares`] when a spare was claimed.
+    claimed: Notify,
 }
 
 impl Workers {
     /// Writes the entry (mode 0700) under `data_dir/worker/` and checks that `python` exists.
-    pub fn new(python: &Path, data_dir: &Path) -> Result<Workers, String> {
+    /// Homes of Workers of an earlier run (killed with the Runner) are removed.
+    pub fn new(python: &Path, data_dir: &Path, spare_target: usize) -> Result<Workers, String> {
         if !python.is_file() {
             return Err(format!(
                 "the Worker's Python {} does not exist: set workerPython in runner.json to the Hermes venv's python",
@@ -100,17 +131,33 @@ impl Workers {
                 .map_err(|e| format!("cannot write {}: {e}", entry.display()))?;
         }
         let homes = dir.join("homes");
-        crate::fsutil::create_private_dir(&homes)
-            .map_err(|e| format!("cannot create {}: {e}", homes.display()))?;
+        if homes.exists() {
+            std::fs::remove_dir_all(&homes)
+                .map_err(|e| format!("cannot remove old Worker homes {}: {e}", homes.display()))?;
+        }
+        let logs = dir.join("logs");
+        for d in [&homes, &logs] {
+            crate::fsutil::create_private_dir(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        }
         Ok(Workers {
             python: python.to_path_buf(),
             entry,
             homes,
+            logs,
             warm: Mutex::default(),
+            spares: Mutex::default(),
+            spare_target,
+            claimed: Notify::new(),
         })
     }
 
-    /// The warm Worker of `agent`, or a new one.
+    /// The Hermes log of `agent`'s Worker.
+    pub fn log_of(&self, agent: &str) -> PathBuf {
+        self.logs.join(format!("{}.log", sanitize(agent)))
+    }
+
+    /// The warm Worker of `agent`, else a spare claimed for it, else a new one.
     pub async fn take(&self, agent: &str) -> Result<Worker, WorkerError> {
         let warm = self
             .warm
@@ -122,7 +169,74 @@ impl Workers {
         {
             return Ok(w);
         }
-        self.spawn(agent).await
+        let spare = self.take_spare();
+        let pre_started = spare.is_some();
+        let mut worker = match spare {
+            Some(w) => w,
+            None => self.spawn().await?,
+        };
+        let log = self.log_of(agent);
+        worker
+            .send(&ToWorker::Claim {
+                log: &log.to_string_lossy(),
+            })
+            .await?;
+        tracing::info!(%agent, pre_started, "worker claimed");
+        Ok(worker)
+    }
+
+    /// A live spare, if there is one; the keeper starts another in its place.
+    fn take_spare(&self) -> Option<Worker> {
+        let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        spares.retain_mut(Worker::alive);
+        let spare = spares.pop();
+        drop(spares);
+        if self.spare_target > 0 {
+            self.claimed.notify_one();
+        }
+        spare
+    }
+
+    /// Spares started now.
+    pub fn spares(&self) -> usize {
+        let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        spares.retain_mut(Worker::alive);
+        spares.len()
+    }
+
+    /// Keeps `spare_target` spares started, one at a time, until `stop`.
+    pub async fn keep_spares(&self, stop: CancellationToken) {
+        if self.spare_target == 0 {
+            return;
+        }
+        loop {
+            while self.spares() < self.spare_target {
+                let started = tokio::select! {
+                    w = self.spawn() => w,
+                    _ = stop.cancelled() => return,
+                };
+                match started {
+                    Ok(w) => self
+                        .spares
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(w),
+                    Err(e) => {
+                        tracing::warn!(
+                            "cannot start a spare Worker (retrying in {SPARE_RETRY:?}): {e}"
+                        );
+                        tokio::select! {
+                            _ = tokio::time::sleep(SPARE_RETRY) => {}
+                            _ = stop.cancelled() => return,
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.claimed.notified() => {}
+                _ = stop.cancelled() => return,
+            }
+        }
     }
 
     /// Keeps a Worker that ended its turn cleanly for the agent's next turn.
@@ -139,9 +253,12 @@ impl Workers {
         before - warm.len()
     }
 
-    async fn spawn(&self, agent: &str) -> Result<Worker, WorkerError> {
-        let home = self.homes.join(sanitize(agent));
+    /// Starts a Worker with a new, empty home; it serves no agent until claimed.
+    async fn spawn(&self) -> Result<Worker, WorkerError> {
+        let home = self.homes.join(uuid::Uuid::new_v4().to_string());
         crate::fsutil::create_private_dir(&home)?;
+        // Until it is claimed, its Hermes log is in its home (and goes with it).
+        let log = home.join("worker.log");
         let mut cmd = Command::new(&self.python);
         cmd.arg("-u")
             .arg(&self.entry)
@@ -154,14 +271,20 @@ impl Workers {
             .current_dir(&home)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(std::fs::File::create(home.join("worker.log"))?))
+            .stderr(Stdio::from(std::fs::File::create(&log)?))
             .kill_on_drop(true);
         // The Worker must not outlive a Runner that is killed outright (SIGKILL skips Drop).
         crate::sys::die_with_parent(cmd.as_std_mut(), libc::SIGKILL);
-        let mut child = cmd.spawn().map_err(|e| WorkerError::Spawn {
-            python: self.python.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&home);
+                return Err(WorkerError::Spawn {
+                    python: self.python.display().to_string(),
+                    reason: e.to_string(),
+                });
+            }
+        };
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let mut worker = Worker {
@@ -169,12 +292,14 @@ impl Workers {
             stdin,
             lines: BufReader::new(stdout).lines(),
             hermes_version: String::new(),
+            home,
         };
         let ready = tokio::time::timeout(READY_TIMEOUT, worker.recv())
             .await
             .map_err(|_| WorkerError::NotReady(format!("no answer in {READY_TIMEOUT:?}")))?
             .map_err(|e| {
-                WorkerError::NotReady(format!("{e}; see {}", home.join("worker.log").display()))
+                // The home goes with the Worker: keep the end of what it said.
+                WorkerError::NotReady(format!("{e}; it said: {}", last_words(&log)))
             })?;
         match ready {
             FromWorker::Ready { hermes_version } => worker.hermes_version = hermes_version,
@@ -184,8 +309,21 @@ impl Workers {
                 )));
             }
         }
-        tracing::info!(%agent, hermes = %worker.hermes_version, "worker started");
+        tracing::info!(hermes = %worker.hermes_version, "worker started");
         Ok(worker)
+    }
+}
+
+/// The end of a Worker's log on one line, without control characters.
+fn last_words(log: &Path) -> String {
+    let said = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = said.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = lines[lines.len().saturating_sub(5)..].join("; ");
+    let tail: String = tail.chars().filter(|c| !c.is_control()).collect();
+    let skip = tail.chars().count().saturating_sub(400);
+    match tail.chars().skip(skip).collect::<String>() {
+        t if t.is_empty() => "nothing".into(),
+        t => t,
     }
 }
 

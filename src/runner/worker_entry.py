@@ -11,6 +11,7 @@
 #                     {"type": "tool_result", "call_id": ..., "content": ...}
 #                       (content: a string, or a {"_multimodal": true, ...} envelope)
 #                     {"type": "interrupt"}
+#                     {"type": "claim", "log": ...}   (before the first turn: the agent's log)
 #   Worker -> Runner  {"type": "ready", "hermes_version": ...}
 #                     {"type": "delta", "text": ...}
 #                     {"type": "tool_call", "call_id": ..., "name": ..., "args": {...}}
@@ -95,11 +96,23 @@ def _read_forever():
             _results.put(message)
         elif kind == "turn":
             _turns.put(message)
+        elif kind == "claim":
+            claim(message)
     _turns.put(None)
     _results.put(_INTERRUPTED)
 
 
 _turns = queue.Queue()
+
+
+def claim(message):
+    """Started before any agent needed it, this Worker now serves one: Hermes's output goes
+    to that agent's log from here on."""
+    fd = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    os.dup2(fd, 1)
+    os.close(fd)
 
 
 class WorkerAgent(AIAgent):

@@ -20,6 +20,8 @@ pub enum ToWorker<'a> {
     ToolResult { call_id: &'a str, content: Value },
     /// Stops the model loop.
     Interrupt,
+    /// The Worker now serves one agent: its Hermes log goes to `log` (truncated).
+    Claim { log: &'a str },
 }
 
 /// One earlier message of the session, as the model sees it.
