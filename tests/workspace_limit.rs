@@ -124,7 +124,7 @@ fn a_full_workspace_stops_the_guest_not_the_runner() {
     // Stopped, the image gives its free blocks back and is unmounted; the data stays.
     env.run(&["computer", "exec", &id, "--", "rm", "big"]).ok();
     env.run(&["computer", "stop", &id]).ok();
-    wait_for(Duration::from_secs(20), "the computer stopped", || {
+    wait_for(Duration::from_secs(60), "the computer stopped", || {
         (env.json(&["computer", "show", &id])["state"] == "stopped").then_some(())
     });
     assert!(!is_mountpoint(&ws.join(&id)));
@@ -161,7 +161,7 @@ fn a_full_workspace_stops_the_guest_not_the_runner() {
     );
     assert!(!paths.iter().any(|p| p.ends_with(".img")), "{paths:?}");
     let (runner, _) = start(&s, "32MiB", g1);
-    wait_for(Duration::from_secs(20), "the old lease ended", || {
+    wait_for(Duration::from_secs(60), "the old lease ended", || {
         (env.json(&["computer", "show", &id])["state"] == "stopped").then_some(())
     });
     let again = create(env);
@@ -200,7 +200,7 @@ fn a_workspace_made_without_a_limit_moves_into_an_image() {
     runner.kill9();
 
     let (_runner, _) = start(&s, "32MiB", g1);
-    wait_for(Duration::from_secs(20), "the old lease ended", || {
+    wait_for(Duration::from_secs(60), "the old lease ended", || {
         (env.json(&["computer", "show", &id])["state"] == "stopped").then_some(())
     });
     create(env);

@@ -232,13 +232,19 @@ fn in_use(img: &Path) -> bool {
 }
 
 /// How long a loop device may take to let its image go after the unmount (the kernel
-/// clears an autoclear device after the last close, not within `umount`).
-const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(5);
+/// clears an autoclear device after the last close, not within `umount`, and flushes it
+/// first: seconds on a host busy writing).
+const LOOP_RELEASE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Mounts `img` at `dir` unless a loop device still has it after [`LOOP_RELEASE`].
 fn mount_once(img: &Path, dir: &Path, options: &str) -> Result<(), WorkspaceError> {
     let since = std::time::Instant::now();
+    let mut said = false;
     while in_use(img) && since.elapsed() < LOOP_RELEASE {
+        if !said && since.elapsed() > std::time::Duration::from_secs(2) {
+            tracing::info!(image = %img.display(), "waiting for the kernel to release the workspace image's previous loop device");
+            said = true;
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     if in_use(img) {
