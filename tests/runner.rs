@@ -107,6 +107,159 @@ fn pings_round_trip_and_status_is_visible() {
 }
 
 #[test]
+fn the_runner_starts_and_completes_commands_in_batches() {
+    let Setup {
+        env, reg, server, ..
+    } = &setup();
+    let out = env.json(&["runner", "ping", &reg.id, "--count", "20"]);
+    assert_eq!(out["summary"]["answered"], 20);
+    let requests = |route: &str| {
+        env.metric(
+            server,
+            &format!(r#"yy_http_requests_total{{route="{route}",code="200"}}"#),
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(requests("/runner/v1/commands/{id}/start"), 0.0);
+    assert_eq!(requests("/runner/v1/commands/{id}/complete"), 0.0);
+    let (starts, completes) = (
+        requests("/runner/v1/commands/start"),
+        requests("/runner/v1/commands/complete"),
+    );
+    assert!((1.0..=20.0).contains(&starts), "{starts} batched starts");
+    assert!(
+        (1.0..=20.0).contains(&completes),
+        "{completes} batched completes"
+    );
+}
+
+/// Pings queued for Runner `runner` (not running), through the admin API; their ids.
+fn queue_pings(env: &Env, server: &Server, runner: &str, n: usize) -> Vec<String> {
+    let auth = format!("Bearer {}", env.stored_token());
+    (0..n)
+        .map(|_| {
+            let (status, body) = common::http(
+                &server.addr(),
+                "POST",
+                &format!("/api/v1/runners/{runner}/ping"),
+                &[
+                    ("Authorization", &auth),
+                    ("Content-Type", "application/json"),
+                ],
+                "{}",
+            )
+            .unwrap();
+            assert!(status < 300, "{status} {body}");
+            serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_batch_answers_each_command_as_its_own_request_would() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let a = env.register_runner(&server, "alpha", &[]);
+    let ids = queue_pings(&env, &server, &a.id, 3);
+    let (status, conn) = machine(
+        &server,
+        "/runner/v1/connect",
+        &a.token,
+        NEW_INSTANCE,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 200, "{conn}");
+    assert_eq!(conn["features"], json!(["command-batches-v1"]));
+    let g = conn["generation"].as_i64().unwrap();
+    let call = |path: &str, body: serde_json::Value| {
+        machine(
+            &server,
+            path,
+            &a.token,
+            NEW_INSTANCE,
+            Some(g),
+            &[],
+            &body.to_string(),
+        )
+    };
+    let (status, leased) = call("/runner/v1/lease", json!({"max": 10, "wait_ms": 200}));
+    assert_eq!(status, 200);
+    assert_eq!(leased["commands"].as_array().unwrap().len(), 3, "{leased}");
+    // The second is cancelled while leased: its start is refused as it would be alone.
+    env.json(&["runner", "cancel", &ids[1]]);
+    let (status, started) = call(
+        "/runner/v1/commands/start",
+        json!({"ids": [ids[0], ids[1], ids[2], "no-such-command"]}),
+    );
+    assert_eq!(status, 200, "{started}");
+    let results = started["results"].as_array().unwrap();
+    let ids_back: Vec<&str> = results.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids_back, [&ids[0], &ids[1], &ids[2], "no-such-command"]);
+    assert!(results[0]["deadline_ms"].is_i64() && results[0]["refused"].is_null());
+    assert_eq!(results[1]["refused"]["status"], 410, "{started}");
+    assert_eq!(results[1]["refused"]["code"], "cancelled", "{started}");
+    assert!(results[2]["deadline_ms"].is_i64(), "{started}");
+    assert_eq!(results[3]["refused"]["status"], 404, "{started}");
+
+    let (status, completed) = call(
+        "/runner/v1/commands/complete",
+        json!({"reports": [
+            {"id": ids[0], "outcome": "done", "result": {"pong": true}},
+            {"id": ids[2], "outcome": "failed", "error": "it broke"},
+            {"id": ids[1], "outcome": "done"},
+        ]}),
+    );
+    assert_eq!(status, 200, "{completed}");
+    let results = completed["results"].as_array().unwrap();
+    assert!(results[0]["refused"].is_null() && results[1]["refused"].is_null());
+    assert_eq!(results[2]["refused"]["status"], 409, "{completed}");
+    // A retried report with the same outcome is answered as before; another is refused.
+    let (_, again) = call(
+        "/runner/v1/commands/complete",
+        json!({"reports": [
+            {"id": ids[0], "outcome": "done", "result": {"pong": true}},
+            {"id": ids[2], "outcome": "done"},
+        ]}),
+    );
+    assert!(again["results"][0]["refused"].is_null(), "{again}");
+    assert_eq!(again["results"][1]["refused"]["status"], 409, "{again}");
+    let states: std::collections::HashMap<String, String> = env
+        .json(&["runner", "commands", &a.id])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_string(),
+                c["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(states[&ids[0]], "done");
+    assert_eq!(states[&ids[1]], "cancelled");
+    assert_eq!(states[&ids[2]], "failed");
+
+    // Empty and oversized batches are refused whole.
+    let (status, _) = call("/runner/v1/commands/start", json!({"ids": []}));
+    assert_eq!(status, 400);
+    let many: Vec<String> = (0..257).map(|i| format!("c{i}")).collect();
+    let (status, body) = call(
+        "/runner/v1/commands/complete",
+        json!({"reports": many
+        .iter()
+        .map(|id| json!({"id": id, "outcome": "done"}))
+        .collect::<Vec<_>>()}),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("1 to 256"), "{body}");
+}
+
+#[test]
 fn kill_9_during_a_long_command_leaves_it_uncertain_and_it_never_runs_again() {
     let Setup {
         env,

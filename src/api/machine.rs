@@ -154,6 +154,16 @@ pub struct Connected {
     /// admin asked (`yy runner rotate-token`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rotate_token: bool,
+    /// What this control plane offers beyond the base protocol ([`features`]); an older
+    /// one sends none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+}
+
+/// What a control plane offers a Runner beyond the base protocol (`Connected::features`).
+pub mod features {
+    /// `POST /runner/v1/commands/start` and `/complete` take several commands at once.
+    pub const COMMAND_BATCHES: &str = "command-batches-v1";
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -311,6 +321,63 @@ pub struct CompleteParams {
     pub result: Option<serde_json::Value>,
     #[serde(default)]
     pub error: Option<String>,
+}
+
+/// Most commands in one batched start or complete.
+pub const MAX_BATCH: usize = 256;
+/// A report goes in a batch only when its result is at most this big as JSON; a bigger
+/// one goes alone (`/commands/{id}/complete`), so a batch stays small.
+pub const BATCH_RESULT_BYTES: usize = 64 * 1024;
+
+/// `POST /runner/v1/commands/start`: the re-check of several leased commands.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBatch {
+    pub ids: Vec<String>,
+}
+
+/// `POST /runner/v1/commands/complete`: the outcomes of several commands.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteBatch {
+    pub reports: Vec<CompleteReport>,
+}
+
+/// One command's outcome in a [`CompleteBatch`]: [`CompleteParams`] with its id.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteReport {
+    pub id: String,
+    pub outcome: Outcome,
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// The answer to a batch: one item per command, in the order asked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchAnswer {
+    pub results: Vec<BatchItem>,
+}
+
+/// One command's answer in a batch: granted (with its deadline, for a start) or refused
+/// with the status, code and message the single-command call would have given.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchItem {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refusal>,
+}
+
+/// Why one command of a batch was refused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Refusal {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
 }
 
 // ---- command kinds and their payloads/results ----

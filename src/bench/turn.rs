@@ -237,7 +237,7 @@ async fn measure(
 
 /// Waits until the Runner has a spare Worker ready (its metrics say so).
 async fn wait_spare(metrics: &str) -> anyhow::Result<()> {
-    let client = reqwest::Client::builder().no_proxy().build()?;
+    let client = crate::api::http::http_builder(&metrics.parse()?).build()?;
     let since = Instant::now();
     loop {
         let text = client.get(metrics).send().await?.text().await?;

@@ -17,7 +17,7 @@ use crate::api::machine::{
 };
 use crate::api::words::chain;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum MachineError {
     /// The control plane could not be reached or the connection broke: retry.
     #[error("{0}")]
@@ -352,6 +352,32 @@ impl MachineClient {
             )
             .await?;
         Ok(())
+    }
+
+    /// `POST /runner/v1/commands/start` (`command-batches-v1`): one answer per id.
+    pub async fn start_batch(
+        &self,
+        generation: i64,
+        ids: Vec<String>,
+    ) -> Result<Vec<crate::api::machine::BatchItem>, MachineError> {
+        let body = crate::api::machine::StartBatch { ids };
+        let answer: crate::api::machine::BatchAnswer = self
+            .call("runner/v1/commands/start", Some(generation), &body)
+            .await?;
+        Ok(answer.results)
+    }
+
+    /// `POST /runner/v1/commands/complete` (`command-batches-v1`): one answer per report.
+    pub async fn complete_batch(
+        &self,
+        generation: i64,
+        reports: Vec<crate::api::machine::CompleteReport>,
+    ) -> Result<Vec<crate::api::machine::BatchItem>, MachineError> {
+        let body = crate::api::machine::CompleteBatch { reports };
+        let answer: crate::api::machine::BatchAnswer = self
+            .call("runner/v1/commands/complete", Some(generation), &body)
+            .await?;
+        Ok(answer.results)
     }
 
     pub async fn events(

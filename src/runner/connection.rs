@@ -73,6 +73,12 @@ pub(super) async fn lease_loop(
         };
         // The Runner keeps its generation as the number it sends in a header.
         let generation = connected.generation.get();
+        shared.batches.set_offered(
+            connected
+                .features
+                .iter()
+                .any(|f| f == crate::api::machine::features::COMMAND_BATCHES),
+        );
         if let Err(e) = instance::record(&shared.data_dir, &shared.client.instance) {
             tracing::warn!(error = %e, "cannot record this instance in the data directory; its next start may need --replace");
         }

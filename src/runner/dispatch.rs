@@ -103,7 +103,7 @@ pub(super) async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCom
     };
     let kind = command.kind();
     // The re-check: still ours, not cancelled, within its deadline.
-    let granted = match shared.client.start(generation, &id).await {
+    let granted = match shared.batches.start(generation, &id).await {
         Ok(g) => g,
         Err(e) => {
             tracing::info!(command = %id, error = %e, "control plane refused to start the command");
@@ -414,7 +414,7 @@ async fn report(shared: &Arc<Shared>, generation: i64, id: &str, f: Finished) {
     });
     let mut attempt = 0;
     loop {
-        match shared.client.complete(generation, id, &params).await {
+        match shared.batches.complete(generation, id, &params).await {
             Ok(()) => return,
             // Whatever the control plane cannot take, it still learns how the command ended.
             Err(e) if e.status() == Some(413) && params.result.is_some() => {

@@ -3,6 +3,7 @@
 //! keeps receipts so nothing ever runs twice.
 
 pub mod artifacts;
+mod batches;
 pub mod client;
 pub mod computers;
 pub mod config;
@@ -99,6 +100,8 @@ struct Shared {
     config: RunnerConfig,
     receipts: Receipts,
     hermes: HermesLink,
+    /// Starts and outcomes, several per request when the control plane offers it.
+    batches: batches::Batches,
     /// The computer pool, when a Docker engine answered at start.
     computers: Option<Arc<computers::Computers>>,
     /// Workers for computer agents' turns, when a Worker Python is there.
@@ -164,6 +167,7 @@ pub async fn run(
     };
     let workers = start_workers(&opts.config, &opts.data_dir, &hermes_home, spares);
     let shared = Arc::new(Shared {
+        batches: batches::Batches::new(client.clone()),
         client,
         config: opts.config,
         receipts,

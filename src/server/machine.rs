@@ -30,6 +30,8 @@ pub fn routes() -> Router<AppState> {
         .route("/runner/v1/disconnect", post(machine_disconnect))
         .route("/runner/v1/token", post(machine_token))
         .route("/runner/v1/whoami", axum::routing::get(machine_whoami))
+        .route("/runner/v1/commands/start", post(commands_start))
+        .route("/runner/v1/commands/complete", post(commands_complete))
         .route("/runner/v1/commands/{id}/start", post(command_start))
         .route("/runner/v1/commands/{id}/complete", post(command_complete))
         .route("/runner/v1/commands/{id}/events", post(command_events))
@@ -335,6 +337,16 @@ async fn command_complete(
     Path(id): Path<CommandId>,
     Body(p): Body<CompleteParams>,
 ) -> Result<Json<machine::Command>, ApiError> {
+    let row = complete_one(&state, &current, id, p).await?;
+    Ok(Json(row.view(false)))
+}
+
+async fn complete_one(
+    state: &AppState,
+    current: &Current,
+    id: CommandId,
+    p: CompleteParams,
+) -> Result<crate::server::store::commands::CommandRow, ApiError> {
     let result = p.result.as_ref().map(|r| r.to_string());
     if result
         .as_ref()
@@ -347,7 +359,7 @@ async fn command_complete(
         ));
     }
     let error = p.error.map(|e| e.chars().take(4096).collect::<String>());
-    let row = state
+    Ok(state
         .queue
         .complete(
             &current.runner_id,
@@ -357,8 +369,86 @@ async fn command_complete(
             result,
             error,
         )
-        .await?;
-    Ok(Json(row.view(false)))
+        .await?)
+}
+
+/// A batch of 1 to [`machine::MAX_BATCH`] items, else 400.
+fn batch_size(n: usize) -> Result<(), ApiError> {
+    if n == 0 || n > machine::MAX_BATCH {
+        return Err(ApiError::bad_request(format!(
+            "a batch holds 1 to {} commands, not {n}",
+            machine::MAX_BATCH
+        )));
+    }
+    Ok(())
+}
+
+fn refusal(e: ApiError) -> machine::Refusal {
+    machine::Refusal {
+        status: e.status.as_u16(),
+        code: e.code.to_string(),
+        message: e.message,
+    }
+}
+
+/// [`command_start`] for several commands in one request. They run side by side, so the
+/// store commits them together (group commit); each gets the answer it would have alone.
+async fn commands_start(
+    State(state): State<AppState>,
+    current: Current,
+    Body(p): Body<machine::StartBatch>,
+) -> Result<Json<machine::BatchAnswer>, ApiError> {
+    batch_size(p.ids.len())?;
+    let each = p.ids.into_iter().map(|id| {
+        let (state, current) = (&state, &current);
+        async move {
+            let started = state
+                .queue
+                .start(&current.runner_id, current.generation, CommandId::new(&id))
+                .await;
+            match started {
+                Ok(deadline_ms) => machine::BatchItem {
+                    id,
+                    deadline_ms: Some(deadline_ms),
+                    refused: None,
+                },
+                Err(e) => machine::BatchItem {
+                    id,
+                    deadline_ms: None,
+                    refused: Some(refusal(e.into())),
+                },
+            }
+        }
+    });
+    let results = futures_util::future::join_all(each).await;
+    Ok(Json(machine::BatchAnswer { results }))
+}
+
+/// [`command_complete`] for several commands in one request, committed together.
+async fn commands_complete(
+    State(state): State<AppState>,
+    current: Current,
+    Body(p): Body<machine::CompleteBatch>,
+) -> Result<Json<machine::BatchAnswer>, ApiError> {
+    batch_size(p.reports.len())?;
+    let each = p.reports.into_iter().map(|r| {
+        let (state, current) = (&state, &current);
+        async move {
+            let params = CompleteParams {
+                outcome: r.outcome,
+                result: r.result,
+                error: r.error,
+            };
+            let done = complete_one(state, current, CommandId::new(&r.id), params).await;
+            machine::BatchItem {
+                id: r.id,
+                deadline_ms: None,
+                refused: done.err().map(refusal),
+            }
+        }
+    });
+    let results = futures_util::future::join_all(each).await;
+    Ok(Json(machine::BatchAnswer { results }))
 }
 
 /// Events of a running turn (text deltas, tool starts and results), streamed as they come.

@@ -314,6 +314,7 @@ pub fn connect(
         // The machine API fills these in from the token it authenticated.
         token_expires_at_ms: None,
         rotate_token: false,
+        features: vec![machine::features::COMMAND_BATCHES.to_string()],
     })
 }
 
