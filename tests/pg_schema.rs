@@ -70,6 +70,60 @@ async fn migrating_twice_reaches_the_latest_version_and_changes_nothing() {
     assert_eq!(server_identity(&client).await, identity);
 }
 
+/// What each PostgreSQL migration after `FIRST_VERSION` adds, taken away again, in
+/// order: with these a fresh database becomes one at `FIRST_VERSION`. A new migration
+/// needs its line here (the test below says so).
+const UNDO: &[&str] = &["DROP TABLE computer_grants"];
+
+#[tokio::test]
+async fn an_older_database_migrates_step_by_step_to_the_fresh_schema() {
+    assert_eq!(
+        pg::migrate::FIRST_VERSION + UNDO.len() as i64,
+        LATEST_VERSION,
+        "every PostgreSQL migration needs its line in UNDO"
+    );
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let mut client = connect(&cluster.url()).await;
+    pg::migrate(&mut client).await.unwrap();
+    let fresh = logical_schema::postgres::schema(&client).await;
+    let identity = server_identity(&client).await;
+
+    for undo in UNDO.iter().rev() {
+        client.batch_execute(undo).await.unwrap();
+    }
+    client
+        .execute(
+            "UPDATE schema_version SET version = $1",
+            &[&pg::migrate::FIRST_VERSION],
+        )
+        .await
+        .unwrap();
+    assert_ne!(
+        differences(
+            "fresh",
+            &fresh,
+            "old",
+            &logical_schema::postgres::schema(&client).await
+        ),
+        Vec::<String>::new(),
+        "the old database lacks what the migrations add"
+    );
+    pg::migrate(&mut client).await.unwrap();
+    assert_eq!(pg::schema_version(&client).await.unwrap(), LATEST_VERSION);
+    assert_eq!(
+        differences(
+            "fresh",
+            &fresh,
+            "migrated",
+            &logical_schema::postgres::schema(&client).await
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(server_identity(&client).await, identity, "data is kept");
+}
+
 #[tokio::test]
 async fn a_newer_or_foreign_database_is_refused_and_untouched() {
     let Some(cluster) = Cluster::start() else {

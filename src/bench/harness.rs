@@ -184,6 +184,7 @@ pub(super) struct Setup {
 impl Drop for Setup {
     fn drop(&mut self) {
         let runner = self.runner_id.clone();
+        let runner_data = self.h.path("runner/data");
         // Its own thread and runtime: this may run inside the benchmark's runtime.
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -199,6 +200,9 @@ impl Drop for Setup {
             })
         })
         .join();
+        // The Runner was killed with its workspace images mounted (and fully allocated):
+        // unmounted, the temporary directory can go, and its space with it.
+        crate::computer::workspaces::Workspaces::new(&runner_data, None).release_all();
     }
 }
 
@@ -449,6 +453,10 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         &concurrent,
         "--metrics-listen",
         &metrics_listen,
+        // Each running computer's workspace image is fully allocated: the default 10 GiB
+        // times a benchmark's computers would fill a test machine's disk.
+        "--workspace-limit",
+        "1GiB",
     ];
     if let Some(n) = &computers {
         args.extend(["--max-computers", n.as_str()]);

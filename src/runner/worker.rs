@@ -173,7 +173,7 @@ impl Workers {
         let pre_started = spare.is_some();
         let mut worker = match spare {
             Some(w) => w,
-            None => self.spawn().await?,
+            None => self.spawn(false).await?,
         };
         let log = self.log_of(agent);
         worker
@@ -212,7 +212,7 @@ impl Workers {
         loop {
             while self.spares() < self.spare_target {
                 let started = tokio::select! {
-                    w = self.spawn() => w,
+                    w = self.spawn(true) => w,
                     _ = stop.cancelled() => return,
                 };
                 match started {
@@ -253,16 +253,19 @@ impl Workers {
         before - warm.len()
     }
 
-    /// Starts a Worker with a new, empty home; it serves no agent until claimed.
-    async fn spawn(&self) -> Result<Worker, WorkerError> {
+    /// Starts a Worker with a new, empty home; it serves no agent until claimed. A spare
+    /// also warms up before it says it is ready (`worker_entry.py`, `warm_up`).
+    async fn spawn(&self, spare: bool) -> Result<Worker, WorkerError> {
         let home = self.homes.join(uuid::Uuid::new_v4().to_string());
         crate::fsutil::create_private_dir(&home)?;
         // Until it is claimed, its Hermes log is in its home (and goes with it).
         let log = home.join("worker.log");
         let mut cmd = Command::new(&self.python);
-        cmd.arg("-u")
-            .arg(&self.entry)
-            .env_clear()
+        cmd.arg("-u").arg(&self.entry);
+        if spare {
+            cmd.arg("--spare");
+        }
+        cmd.env_clear()
             .env("HERMES_HOME", &home)
             .env("HOME", &home)
             .env("HERMES_DISABLE_LAZY_INSTALLS", "1")

@@ -12,6 +12,8 @@
 #                       (content: a string, or a {"_multimodal": true, ...} envelope)
 #                     {"type": "interrupt"}
 #                     {"type": "claim", "log": ...}   (before the first turn: the agent's log)
+#                     {"type": "prepare", "session": ..., "model": {...}, "tools": [...], "system": ...}
+#                       (builds the agent of the turn that follows, while the computer starts)
 #   Worker -> Runner  {"type": "ready", "hermes_version": ...}
 #                     {"type": "delta", "text": ...}
 #                     {"type": "tool_call", "call_id": ..., "name": ..., "args": {...}}
@@ -94,7 +96,7 @@ def _read_forever():
             _results.put(_INTERRUPTED)
         elif kind == "tool_result":
             _results.put(message)
-        elif kind == "turn":
+        elif kind in ("turn", "prepare"):
             _turns.put(message)
         elif kind == "claim":
             claim(message)
@@ -257,13 +259,37 @@ def run_turn(turn):
     send({"type": "done", "status": status, "text": text, "error": result.get("error")})
 
 
+def warm_up():
+    """A spare builds one throwaway agent before it says it is ready: the first agent of a
+    process costs about half a second more than later ones (imports Hermes defers, caches
+    it fills). It has no credentials and never calls anything: the address is a discard
+    port on loopback, and it is dropped at once."""
+    try:
+        build_agent(
+            {"base_url": "http://127.0.0.1:9/v1", "api_key": "none", "provider": "custom",
+             "api_mode": "chat_completions", "model": "warm-up"},
+            [],
+            1,
+        )
+    except Exception as e:  # a failed warm-up only costs the first turn that time
+        print(f"warm-up failed: {type(e).__name__}: {e}", file=sys.stderr)
+
+
 def main():
+    if "--spare" in sys.argv[1:]:
+        warm_up()
     threading.Thread(target=_read_forever, daemon=True).start()
     send({"type": "ready", "hermes_version": HERMES_VERSION})
     while True:
         turn = _turns.get()
         if turn is None:
             return
+        if turn.get("type") == "prepare":
+            try:
+                agent_for(turn)
+            except Exception as e:  # the turn builds it again, and says what fails
+                print(f"prepare failed: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
         # Results of an earlier turn that arrived late are not this turn's.
         while not _results.empty():
             _results.get_nowait()

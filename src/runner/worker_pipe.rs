@@ -16,6 +16,14 @@ pub enum ToWorker<'a> {
         history: Vec<HistoryLine<'a>>,
         system: &'a str,
     },
+    /// Builds Hermes's agent for the turn that follows with the same settings, while the
+    /// Runner still starts the computer.
+    Prepare {
+        session: &'a str,
+        model: Value,
+        tools: &'a Value,
+        system: &'a str,
+    },
     /// The answer to a `tool_call`: a string, or a `{"_multimodal": true, ...}` envelope.
     ToolResult { call_id: &'a str, content: Value },
     /// Stops the model loop.

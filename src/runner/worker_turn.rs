@@ -57,10 +57,55 @@ pub async fn turn(
         )));
     }
     let settings = model::resolve(host.hermes_home, &p.profile).map_err(CommandFailure::failed)?;
+    let model = settings.to_wire();
+    let desktop = host.pool.is_desktop(&p.computer.image_id).await;
+    let offered = TurnTools::new(TurnKind {
+        desktop,
+        team: p.team_tools.is_some(),
+    });
+    let schemas = offered.schemas();
+    let mut system = system_prompt(&p.computer.guest_cwd, desktop);
+    if p.team_tools.is_some() {
+        system.push_str(tools::team::SYSTEM_NOTE);
+    }
+    // A shared computer's member has its own Worker (Hermes home, model history). It
+    // builds Hermes's agent for this turn while the computer starts.
+    let agent = p.agent_id().to_string();
+    let prepared = async {
+        let mut worker = host
+            .workers
+            .take(&agent)
+            .await
+            .map_err(|e| CommandFailure::failed(e.to_string()))?;
+        worker
+            .send(&ToWorker::Prepare {
+                session: &p.session_id,
+                model: model.clone(),
+                tools: &schemas,
+                system: &system,
+            })
+            .await
+            .map_err(|e| CommandFailure::failed(e.to_string()))?;
+        Ok::<_, CommandFailure>(worker)
+    };
     let waiting = |message: String| send(TurnEvent::waiting(message));
-    let (started, mut guest) = tokio::select! {
-        r = host.pool.ensure(&p.computer, true, &waiting) => r?,
+    let computer = async {
+        host.pool
+            .ensure(&p.computer, true, &waiting)
+            .await
+            .map_err(CommandFailure::from)
+    };
+    let (worker, computer) = tokio::select! {
+        both = async { tokio::join!(prepared, computer) } => both,
         _ = stop.cancelled() => return interrupted(&p, "stopped before the computer was ready"),
+    };
+    let mut worker = worker?;
+    let (started, mut guest) = match computer {
+        Ok(c) => c,
+        Err(e) => {
+            host.workers.put_back(&agent, worker);
+            return Err(e);
+        }
     };
     let ready = ComputerReady {
         computer_id: p.computer.computer_id.clone(),
@@ -84,23 +129,6 @@ pub async fn turn(
     } else {
         format!("{}\n\n{}", notes.join("\n"), p.message)
     };
-    let desktop = host.pool.is_desktop(&p.computer.image_id).await;
-    // A shared computer's member has its own Worker (Hermes home, model history).
-    let agent = p.agent_id().to_string();
-    let mut worker = host
-        .workers
-        .take(&agent)
-        .await
-        .map_err(|e| CommandFailure::failed(e.to_string()))?;
-    let offered = TurnTools::new(TurnKind {
-        desktop,
-        team: p.team_tools.is_some(),
-    });
-    let schemas = offered.schemas();
-    let mut system = system_prompt(&p.computer.guest_cwd, desktop);
-    if p.team_tools.is_some() {
-        system.push_str(tools::team::SYSTEM_NOTE);
-    }
     let history = p
         .history
         .iter()
@@ -112,7 +140,7 @@ pub async fn turn(
     worker
         .send(&ToWorker::Turn {
             session: &p.session_id,
-            model: settings.to_wire(),
+            model,
             tools: &schemas,
             message: &message,
             history,
