@@ -73,6 +73,7 @@ pub(super) async fn lease_loop(
         };
         // The Runner keeps its generation as the number it sends in a header.
         let generation = connected.generation.get();
+        shared.active();
         shared.batches.set_offered(
             connected
                 .features

@@ -115,6 +115,7 @@ pub(super) async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCom
         return;
     }
     let token = CancellationToken::new();
+    shared.active();
     if let Ok(mut m) = shared.inflight.lock() {
         m.insert(id.clone(), token.clone());
     }
@@ -155,6 +156,7 @@ pub(super) async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCom
     drop(running);
     telemetry::command_ended(kind, finished.outcome);
     report(shared, generation, &id, finished).await;
+    shared.active();
 }
 
 /// Why a command did not end `done`: the outcome it ends with instead, and what to tell

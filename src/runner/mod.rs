@@ -114,6 +114,8 @@ struct Shared {
     data_dir: PathBuf,
     /// Commands running now, with the token that cancels each.
     inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// Counts connects and commands started and ended ([`idle_trim_forever`]).
+    activity: std::sync::atomic::AtomicU64,
     /// Fires when the grace period after SIGTERM is over.
     hard_stop: CancellationToken,
     computer_idle: ComputerIdle,
@@ -178,6 +180,7 @@ pub async fn run(
         spool: clean_spool(&opts.data_dir),
         data_dir: opts.data_dir.clone(),
         inflight: Mutex::default(),
+        activity: Default::default(),
         hard_stop: CancellationToken::new(),
         computer_idle: opts.computer_idle,
         rotation: rotate::Rotation::new(opts.config_path),
@@ -190,6 +193,7 @@ pub async fn run(
     });
     let tasks = TaskTracker::new();
     tasks.spawn(compact_forever(shared.clone()));
+    tasks.spawn(idle_trim_forever(shared.clone()));
     if let Some(workers) = &shared.workers {
         tasks.spawn(worker_turn::reap_forever(
             workers.clone(),
@@ -413,6 +417,40 @@ fn status(shared: &Shared) -> RunnerStatus {
             .computers
             .as_ref()
             .map(|_| shared.computer_idle.reclaim_after.as_millis() as u64),
+    }
+}
+
+impl Shared {
+    /// Something happened that touches code: a connect, a command started or ended.
+    fn active(&self) {
+        self.activity
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Once the Runner has sat idle for a second after start-up or after work (connected,
+/// waiting for commands), the code and read-only data only that touched stop counting as
+/// its memory ([`crate::sys::release_clean_file_pages`]): an idle Runner holds little more
+/// than its own heap. What the next command needs faults back in from the page cache.
+async fn idle_trim_forever(shared: Arc<Shared>) {
+    use std::sync::atomic::Ordering;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let (mut seen, mut trimmed) = (u64::MAX, u64::MAX);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shared.hard_stop.cancelled() => return,
+        }
+        let now = shared.activity.load(Ordering::Relaxed);
+        let idle = shared.inflight.lock().map(|m| m.is_empty()).unwrap_or(false);
+        if now == seen && now != trimmed && idle {
+            trimmed = now;
+            match crate::sys::release_clean_file_pages() {
+                Ok(kb) => tracing::debug!(released_kb = kb, "idle: released clean file pages"),
+                Err(e) => tracing::debug!(error = %e, "idle: cannot release clean file pages"),
+            }
+        }
+        seen = now;
     }
 }
 
