@@ -442,7 +442,11 @@ async fn idle_trim_forever(shared: Arc<Shared>) {
             _ = shared.hard_stop.cancelled() => return,
         }
         let now = shared.activity.load(Ordering::Relaxed);
-        let idle = shared.inflight.lock().map(|m| m.is_empty()).unwrap_or(false);
+        let idle = shared
+            .inflight
+            .lock()
+            .map(|m| m.is_empty())
+            .unwrap_or(false);
         if now == seen && now != trimmed && idle {
             trimmed = now;
             match crate::sys::release_clean_file_pages() {
