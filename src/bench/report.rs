@@ -395,7 +395,7 @@ mod tests {
         let figures = Figures {
             pickup_latency: None,
             throughput: None,
-            runner_idle_rss_mb: 12.345,
+            runner_idle_rss_mb: 10.345,
             runner_idle_private_mb: 4.321,
             runner_rss_mb_after_throughput: None,
             control_plane_rss_mb_idle: 30.0,
@@ -403,7 +403,7 @@ mod tests {
         };
         let r = serde_json::to_value(report(&args, figures)).unwrap();
         assert!(r.get("figures").is_none());
-        assert_eq!(r["runner_idle_rss_mb"], 12.35);
+        assert_eq!(r["runner_idle_rss_mb"], 10.35);
         assert_eq!(r["runner_idle_private_mb"], 4.32);
         assert_eq!(r["control_plane_rss_mb_idle"], 30.0);
         assert!(r["pickup_latency"].is_null());

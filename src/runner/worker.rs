@@ -17,11 +17,10 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
-
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use super::worker_pipe::{FromWorker, ToWorker};
 
@@ -153,7 +152,7 @@ impl Workers {
     }
 
     /// The Hermes log of `agent`'s Worker.
-    pub fn log_of(&self, agent: &str) -> PathBuf {
+    fn log_of(&self, agent: &str) -> PathBuf {
         self.logs.join(format!("{}.log", sanitize(agent)))
     }
 
