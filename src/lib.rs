@@ -6,6 +6,7 @@
 pub mod api;
 pub mod backup;
 pub mod bench;
+pub mod browser;
 pub mod cli;
 pub mod client;
 pub mod commands;

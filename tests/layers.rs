@@ -12,6 +12,7 @@ const FLOORS: &[&[&str]] = &[
     &["client"],
     &["computer", "hermes"],
     &["egress"],
+    &["browser"],
     &["server"],
     &["backup"],
     &["error"],

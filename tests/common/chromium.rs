@@ -4,12 +4,9 @@
 //! listens on.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
 
 /// The chromium executable (YY_TEST_CHROMIUM, else `chromium` on PATH); else skip (or
 /// fail under CI).
@@ -30,130 +27,39 @@ pub fn require_chromium() -> Option<PathBuf> {
     None
 }
 
-/// A headless Chromium with its own profile directory, killed when dropped.
+/// A headless Chromium with its own profile directory (yy's own launcher, `yy::browser`),
+/// killed when dropped.
 pub struct Browser {
-    child: Child,
+    inner: yy::browser::Browser,
     _dir: tempfile::TempDir,
-    ws: tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
-    next: u64,
-    /// The session of the page target (flat mode).
-    session: Option<String>,
 }
 
 impl Browser {
     pub async fn launch(exe: &std::path::Path) -> Browser {
         let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(exe)
-            .args([
-                "--headless=new",
-                "--remote-debugging-port=0",
-                "--no-sandbox",
-                "--no-first-run",
-                "--no-default-browser-check",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-domain-reliability",
-                "--disable-sync",
-                "--disable-extensions",
-                "--disable-default-apps",
-                "--no-pings",
-                "--proxy-server=127.0.0.1:9",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-            ])
-            .arg(format!("--user-data-dir={}", dir.path().display()))
-            .arg("about:blank")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
+        let mut opts = yy::browser::LaunchOptions::new(exe.to_path_buf());
+        opts.extra_args = [
+            "--proxy-server=127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+        ]
+        .map(String::from)
+        .to_vec();
+        let inner = yy::browser::Browser::launch(&opts, &dir.path().join("profile"))
+            .await
             .expect("starting chromium");
-        // Chromium writes the port it chose and the browser's WebSocket path.
-        let file = dir.path().join("DevToolsActivePort");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let text = loop {
-            if let Ok(t) = std::fs::read_to_string(&file)
-                && t.lines().count() >= 2
-            {
-                break t;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "chromium wrote no DevToolsActivePort"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let mut lines = text.lines();
-        let port = lines.next().unwrap().trim();
-        let path = lines.next().unwrap().trim();
-        let url = format!("ws://127.0.0.1:{port}{path}");
-        let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
-            .await
-            .expect("connecting to chromium's DevTools");
-        Browser {
-            child,
-            _dir: dir,
-            ws,
-            next: 0,
-            session: None,
-        }
+        Browser { inner, _dir: dir }
     }
 
-    /// Sends one command (to the page once one is open) and waits for its answer.
+    /// Sends one command to the page and waits for its answer.
     pub async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let id = self.next;
-        let mut msg = json!({ "id": id, "method": method, "params": params });
-        if let Some(s) = &self.session {
-            msg["sessionId"] = json!(s);
-        }
-        self.ws
-            .send(Message::Text(msg.to_string().into()))
+        self.inner
+            .page_call(method, params)
             .await
-            .unwrap();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let m = tokio::time::timeout_at(deadline, self.ws.next())
-                .await
-                .unwrap_or_else(|_| panic!("no answer to {method}"))
-                .expect("the DevTools connection closed")
-                .unwrap();
-            let Message::Text(t) = m else { continue };
-            let v: Value = serde_json::from_str(&t).unwrap();
-            if v["id"] == json!(id) {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
-            }
-        }
+            .unwrap_or_else(|e| panic!("{method}: {e}"))
     }
 
-    /// Opens `url` in a new page of `width`x`height` CSS pixels; later calls go to it.
+    /// Opens `url` in the page at `width`x`height` CSS pixels.
     pub async fn open(&mut self, url: &str, width: u32, height: u32) {
-        // The tab Chromium opened at start.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let target = loop {
-            let t = self.call("Target.getTargets", json!({})).await;
-            let page = t["targetInfos"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|t| t["type"] == "page")
-                .and_then(|t| t["targetId"].as_str().map(str::to_string));
-            if let Some(p) = page {
-                break p;
-            }
-            assert!(Instant::now() < deadline, "chromium opened no page");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let a = self
-            .call(
-                "Target.attachToTarget",
-                json!({ "targetId": target, "flatten": true }),
-            )
-            .await;
-        self.session = Some(a["sessionId"].as_str().unwrap().to_string());
         self.call(
             "Emulation.setDeviceMetricsOverride",
             json!({ "width": width, "height": height, "deviceScaleFactor": 1, "mobile": false }),
@@ -162,15 +68,14 @@ impl Browser {
         self.call("Page.navigate", json!({ "url": url })).await;
     }
 
-    /// The value of a JavaScript expression in the page.
+    /// The value of a JavaScript expression in the page (null while it throws, e.g.
+    /// before the page has loaded).
     pub async fn eval(&mut self, expr: &str) -> Value {
-        let r = self
-            .call(
-                "Runtime.evaluate",
-                json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
-            )
-            .await;
-        r["result"]["value"].clone()
+        match self.inner.eval(expr).await {
+            Ok(v) => v,
+            Err(yy::browser::BrowserError::Page(_)) => Value::Null,
+            Err(e) => panic!("{expr}: {e}"),
+        }
     }
 
     /// Waits until `expr` is truthy in the page.
@@ -232,12 +137,5 @@ impl Browser {
             p["clickCount"] = json!(1);
         }
         self.call("Input.dispatchMouseEvent", p).await;
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -1,0 +1,202 @@
+//! The Runner-managed browser for host agents (issue 28 A), first part: Debian's Chromium,
+//! headless, with one persistent profile directory, driven over the DevTools protocol
+//! through a pipe ([`cdp`]). What is here opens a page, reads its text and links and takes
+//! a screenshot; the model's tools, the egress proxy in front of it, the capability, the
+//! lifecycle and takeover are not built yet.
+
+pub mod cdp;
+mod chromium;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+pub use chromium::LaunchOptions;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrowserError {
+    #[error("cannot start Chromium ({exe}): {reason}")]
+    Start { exe: String, reason: String },
+    #[error("the browser's profile directory {dir}: {reason}")]
+    Profile { dir: String, reason: String },
+    #[error("the browser has gone away")]
+    Gone,
+    #[error("the browser refused: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Page(String),
+}
+
+/// Most characters of page text a snapshot carries, and most links.
+pub const SNAPSHOT_TEXT: usize = 20_000;
+pub const SNAPSHOT_LINKS: usize = 200;
+/// How long a navigation may take to load.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the model reads of a page: its address, title, visible text and links.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Snapshot {
+    pub url: String,
+    pub title: String,
+    pub text: String,
+    pub links: Vec<Link>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Link {
+    pub text: String,
+    pub href: String,
+}
+
+/// A running browser with its first page.
+pub struct Browser {
+    process: chromium::Process,
+    cdp: cdp::Cdp,
+    /// The DevTools session of the page (flat mode).
+    page: String,
+}
+
+impl Browser {
+    /// Starts Chromium on `profile` (made 0700 when missing, kept afterwards) and attaches
+    /// to its page.
+    pub async fn launch(opts: &LaunchOptions, profile: &Path) -> Result<Browser, BrowserError> {
+        let (process, cdp) = chromium::launch(opts, profile)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let target = loop {
+            let targets = cdp.call(None, "Target.getTargets", json!({})).await?;
+            let page = targets["targetInfos"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|t| t["type"] == "page")
+                .and_then(|t| t["targetId"].as_str().map(str::to_string));
+            if let Some(p) = page {
+                break p;
+            }
+            if Instant::now() > deadline {
+                return Err(BrowserError::Page("Chromium opened no page in 30 s".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let attached = cdp
+            .call(
+                None,
+                "Target.attachToTarget",
+                json!({ "targetId": target, "flatten": true }),
+            )
+            .await?;
+        let page = attached["sessionId"]
+            .as_str()
+            .ok_or_else(|| BrowserError::Protocol("attachToTarget gave no session".into()))?
+            .to_string();
+        // The page's viewport is the size asked for (the window's includes its frame).
+        cdp.call(
+            Some(&page),
+            "Emulation.setDeviceMetricsOverride",
+            json!({ "width": opts.width, "height": opts.height, "deviceScaleFactor": 1, "mobile": false }),
+        )
+        .await?;
+        Ok(Browser { process, cdp, page })
+    }
+
+    /// The browser's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Sends a DevTools command to the page and returns its result.
+    pub async fn page_call(&self, method: &str, params: Value) -> Result<Value, BrowserError> {
+        self.cdp.call(Some(&self.page), method, params).await
+    }
+
+    /// The value of a JavaScript expression in the page.
+    pub async fn eval(&self, expression: &str) -> Result<Value, BrowserError> {
+        let r = self
+            .page_call(
+                "Runtime.evaluate",
+                json!({ "expression": expression, "returnByValue": true, "awaitPromise": true }),
+            )
+            .await?;
+        if let Some(e) = r.get("exceptionDetails") {
+            return Err(BrowserError::Page(format!(
+                "the page's script failed: {}",
+                printable(&e["text"].to_string(), 200)
+            )));
+        }
+        Ok(r["result"]["value"].clone())
+    }
+
+    /// Opens `url` and waits until it has loaded.
+    pub async fn navigate(&self, url: &str) -> Result<(), BrowserError> {
+        let r = self
+            .page_call("Page.navigate", json!({ "url": url }))
+            .await?;
+        if let Some(e) = r["errorText"].as_str() {
+            return Err(BrowserError::Page(format!(
+                "cannot open {}: {}",
+                printable(url, 200),
+                printable(e, 200)
+            )));
+        }
+        let deadline = Instant::now() + LOAD_TIMEOUT;
+        while self.eval("document.readyState").await? != json!("complete") {
+            if Instant::now() > deadline {
+                return Err(BrowserError::Page(format!(
+                    "{} did not finish loading in {LOAD_TIMEOUT:?}",
+                    printable(url, 200)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// The page's address, title, visible text and links, cut to the snapshot limits.
+    pub async fn snapshot(&self) -> Result<Snapshot, BrowserError> {
+        let script = format!(
+            "(() => ({{ url: location.href, title: document.title, \
+               text: (document.body ? document.body.innerText : '').slice(0, {SNAPSHOT_TEXT}), \
+               links: Array.from(document.links).slice(0, {SNAPSHOT_LINKS}) \
+                 .map(a => ({{ text: a.innerText.trim().slice(0, 200), href: a.href }})) }}))()"
+        );
+        let v = self.eval(&script).await?;
+        serde_json::from_value(v)
+            .map_err(|e| BrowserError::Protocol(format!("the snapshot did not read back: {e}")))
+    }
+
+    /// A PNG of what the page shows now.
+    pub async fn screenshot(&self) -> Result<Vec<u8>, BrowserError> {
+        let r = self
+            .page_call("Page.captureScreenshot", json!({ "format": "png" }))
+            .await?;
+        let data = r["data"]
+            .as_str()
+            .ok_or_else(|| BrowserError::Protocol("captureScreenshot gave no data".into()))?;
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| BrowserError::Protocol(format!("the screenshot is not base64: {e}")))
+    }
+}
+
+/// The default profile directory of `agent` under a Runner's data directory.
+pub fn profile_dir(data_dir: &Path, agent: &str) -> PathBuf {
+    let safe: String = agent
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    data_dir.join("browser").join("profiles").join(safe)
+}
+
+/// `s` on one line for a message: control characters dropped, at most `max` characters.
+fn printable(s: &str, max: usize) -> String {
+    s.chars().filter(|c| !c.is_control()).take(max).collect()
+}
