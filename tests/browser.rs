@@ -4,10 +4,17 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use yy::browser::network::Network;
 use yy::browser::{Browser, LaunchOptions, Link, profile_dir};
+use yy::egress::classify::Ports;
+use yy::egress::proxy::{ProxyConfig, StaticResolver};
 
 const PAGE: &str = "data:text/html,<title>Quarterly</title><h1>Hello from the page</h1>\
     <p>Second line</p><a href='https://example.org/report'>the report</a>";
@@ -75,4 +82,110 @@ async fn a_page_is_opened_read_and_photographed_through_the_pipe() {
         Ok(_) => panic!("a missing executable started"),
     };
     assert!(err.contains(missing.to_str().unwrap()), "{err}");
+}
+
+/// A page server on `listener` that counts the requests for `/page` (never cached).
+fn serve_page(listener: TcpListener, text: &'static str) -> Arc<AtomicUsize> {
+    let served = Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut head = [0u8; 4096];
+            let n = conn.read(&mut head).unwrap_or(0);
+            let head = String::from_utf8_lossy(&head[..n]);
+            if head.contains(" /page") {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+            let body = format!("<title>{text}</title><p>{text}</p>");
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    served
+}
+
+#[tokio::test]
+async fn the_browser_reaches_only_what_its_proxy_allows_and_nothing_while_paused() {
+    let Some(exe) = common::chromium::require_chromium() else {
+        return;
+    };
+    // 127.0.0.2 stands for a public address in this test (the proxy's test knob); the
+    // same port on 127.0.0.1 is loopback and refused.
+    let public = TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = public.local_addr().unwrap().port();
+    let public_served = serve_page(public, "Served page");
+    let loopback_served = TcpListener::bind(("127.0.0.1", port))
+        .ok()
+        .map(|l| serve_page(l, "Loopback page"));
+    let cfg = ProxyConfig {
+        ports: Ports {
+            connect: 443,
+            http: port,
+        },
+        treat_as_public: vec![(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 32)],
+        ..ProxyConfig::default()
+    };
+    let network = Network::start(cfg, Arc::new(StaticResolver::default()))
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut opts = LaunchOptions::new(exe);
+    opts.proxy = Some(network.proxy_url().to_string());
+    let browser = Browser::launch(&opts, &profile_dir(data.path(), "agent-1"))
+        .await
+        .unwrap();
+    let verdicts = || {
+        network
+            .decisions()
+            .into_iter()
+            .map(|d| d.verdict)
+            .collect::<Vec<_>>()
+    };
+
+    // Opens `url` (a refusal shows Chromium's error page) and returns the page's text.
+    let read = |url: String| {
+        let browser = &browser;
+        async move {
+            let _ = browser.navigate(&url).await;
+            browser.snapshot().await.unwrap().text
+        }
+    };
+    let public_page = |n: u32| format!("http://127.0.0.2:{port}/page?n={n}");
+
+    assert!(read(public_page(1)).await.contains("Served page"));
+    assert_eq!(public_served.load(Ordering::SeqCst), 1);
+
+    let text = read(format!("http://127.0.0.1:{port}/page?n=2")).await;
+    assert!(!text.contains("Loopback page"), "{text}");
+    if let Some(served) = &loopback_served {
+        assert_eq!(served.load(Ordering::SeqCst), 0, "loopback was reached");
+    }
+    // Refused as the proxy's own address (it listens on 127.0.0.1), or as loopback.
+    let to_loopback: Vec<_> = network
+        .decisions()
+        .into_iter()
+        .filter(|d| d.host == "127.0.0.1")
+        .collect();
+    assert!(!to_loopback.is_empty(), "{:?}", verdicts());
+    assert!(to_loopback.iter().all(|d| !d.allowed), "{to_loopback:?}");
+
+    network.pause();
+    assert!(!read(public_page(3)).await.contains("Served page"));
+    assert_eq!(
+        public_served.load(Ordering::SeqCst),
+        1,
+        "reached while paused"
+    );
+    assert!(
+        verdicts().contains(&"paused".to_string()),
+        "{:?}",
+        verdicts()
+    );
+
+    network.resume();
+    assert!(read(public_page(4)).await.contains("Served page"));
+    assert_eq!(public_served.load(Ordering::SeqCst), 2);
 }

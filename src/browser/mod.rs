@@ -1,11 +1,13 @@
 //! The Runner-managed browser for host agents (issue 28 A), first part: Debian's Chromium,
 //! headless, with one persistent profile directory, driven over the DevTools protocol
 //! through a pipe ([`cdp`]). What is here opens a page, reads its text and links and takes
-//! a screenshot; the model's tools, the egress proxy in front of it, the capability, the
-//! lifecycle and takeover are not built yet.
+//! a screenshot, and puts yy's egress proxy in front of it, paused between turns
+//! ([`network`]); the model's tools, the capability, the lifecycle and takeover are not
+//! built yet.
 
 pub mod cdp;
 mod chromium;
+pub mod network;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -71,6 +71,8 @@ pub enum Verdict {
     TooManyConnections,
     /// Allowed, but the checked address did not accept the connection.
     Unreachable,
+    /// The proxy's client may not reach anything now (a managed browser between turns).
+    Paused,
 }
 
 impl Verdict {
@@ -103,6 +105,7 @@ impl Verdict {
             Verdict::BadRequest => "bad-request",
             Verdict::TooManyConnections => "too-many-connections",
             Verdict::Unreachable => "unreachable",
+            Verdict::Paused => "paused",
         }
     }
 
@@ -141,6 +144,7 @@ impl Verdict {
             Verdict::BadRequest => "a malformed request",
             Verdict::TooManyConnections => "over the proxy's connection limit",
             Verdict::Unreachable => "an address that did not accept the connection",
+            Verdict::Paused => "a paused network",
         }
     }
 }

@@ -326,6 +326,7 @@ fn every_verdict_has_a_distinct_name() {
         Verdict::BadRequest,
         Verdict::TooManyConnections,
         Verdict::Unreachable,
+        Verdict::Paused,
     ];
     let names: HashSet<&str> = all.iter().map(|v| v.as_str()).collect();
     assert_eq!(names.len(), all.len());

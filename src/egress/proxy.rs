@@ -115,6 +115,10 @@ pub struct Proxy {
     sink: Sink,
     slots: Arc<Semaphore>,
     own: Mutex<(Option<Instant>, Vec<IpAddr>)>,
+    /// Every request is refused (`paused`) while set.
+    paused: std::sync::atomic::AtomicBool,
+    /// Cancelled when the proxy pauses: every connection open then is cut.
+    cut: Mutex<CancellationToken>,
 }
 
 /// What a request asked for, once its head is parsed.
@@ -143,7 +147,22 @@ impl Proxy {
             resolver,
             sink,
             own: Mutex::new((None, Vec::new())),
+            paused: std::sync::atomic::AtomicBool::new(false),
+            cut: Mutex::new(CancellationToken::new()),
         })
+    }
+
+    /// Pauses or resumes everything: a paused proxy cuts every connection open now (kept-
+    /// alive tunnels included) and refuses each new request as `paused` before resolving
+    /// anything.
+    pub fn set_paused(&self, paused: bool) {
+        self.paused
+            .store(paused, std::sync::atomic::Ordering::SeqCst);
+        if paused {
+            let mut cut = self.cut.lock().unwrap_or_else(|p| p.into_inner());
+            cut.cancel();
+            *cut = CancellationToken::new();
+        }
     }
 
     /// Accepts connections until `shutdown` fires; connections in flight are dropped then.
@@ -168,10 +187,12 @@ impl Proxy {
             };
             let me = self.clone();
             let stop = shutdown.clone();
+            let cut = self.cut.lock().unwrap_or_else(|p| p.into_inner()).clone();
             tasks.spawn(async move {
                 tokio::select! {
                     _ = me.handle(stream, peer) => {}
                     _ = stop.cancelled() => {}
+                    _ = cut.cancelled() => {}
                 }
             });
         }
@@ -276,6 +297,18 @@ impl Proxy {
                 return;
             }
         };
+        if self.paused.load(std::sync::atomic::Ordering::SeqCst) {
+            let reason = "the network is paused until the next turn";
+            self.decide(self.decision(
+                peer,
+                (&target.method, &target.host, target.port),
+                None,
+                Verdict::Paused,
+                reason,
+            ));
+            let _ = respond(&mut client, 403, Verdict::Paused, reason).await;
+            return;
+        }
         let upstream = match self.open(&target).await {
             Ok(u) => u,
             Err((status, refusal)) => {

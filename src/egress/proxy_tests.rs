@@ -10,6 +10,7 @@ const SERVER_IP: &str = "127.0.0.2";
 
 struct Harness {
     proxy: SocketAddr,
+    handle: Arc<Proxy>,
     connect_port: u16,
     http_port: u16,
     /// Connections the test servers accepted.
@@ -110,9 +111,10 @@ async fn harness(tune: impl FnOnce(&mut ProxyConfig)) -> Harness {
     );
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(proxy.serve(listener, stop.clone()));
+    tokio::spawn(proxy.clone().serve(listener, stop.clone()));
     Harness {
         proxy: addr,
+        handle: proxy,
         connect_port,
         http_port,
         accepted,
@@ -200,6 +202,46 @@ async fn connect_to_a_public_name_tunnels_to_the_checked_address() {
     // Credentials never reach the log.
     let logged = serde_json::to_string(&*h.decisions.lock().unwrap()).unwrap();
     assert!(!logged.contains("c2VjcmV0"), "{logged}");
+}
+
+#[tokio::test]
+async fn a_pause_cuts_open_tunnels_and_refuses_everything_until_resumed() {
+    let h = harness(|_| {}).await;
+    let connect = format!(
+        "CONNECT site.test:{p} HTTP/1.1\r\nHost: site.test:{p}\r\n\r\n",
+        p = h.connect_port
+    );
+    let mut open = ask(&h, &connect).await;
+    assert_eq!(open.status, 200, "{}", open.head);
+    open.stream.write_all(b"ping").await.unwrap();
+    let mut buf = [0u8; 4];
+    open.stream.read_exact(&mut buf).await.unwrap();
+
+    h.handle.set_paused(true);
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), open.stream.read_to_end(&mut rest))
+        .await
+        .expect("the open tunnel is cut at once");
+    assert!(read.is_err() || rest.is_empty(), "{read:?} {rest:?}");
+    let accepted = h.accepted.load(Ordering::SeqCst);
+    let refused = ask(&h, &connect).await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(refused.header(HEADER_VERDICT).as_deref(), Some("paused"));
+    let http = format!(
+        "GET http://site.test:{p}/ HTTP/1.1\r\nHost: site.test:{p}\r\n\r\n",
+        p = h.http_port
+    );
+    assert_eq!(ask(&h, &http).await.status, 403);
+    assert_eq!(last_decision(&h).verdict, "paused");
+    assert_eq!(
+        h.accepted.load(Ordering::SeqCst),
+        accepted,
+        "nothing dialled"
+    );
+
+    h.handle.set_paused(false);
+    assert_eq!(ask(&h, &connect).await.status, 200);
+    assert_eq!(ask(&h, &http).await.body, "hello");
 }
 
 #[tokio::test]
