@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use yy::browser::network::Network;
-use yy::browser::{Browser, LaunchOptions, Link, profile_dir};
+use yy::browser::{Browser, LaunchOptions, Link, Scroll, profile_dir};
 use yy::egress::classify::Ports;
 use yy::egress::proxy::{ProxyConfig, StaticResolver};
 
@@ -188,4 +188,53 @@ async fn the_browser_reaches_only_what_its_proxy_allows_and_nothing_while_paused
     network.resume();
     assert!(read(public_page(4)).await.contains("Served page"));
     assert_eq!(public_served.load(Ordering::SeqCst), 2);
+}
+
+const FORM: &str = "data:text/html,<input placeholder='Your name'>\
+    <button onclick=\"document.getElementById('out').textContent = 'Hello ' + document.querySelector('input').value\">Greet</button>\
+    <p id=out>nobody yet</p><div style='height:3000px'></div><p>the end</p>";
+
+#[tokio::test]
+async fn a_model_types_clicks_scrolls_and_goes_back_by_the_snapshot_s_refs() {
+    let Some(exe) = common::chromium::require_chromium() else {
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let browser = Browser::launch(&LaunchOptions::new(exe), &profile_dir(data.path(), "a"))
+        .await
+        .unwrap();
+    browser.navigate(PAGE).await.unwrap();
+    browser.navigate(FORM).await.unwrap();
+    let snap = browser.snapshot().await.unwrap();
+    let kinds: Vec<(&str, &str, &str)> = snap
+        .elements
+        .iter()
+        .map(|e| (e.ref_id.as_str(), e.kind.as_str(), e.name.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("@e1", "input", "Your name"), ("@e2", "button", "Greet")]
+    );
+    browser.type_text("@e1", "Ada").await.unwrap();
+    browser.click("@e2").await.unwrap();
+    let text = browser.snapshot().await.unwrap().text;
+    assert!(text.contains("Hello Ada"), "{text}");
+
+    let err = browser.click("@e9").await.unwrap_err().to_string();
+    assert!(err.contains("take a new snapshot"), "{err}");
+    let err = browser
+        .click("x'); alert(1); ('")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not an element ref"), "{err}");
+
+    browser.scroll(Scroll::Down).await.unwrap();
+    let y = browser.eval("window.scrollY").await.unwrap();
+    assert!(y.as_f64().unwrap() > 100.0, "{y}");
+    browser.scroll(Scroll::Up).await.unwrap();
+    assert_eq!(browser.eval("window.scrollY").await.unwrap(), 0);
+
+    browser.back().await.unwrap();
+    assert_eq!(browser.snapshot().await.unwrap().title, "Quarterly");
 }

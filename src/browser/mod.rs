@@ -5,6 +5,7 @@
 //! ([`network`]); the model's tools, the capability, the lifecycle and takeover are not
 //! built yet.
 
+mod actions;
 pub mod cdp;
 mod chromium;
 pub mod network;
@@ -16,6 +17,7 @@ use base64::Engine as _;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+pub use actions::Scroll;
 pub use chromium::LaunchOptions;
 
 #[derive(Debug, thiserror::Error)]
@@ -35,16 +37,52 @@ pub enum BrowserError {
 /// Most characters of page text a snapshot carries, and most links.
 pub const SNAPSHOT_TEXT: usize = 20_000;
 pub const SNAPSHOT_LINKS: usize = 200;
+pub const SNAPSHOT_ELEMENTS: usize = 200;
+
+/// Reads the page and marks each visible element one can act on with `data-yy-ref`.
+const SNAPSHOT_SCRIPT: &str = r#"(() => {
+  document.querySelectorAll('[data-yy-ref]').forEach(e => e.removeAttribute('data-yy-ref'));
+  const acts = 'a[href], button, input:not([type=hidden]), textarea, select, [role=button], [role=link], [contenteditable=""], [contenteditable=true], [onclick]';
+  const visible = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const elements = Array.from(document.querySelectorAll(acts)).filter(visible).slice(0, ELEMENTS_MAX)
+    .map((e, i) => {
+      e.setAttribute('data-yy-ref', 'e' + (i + 1));
+      const name = (e.innerText || e.getAttribute('aria-label') || e.placeholder || e.value || e.name || '').trim();
+      return { ref: '@e' + (i + 1), kind: e.getAttribute('role') || e.tagName.toLowerCase(), name: name.slice(0, 100) };
+    });
+  return {
+    url: location.href, title: document.title,
+    text: (document.body ? document.body.innerText : '').slice(0, TEXT_MAX),
+    links: Array.from(document.links).slice(0, LINKS_MAX)
+      .map(a => ({ text: a.innerText.trim().slice(0, 200), href: a.href })),
+    elements,
+  };
+})()"#;
 /// How long a navigation may take to load.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What the model reads of a page: its address, title, visible text and links.
+/// What the model reads of a page: its address, title, visible text, links, and the
+/// elements it can act on, each with a ref (`@e3`) for [`Browser::click`] and
+/// [`Browser::type_text`] (as Hermes's browser tools name them).
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Snapshot {
     pub url: String,
     pub title: String,
     pub text: String,
     pub links: Vec<Link>,
+    pub elements: Vec<Element>,
+}
+
+/// A visible element one can click or type into.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Element {
+    /// `@eN`, valid until the next snapshot.
+    #[serde(rename = "ref")]
+    pub ref_id: String,
+    /// The tag (`a`, `button`, `input`, ...), or the ARIA role when it has one.
+    pub kind: String,
+    /// Its text, label, placeholder or value, cut to 100 characters.
+    pub name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -156,14 +194,13 @@ impl Browser {
         Ok(())
     }
 
-    /// The page's address, title, visible text and links, cut to the snapshot limits.
+    /// The page's address, title, visible text, links and elements, cut to the snapshot
+    /// limits. The elements get fresh refs.
     pub async fn snapshot(&self) -> Result<Snapshot, BrowserError> {
-        let script = format!(
-            "(() => ({{ url: location.href, title: document.title, \
-               text: (document.body ? document.body.innerText : '').slice(0, {SNAPSHOT_TEXT}), \
-               links: Array.from(document.links).slice(0, {SNAPSHOT_LINKS}) \
-                 .map(a => ({{ text: a.innerText.trim().slice(0, 200), href: a.href }})) }}))()"
-        );
+        let script = SNAPSHOT_SCRIPT
+            .replace("TEXT_MAX", &SNAPSHOT_TEXT.to_string())
+            .replace("LINKS_MAX", &SNAPSHOT_LINKS.to_string())
+            .replace("ELEMENTS_MAX", &SNAPSHOT_ELEMENTS.to_string());
         let v = self.eval(&script).await?;
         serde_json::from_value(v)
             .map_err(|e| BrowserError::Protocol(format!("the snapshot did not read back: {e}")))
