@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use yy::browser::contexts::{Contexts, Settings};
 use yy::browser::network::Network;
 use yy::browser::{Browser, LaunchOptions, Link, Scroll, profile_dir};
 use yy::egress::classify::Ports;
@@ -64,16 +65,9 @@ async fn a_page_is_opened_read_and_photographed_through_the_pipe() {
     assert!(browser.snapshot().await.is_ok());
 
     // Dropped, the browser goes; its profile stays for the next time.
-    let pid = browser.pid() as i32;
+    let pid = browser.pid();
     drop(browser);
-    let gone = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        // A zombie until reaped counts as gone: it runs nothing.
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.split_whitespace().nth(2) == Some("Z"))
-            .unwrap_or(true)
-    });
-    assert!(gone, "chromium {pid} still runs");
+    wait_gone(pid);
     assert!(profile.is_dir());
     // A missing Chromium is named.
     let missing = data.path().join("no-chromium");
@@ -82,6 +76,16 @@ async fn a_page_is_opened_read_and_photographed_through_the_pipe() {
         Ok(_) => panic!("a missing executable started"),
     };
     assert!(err.contains(missing.to_str().unwrap()), "{err}");
+}
+
+/// Waits until process `pid` runs no more (a zombie not reaped yet runs nothing).
+fn wait_gone(pid: u32) {
+    common::wait_for(Duration::from_secs(10), "Chromium to exit", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.split_whitespace().nth(2) == Some("Z"))
+            .unwrap_or(true)
+            .then_some(())
+    });
 }
 
 /// A page server on `listener` that counts the requests for `/page` (never cached).
@@ -107,19 +111,12 @@ fn serve_page(listener: TcpListener, text: &'static str) -> Arc<AtomicUsize> {
     served
 }
 
-#[tokio::test]
-async fn the_browser_reaches_only_what_its_proxy_allows_and_nothing_while_paused() {
-    let Some(exe) = common::chromium::require_chromium() else {
-        return;
-    };
-    // 127.0.0.2 stands for a public address in this test (the proxy's test knob); the
-    // same port on 127.0.0.1 is loopback and refused.
+/// A page server on 127.0.0.2, which stands for a public address in these tests (the
+/// proxy's test knob), and a proxy configuration that lets only it through.
+fn public_page() -> (u16, Arc<AtomicUsize>, ProxyConfig) {
     let public = TcpListener::bind("127.0.0.2:0").unwrap();
     let port = public.local_addr().unwrap().port();
-    let public_served = serve_page(public, "Served page");
-    let loopback_served = TcpListener::bind(("127.0.0.1", port))
-        .ok()
-        .map(|l| serve_page(l, "Loopback page"));
+    let served = serve_page(public, "Served page");
     let cfg = ProxyConfig {
         ports: Ports {
             connect: 443,
@@ -128,6 +125,25 @@ async fn the_browser_reaches_only_what_its_proxy_allows_and_nothing_while_paused
         treat_as_public: vec![(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 32)],
         ..ProxyConfig::default()
     };
+    (port, served, cfg)
+}
+
+/// Opens `url` (a refusal shows Chromium's error page) and returns the page's text.
+async fn read(browser: &Browser, url: &str) -> String {
+    let _ = browser.navigate(url).await;
+    browser.snapshot().await.unwrap().text
+}
+
+#[tokio::test]
+async fn the_browser_reaches_only_what_its_proxy_allows_and_nothing_while_paused() {
+    let Some(exe) = common::chromium::require_chromium() else {
+        return;
+    };
+    let (port, public_served, cfg) = public_page();
+    // The same port on 127.0.0.1 is loopback and refused.
+    let loopback_served = TcpListener::bind(("127.0.0.1", port))
+        .ok()
+        .map(|l| serve_page(l, "Loopback page"));
     let network = Network::start(cfg, Arc::new(StaticResolver::default()))
         .await
         .unwrap();
@@ -145,20 +161,12 @@ async fn the_browser_reaches_only_what_its_proxy_allows_and_nothing_while_paused
             .collect::<Vec<_>>()
     };
 
-    // Opens `url` (a refusal shows Chromium's error page) and returns the page's text.
-    let read = |url: String| {
-        let browser = &browser;
-        async move {
-            let _ = browser.navigate(&url).await;
-            browser.snapshot().await.unwrap().text
-        }
-    };
-    let public_page = |n: u32| format!("http://127.0.0.2:{port}/page?n={n}");
+    let page = |n: u32| format!("http://127.0.0.2:{port}/page?n={n}");
 
-    assert!(read(public_page(1)).await.contains("Served page"));
+    assert!(read(&browser, &page(1)).await.contains("Served page"));
     assert_eq!(public_served.load(Ordering::SeqCst), 1);
 
-    let text = read(format!("http://127.0.0.1:{port}/page?n=2")).await;
+    let text = read(&browser, &format!("http://127.0.0.1:{port}/page?n=2")).await;
     assert!(!text.contains("Loopback page"), "{text}");
     if let Some(served) = &loopback_served {
         assert_eq!(served.load(Ordering::SeqCst), 0, "loopback was reached");
@@ -173,7 +181,7 @@ async fn the_browser_reaches_only_what_its_proxy_allows_and_nothing_while_paused
     assert!(to_loopback.iter().all(|d| !d.allowed), "{to_loopback:?}");
 
     network.pause();
-    assert!(!read(public_page(3)).await.contains("Served page"));
+    assert!(!read(&browser, &page(3)).await.contains("Served page"));
     assert_eq!(
         public_served.load(Ordering::SeqCst),
         1,
@@ -186,7 +194,7 @@ async fn the_browser_reaches_only_what_its_proxy_allows_and_nothing_while_paused
     );
 
     network.resume();
-    assert!(read(public_page(4)).await.contains("Served page"));
+    assert!(read(&browser, &page(4)).await.contains("Served page"));
     assert_eq!(public_served.load(Ordering::SeqCst), 2);
 }
 
@@ -237,4 +245,66 @@ async fn a_model_types_clicks_scrolls_and_goes_back_by_the_snapshot_s_refs() {
 
     browser.back().await.unwrap();
     assert_eq!(browser.snapshot().await.unwrap().title, "Quarterly");
+}
+
+#[tokio::test]
+async fn a_context_opens_paused_serves_its_turn_and_is_reclaimed_when_unused() {
+    let Some(exe) = common::chromium::require_chromium() else {
+        return;
+    };
+    let (port, served, proxy) = public_page();
+    let data = tempfile::tempdir().unwrap();
+    let idle = Duration::from_secs(30 * 60);
+    let settings = |enabled| Settings {
+        enabled,
+        launch: LaunchOptions::new(exe.clone()),
+        proxy: proxy.clone(),
+        resolver: Arc::new(StaticResolver::default()),
+        data_dir: data.path().to_path_buf(),
+        idle,
+    };
+    let contexts = Contexts::new(settings(true));
+    let page = |n: u32| format!("http://127.0.0.2:{port}/page?n={n}");
+
+    // Opened on first use with its network paused: only a turn opens it, until it ends.
+    let a = contexts.get_or_open("agent-a").await.unwrap();
+    assert!(!read(&a.browser, &page(1)).await.contains("Served page"));
+    contexts.authorize("agent-a").await.unwrap();
+    assert!(read(&a.browser, &page(2)).await.contains("Served page"));
+    contexts.end_use("agent-a").await;
+    assert!(!read(&a.browser, &page(3)).await.contains("Served page"));
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        1,
+        "reached only during the turn"
+    );
+
+    // Looking does not renew; using does.
+    let b = contexts.get_or_open("agent-b").await.unwrap();
+    let a_used = a.last_used();
+    let peeked = contexts.peek("agent-a").await.unwrap();
+    peeked.browser.screenshot().await.unwrap();
+    contexts.get_or_open("agent-b").await.unwrap();
+    assert_eq!(a.last_used(), a_used, "a look renewed the context");
+    assert!(b.last_used() > a_used);
+    assert_eq!(
+        contexts.reclaim_idle_at(a_used + idle).await,
+        vec!["agent-a".to_string()]
+    );
+    assert!(contexts.peek("agent-a").await.is_none());
+    assert!(contexts.peek("agent-b").await.is_some());
+    let pid = a.browser.pid();
+    drop((a, peeked));
+    wait_gone(pid);
+
+    // Closing keeps the profile; removing the agent removes it.
+    let profile = profile_dir(data.path(), "agent-b");
+    assert!(contexts.close("agent-b").await);
+    assert!(profile.is_dir());
+    contexts.remove_agent("agent-b").await.unwrap();
+    assert!(!profile.exists());
+
+    let off = Contexts::new(settings(false));
+    let err = off.get_or_open("agent-a").await.err().unwrap().to_string();
+    assert!(err.contains("browser.enabled"), "{err}");
 }

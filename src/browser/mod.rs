@@ -1,13 +1,16 @@
-//! The Runner-managed browser for host agents (issue 28 A), first part: Debian's Chromium,
-//! headless, with one persistent profile directory, driven over the DevTools protocol
-//! through a pipe ([`cdp`]). What is here opens a page, reads its text and links and takes
-//! a screenshot, and puts yy's egress proxy in front of it, paused between turns
-//! ([`network`]); the model's tools, the capability, the lifecycle and takeover are not
-//! built yet.
+//! The Runner-managed browser for host agents (issue 28 A), its first parts: Debian's
+//! Chromium, headless, on a persistent profile directory per agent, driven over the
+//! DevTools protocol through a pipe ([`cdp`]); pages opened, read (text, links, elements
+//! with refs) and photographed, and acted on by ref ([`Browser::click`], ...); yy's egress
+//! proxy in front of each, paused between turns ([`network`]); each agent's context opened
+//! on use and reclaimed when idle ([`contexts`]). Not built yet: the Runner's wiring
+//! (capability `browser-v1`, the model's tools, runner.json's `browser` settings, installing
+//! Chromium) and takeover.
 
 mod actions;
 pub mod cdp;
 mod chromium;
+pub mod contexts;
 pub mod network;
 
 use std::path::{Path, PathBuf};
