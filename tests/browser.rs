@@ -293,13 +293,14 @@ async fn a_context_opens_paused_serves_its_turn_and_is_reclaimed_when_unused() {
     );
     assert!(contexts.peek("agent-a").await.is_none());
     assert!(contexts.peek("agent-b").await.is_some());
-    let pid = a.browser.pid();
-    drop((a, peeked));
-    wait_gone(pid);
+    // Gone although the test still holds it.
+    wait_gone(a.browser.pid());
+    assert!(peeked.browser.snapshot().await.is_err());
 
     // Closing keeps the profile; removing the agent removes it.
     let profile = profile_dir(data.path(), "agent-b");
     assert!(contexts.close("agent-b").await);
+    wait_gone(b.browser.pid());
     assert!(profile.is_dir());
     contexts.remove_agent("agent-b").await.unwrap();
     assert!(!profile.exists());

@@ -88,8 +88,19 @@ impl Process {
     }
 }
 
+impl Process {
+    /// Kills the whole group: Chromium's renderers and helpers go with it, and nothing is
+    /// left writing into the profile.
+    pub fn kill(&self) {
+        if let Some(pid) = self.child.id() {
+            let _ = crate::sys::kill(-(pid as i32), libc::SIGKILL);
+        }
+    }
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
+        self.kill();
         let _ = self.child.start_kill();
     }
 }
@@ -126,6 +137,8 @@ pub(super) fn launch(opts: &LaunchOptions, profile: &Path) -> Result<(Process, C
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        // Its own process group, so that its helpers can be killed with it.
+        .process_group(0)
         .kill_on_drop(true);
     crate::sys::die_with_parent(cmd.as_std_mut(), libc::SIGKILL);
     let (r, w) = (browser_reads.as_raw_fd(), browser_writes.as_raw_fd());

@@ -122,7 +122,8 @@ impl Contexts {
     /// connection, a revoked permission); its profile stays. Whether one was open.
     pub async fn close(&self, agent: &str) -> bool {
         let closed = self.open.lock().await.remove(agent);
-        if closed.is_some() {
+        if let Some(c) = &closed {
+            c.browser.kill();
             tracing::info!(%agent, "browser context closed");
         }
         closed.is_some()
@@ -142,7 +143,9 @@ impl Contexts {
             .map(|(a, _)| a.clone())
             .collect();
         for agent in &idle {
-            open.remove(agent);
+            if let Some(c) = open.remove(agent) {
+                c.browser.kill();
+            }
             tracing::info!(%agent, idle = ?self.settings.idle, "browser context reclaimed");
         }
         idle
@@ -151,9 +154,19 @@ impl Contexts {
     /// The agent is removed: its context closes and its profile goes.
     pub async fn remove_agent(&self, agent: &str) -> std::io::Result<()> {
         self.close(agent).await;
-        match std::fs::remove_dir_all(profile_dir(&self.settings.data_dir, agent)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
+        let profile = profile_dir(&self.settings.data_dir, agent);
+        // Chromium's processes were killed; the kernel may still be ending them, and a
+        // file they had open can reappear once: a few tries.
+        let mut tries = 0;
+        loop {
+            match std::fs::remove_dir_all(&profile) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(_) if tries < 20 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                r => return r,
+            }
         }
     }
 }

@@ -76,6 +76,33 @@ pub struct Snapshot {
     pub elements: Vec<Element>,
 }
 
+impl Snapshot {
+    /// The snapshot cut to the limits again: the script runs among the page's own scripts,
+    /// which can replace what it calls, so a hostile page could answer anything.
+    fn within_limits(mut self) -> Snapshot {
+        let cut = |s: &mut String, n: usize| {
+            if let Some((i, _)) = s.char_indices().nth(n) {
+                s.truncate(i);
+            }
+        };
+        cut(&mut self.url, 2048);
+        cut(&mut self.title, 200);
+        cut(&mut self.text, SNAPSHOT_TEXT);
+        self.links.truncate(SNAPSHOT_LINKS);
+        for l in &mut self.links {
+            cut(&mut l.text, 200);
+            cut(&mut l.href, 2048);
+        }
+        self.elements.truncate(SNAPSHOT_ELEMENTS);
+        for e in &mut self.elements {
+            cut(&mut e.ref_id, 16);
+            cut(&mut e.kind, 32);
+            cut(&mut e.name, 100);
+        }
+        self
+    }
+}
+
 /// A visible element one can click or type into.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Element {
@@ -150,6 +177,12 @@ impl Browser {
         self.process.pid()
     }
 
+    /// Ends the browser now, even while others still hold it (their calls then fail with
+    /// [`BrowserError::Gone`]).
+    pub fn kill(&self) {
+        self.process.kill();
+    }
+
     /// Sends a DevTools command to the page and returns its result.
     pub async fn page_call(&self, method: &str, params: Value) -> Result<Value, BrowserError> {
         self.cdp.call(Some(&self.page), method, params).await
@@ -205,8 +238,9 @@ impl Browser {
             .replace("LINKS_MAX", &SNAPSHOT_LINKS.to_string())
             .replace("ELEMENTS_MAX", &SNAPSHOT_ELEMENTS.to_string());
         let v = self.eval(&script).await?;
-        serde_json::from_value(v)
-            .map_err(|e| BrowserError::Protocol(format!("the snapshot did not read back: {e}")))
+        let snapshot: Snapshot = serde_json::from_value(v)
+            .map_err(|e| BrowserError::Protocol(format!("the snapshot did not read back: {e}")))?;
+        Ok(snapshot.within_limits())
     }
 
     /// A PNG of what the page shows now.
@@ -241,4 +275,40 @@ pub fn profile_dir(data_dir: &Path, agent: &str) -> PathBuf {
 /// `s` on one line for a message: control characters dropped, at most `max` characters.
 fn printable(s: &str, max: usize) -> String {
     s.chars().filter(|c| !c.is_control()).take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_that_answers_too_much_is_cut_to_the_limits() {
+        let long = "x".repeat(100_000);
+        let snap = Snapshot {
+            url: long.clone(),
+            title: long.clone(),
+            text: long.clone(),
+            links: vec![
+                Link {
+                    text: long.clone(),
+                    href: long.clone()
+                };
+                1000
+            ],
+            elements: vec![
+                Element {
+                    ref_id: long.clone(),
+                    kind: long.clone(),
+                    name: long
+                };
+                1000
+            ],
+        }
+        .within_limits();
+        assert_eq!(snap.text.chars().count(), SNAPSHOT_TEXT);
+        assert_eq!(snap.links.len(), SNAPSHOT_LINKS);
+        assert_eq!(snap.elements.len(), SNAPSHOT_ELEMENTS);
+        assert_eq!(snap.elements[0].name.len(), 100);
+        assert!(serde_json::to_string(&snap).unwrap().len() < 2 << 20);
+    }
 }
