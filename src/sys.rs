@@ -138,37 +138,44 @@ pub fn release_clean_file_pages() -> std::io::Result<u64> {
 mod tests {
     use super::*;
 
-    const SMAPS: &str = "\
-55d0c0000000-55d0c0100000 r--p 00000000 fd:01 1234   /usr/bin/yy
-Rss:                 800 kB
-Anonymous:             0 kB
-55d0c0100000-55d0c0200000 r-xp 00100000 fd:01 1234   /usr/bin/yy
-Rss:                1024 kB
-Anonymous:             0 kB
-55d0c0200000-55d0c0210000 r--p 00200000 fd:01 1234   /usr/bin/yy
-Rss:                  64 kB
-Anonymous:            64 kB
-55d0c0210000-55d0c0220000 rw-p 00210000 fd:01 1234   /usr/bin/yy
-Rss:                  64 kB
-Anonymous:            64 kB
-55d0c1000000-55d0c2000000 rw-p 00000000 00:00 0      [heap]
-Rss:                2048 kB
-Anonymous:          2048 kB
-7f0000000000-7f0000001000 r-xp 00000000 00:00 0      [vdso]
-Rss:                   4 kB
-Anonymous:             0 kB
-7f0000100000-7f0000200000 r-xp 00000000 fd:01 99     /tmp/gone (deleted)
-Rss:                  12 kB
-Anonymous:             0 kB
-7f0000300000-7f0000400000 r-xp 00000000 fd:01 77     /usr/lib/libc.so.6
-Rss:                   0 kB
-Anonymous:             0 kB
-";
+    /// `/proc/self/smaps` text: one mapping per entry (range, perms, path, Rss and
+    /// Anonymous in kB), with the other fields as the kernel writes them.
+    fn smaps(entries: &[(&str, &str, &str, u64, u64)]) -> String {
+        entries
+            .iter()
+            .map(|(range, perms, path, rss, anon)| {
+                format!("{range} {perms} 00000000 fd:01 1234   {path}\nRss: {rss:>12} kB\nPss: {rss:>12} kB\nAnonymous: {anon:>6} kB\n")
+            })
+            .collect()
+    }
 
     #[test]
     fn only_clean_resident_file_mappings_are_released() {
+        let text = smaps(&[
+            ("55d0c0000000-55d0c0100000", "r--p", "/usr/bin/yy", 800, 0),
+            ("55d0c0100000-55d0c0200000", "r-xp", "/usr/bin/yy", 1024, 0),
+            // Read-only after relocation: written once, so not a clean copy.
+            ("55d0c0200000-55d0c0210000", "r--p", "/usr/bin/yy", 64, 64),
+            ("55d0c0210000-55d0c0220000", "rw-p", "/usr/bin/yy", 64, 64),
+            ("55d0c1000000-55d0c2000000", "rw-p", "[heap]", 2048, 2048),
+            ("7f0000000000-7f0000001000", "r-xp", "[vdso]", 4, 0),
+            (
+                "7f0000100000-7f0000200000",
+                "r-xp",
+                "/tmp/gone (deleted)",
+                12,
+                0,
+            ),
+            (
+                "7f0000300000-7f0000400000",
+                "r-xp",
+                "/usr/lib/libc.so.6",
+                0,
+                0,
+            ),
+        ]);
         assert_eq!(
-            clean_mappings(SMAPS),
+            clean_mappings(&text),
             vec![
                 CleanMapping {
                     start: 0x55d0c0000000,

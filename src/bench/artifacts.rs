@@ -192,7 +192,9 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
                 )
                 .await?;
             client.lease(generation, 1).await?;
-            client.start(generation, &cmd.id).await?;
+            let _: serde_json::Value = client
+                .command_call(generation, &cmd.id, "start", &json!({}))
+                .await?;
             let exports = TurnExports::new(Transfer {
                 client: client.clone(),
                 generation,
@@ -205,10 +207,11 @@ pub async fn run(args: ArtifactBenchArgs) -> anyhow::Result<()> {
             if !r["artifact_id"].is_string() {
                 return Err(CliError::failure(format!("the export failed: {r}")).into());
             }
-            client
-                .complete(
+            let _: serde_json::Value = client
+                .command_call(
                     generation,
                     &cmd.id,
+                    "complete",
                     &CompleteParams {
                         outcome: Outcome::Done,
                         result: Some(json!({})),

@@ -58,7 +58,10 @@ impl Batches {
     /// `POST /runner/v1/commands/{id}/start`, in a batch when offered.
     pub async fn start(&self, generation: i64, id: &str) -> Result<StartGranted, MachineError> {
         if !self.offered.load(Ordering::Relaxed) {
-            return self.client.start(generation, id).await;
+            return self
+                .client
+                .command_call(generation, id, "start", &serde_json::json!({}))
+                .await;
         }
         queue(&self.starts, generation, id.to_string()).await
     }
@@ -75,7 +78,11 @@ impl Batches {
             .as_ref()
             .is_none_or(|r| r.to_string().len() <= BATCH_RESULT_BYTES);
         if !self.offered.load(Ordering::Relaxed) || !small {
-            return self.client.complete(generation, id, params).await;
+            let _: serde_json::Value = self
+                .client
+                .command_call(generation, id, "complete", params)
+                .await?;
+            return Ok(());
         }
         let report = CompleteReport {
             id: id.to_string(),

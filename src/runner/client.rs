@@ -11,9 +11,9 @@ use serde::de::DeserializeOwned;
 use crate::api::ErrorBody;
 use crate::api::artifacts::{HEADER_CRC32, UploadBegin, UploadState};
 use crate::api::machine::{
-    CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PREVIOUS_INSTANCE,
-    HEADER_PROTOCOL, HEADER_REPLACE, LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION,
-    RunnerStatus, StartGranted, TokenRenewed,
+    Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PREVIOUS_INSTANCE, HEADER_PROTOCOL,
+    HEADER_REPLACE, LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION, RunnerStatus,
+    TokenRenewed,
 };
 use crate::api::words::chain;
 
@@ -329,29 +329,22 @@ impl MachineClient {
         self.json_answer(path, req).await
     }
 
-    pub async fn start(&self, generation: i64, id: &str) -> Result<StartGranted, MachineError> {
-        self.call(
-            &format!("runner/v1/commands/{id}/start"),
-            Some(generation),
-            &serde_json::json!({}),
-        )
-        .await
-    }
-
-    pub async fn complete(
+    /// `POST /runner/v1/commands/{id}/ACTION` for one command (`start` with `{}`,
+    /// `complete` with its outcome); [`super::batches`] sends several at once instead when
+    /// the control plane offers it.
+    pub async fn command_call<B: Serialize, T: DeserializeOwned>(
         &self,
         generation: i64,
         id: &str,
-        params: &CompleteParams,
-    ) -> Result<(), MachineError> {
-        let _: serde_json::Value = self
-            .call(
-                &format!("runner/v1/commands/{id}/complete"),
-                Some(generation),
-                params,
-            )
-            .await?;
-        Ok(())
+        action: &str,
+        body: &B,
+    ) -> Result<T, MachineError> {
+        self.call(
+            &format!("runner/v1/commands/{id}/{action}"),
+            Some(generation),
+            body,
+        )
+        .await
     }
 
     /// `POST /runner/v1/commands/start` (`command-batches-v1`): one answer per id.
