@@ -1,6 +1,7 @@
-//! The managed browser's first part (issue 28 A): Debian's Chromium started by yy on a
-//! private profile, driven through the DevTools pipe. Pages are `data:` URLs, so nothing
-//! leaves the machine, loopback included.
+//! The managed browser's first parts (issue 28 A): Debian's Chromium started by yy on a
+//! private profile, driven through the DevTools pipe. Pages are `data:` URLs or a server on
+//! 127.0.0.2; Chromium always has a proxy (one nobody listens on, or yy's egress proxy
+//! that dials only 127.0.0.2) and resolves no name itself, so nothing leaves the machine.
 
 mod common;
 
@@ -27,9 +28,7 @@ async fn a_page_is_opened_read_and_photographed_through_the_pipe() {
     };
     let data = tempfile::tempdir().unwrap();
     let profile = profile_dir(data.path(), "agent-1");
-    let browser = Browser::launch(&LaunchOptions::new(exe), &profile)
-        .await
-        .unwrap();
+    let browser = Browser::launch(&offline(exe), &profile).await.unwrap();
     let mode = std::fs::metadata(&profile).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700, "the profile is private");
     // Only the pipe: Chromium opened no debugging port.
@@ -76,6 +75,13 @@ async fn a_page_is_opened_read_and_photographed_through_the_pipe() {
         Ok(_) => panic!("a missing executable started"),
     };
     assert!(err.contains(missing.to_str().unwrap()), "{err}");
+}
+
+/// Chromium with a proxy nobody listens on: its own background requests go nowhere.
+fn offline(exe: std::path::PathBuf) -> LaunchOptions {
+    let mut opts = LaunchOptions::new(exe);
+    opts.proxy = Some("http://127.0.0.1:9".into());
+    opts
 }
 
 /// Waits until process `pid` runs no more (a zombie not reaped yet runs nothing).
@@ -208,7 +214,7 @@ async fn a_model_types_clicks_scrolls_and_goes_back_by_the_snapshot_s_refs() {
         return;
     };
     let data = tempfile::tempdir().unwrap();
-    let browser = Browser::launch(&LaunchOptions::new(exe), &profile_dir(data.path(), "a"))
+    let browser = Browser::launch(&offline(exe), &profile_dir(data.path(), "a"))
         .await
         .unwrap();
     browser.navigate(PAGE).await.unwrap();

@@ -67,6 +67,9 @@ impl LaunchOptions {
             args.push(format!("--proxy-server={proxy}"));
             // Loopback too: Chromium sends it around a proxy unless told otherwise.
             args.push("--proxy-bypass-list=<-loopback>".into());
+            // The proxy resolves names; Chromium itself resolves none but the proxy's own
+            // address (no prefetch, no DNS over HTTPS around the proxy).
+            args.push("--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1".into());
         }
         if !self.sandbox {
             args.push("--no-sandbox".into());
@@ -178,6 +181,9 @@ mod tests {
         let args = o.args(Path::new("/data/browser/profiles/a"));
         assert!(args.contains(&"--proxy-server=http://127.0.0.1:3128".to_string()));
         assert!(args.contains(&"--proxy-bypass-list=<-loopback>".to_string()));
+        assert!(
+            args.contains(&"--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1".to_string())
+        );
         assert!(args.contains(&"--remote-debugging-pipe".to_string()));
         assert!(
             !args

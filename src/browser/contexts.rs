@@ -16,7 +16,7 @@ use crate::egress::proxy::{ProxyConfig, Resolver};
 
 /// A context unused this long is closed.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(30 * 60);
-/// Contexts open at once on one Runner; one more waits for none, it is refused with why.
+/// Contexts open at once on one Runner; opening one more is refused, saying why.
 pub const MAX_OPEN: usize = 16;
 
 /// One agent's open context.
