@@ -422,6 +422,9 @@ super::states::word_enum! {
         /// Check a new computer image on the Runner's Docker engine: the image checks and
         /// a throw-away acceptance computer with a guest round trip.
         ComputerImageAccept = "computer.image.accept",
+        /// Close a host agent's managed browser context (and remove its profile when the
+        /// agent is gone).
+        BrowserClose = "browser.close",
     }
 }
 
@@ -452,6 +455,7 @@ command_results! {
     super::computers::ResumeResult => [ComputerResume];
     super::computers::ImageAcceptResult => [ComputerImageAccept];
     super::screen::ScreenResult => [ComputerScreen];
+    super::sessions::BrowserCloseResult => [BrowserClose];
 }
 
 /// The control plane object whose state follows a command's outcome.
@@ -554,7 +558,7 @@ impl CommandKind {
                 Deadline::Fixed(super::computers::EXEC_MAX_TIMEOUT_MS + EXEC_SLACK_MS)
             }
             CommandKind::ComputerShell => Deadline::Fixed(super::shell::RUNNER_CONNECT_TIMEOUT_MS),
-            CommandKind::EgressLog => Deadline::Fixed(30_000),
+            CommandKind::EgressLog | CommandKind::BrowserClose => Deadline::Fixed(30_000),
             // A desktop image's acceptance ladder starts a browser twice.
             CommandKind::ComputerImageAccept => Deadline::Fixed(10 * MINUTE),
         }
@@ -581,6 +585,7 @@ impl CommandKind {
             | CommandKind::ComputerResume
             | CommandKind::ComputerShell
             | CommandKind::EgressLog
+            | CommandKind::BrowserClose
             | CommandKind::ComputerImageAccept => Stopping::Dropped,
         }
     }
@@ -605,7 +610,8 @@ impl CommandKind {
             CommandKind::Ping
             | CommandKind::Fetch
             | CommandKind::Cancel
-            | CommandKind::EgressLog => Settles::Nothing,
+            | CommandKind::EgressLog
+            | CommandKind::BrowserClose => Settles::Nothing,
         }
     }
 }
@@ -654,6 +660,8 @@ pub enum RunnerCommand {
     EgressLog(super::computers::EgressLogQuery),
     #[serde(rename = "computer.image.accept")]
     ComputerImageAccept(super::computers::ImageAcceptPayload),
+    #[serde(rename = "browser.close")]
+    BrowserClose(super::sessions::BrowserClosePayload),
 }
 
 /// The payload of a command that needs none: `{}`.
@@ -683,6 +691,7 @@ impl RunnerCommand {
             RunnerCommand::WorkerTurn(_) => CommandKind::WorkerTurn,
             RunnerCommand::EgressLog(_) => CommandKind::EgressLog,
             RunnerCommand::ComputerImageAccept(_) => CommandKind::ComputerImageAccept,
+            RunnerCommand::BrowserClose(_) => CommandKind::BrowserClose,
         }
     }
 

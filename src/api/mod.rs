@@ -42,6 +42,9 @@ pub mod capabilities {
     pub const SHARED_COMPUTER: &str = "shared-computer-v1";
     /// The egress proxy for `public-web` computers (with `COMPUTER`).
     pub const EGRESS: &str = "egress-v1";
+    /// The managed browser of host agents: turns carry the agent whose browser they may
+    /// use, and `browser.close` commands close (or remove) an agent's browser context.
+    pub const BROWSER: &str = "browser-v1";
 }
 
 /// Largest request body the admin API accepts.

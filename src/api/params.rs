@@ -90,6 +90,9 @@ pub struct AgentCreate {
     pub source: Option<String>,
     #[serde(default)]
     pub manage_team: bool,
+    /// The managed browser (host agents only).
+    #[serde(default)]
+    pub browser: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -98,6 +101,8 @@ pub struct AgentUpdate {
     pub profile: Option<String>,
     pub env: Option<AgentEnv>,
     pub manage_team: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -76,6 +76,9 @@ pub struct Agent {
     pub profile: String,
     pub env: AgentEnv,
     pub manage_team: bool,
+    /// The managed browser is on (host agents; docs/browser.md).
+    #[serde(default)]
+    pub browser: bool,
     pub created_at: String,
     pub archived_at: Option<String>,
 }
@@ -221,6 +224,30 @@ pub struct RunnerConfig {
     /// beside `hermesCommand`'s program].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_python: Option<std::path::PathBuf>,
+    /// The managed browser of host agents (docs/browser.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<BrowserConfig>,
+}
+
+/// runner.json `browser`: whether this Runner serves host agents' managed browser, and
+/// whether it may install Chromium when an agent first needs it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BrowserConfig {
+    /// `false` keeps the managed browser off [default: on].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// `auto`: a missing Chromium is installed from Debian's packages on the first
+    /// authorized use; `never`: such a use is refused, naming the command [default: auto].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<BrowserInstall>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BrowserInstall {
+    Auto,
+    Never,
 }
 
 impl std::fmt::Debug for RunnerConfig {

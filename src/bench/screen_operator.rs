@@ -48,6 +48,7 @@ async fn measure(admin: &Client, samples: usize) -> anyhow::Result<serde_json::V
             env: AgentEnv::Computer,
             source: Some("bench".into()),
             manage_team: false,
+            browser: false,
         })
         .await?;
     progress("operator path: creating the desktop computer");

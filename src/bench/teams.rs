@@ -166,6 +166,7 @@ pub async fn run(args: TeamsBenchArgs) -> anyhow::Result<()> {
                 env: AgentEnv::Computer,
                 source: Some("bench".into()),
                 manage_team: true,
+                browser: false,
             })
             .await?;
     }

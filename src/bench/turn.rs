@@ -155,6 +155,7 @@ pub async fn run(args: TurnBenchArgs) -> anyhow::Result<()> {
                 env,
                 source: Some("bench".into()),
                 manage_team: false,
+                browser: false,
             })
             .await?;
     }
@@ -221,6 +222,7 @@ async fn measure(
                 env: AgentEnv::Computer,
                 source: Some("bench".into()),
                 manage_team: false,
+                browser: false,
             })
             .await?;
         wait_spare(metrics).await?;

@@ -129,6 +129,21 @@ impl Contexts {
         closed.is_some()
     }
 
+    /// Closes every context (the Runner lost its control plane); how many were open.
+    pub async fn close_all(&self) -> usize {
+        let closed: Vec<(String, Arc<Context>)> = self.open.lock().await.drain().collect();
+        for (agent, c) in &closed {
+            c.browser.kill();
+            tracing::info!(%agent, "browser context closed");
+        }
+        closed.len()
+    }
+
+    /// How many contexts are open.
+    pub async fn open_count(&self) -> usize {
+        self.open.lock().await.len()
+    }
+
     /// Closes every context unused for the idle time; returns their agents.
     pub async fn reclaim_idle(&self) -> Vec<String> {
         self.reclaim_idle_at(Instant::now()).await

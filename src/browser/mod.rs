@@ -12,6 +12,7 @@ pub mod cdp;
 mod chromium;
 pub mod contexts;
 pub mod network;
+mod tabs;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use serde_json::{Value, json};
 
 pub use actions::Scroll;
 pub use chromium::LaunchOptions;
+pub use tabs::Tab;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrowserError {
@@ -125,8 +127,17 @@ pub struct Link {
 pub struct Browser {
     process: chromium::Process,
     cdp: cdp::Cdp,
-    /// The DevTools session of the page (flat mode).
-    page: String,
+    /// The DevTools session of the current tab's page (flat mode).
+    page: std::sync::Mutex<Page>,
+    width: u32,
+    height: u32,
+}
+
+/// The tab the browser's actions go to.
+#[derive(Debug, Clone)]
+struct Page {
+    target: String,
+    session: String,
 }
 
 impl Browser {
@@ -151,25 +162,47 @@ impl Browser {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        let attached = cdp
+        let browser = Browser {
+            process,
+            cdp,
+            page: std::sync::Mutex::new(Page {
+                target: String::new(),
+                session: String::new(),
+            }),
+            width: opts.width,
+            height: opts.height,
+        };
+        browser.attach(&target).await?;
+        Ok(browser)
+    }
+
+    /// Makes `target` the tab the actions go to: attached, its viewport the size asked for
+    /// (the window's includes its frame).
+    async fn attach(&self, target: &str) -> Result<(), BrowserError> {
+        let attached = self
+            .cdp
             .call(
                 None,
                 "Target.attachToTarget",
                 json!({ "targetId": target, "flatten": true }),
             )
             .await?;
-        let page = attached["sessionId"]
+        let session = attached["sessionId"]
             .as_str()
             .ok_or_else(|| BrowserError::Protocol("attachToTarget gave no session".into()))?
             .to_string();
-        // The page's viewport is the size asked for (the window's includes its frame).
-        cdp.call(
-            Some(&page),
-            "Emulation.setDeviceMetricsOverride",
-            json!({ "width": opts.width, "height": opts.height, "deviceScaleFactor": 1, "mobile": false }),
-        )
-        .await?;
-        Ok(Browser { process, cdp, page })
+        self.cdp
+            .call(
+                Some(&session),
+                "Emulation.setDeviceMetricsOverride",
+                json!({ "width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": false }),
+            )
+            .await?;
+        *self.page.lock().unwrap_or_else(|p| p.into_inner()) = Page {
+            target: target.to_string(),
+            session,
+        };
+        Ok(())
     }
 
     /// The browser's process id.
@@ -185,7 +218,13 @@ impl Browser {
 
     /// Sends a DevTools command to the page and returns its result.
     pub async fn page_call(&self, method: &str, params: Value) -> Result<Value, BrowserError> {
-        self.cdp.call(Some(&self.page), method, params).await
+        let session = self
+            .page
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .session
+            .clone();
+        self.cdp.call(Some(&session), method, params).await
     }
 
     /// The value of a JavaScript expression in the page.
@@ -273,7 +312,7 @@ pub fn profile_dir(data_dir: &Path, agent: &str) -> PathBuf {
 }
 
 /// `s` on one line for a message: control characters dropped, at most `max` characters.
-fn printable(s: &str, max: usize) -> String {
+pub(crate) fn printable(s: &str, max: usize) -> String {
     s.chars().filter(|c| !c.is_control()).take(max).collect()
 }
 

@@ -53,10 +53,13 @@ pub enum AgentCommand {
         /// Let the agent form and manage teams
         #[arg(long)]
         manage_team: bool,
+        /// Give a host agent the Runner's managed browser (docs/browser.md)
+        #[arg(long)]
+        browser: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Change an agent's profile, environment or team management (applies from its next turn)
+    /// Change an agent's profile, environment, team management or browser (applies from its next turn)
     Update {
         name: String,
         #[arg(long)]
@@ -69,6 +72,12 @@ pub enum AgentCommand {
         /// Forbid team management: its goals stop and do not come back by themselves
         #[arg(long)]
         no_manage_team: bool,
+        /// Give a host agent the managed browser: its turns may use it from the next one
+        #[arg(long, conflicts_with = "no_browser")]
+        browser: bool,
+        /// Take the managed browser away: its open browser closes (its profile stays)
+        #[arg(long)]
+        no_browser: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -84,6 +93,7 @@ impl Columns for views::Agent {
         "profile",
         "env",
         "manage team",
+        "browser",
         "created",
         "archived",
         "id",
@@ -97,6 +107,7 @@ impl Columns for views::Agent {
             self.profile.clone(),
             self.env.as_str().into(),
             self.manage_team.to_string(),
+            self.browser.to_string(),
             self.created_at.clone(),
             opt(&self.archived_at),
             self.id.clone(),
@@ -120,6 +131,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
             env,
             source,
             manage_team,
+            browser,
             json,
         } => {
             names::check_name("agent", &name).map_err(CliError::usage)?;
@@ -130,6 +142,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
                     env: env.into(),
                     source,
                     manage_team,
+                    browser,
                 })
                 .await?;
             print_one(&a, json.json)
@@ -140,16 +153,20 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
             env,
             manage_team,
             no_manage_team,
+            browser,
+            no_browser,
             json,
         } => {
-            let manage_team = match (manage_team, no_manage_team) {
+            let flag = |on: bool, off: bool| match (on, off) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),
                 _ => None,
             };
-            if profile.is_none() && env.is_none() && manage_team.is_none() {
+            let (manage_team, browser) =
+                (flag(manage_team, no_manage_team), flag(browser, no_browser));
+            if profile.is_none() && env.is_none() && manage_team.is_none() && browser.is_none() {
                 return Err(CliError::usage(
-                    "nothing to change: pass --profile, --env, --manage-team or --no-manage-team",
+                    "nothing to change: pass --profile, --env, --manage-team, --no-manage-team, --browser or --no-browser",
                 )
                 .into());
             }
@@ -157,6 +174,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
                 profile,
                 env: env.map(Into::into),
                 manage_team,
+                browser,
             };
             print_one(&client.agent_update(&name, &update).await?, json.json)
         }

@@ -45,6 +45,11 @@ pub struct RunArgs {
     /// stops it and takes its slot
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = idle_duration)]
     pub computer_reclaim_after: Duration,
+    /// How long a host agent's managed browser may sit unused (no turn or takeover using
+    /// it; reading its state or a screenshot does not count) before it is closed; its
+    /// profile stays
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = idle_duration)]
+    pub browser_idle: Duration,
     /// The Docker network the egress proxy of public-web computers reaches out through (it
     /// must exist) [default: a bridge network the Runner creates, yy-egress-out-RUNNER_ID]
     #[arg(long, value_name = "NETWORK")]
@@ -176,6 +181,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         metrics_listener,
         replace,
+        browser_idle: args.browser_idle,
     };
     let result = runner::run(opts, super::serve::shutdown_signal()?).await;
     drop(lock);

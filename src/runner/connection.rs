@@ -99,6 +99,14 @@ pub(super) async fn lease_loop(
                 }
             }
         }
+        // A new connection: the grants of the earlier one ended, and with them the browser
+        // contexts they opened (their profiles stay).
+        if let Some(b) = &shared.browser {
+            let closed = b.close_all().await;
+            if closed > 0 {
+                tracing::info!(closed, "browser contexts of the earlier connection closed");
+            }
+        }
         tracing::info!(
             runner = %connected.runner_id,
             generation,

@@ -226,6 +226,7 @@ async fn execute(
         | RunnerCommand::ComputerResume(_)
         | RunnerCommand::ComputerShell(_)
         | RunnerCommand::EgressLog(_)
+        | RunnerCommand::BrowserClose(_)
         | RunnerCommand::ComputerImageAccept(_) => None,
     };
     let pool = || {
@@ -247,7 +248,13 @@ async fn execute(
         RunnerCommand::Cancel(p) => Ok(cancel_running(shared, p.command_id)),
         RunnerCommand::SessionTurn(p) => {
             let r = with_events(shared, generation, id, |tx| {
-                turns::turn(&shared.hermes, &shared.config.allowed_profiles, p, tx)
+                turns::turn(
+                    &shared.hermes,
+                    &shared.config.allowed_profiles,
+                    shared.browser.as_ref(),
+                    p,
+                    tx,
+                )
             })
             .await;
             // A Hermes this Runner started lives in its Hermes home, whatever the error
@@ -297,6 +304,20 @@ async fn execute(
         RunnerCommand::ComputerImageAccept(p) => {
             async { image_accept::accept(pool()?, p).await }.await
         }
+        RunnerCommand::BrowserClose(p) => match &shared.browser {
+            None => Err(CommandFailure::failed(
+                "this Runner has no managed browser (runner.json browser.enabled is false, or its Hermes is not one it starts)",
+            )),
+            Some(b) => b
+                .close(&p.agent_id, p.remove_profile)
+                .await
+                .map(|closed| {
+                    serde_json::json!(crate::api::sessions::BrowserCloseResult { closed })
+                })
+                .map_err(|e| {
+                    CommandFailure::failed(format!("cannot remove the browser profile: {e}"))
+                }),
+        },
     };
     // A computer's start, exec and turn tell the control plane what its workspace takes.
     let answer = match (answer, &computer, &shared.computers) {

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::browser::ManagedBrowser;
 use super::config::RunnerConfig;
 use super::tool_tap::{Subscription, ToolTap};
 use crate::api::capabilities;
@@ -33,7 +34,11 @@ pub struct HermesLink {
 
 impl HermesLink {
     /// Builds the link from runner.json; in supervised mode, starts Hermes now.
-    pub async fn new(config: &RunnerConfig, data_dir: &Path) -> Result<HermesLink, String> {
+    pub async fn new(
+        config: &RunnerConfig,
+        data_dir: &Path,
+        browser: Option<&Arc<ManagedBrowser>>,
+    ) -> Result<HermesLink, String> {
         let channel = Channel::open(data_dir).map_err(|e| format!("channel store: {e}"))?;
         let mut supervisor = None;
         let mut tool_tap = None;
@@ -48,16 +53,29 @@ impl HermesLink {
             tool_tap = ToolTap::start(data_dir)
                 .inspect_err(|e| tracing::warn!(error = %e, "no live tool output: the tool tap did not start"))
                 .ok();
+            let mut env = tool_tap
+                .as_ref()
+                .map(ToolTap::hermes_env)
+                .unwrap_or_default();
+            // Installed with the browser off too: its tools then say so, and Hermes's own
+            // browser tools (which would browse around yy's egress proxy) stay replaced.
+            super::browser::install_hermes_plugin(&home)?;
+            if let Some(b) = browser {
+                env.push((
+                    super::browser::SOCKET_ENV.into(),
+                    b.socket_path().display().to_string(),
+                ));
+            }
             let options = SupervisorOptions {
-                env: tool_tap
-                    .as_ref()
-                    .map(ToolTap::hermes_env)
-                    .unwrap_or_default(),
+                env,
                 ..SupervisorOptions::default()
             };
             let (access, sup) = Supervisor::start_with(command.clone(), home, options)
                 .await
                 .map_err(|e| e.to_string())?;
+            if let Some(b) = browser {
+                b.serve_hermes(sup.pid());
+            }
             tracing::info!(
                 pid = sup.pid(),
                 port = sup.port(),
@@ -131,6 +149,13 @@ impl HermesLink {
             .get(session)
             .copied()
             .unwrap_or(false)
+    }
+
+    /// Hermes's stored id of live session `hermes_session_id` (empty when unknown).
+    pub fn stored_id(&self, hermes_session_id: &str) -> String {
+        self.channel
+            .stored_id(hermes_session_id)
+            .unwrap_or_default()
     }
 
     /// The live output of the commands of Hermes session `hermes_session_id` (and its

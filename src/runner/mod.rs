@@ -4,6 +4,7 @@
 
 pub mod artifacts;
 mod batches;
+pub mod browser;
 pub mod client;
 pub mod computers;
 pub mod config;
@@ -73,6 +74,8 @@ pub struct RunnerOptions {
     pub metrics_listener: Option<tokio::net::TcpListener>,
     /// Take over from another instance of this Runner that is online (`--replace`).
     pub replace: bool,
+    /// A host agent's browser context unused this long closes (`--browser-idle`).
+    pub browser_idle: Duration,
 }
 
 /// What this Runner asks of its idle computers (`--computer-idle`,
@@ -104,6 +107,9 @@ struct Shared {
     batches: batches::Batches,
     /// The computer pool, when a Docker engine answered at start.
     computers: Option<Arc<computers::Computers>>,
+    /// The managed browser of host agents, when on (runner.json `browser`) and Hermes is
+    /// supervised.
+    browser: Option<Arc<browser::ManagedBrowser>>,
     /// Workers for computer agents' turns, when a Worker Python is there.
     workers: Option<Arc<worker::Workers>>,
     /// The Hermes home whose profiles hold the models' settings.
@@ -142,7 +148,8 @@ pub async fn run(
     )
     .map_err(|e| RunnerError::Local(e.to_string()))?
     .takeover(instance::previous(&opts.data_dir), opts.replace);
-    let hermes = HermesLink::new(&opts.config, &opts.data_dir)
+    let browser = start_browser(&opts.config, &opts.data_dir, opts.browser_idle)?;
+    let hermes = HermesLink::new(&opts.config, &opts.data_dir, browser.as_ref())
         .await
         .map_err(RunnerError::Local)?;
     check_hermes(&hermes).await?;
@@ -175,6 +182,7 @@ pub async fn run(
         receipts,
         hermes,
         computers,
+        browser,
         workers,
         hermes_home,
         spool: clean_spool(&opts.data_dir),
@@ -194,6 +202,9 @@ pub async fn run(
     let tasks = TaskTracker::new();
     tasks.spawn(compact_forever(shared.clone()));
     tasks.spawn(idle_trim_forever(shared.clone()));
+    if let Some(b) = &shared.browser {
+        tasks.spawn(b.clone().reclaim_forever(shared.hard_stop.clone()));
+    }
     if let Some(workers) = &shared.workers {
         tasks.spawn(worker_turn::reap_forever(
             workers.clone(),
@@ -285,6 +296,26 @@ fn start_workers(
             None
         }
     }
+}
+
+/// The managed browser: on unless runner.json turns it off, and only for a Hermes this
+/// Runner starts (its plugin and socket are how the model's calls arrive).
+fn start_browser(
+    config: &RunnerConfig,
+    data_dir: &std::path::Path,
+    idle: Duration,
+) -> Result<Option<Arc<browser::ManagedBrowser>>, RunnerError> {
+    if !browser::enabled(config.browser.as_ref()) {
+        tracing::info!("managed browser off (runner.json browser.enabled is false)");
+        return Ok(None);
+    }
+    if config.hermes_command.is_none() {
+        tracing::info!("no managed browser: it needs a Hermes this Runner starts (hermesCommand)");
+        return Ok(None);
+    }
+    browser::ManagedBrowser::start(config.browser.as_ref(), data_dir, idle)
+        .map(Some)
+        .map_err(|e| RunnerError::Local(format!("cannot start the managed browser: {e}")))
 }
 
 /// At start: a Hermes of the wrong version, or one that refuses our credentials, stops the
@@ -396,6 +427,9 @@ fn status(shared: &Shared) -> RunnerStatus {
         if computers.public_web().is_ok() {
             capabilities.push(crate::api::capabilities::EGRESS.to_string());
         }
+    }
+    if shared.browser.is_some() && shared.hermes.configured() {
+        capabilities.push(crate::api::capabilities::BROWSER.to_string());
     }
     RunnerStatus {
         version: crate::VERSION.into(),

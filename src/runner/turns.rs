@@ -2,12 +2,14 @@
 //! confirmed stops, closes and the channel's session list. Only sessions of this Runner's
 //! own channel are ever touched.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::CommandFailure;
+use super::browser::ManagedBrowser;
 use super::hermes_link::HermesLink;
 use super::host_output::{LiveOutput, Piece};
 use super::tool_tap::Subscription;
@@ -42,11 +44,12 @@ fn owned(link: &HermesLink, r: &SessionRef) -> Result<(), CommandFailure> {
 pub async fn turn(
     link: &HermesLink,
     allowed_profiles: &[String],
+    browser: Option<&Arc<ManagedBrowser>>,
     p: TurnPayload,
     events: mpsc::UnboundedSender<Event>,
 ) -> SessionOutcome {
     link.turn_started(&p.session_id);
-    let outcome = run_turn(link, allowed_profiles, &p, events).await;
+    let outcome = run_turn(link, allowed_profiles, browser, &p, events).await;
     link.turn_ended(&p.session_id);
     outcome
 }
@@ -54,6 +57,7 @@ pub async fn turn(
 async fn run_turn(
     link: &HermesLink,
     allowed_profiles: &[String],
+    browser: Option<&Arc<ManagedBrowser>>,
     p: &TurnPayload,
     events: mpsc::UnboundedSender<Event>,
 ) -> SessionOutcome {
@@ -134,6 +138,15 @@ async fn run_turn(
     }
     // Subscribed before the prompt goes in: the first command's output may come first.
     let mut tap = link.tap_output(&hermes_session_id);
+    // The agent's browser, for this turn only: the grant ends (and the browser's network
+    // pauses) when the turn does.
+    let _browser = match (browser, &p.browser) {
+        (Some(b), Some(u)) => {
+            let stored = link.stored_id(&hermes_session_id);
+            Some(b.grant(&[&hermes_session_id, &stored], &u.agent_id))
+        }
+        _ => None,
+    };
     let mut stream = client
         .submit(&hermes_session_id, &p.message)
         .await
@@ -181,6 +194,8 @@ async fn run_turn(
                     }
                 }
                 send_output(&send, live.tool_completed(&tool_id, Instant::now()));
+                // A screenshot's image went to the model; the event keeps its size only.
+                let result = super::tools::screen::for_event(&result);
                 send(Event::ToolComplete(ToolComplete {
                     tool_id,
                     name,

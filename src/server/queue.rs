@@ -360,15 +360,18 @@ impl Queue {
         account_id: String,
         key: String,
     ) -> Result<AgentRow, StoreError> {
-        let (agent, stopped, running) = self
+        let (agent, stopped, running, browsers) = self
             .store
             .call(move |c| {
-                let agent = agents::archive(c, &account_id, &key)?;
+                let (agent, browsers) = agents::archive(c, &account_id, &key)?;
                 let stopped = computers::stop_for_agent(c, &agent.id)?;
                 let running = sessions::running_session(c, &agent.id)?;
-                Ok((agent, stopped, running))
+                Ok((agent, stopped, running, browsers))
             })
             .await?;
+        for runner in &browsers {
+            self.wake(runner, true);
+        }
         if let Some(runner) = stopped.as_ref().and_then(Touches::touches) {
             self.wake(&runner, true);
         }

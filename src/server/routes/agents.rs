@@ -41,6 +41,7 @@ pub async fn agent_create(
                 source: p.source.as_deref(),
                 env: p.env,
                 manage_team: p.manage_team,
+                browser: p.browser,
             },
         )
     })
@@ -53,15 +54,22 @@ pub async fn agent_update(
     Path(name): Path<String>,
     Body(p): Body<params::AgentUpdate>,
 ) -> Result<Json<views::Agent>, ApiError> {
-    one(&state, move |c| {
-        let change = AgentChange {
-            profile: p.profile.as_deref(),
-            env: p.env,
-            manage_team: p.manage_team,
-        };
-        agents::update(c, &caller.account.id, &name, change)
-    })
-    .await
+    let (agent, browsers) = state
+        .store
+        .call(move |c| {
+            let change = AgentChange {
+                profile: p.profile.as_deref(),
+                env: p.env,
+                manage_team: p.manage_team,
+                browser: p.browser,
+            };
+            agents::update(c, &caller.account.id, &name, change)
+        })
+        .await?;
+    for runner in &browsers {
+        state.queue.wake_runner(runner);
+    }
+    Ok(Json(agent.into()))
 }
 
 pub async fn agent_archive(

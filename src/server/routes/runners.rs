@@ -133,6 +133,7 @@ pub async fn runner_register(
         hermes_home: None,
         hermes_credentials: None,
         worker_python: None,
+        browser: None,
     };
     Ok(Json(views::RunnerRegistration {
         runner: row.into(),

@@ -4,6 +4,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::catalog::{self, ProfileRow, conflict_on_unique};
 use super::{StoreError, new_id, not_found};
+use crate::api::ids::RunnerId;
 use crate::api::params::AgentEnv;
 use crate::api::views;
 use crate::timefmt::{now_ms, rfc3339, rfc3339_opt};
@@ -21,6 +22,8 @@ pub struct AgentRow {
     pub profile: String,
     pub env: AgentEnv,
     pub manage_team: bool,
+    /// The managed browser is on (host agents only).
+    pub browser: bool,
     pub created_at: i64,
     pub archived_at: Option<i64>,
 }
@@ -35,6 +38,7 @@ impl From<AgentRow> for views::Agent {
             profile: r.profile,
             env: r.env,
             manage_team: r.manage_team,
+            browser: r.browser,
             created_at: rfc3339(r.created_at),
             archived_at: rfc3339_opt(r.archived_at),
         }
@@ -42,7 +46,7 @@ impl From<AgentRow> for views::Agent {
 }
 
 const SELECT: &str = "SELECT g.id, g.name, g.account_id, a.username, s.name, p.name, g.env,
-        g.manage_team, g.created_at, g.archived_at
+        g.manage_team, g.created_at, g.archived_at, g.browser
     FROM agents g
     JOIN accounts a ON a.id = g.account_id
     JOIN sources s ON s.id = g.source_id
@@ -61,6 +65,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
         manage_team: r.get(7)?,
         created_at: r.get(8)?,
         archived_at: r.get(9)?,
+        browser: r.get(10)?,
     })
 }
 
@@ -71,6 +76,62 @@ pub struct NewAgent<'a> {
     pub source: Option<&'a str>,
     pub env: AgentEnv,
     pub manage_team: bool,
+    pub browser: bool,
+}
+
+/// The managed browser is a host agent's: a computer agent has its computer's desktop.
+fn check_browser(name: &str, env: AgentEnv, browser: bool) -> Result<(), StoreError> {
+    if browser && env == AgentEnv::Computer {
+        return Err(StoreError::Invalid(format!(
+            "agent {name:?} is a computer agent: it browses with its computer's desktop browser (a desktop image), and the managed browser is for host agents: leave out --browser, or use --env host"
+        )));
+    }
+    Ok(())
+}
+
+/// Asks every Runner of `agent`'s source that serves managed browsers to close the agent's
+/// context (and with `remove_profile`, to delete its profile): its browser was turned off
+/// or the agent archived. A Runner that is offline closes every context when it connects
+/// again, so a command it never leases loses nothing.
+pub fn close_browser_in(
+    tx: &Connection,
+    agent: &AgentRow,
+    remove_profile: bool,
+) -> Result<Vec<RunnerId>, StoreError> {
+    use crate::api::machine::RunnerCommand;
+    use crate::api::sessions::BrowserClosePayload;
+    let runners: Vec<(String, String)> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT r.id, r.capabilities FROM runners r JOIN sources s ON s.id = r.source_id
+             WHERE s.name = ?1 AND r.disabled_at IS NULL",
+        )?;
+        stmt.query_map([&agent.source], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?
+    };
+    let mut asked = Vec::new();
+    for (id, capabilities) in runners {
+        let declared: Vec<String> = serde_json::from_str(&capabilities).unwrap_or_default();
+        if !declared
+            .iter()
+            .any(|c| c == crate::api::capabilities::BROWSER)
+        {
+            continue;
+        }
+        let id = RunnerId::from(id);
+        let close = RunnerCommand::BrowserClose(BrowserClosePayload {
+            agent_id: agent.id.clone(),
+            remove_profile,
+        });
+        super::commands::enqueue_in(
+            tx,
+            &id,
+            &close,
+            None,
+            super::commands::QueueLimits::default(),
+        )?;
+        asked.push(id);
+    }
+    Ok(asked)
 }
 
 /// An agent that manages a team runs in a computer: its team tools reach only the isolated
@@ -147,6 +208,7 @@ pub fn create_in(tx: &Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreEr
     }
     check_env(&profile, new.env)?;
     check_manage_team(new.name, new.env, new.manage_team)?;
+    check_browser(new.name, new.env, new.browser)?;
     let active: i64 = tx.query_row(
         "SELECT count(*) FROM agents WHERE account_id = ?1 AND archived_at IS NULL",
         [new.account_id],
@@ -159,8 +221,8 @@ pub fn create_in(tx: &Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreEr
     }
     let id = new_id();
     tx.execute(
-        "INSERT INTO agents (id, account_id, name, source_id, profile_id, env, manage_team, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO agents (id, account_id, name, source_id, profile_id, env, manage_team, created_at, browser)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             id,
             new.account_id,
@@ -169,7 +231,8 @@ pub fn create_in(tx: &Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreEr
             profile.id,
             new.env.as_str(),
             new.manage_team,
-            now_ms()
+            now_ms(),
+            new.browser
         ],
     )
     .map_err(|e| conflict_on_unique(e, "agent", new.name))?;
@@ -202,14 +265,16 @@ pub struct AgentChange<'a> {
     pub profile: Option<&'a str>,
     pub env: Option<AgentEnv>,
     pub manage_team: Option<bool>,
+    pub browser: Option<bool>,
 }
 
+/// Changes an agent; also returns the Runners asked to close its browser (turned off).
 pub fn update(
     conn: &mut Connection,
     account_id: &str,
     key: &str,
     change: AgentChange<'_>,
-) -> Result<AgentRow, StoreError> {
+) -> Result<(AgentRow, Vec<RunnerId>), StoreError> {
     let tx = conn.savepoint()?;
     let agent = get(&tx, account_id, key)?;
     if agent.archived_at.is_some() {
@@ -232,6 +297,8 @@ pub fn update(
         env,
         change.manage_team.unwrap_or(agent.manage_team),
     )?;
+    let browser = change.browser.unwrap_or(agent.browser);
+    check_browser(&agent.name, env, browser)?;
     if env == AgentEnv::Host && agent.env != AgentEnv::Host {
         let isolated: bool = tx
             .query_row(
@@ -258,29 +325,44 @@ pub fn update(
     }
 
     tx.execute(
-        "UPDATE agents SET profile_id = ?1, env = ?2, manage_team = ?3 WHERE id = ?4",
+        "UPDATE agents SET profile_id = ?1, env = ?2, manage_team = ?3, browser = ?4 WHERE id = ?5",
         params![
             profile.id,
             env.as_str(),
             change.manage_team.unwrap_or(agent.manage_team),
+            browser,
             agent.id
         ],
     )?;
+    // A revoked permission closes the context (its profile stays).
+    let asked = if agent.browser && !browser {
+        close_browser_in(&tx, &agent, false)?
+    } else {
+        Vec::new()
+    };
     let agent = get(&tx, account_id, &agent.id)?;
     tx.commit()?;
-    Ok(agent)
+    Ok((agent, asked))
 }
 
-pub fn archive(conn: &mut Connection, account_id: &str, key: &str) -> Result<AgentRow, StoreError> {
+/// Archives an agent; also returns the Runners asked to remove its browser.
+pub fn archive(
+    conn: &mut Connection,
+    account_id: &str,
+    key: &str,
+) -> Result<(AgentRow, Vec<RunnerId>), StoreError> {
     let tx = conn.savepoint()?;
     let agent = get(&tx, account_id, key)?;
+    let mut asked = Vec::new();
     if agent.archived_at.is_none() {
         tx.execute(
             "UPDATE agents SET archived_at = ?1 WHERE id = ?2",
             params![now_ms(), agent.id],
         )?;
+        // The agent is gone: its browser context closes and its profile goes.
+        asked = close_browser_in(&tx, &agent, true)?;
     }
     let agent = get(&tx, account_id, &agent.id)?;
     tx.commit()?;
-    Ok(agent)
+    Ok((agent, asked))
 }

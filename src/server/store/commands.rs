@@ -698,6 +698,7 @@ fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String
         | RunnerCommand::ComputerResume(_)
         | RunnerCommand::ComputerShell(_)
         | RunnerCommand::EgressLog(_)
+        | RunnerCommand::BrowserClose(_)
         | RunnerCommand::ComputerImageAccept(_) => None,
     };
     let Some(agent) = agent else {

@@ -141,6 +141,7 @@ fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
             source: Some("main"),
             env: AgentEnv::Computer,
             manage_team: false,
+            browser: false,
         },
     )
     .unwrap();

@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0016_runner_token_rotation.sql"),
     include_str!("../../../migrations/0017_scrape_tokens.sql"),
     include_str!("../../../migrations/0018_computer_grants.sql"),
+    include_str!("../../../migrations/0019_agent_browser.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.

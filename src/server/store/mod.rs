@@ -30,6 +30,8 @@ pub mod artifacts;
 mod batch;
 #[cfg(test)]
 mod batch_tests;
+#[cfg(test)]
+mod browser_tests;
 pub mod catalog;
 pub mod commands;
 pub mod computer_grants;

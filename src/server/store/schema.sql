@@ -49,7 +49,8 @@ CREATE TABLE agents (
     env         TEXT NOT NULL CHECK (env IN ('host', 'computer')),
     manage_team INTEGER NOT NULL DEFAULT 0 CHECK (manage_team IN (0, 1)),
     created_at  INTEGER NOT NULL,
-    archived_at INTEGER
+    archived_at INTEGER,
+    browser     INTEGER NOT NULL DEFAULT 0 CHECK (browser IN (0, 1))
 );
 CREATE UNIQUE INDEX agents_active_name ON agents(account_id, name) WHERE archived_at IS NULL;
 

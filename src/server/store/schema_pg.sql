@@ -52,7 +52,8 @@ CREATE TABLE agents (
     env         text NOT NULL CHECK (env IN ('host', 'computer')),
     manage_team bigint NOT NULL DEFAULT 0 CHECK (manage_team IN (0, 1)),
     created_at  bigint NOT NULL,
-    archived_at bigint
+    archived_at bigint,
+    browser     bigint NOT NULL DEFAULT 0 CHECK (browser IN (0, 1))
 );
 CREATE UNIQUE INDEX agents_active_name ON agents(account_id, name) WHERE archived_at IS NULL;
 

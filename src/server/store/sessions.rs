@@ -14,7 +14,7 @@ use crate::api::ids::{CommandId, Generation, RunnerId, SessionId};
 use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
 use crate::api::sessions::{
-    self as wire, HistoryMessage, TurnEvent, TurnPayload, WorkerTurnPayload,
+    self as wire, BrowserUse, HistoryMessage, TurnEvent, TurnPayload, WorkerTurnPayload,
 };
 
 use crate::api::states::{SessionState, TurnState};
@@ -490,6 +490,11 @@ pub fn admit_or_wait(
                 .flatten(),
             message: a.message.clone(),
             history,
+            // Only a Runner that declared the managed browser is told of it; on another
+            // the agent's turns run without one (its tools say so).
+            browser: (agent.browser && declared(capabilities::BROWSER)).then(|| BrowserUse {
+                agent_id: agent.id.clone(),
+            }),
         });
         commands::enqueue_in(tx, &runner.id, &turn, None, limits)?
     };

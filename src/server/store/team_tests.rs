@@ -338,6 +338,7 @@ fn new_agent(
             source: Some("main"),
             env,
             manage_team,
+            browser: false,
         },
     )
 }
@@ -352,6 +353,7 @@ fn a_host_agent_cannot_manage_a_team() {
         profile: None,
         env: None,
         manage_team: Some(true),
+        browser: None,
     };
     let e = agents::update(&mut w.conn, &w.account, "hostboss", change()).unwrap_err();
     assert!(e.to_string().contains("must be a computer agent"), "{e}");
@@ -364,6 +366,7 @@ fn a_host_agent_cannot_manage_a_team() {
             profile: None,
             env: Some(AgentEnv::Host),
             manage_team: None,
+            browser: None,
         },
     )
     .unwrap_err();
@@ -709,6 +712,7 @@ fn a_stopped_goal_runs_no_turn_until_resumed_and_revoking_manage_team_stops_it()
             profile: None,
             env: None,
             manage_team: Some(false),
+            browser: None,
         },
     )
     .unwrap();
@@ -882,6 +886,7 @@ fn members_an_isolated_admin_creates_never_become_host_agents() {
             profile: None,
             env: Some(AgentEnv::Host),
             manage_team: None,
+            browser: None,
         },
     )
     .unwrap_err();
@@ -898,6 +903,7 @@ fn members_an_isolated_admin_creates_never_become_host_agents() {
             profile: None,
             env: Some(AgentEnv::Host),
             manage_team: None,
+            browser: None,
         },
     )
     .unwrap();

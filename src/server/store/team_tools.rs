@@ -262,6 +262,7 @@ fn dispatch(
                     source: Some(&caller.agent.source),
                     env,
                     // Members never inherit manage_team.
+                    browser: false,
                     manage_team: false,
                 },
             )?;
@@ -429,6 +430,7 @@ fn helper_create(
             source: Some(&caller.agent.source),
             env: AgentEnv::Computer,
             manage_team: false,
+            browser: false,
         },
     )?;
     record_origin(conn, &agent, &caller.agent)?;

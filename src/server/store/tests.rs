@@ -145,6 +145,7 @@ impl World {
                 source: Some("main"),
                 env,
                 manage_team: false,
+                browser: false,
             },
         )
         .unwrap();
@@ -627,6 +628,7 @@ fn an_agent_in_a_turn_cannot_switch_its_execution_environment() {
         profile: None,
         env: Some(AgentEnv::Computer),
         manage_team: None,
+        browser: None,
     };
     assert!(matches!(
         agents::update(&mut w.conn, &w.account, "host-1", change),

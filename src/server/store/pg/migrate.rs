@@ -24,9 +24,10 @@ pub const FIRST_VERSION: i64 = 17;
 /// migration of that number makes. Each new SQLite migration needs its entry here (and
 /// `schema_pg.sql` the change); they live in `migrations/postgres/`. A unit test and
 /// tests/pg_schema.rs check both.
-const MIGRATIONS: &[&str] = &[include_str!(
-    "../../../../migrations/postgres/0018_computer_grants.sql"
-)];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../../migrations/postgres/0018_computer_grants.sql"),
+    include_str!("../../../../migrations/postgres/0019_agent_browser.sql"),
+];
 
 /// The advisory lock (`pg_advisory_xact_lock`) held while the schema changes: the ASCII
 /// of "yy_schem". Other once-only work takes keys of its own.

@@ -1,0 +1,383 @@
+//! The managed browser of host agents, end to end: a real control plane, a Runner with
+//! the real Hermes it starts (driven by the scripted model), Debian's Chromium behind yy's
+//! egress proxy, and a page served in a network namespace the test makes, at an address
+//! that classifies as public (every packet stays on this machine).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::hermes::{FakeModel, write_config};
+use common::netns::Netns;
+use common::{Env, configure, wait_for};
+use serde_json::{Value, json};
+
+/// The page's address in the test's namespace: public by classification, reached only
+/// through the test's own veth.
+const PUBLIC: &str = "93.184.215.14";
+
+/// Requests the page server saw: when, and the path.
+type Seen = Arc<Mutex<Vec<(Instant, String)>>>;
+
+/// A page that asks for `/tick` every 200 ms while it can reach its server, and a red band
+/// a screenshot shows.
+const PAGE: &str = "<html><head><title>Field report</title></head><body style='margin:0'>\
+    <div style='background:#ff0000;height:300px'></div><h1>Quarterly numbers</h1>\
+    <a href='/detail'>the detail</a>\
+    <script>setInterval(() => fetch('/tick?' + Date.now()).catch(() => {}), 200)</script>\
+    </body></html>";
+
+fn serve_page(ns: &Netns) -> Seen {
+    let seen: Seen = Arc::default();
+    let log = seen.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    ns.thread(move || {
+        let listener = TcpListener::bind(format!("{PUBLIC}:80")).unwrap();
+        tx.send(()).unwrap();
+        for mut conn in listener.incoming().flatten() {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut head = [0u8; 4096];
+                let n = conn.read(&mut head).unwrap_or(0);
+                let head = String::from_utf8_lossy(&head[..n]).to_string();
+                let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                log.lock().unwrap().push((Instant::now(), path.clone()));
+                let body = if path.starts_with("/tick") { "" } else { PAGE };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the page server listens");
+    seen
+}
+
+fn ticks_since(seen: &Seen, since: Instant) -> usize {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|(at, p)| *at > since && p.starts_with("/tick"))
+        .count()
+}
+
+fn pages_since(seen: &Seen, since: Instant) -> usize {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|(at, p)| *at > since && p == "/")
+        .count()
+}
+
+struct Setup {
+    env: Env,
+    _server: common::Server,
+    reg: common::Registered,
+    model: FakeModel,
+}
+
+/// A control plane, a host agent `web` with the managed browser, and a Runner with a
+/// supervised Hermes (runner.json gets `runner_json` too), not started yet.
+fn setup(script: Value, runner_json: Value) -> Option<Setup> {
+    let hermes = common::require_hermes()?;
+    common::chromium::require_chromium()?;
+    let env = Env::new();
+    let server = env.bootstrap();
+    let model = FakeModel::start(&env.path("model"), script);
+    let home = env.path("hermes-home");
+    write_config(&home, model.port, &env.path("work"), "off", "");
+    // The model sees images (Hermes's own model.supports_vision key): screenshots reach it.
+    let config = home.join("config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "  api_mode: chat_completions\n",
+        "  api_mode: chat_completions\n  supports_vision: true\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let reg = env.register_runner(&server, "main", &[]);
+    let mut cfg =
+        json!({ "hermesCommand": [hermes.display().to_string(), "serve"], "hermesHome": home });
+    for (k, v) in runner_json.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
+    configure(&reg, cfg);
+    env.run(&[
+        "agent",
+        "create",
+        "web",
+        "--profile",
+        "default",
+        "--env",
+        "host",
+        "--browser",
+    ])
+    .ok();
+    Some(Setup {
+        env,
+        _server: server,
+        reg,
+        model,
+    })
+}
+
+/// `yy chat web MESSAGE --json`: the turn's events, once it ended.
+fn chat(s: &Setup, message: &str) -> Vec<Value> {
+    let out = s.env.run(&["chat", "web", message, "--json"]);
+    let events: Vec<Value> = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(
+        events.last().map(|e| e["turn"]["state"].clone()),
+        Some(json!("complete")),
+        "{out:#?}"
+    );
+    events
+}
+
+/// The results of the turn's tool calls, in order, as text.
+fn tool_results(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool.complete")
+        .map(|e| {
+            (
+                e["payload"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                e["payload"]["result"].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The Chromium processes that run on `web`'s profile under `data`.
+fn chromium_on_profile(data: &std::path::Path) -> usize {
+    let profiles = data.join("browser").join("profiles");
+    let needle = format!("--user-data-dir={}", profiles.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(&needle)
+                })
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+/// The PNG a turn's screenshot handed the model: decoded from the model's requests.
+fn screenshot_sent_to_model(model: &FakeModel) -> png::Reader<std::io::Cursor<Vec<u8>>> {
+    use base64::Engine as _;
+    let text = std::fs::read_to_string(&model.log).unwrap();
+    let marker = "data:image/png;base64,";
+    let at = text
+        .find(marker)
+        .expect("a screenshot reached the model as an image")
+        + marker.len();
+    let b64: String = text[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '+' || *c == '/' || *c == '=')
+        .collect();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    png::Decoder::new(std::io::Cursor::new(bytes))
+        .read_info()
+        .unwrap()
+}
+
+#[test]
+fn a_host_agent_browses_a_public_page_through_the_proxy_and_its_network_pauses_between_turns() {
+    let Some(ns) = Netns::create() else { return };
+    let _link = ns.reach_from_host(PUBLIC);
+    let seen = serve_page(&ns);
+    let page = format!("http://{PUBLIC}/");
+    let Some(s) = setup(
+        json!([
+            {"tool_call": {"name": "browser_navigate", "arguments": {"url": page}}},
+            {"tool_call": {"name": "browser_snapshot", "arguments": {}}},
+            {"tool_call": {"name": "browser_screenshot", "arguments": {}}},
+            {"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://127.0.0.1/"}}},
+            {"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://10.1.2.3/"}}},
+            {"text": "Read the report"},
+            {"tool_call": {"name": "browser_navigate", "arguments": {"url": page}}},
+            {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 2"}}},
+            {"text": "Read it again"}
+        ]),
+        json!({}),
+    ) else {
+        return;
+    };
+    let (runner, _) = s
+        .env
+        .start_online_with(&s.reg, "a", 0, &["--browser-idle", "6s"]);
+    let data = s.env.path("runner-data-a");
+    let shown = s.env.json(&["runner", "show", &s.reg.id]);
+    assert!(
+        shown["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("browser-v1")),
+        "{shown:#}"
+    );
+
+    let t0 = Instant::now();
+    let events = chat(&s, "open the report");
+    let ended = Instant::now();
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 5, "{events:#?}");
+    assert!(
+        results[0].1.contains("opened http://93.184.215.14/")
+            && results[0].1.contains("Field report"),
+        "{results:#?}"
+    );
+    assert!(results[1].1.contains("Quarterly numbers"), "{results:#?}");
+    assert!(results[1].1.contains("@e1"), "{results:#?}");
+    // Loopback and a private address: refused by the proxy, saying so.
+    for (i, what) in [
+        (3, "refused 127.0.0.1:80"),
+        (4, "refused 10.1.2.3:80 (private)"),
+    ] {
+        assert!(
+            results[i].1.contains(&format!("egress proxy {what}")),
+            "{i}: {results:#?}"
+        );
+    }
+    assert!(pages_since(&seen, t0) >= 1);
+    // The screenshot shows the page: its red band across the top.
+    let mut png = screenshot_sent_to_model(&s.model);
+    let mut pixels = vec![0; png.output_buffer_size()];
+    let info = png.next_frame(&mut pixels).unwrap();
+    assert_eq!((info.width, info.height), (1280, 800));
+    let channels = info.line_size / info.width as usize;
+    let at = |x: usize, y: usize| {
+        let i = y * info.line_size + x * channels;
+        (pixels[i], pixels[i + 1], pixels[i + 2])
+    };
+    assert_eq!(at(640, 100), (255, 0, 0), "the red band");
+    assert_ne!(at(640, 500), (255, 0, 0), "below the band");
+
+    // After the turn the page keeps trying, and nothing reaches the network.
+    std::thread::sleep(Duration::from_secs(1));
+    let quiet = Instant::now();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        ticks_since(&seen, quiet),
+        0,
+        "the page still reached its server after the turn"
+    );
+    assert!(
+        ticks_since(&seen, t0) > 0 && ticks_since(&seen, ended) < ticks_since(&seen, t0),
+        "the page ticked during the turn"
+    );
+    assert!(chromium_on_profile(&data) > 0, "the context stays open");
+
+    // The next turn opens it again.
+    let t1 = Instant::now();
+    let events = chat(&s, "look again");
+    let results = tool_results(&events);
+    assert!(
+        results[0].1.contains("opened http://93.184.215.14/"),
+        "{results:#?}"
+    );
+    assert!(pages_since(&seen, t1) >= 1 && ticks_since(&seen, t1) > 0);
+
+    // Unused for the idle time (6 s here), the context closes; its profile stays.
+    wait_for(Duration::from_secs(30), "the idle context to close", || {
+        (chromium_on_profile(&data) == 0).then_some(())
+    });
+    let profiles = data.join("browser").join("profiles");
+    assert_eq!(std::fs::read_dir(&profiles).unwrap().count(), 1);
+    drop(runner);
+}
+
+#[test]
+fn a_revoked_permission_closes_the_context_and_archiving_the_agent_removes_its_profile() {
+    let Some(s) = setup(
+        json!([
+            {"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://10.1.2.3/"}}},
+            {"text": "Could not open it"},
+            {"tool_call": {"name": "browser_snapshot", "arguments": {}}},
+            {"text": "No browser"}
+        ]),
+        json!({}),
+    ) else {
+        return;
+    };
+    let (runner, _) = s.env.start_online(&s.reg, "a", 0);
+    let data = s.env.path("runner-data-a");
+    let results = tool_results(&chat(&s, "open it"));
+    assert!(
+        results[0].1.contains("refused 10.1.2.3:80 (private)"),
+        "{results:#?}"
+    );
+    assert!(chromium_on_profile(&data) > 0, "the context opened");
+    let profiles = data.join("browser").join("profiles");
+    assert_eq!(std::fs::read_dir(&profiles).unwrap().count(), 1);
+
+    // Revoked: the context closes at once (a `browser.close` on the Runner); the profile
+    // stays; the next turn's calls are refused.
+    let shown = s.env.json(&["agent", "update", "web", "--no-browser"]);
+    assert_eq!(shown["browser"], false);
+    wait_for(
+        Duration::from_secs(20),
+        "the revoked context to close",
+        || (chromium_on_profile(&data) == 0).then_some(()),
+    );
+    assert_eq!(std::fs::read_dir(&profiles).unwrap().count(), 1);
+    let results = tool_results(&chat(&s, "look"));
+    assert!(
+        results[0].1.contains("may not use a browser"),
+        "{results:#?}"
+    );
+    assert_eq!(chromium_on_profile(&data), 0);
+
+    // Archived: its profile goes.
+    s.env.run(&["agent", "archive", "web"]).ok();
+    wait_for(
+        Duration::from_secs(20),
+        "the archived agent's profile to go",
+        || (std::fs::read_dir(&profiles).unwrap().count() == 0).then_some(()),
+    );
+    drop(runner);
+}
+
+#[test]
+fn browser_enabled_false_keeps_it_off() {
+    let Some(s) = setup(
+        json!([
+            {"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://10.1.2.3/"}}},
+            {"text": "No browser here"}
+        ]),
+        json!({ "browser": { "enabled": false } }),
+    ) else {
+        return;
+    };
+    let (runner, _) = s.env.start_online(&s.reg, "a", 0);
+    let data = s.env.path("runner-data-a");
+    let shown = s.env.json(&["runner", "show", &s.reg.id]);
+    assert!(
+        !shown["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("browser-v1")),
+        "{shown:#}"
+    );
+    let results = tool_results(&chat(&s, "open it"));
+    assert!(results[0].1.contains("off on this Runner"), "{results:#?}");
+    assert_eq!(chromium_on_profile(&data), 0);
+    assert!(!data.join("browser").join("profiles").exists());
+    drop(runner);
+}
