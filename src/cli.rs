@@ -4,8 +4,9 @@
 use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::commands::{
-    account, admin, agent, artifact, backup, bench, chat, computer, doctor, egress, generate,
-    guest, image, login, metrics, profile, runner, serve, service, session, source, status, token,
+    account, admin, agent, artifact, backup, bench, browser, chat, computer, doctor, egress,
+    generate, guest, image, login, metrics, profile, runner, serve, service, session, source,
+    status, token,
 };
 use crate::commands::{goal, subtask, team};
 
@@ -64,6 +65,9 @@ pub enum Command {
     /// Isolated computers of computer agents: create, list, show, stop, rm, exec, attach,
     /// handback, screenshot, screen, audit
     Computer(computer::ComputerArgs),
+    /// The managed browser of host agents: show, attach (watch or take over), handback,
+    /// screenshot, screen, close
+    Browser(browser::BrowserArgs),
     /// Bot sessions: list, show the transcript, stop, close
     Session(session::SessionArgs),
     /// Teams of agents: an admin agent (with manage_team) and 1-7 members

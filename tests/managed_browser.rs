@@ -77,7 +77,7 @@ fn pages_since(seen: &Seen, since: Instant) -> usize {
 
 struct Setup {
     env: Env,
-    _server: common::Server,
+    server: common::Server,
     reg: common::Registered,
     model: FakeModel,
 }
@@ -119,7 +119,7 @@ fn setup(script: Value, runner_json: Value) -> Option<Setup> {
     .ok();
     Some(Setup {
         env,
-        _server: server,
+        server,
         reg,
         model,
     })
@@ -379,5 +379,199 @@ fn browser_enabled_false_keeps_it_off() {
     assert!(results[0].1.contains("off on this Runner"), "{results:#?}");
     assert_eq!(chromium_on_profile(&data), 0);
     assert!(!data.join("browser").join("profiles").exists());
+    drop(runner);
+}
+
+/// A GET to the web view over plain TCP: status, head, body.
+fn web_get(url: &str, cookie: Option<&str>) -> (u16, String, Vec<u8>) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut conn = std::net::TcpStream::connect(host).unwrap();
+    let cookie = cookie
+        .map(|c| format!("Cookie: {c}\r\n"))
+        .unwrap_or_default();
+    write!(
+        conn,
+        "GET /{path} HTTP/1.1\r\nHost: {host}\r\n{cookie}Accept: text/html\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    conn.read_to_end(&mut all).unwrap();
+    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&all[..split]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, head, all[split + 4..].to_vec())
+}
+
+#[test]
+fn a_takeover_holds_the_models_browser_calls_acts_on_the_latest_frame_and_hands_back_a_note() {
+    let Some(s) = setup(
+        json!([
+            {"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://10.1.2.3/"}}},
+            {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 6"}}},
+            {"tool_call": {"name": "browser_snapshot", "arguments": {}}},
+            {"text": "Done with the page"}
+        ]),
+        json!({}),
+    ) else {
+        return;
+    };
+    let (runner, _) = s
+        .env
+        .start_online_with(&s.reg, "a", 0, &["--browser-idle", "8s"]);
+    let data = s.env.path("runner-data-a");
+    let chat = s
+        .env
+        .background(&s.server, &["chat", "web", "work on the page", "--json"]);
+    // The navigation is done and the model sleeps in its terminal: take control now.
+    wait_for(Duration::from_secs(120), "the model's second step", || {
+        (s.model.steps().len() >= 2).then_some(())
+    });
+    let mut attach = s
+        .env
+        .command(&["browser", "attach", "web", "--control"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = common::lines_of(attach.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    common::wait_line(&err, "you have control", &mut seen);
+    let fence = s.env.json(&["browser", "show", "web"])["control_fence"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(fence, 1);
+
+    // A look gives a frame; input aims at it under the fence.
+    let shot = s.env.path("shot.png");
+    let look = s
+        .env
+        .json(&["browser", "screenshot", "web", "-o", shot.to_str().unwrap()]);
+    assert_eq!(
+        (look["width"].as_u64(), look["height"].as_u64()),
+        (Some(1280), Some(800))
+    );
+    let frame = look["frame_id"].as_str().unwrap().to_string();
+    let fence_arg = fence.to_string();
+    let act = |frame: &str, fence: &str| {
+        s.env.run(&[
+            "browser",
+            "screen",
+            "web",
+            "left_click",
+            "20",
+            "30",
+            "--fence",
+            fence,
+            "--frame",
+            frame,
+        ])
+    };
+    let clicked = act(&frame, &fence_arg);
+    assert_eq!(clicked.code, 0, "{clicked:?}");
+    assert!(clicked.stdout.contains("cursor 20,30"), "{clicked:?}");
+    // A newer frame makes the old one stale; a wrong fence is refused by the control plane.
+    s.env
+        .json(&["browser", "screenshot", "web", "-o", shot.to_str().unwrap()]);
+    let stale = act(&frame, &fence_arg);
+    assert_ne!(stale.code, 0);
+    assert!(stale.stderr.contains("not the latest"), "{stale:?}");
+    let wrong = act(&frame, "7");
+    assert_ne!(wrong.code, 0);
+    assert!(wrong.stderr.contains("control fence 7"), "{wrong:?}");
+
+    // The model's next browser call waits while the operator holds the browser.
+    wait_for(
+        Duration::from_secs(60),
+        "the model's browser_snapshot call",
+        || (s.model.steps().len() >= 3).then_some(()),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        s.model.steps().len(),
+        3,
+        "the snapshot call went on under control"
+    );
+
+    // A line hands back with it as the note; the waiting call carries it to the model.
+    writeln!(attach.stdin.as_mut().unwrap(), "I closed the cookie banner").unwrap();
+    common::wait_line(&err, "handed back", &mut seen);
+    assert!(attach.wait().unwrap().success());
+    let out = chat.output();
+    assert!(out.status.success(), "{out:?}");
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let results = tool_results(&events);
+    assert!(
+        results[2]
+            .1
+            .contains("handed it back with this note: I closed the cookie banner"),
+        "{results:#?}"
+    );
+    let audit = s.env.json(&["computer", "audit"]);
+    let actions: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    for a in ["browser.control", "browser.screen", "browser.handback"] {
+        assert!(actions.contains(&a), "{a}: {actions:?}");
+    }
+
+    // The page of `attach --web` shows the browser's frames.
+    let mut web = s
+        .env
+        .command(&["browser", "attach", "web", "--web"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let link = common::lines_of(web.stdout.take().unwrap())
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap();
+    let (status, head, body) = web_get(&link, None);
+    assert_eq!(status, 303, "{head}");
+    let cookie = head
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or_else(|| l.strip_prefix("Set-Cookie: "))
+        })
+        .and_then(|c| c.split(';').next())
+        .unwrap()
+        .to_string();
+    let base = link.split_once("/?").unwrap().0;
+    let (status, head, body2) = web_get(&format!("{base}/"), Some(&cookie));
+    assert_eq!(status, 200, "{head}");
+    assert!(String::from_utf8_lossy(&body2).contains("browser <code>web</code>"));
+    let (status, head, png) = web_get(&format!("{base}/frame"), Some(&cookie));
+    assert_eq!(status, 200, "{head}");
+    assert!(png.starts_with(b"\x89PNG"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("x-frame-id: "), "{head}");
+    drop(body);
+    let _ = web.kill();
+    let _ = web.wait();
+
+    // Looks do not keep it open: it closes after its idle time (8 s here) while an
+    // operator keeps taking screenshots, and then there is nothing to look at.
+    let last_use = Instant::now();
+    while chromium_on_profile(&data) > 0 {
+        assert!(
+            last_use.elapsed() < Duration::from_secs(30),
+            "never reclaimed"
+        );
+        s.env
+            .run(&["browser", "screenshot", "web", "-o", shot.to_str().unwrap()]);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let gone = s
+        .env
+        .run(&["browser", "screenshot", "web", "-o", shot.to_str().unwrap()]);
+    assert_ne!(gone.code, 0);
+    assert!(gone.stderr.contains("not open"), "{gone:?}");
     drop(runner);
 }

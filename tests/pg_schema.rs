@@ -76,6 +76,7 @@ async fn migrating_twice_reaches_the_latest_version_and_changes_nothing() {
 const UNDO: &[&str] = &[
     "DROP TABLE computer_grants",
     "ALTER TABLE agents DROP COLUMN browser",
+    "DROP TABLE browser_controls",
 ];
 
 #[tokio::test]

@@ -297,9 +297,10 @@ fn the_walkthrough_runs_as_written() {
 
     // "After the first five minutes": the teams example and the stop of a long turn run as
     // written. The desktop lines need the desktop image and a running computer turn to
-    // watch (tests/desktop.rs and tests/computer_control.rs run them), and sharing needs a
-    // second computer agent (tests/computer_share.rs runs it); here they are only parsed,
-    // above.
+    // watch (tests/desktop.rs and tests/computer_control.rs run them), sharing needs a
+    // second computer agent (tests/computer_share.rs runs it), and the managed browser a
+    // host agent's turn with Chromium (tests/managed_browser.rs runs it); here they are
+    // only parsed, above.
     let (mut teams, mut stop) = (Vec::new(), Vec::new());
     for line in section_commands("## After the first five minutes") {
         if ["yy chat builder", "yy goal ", "yy subtask "]
@@ -319,7 +320,9 @@ fn the_walkthrough_runs_as_written() {
                     "yy computer attach",
                     "yy computer handback",
                     "yy computer share",
-                    "yy computer unshare"
+                    "yy computer unshare",
+                    "yy agent update <HOST-AGENT> --browser",
+                    "yy browser "
                 ]
                 .iter()
                 .any(|p| line.starts_with(p)),

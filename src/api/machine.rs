@@ -425,6 +425,13 @@ super::states::word_enum! {
         /// Close a host agent's managed browser context (and remove its profile when the
         /// agent is gone).
         BrowserClose = "browser.close",
+        /// An operator's look at (or input to) a host agent's managed browser.
+        BrowserScreen = "browser.screen",
+        /// An operator takes control of an agent's browser: the model waits at its next
+        /// browser call; done once no browser call is in flight.
+        BrowserPause = "browser.pause",
+        /// The operator hands the browser back, with a note for the model.
+        BrowserResume = "browser.resume",
     }
 }
 
@@ -451,11 +458,11 @@ command_results! {
     super::sessions::SessionListResult => [SessionList];
     super::computers::StartResult => [ComputerStart];
     super::computers::ExecResult => [ComputerExec];
-    super::computers::PauseResult => [ComputerPause];
-    super::computers::ResumeResult => [ComputerResume];
+    super::computers::PauseResult => [ComputerPause, BrowserPause];
+    super::computers::ResumeResult => [ComputerResume, BrowserResume];
     super::computers::ImageAcceptResult => [ComputerImageAccept];
-    super::screen::ScreenResult => [ComputerScreen];
-    super::sessions::BrowserCloseResult => [BrowserClose];
+    super::screen::ScreenResult => [ComputerScreen, BrowserScreen];
+    super::browser::BrowserCloseResult => [BrowserClose];
 }
 
 /// The control plane object whose state follows a command's outcome.
@@ -559,6 +566,10 @@ impl CommandKind {
             }
             CommandKind::ComputerShell => Deadline::Fixed(super::shell::RUNNER_CONNECT_TIMEOUT_MS),
             CommandKind::EgressLog | CommandKind::BrowserClose => Deadline::Fixed(30_000),
+            CommandKind::BrowserScreen | CommandKind::BrowserResume => Deadline::Fixed(MINUTE),
+            // The pause is done once the browser call in flight ended (a page loads in 30 s)
+            // and the context opened (Chromium may be installed first).
+            CommandKind::BrowserPause => Deadline::Fixed(10 * MINUTE),
             // A desktop image's acceptance ladder starts a browser twice.
             CommandKind::ComputerImageAccept => Deadline::Fixed(10 * MINUTE),
         }
@@ -586,6 +597,9 @@ impl CommandKind {
             | CommandKind::ComputerShell
             | CommandKind::EgressLog
             | CommandKind::BrowserClose
+            | CommandKind::BrowserScreen
+            | CommandKind::BrowserPause
+            | CommandKind::BrowserResume
             | CommandKind::ComputerImageAccept => Stopping::Dropped,
         }
     }
@@ -611,7 +625,10 @@ impl CommandKind {
             | CommandKind::Fetch
             | CommandKind::Cancel
             | CommandKind::EgressLog
-            | CommandKind::BrowserClose => Settles::Nothing,
+            | CommandKind::BrowserClose
+            | CommandKind::BrowserScreen
+            | CommandKind::BrowserPause
+            | CommandKind::BrowserResume => Settles::Nothing,
         }
     }
 }
@@ -661,7 +678,13 @@ pub enum RunnerCommand {
     #[serde(rename = "computer.image.accept")]
     ComputerImageAccept(super::computers::ImageAcceptPayload),
     #[serde(rename = "browser.close")]
-    BrowserClose(super::sessions::BrowserClosePayload),
+    BrowserClose(super::browser::BrowserClosePayload),
+    #[serde(rename = "browser.screen")]
+    BrowserScreen(super::browser::BrowserScreenPayload),
+    #[serde(rename = "browser.pause")]
+    BrowserPause(super::browser::BrowserPausePayload),
+    #[serde(rename = "browser.resume")]
+    BrowserResume(super::browser::BrowserPausePayload),
 }
 
 /// The payload of a command that needs none: `{}`.
@@ -692,6 +715,9 @@ impl RunnerCommand {
             RunnerCommand::EgressLog(_) => CommandKind::EgressLog,
             RunnerCommand::ComputerImageAccept(_) => CommandKind::ComputerImageAccept,
             RunnerCommand::BrowserClose(_) => CommandKind::BrowserClose,
+            RunnerCommand::BrowserScreen(_) => CommandKind::BrowserScreen,
+            RunnerCommand::BrowserPause(_) => CommandKind::BrowserPause,
+            RunnerCommand::BrowserResume(_) => CommandKind::BrowserResume,
         }
     }
 

@@ -3,6 +3,7 @@
 //! without changing the API, and the reverse.
 
 pub mod artifacts;
+pub mod browser;
 pub mod computers;
 pub mod credentials;
 pub mod http;

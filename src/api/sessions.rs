@@ -169,30 +169,7 @@ pub struct TurnPayload {
     /// The agent whose managed browser this turn may use, for its duration only; absent
     /// when the agent may not (or the Runner has not declared `browser-v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub browser: Option<BrowserUse>,
-}
-
-/// A turn's use of its agent's managed browser.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BrowserUse {
-    pub agent_id: String,
-}
-
-/// What `browser.close` does on the Runner: closes the agent's browser context, and with
-/// `remove_profile` (the agent was removed) deletes its profile too.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BrowserClosePayload {
-    pub agent_id: String,
-    #[serde(default)]
-    pub remove_profile: bool,
-}
-
-/// What `browser.close` answers: whether a context was open.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BrowserCloseResult {
-    pub closed: bool,
+    pub browser: Option<super::browser::BrowserUse>,
 }
 
 /// A computer agent's turn: the model loop runs in the Worker on the Runner's host, and

@@ -238,7 +238,12 @@ async fn web_frames(
     id: &str,
     n: usize,
 ) -> anyhow::Result<(Vec<Duration>, Duration)> {
-    let served = crate::web_view::serve(admin.clone(), id.to_string(), None).await?;
+    let served = crate::web_view::serve(
+        admin.clone(),
+        crate::web_view::Screen::Computer(id.to_string()),
+        None,
+    )
+    .await?;
     let result = async {
         let page = Page::sign_in(&served).await?;
         let mut times = Vec::new();
@@ -328,7 +333,12 @@ fn cursor_is_at(r: &crate::api::screen::ScreenResult, x: i32, y: i32) -> anyhow:
 
 async fn web_clicks(admin: &Client, id: &str, n: usize) -> anyhow::Result<Vec<Duration>> {
     under_control(admin, id, |fence| async move {
-        let served = crate::web_view::serve(admin.clone(), id.to_string(), Some(fence)).await?;
+        let served = crate::web_view::serve(
+            admin.clone(),
+            crate::web_view::Screen::Computer(id.to_string()),
+            Some(fence),
+        )
+        .await?;
         let clicks = async {
             let page = Page::sign_in(&served).await?;
             let frame = page.frame().await?;

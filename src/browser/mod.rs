@@ -12,6 +12,7 @@ pub mod cdp;
 mod chromium;
 pub mod contexts;
 pub mod network;
+mod screen;
 mod tabs;
 
 use std::path::{Path, PathBuf};

@@ -25,7 +25,7 @@ use crate::api::views::{
 /// request timeout, so a quiet wait is never mistaken for a dead server.
 pub const LONG_POLL_MS: u64 = 25_000;
 
-type Result<T> = std::result::Result<T, ClientError>;
+pub(super) type Result<T> = std::result::Result<T, ClientError>;
 
 /// The empty body of the endpoints that act on a resource named by the path alone.
 fn empty() -> serde_json::Value {

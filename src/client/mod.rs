@@ -12,6 +12,7 @@ use crate::api::http::{
 };
 
 pub mod admin;
+mod browser;
 pub mod status;
 
 pub use admin::{LONG_POLL_MS, result_of, seg};

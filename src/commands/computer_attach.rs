@@ -12,6 +12,7 @@ use crate::client::Client;
 use crate::client::LONG_POLL_MS;
 use crate::error::{CliError, Exit};
 use crate::output;
+use crate::web_view::Screen;
 
 use super::tool_output::LiveLines;
 
@@ -126,25 +127,48 @@ fn show(e: &SessionEvent, live: &mut LiveLines) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<()> {
-    let c = client.computer_show(computer).await?;
-    eprintln!(
-        "attached to computer {} (agent {}), read-only: its turns' tool calls and outputs (a desktop's screen: `yy computer attach {} --web`); Ctrl-C detaches",
-        c.id,
-        output::clean(&c.agent),
-        c.id
-    );
+/// The agents whose turns `screen` shows: a computer's agent and, when it is shared, its
+/// members (read again each time: a grant may change while attached); a browser's agent.
+async fn agents_of(client: &Client, screen: &Screen) -> anyhow::Result<Vec<String>> {
+    Ok(match screen {
+        Screen::Computer(id) => {
+            let c = client.computer_show(id).await?;
+            let mut agents = vec![c.agent.clone()];
+            agents.extend(c.shared_with.into_iter().map(|g| g.agent_id));
+            agents
+        }
+        Screen::Browser(agent) => vec![agent.clone()],
+    })
+}
+
+/// Prints the running turns' events of `screen`'s agents until Ctrl-C.
+pub(super) async fn follow(client: &Client, screen: &Screen, json: bool) -> anyhow::Result<()> {
+    match screen {
+        Screen::Computer(id) => {
+            let c = client.computer_show(id).await?;
+            eprintln!(
+                "attached to computer {} (agent {}), read-only: its turns' tool calls and outputs (a desktop's screen: `yy computer attach {} --web`); Ctrl-C detaches",
+                c.id,
+                output::clean(&c.agent),
+                c.id
+            );
+        }
+        Screen::Browser(agent) => eprintln!(
+            "attached to agent {}'s browser, read-only: its turns' tool calls and outputs (the page itself: `yy browser attach {} --web`); Ctrl-C detaches",
+            output::clean(agent),
+            output::clean(agent)
+        ),
+    }
+    let mut agents = agents_of(client, screen).await?;
     // (session, last event seq) of the turn being followed.
     let mut current: Option<(String, i64)> = None;
     let mut told_idle = false;
     let mut live = LiveLines::default();
     loop {
         let Some((session, after)) = current.clone() else {
-            // Its own agent's turns and, when it is shared, its members' (read again each
-            // time: a grant may change while attached).
-            let mut agents = vec![c.agent.clone()];
-            if let Ok(now) = client.computer_show(&c.id).await {
-                agents.extend(now.shared_with.into_iter().map(|g| g.agent_id));
+            // A look that fails (the control plane restarting) keeps the agents known.
+            if let Ok(now) = agents_of(client, screen).await {
+                agents = now;
             }
             let mut running = None;
             for agent in &agents {
@@ -207,21 +231,24 @@ async fn follow(client: &Client, computer: &str, json: bool) -> anyhow::Result<(
     }
 }
 
-/// Takes control of computer `id` and waits, renewing it, until the model is paused (the
-/// tool in flight finished); Ctrl-C meanwhile releases it. The fence held, and the timer
-/// that keeps renewing it.
+/// Takes control of `screen` and waits, renewing it, until the model is paused (the tool
+/// in flight finished); Ctrl-C meanwhile releases it. The fence held, and the timer that
+/// keeps renewing it.
 pub(super) async fn take_control(
     client: &Client,
-    id: &str,
+    screen: &Screen,
 ) -> anyhow::Result<(i64, tokio::time::Interval)> {
-    let c = client.computer_control(id).await?;
-    let fence = c.control_fence;
+    let (fence, pause) = screen.take_control(client).await?;
+    let next = match screen {
+        Screen::Computer(_) => "tool call",
+        Screen::Browser(_) => "browser call",
+    };
     eprintln!(
-        "[control fence {fence}: the model pauses at its next tool call; waiting for the tool in flight to finish]"
+        "[control fence {fence}: the model pauses at its next {next}; waiting for the one in flight to finish]"
     );
     let mut renew = tokio::time::interval(RENEW_EVERY);
     renew.tick().await;
-    let pause = c.command_id.clone().unwrap_or_default();
+    let pause = pause.unwrap_or_default();
     let waited = async {
         let cmd = client.wait_command(&pause, None).await?;
         super::runner_ops::result_of::<crate::api::computers::PauseResult>(cmd, "pause")
@@ -230,12 +257,16 @@ pub(super) async fn take_control(
     loop {
         tokio::select! {
             r = &mut waited => { r?; return Ok((fence, renew)); }
-            _ = renew.tick() => { client.computer_control_renew(id, fence, false).await?; }
+            _ = renew.tick() => { screen.renew_control(client, fence, false).await?; }
             _ = tokio::signal::ctrl_c() => {
-                let _ = client.computer_control_renew(id, fence, true).await;
+                let _ = screen.renew_control(client, fence, true).await;
                 return Err(CliError::new(
                     Exit::Cancelled,
-                    format!("interrupted; control released, and the model stays paused until `yy computer handback {id}`"),
+                    format!(
+                        "interrupted; control released, and the model stays paused until `yy {} handback {}`",
+                        screen.noun(),
+                        screen.name()
+                    ),
                 )
                 .into());
             }
@@ -244,7 +275,7 @@ pub(super) async fn take_control(
 }
 
 async fn control(client: &Client, id: &str) -> anyhow::Result<()> {
-    let (fence, mut renew) = take_control(client, id).await?;
+    let (fence, mut renew) = take_control(client, &Screen::Computer(id.to_string())).await?;
     eprintln!(
         "[you have control of computer {id} (control fence {fence}); the model is paused. Opening a shell in its container]"
     );
@@ -291,13 +322,15 @@ pub async fn handback(client: &Client, a: HandbackArgs) -> anyhow::Result<()> {
 
 pub async fn attach(client: &Client, a: AttachArgs) -> anyhow::Result<()> {
     if a.web {
-        return super::computer_web::run(client, &a.id, a.control, a.open).await;
+        let id = client.computer_show(&a.id).await?.id.into_string();
+        return super::computer_web::run(client, Screen::Computer(id), a.control, a.open).await;
     }
     if a.control {
         return control(client, &a.id).await;
     }
+    let screen = Screen::Computer(a.id.clone());
     tokio::select! {
-        r = follow(client, &a.id, a.json) => r,
+        r = follow(client, &screen, a.json) => r,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("detached");
             Ok(())

@@ -11,6 +11,7 @@ use crate::client::Client;
 use crate::computer::screen::{ScreenAction, png_size};
 use crate::error::CliError;
 use crate::output;
+use crate::web_view::Screen;
 
 #[derive(Debug, Args)]
 pub struct ScreenshotArgs {
@@ -141,7 +142,7 @@ pub fn parse_action(action: &str, args: &[String]) -> anyhow::Result<ScreenActio
         }
         "screenshot" => {
             return Err(usage(
-                "use `yy computer screenshot ID -o FILE` for screenshots".into(),
+                "use `yy computer screenshot ID -o FILE` (or `yy browser screenshot AGENT -o FILE`) for screenshots".into(),
             ));
         }
         other => {
@@ -153,29 +154,39 @@ pub fn parse_action(action: &str, args: &[String]) -> anyhow::Result<ScreenActio
 }
 
 pub async fn screenshot(client: &Client, a: ScreenshotArgs) -> anyhow::Result<()> {
-    let r = client
-        .computer_screen_act(&a.id, &ScreenAction::Screenshot, None, None)
+    screenshot_of(client, &Screen::Computer(a.id), &a.output, a.json.json).await
+}
+
+/// Writes a screenshot of `screen` to `output` (0600, atomically) and says what it wrote.
+pub(super) async fn screenshot_of(
+    client: &Client,
+    screen: &Screen,
+    output: &std::path::Path,
+    json: bool,
+) -> anyhow::Result<()> {
+    let r = screen
+        .act(client, &ScreenAction::Screenshot, None, None)
         .await?;
     let png = r
         .png_bytes()
         .ok_or_else(|| CliError::failure("the screenshot came back without a PNG"))?;
     let (w, h) = png_size(&png)
         .map_err(|e| CliError::failure(format!("the screenshot is not a valid PNG: {e}")))?;
-    crate::fsutil::write_atomic(&a.output, &png, 0o600)
-        .map_err(|e| CliError::failure(format!("writing {}: {e}", a.output.display())))?;
+    crate::fsutil::write_atomic(output, &png, 0o600)
+        .map_err(|e| CliError::failure(format!("writing {}: {e}", output.display())))?;
     let shown = serde_json::json!({
-        "path": a.output.display().to_string(),
+        "path": output.display().to_string(),
         "width": w,
         "height": h,
         "bytes": png.len(),
         "frame_id": r.frame_id,
     });
-    if a.json.json {
+    if json {
         output::json(&shown)
     } else {
         Ok(output::print(&format!(
             "{} {w}x{h} {} bytes frame {}",
-            a.output.display(),
+            output.display(),
             png.len(),
             output::clean(&r.frame_id)
         ))?)
@@ -184,10 +195,29 @@ pub async fn screenshot(client: &Client, a: ScreenshotArgs) -> anyhow::Result<()
 
 pub async fn screen(client: &Client, a: ScreenArgs) -> anyhow::Result<()> {
     let action = parse_action(&a.action, &a.args)?;
-    let r = client
-        .computer_screen_act(&a.id, &action, a.fence, a.frame.as_deref())
-        .await?;
-    if a.json.json {
+    let target = Screen::Computer(a.id);
+    act_on(
+        client,
+        &target,
+        &action,
+        a.fence,
+        a.frame.as_deref(),
+        a.json.json,
+    )
+    .await
+}
+
+/// Runs an operator's `action` on `screen` and says where the cursor and frame are.
+pub(super) async fn act_on(
+    client: &Client,
+    screen: &Screen,
+    action: &ScreenAction,
+    fence: Option<i64>,
+    frame: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let r = screen.act(client, action, fence, frame).await?;
+    if json {
         output::json(&r)
     } else {
         Ok(output::print(&format!(

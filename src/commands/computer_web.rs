@@ -1,42 +1,45 @@
-//! `yy computer attach --web`: the command's side (control, the link, Ctrl-C); the page and
-//! its server are in [`crate::web_view`].
+//! `yy computer attach --web` and `yy browser attach --web`: the command's side (control,
+//! the link, Ctrl-C); the page and its server are in [`crate::web_view`].
 
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::web_view::serve;
+use crate::web_view::{Screen, serve};
 
 /// How often control is renewed while attached (it lasts 30 s).
 const RENEW_EVERY: Duration = Duration::from_secs(10);
 
 /// Serves the page until Ctrl-C (or, under control, until control is lost).
-pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow::Result<()> {
-    let computer = client.computer_show(id).await?.id.into_string();
+pub async fn run(client: &Client, screen: Screen, control: bool, open: bool) -> anyhow::Result<()> {
     let fence = if control {
         Some(
-            super::computer_attach::take_control(client, &computer)
+            super::computer_attach::take_control(client, &screen)
                 .await?
                 .0,
         )
     } else {
         None
     };
-    let served = match serve(client.clone(), computer.clone(), fence).await {
+    let served = match serve(client.clone(), screen.clone(), fence).await {
         Ok(s) => s,
         Err(e) => {
             if let Some(f) = fence {
-                let _ = client.computer_control_renew(&computer, f, true).await;
+                let _ = screen.renew_control(client, f, true).await;
             }
             return Err(e);
         }
     };
     let url = served.url.clone();
+    let (noun, name) = (
+        screen.noun(),
+        crate::output::clean(screen.name()).into_owned(),
+    );
     match fence {
         Some(f) => eprintln!(
-            "[you have control of computer {computer} (fence {f}); the model is paused. Open the link below (it works once); Ctrl-C stops the page and releases control]"
+            "[you have control of {noun} {name} (fence {f}); the model is paused. Open the link below (it works once); Ctrl-C stops the page and releases control]"
         ),
         None => eprintln!(
-            "[watching computer {computer}, read-only. Open the link below (it works once); Ctrl-C stops the page]"
+            "[watching {noun} {name}, read-only. Open the link below (it works once); Ctrl-C stops the page]"
         ),
     }
     crate::output::print(&url)?;
@@ -58,7 +61,7 @@ pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break Ok(()),
             _ = renew.tick(), if fence.is_some() => {
-                if let Err(e) = client.computer_control_renew(&computer, fence.unwrap_or(0), false).await {
+                if let Err(e) = screen.renew_control(client, fence.unwrap_or(0), false).await {
                     break Err(anyhow::Error::from(e).context("control was lost"));
                 }
             }
@@ -66,9 +69,9 @@ pub async fn run(client: &Client, id: &str, control: bool, open: bool) -> anyhow
     };
     served.stop().await;
     if let Some(f) = fence {
-        let _ = client.computer_control_renew(&computer, f, true).await;
+        let _ = screen.renew_control(client, f, true).await;
         eprintln!(
-            "[page stopped, control released; the model stays paused until `yy computer handback {computer} --note ...`]"
+            "[page stopped, control released; the model stays paused until `yy {noun} handback {name} --note ...`]"
         );
     } else {
         eprintln!("[page stopped]");

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod artifact;
 pub mod backup;
 pub mod bench;
+pub mod browser;
 pub mod chat;
 pub mod complete;
 pub mod computer;
@@ -264,6 +265,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Runner(args) => runner::run(args).await,
         Command::Chat(args) => chat::run(args).await,
         Command::Computer(args) => computer::run(args).await,
+        Command::Browser(args) => browser::run(args).await,
         Command::Session(args) => session::run(args).await,
         Command::Team(args) => team::run(args).await,
         Command::Goal(args) => goal::run(args).await,

@@ -227,12 +227,22 @@ async fn execute(
         | RunnerCommand::ComputerShell(_)
         | RunnerCommand::EgressLog(_)
         | RunnerCommand::BrowserClose(_)
+        | RunnerCommand::BrowserScreen(_)
+        | RunnerCommand::BrowserPause(_)
+        | RunnerCommand::BrowserResume(_)
         | RunnerCommand::ComputerImageAccept(_) => None,
     };
     let pool = || {
         shared.computers.as_ref().ok_or_else(|| {
             CommandFailure::failed(
                 "this Runner cannot run computers: no container engine answered when it started",
+            )
+        })
+    };
+    let browser = || {
+        shared.browser.as_ref().ok_or_else(|| {
+            CommandFailure::failed(
+                "this Runner has no managed browser (runner.json browser.enabled is false, or its Hermes is not one it starts)",
             )
         })
     };
@@ -304,20 +314,35 @@ async fn execute(
         RunnerCommand::ComputerImageAccept(p) => {
             async { image_accept::accept(pool()?, p).await }.await
         }
-        RunnerCommand::BrowserClose(p) => match &shared.browser {
-            None => Err(CommandFailure::failed(
-                "this Runner has no managed browser (runner.json browser.enabled is false, or its Hermes is not one it starts)",
-            )),
-            Some(b) => b
+        RunnerCommand::BrowserClose(p) => match browser() {
+            Err(e) => Err(e),
+            Ok(b) => b
                 .close(&p.agent_id, p.remove_profile)
                 .await
-                .map(|closed| {
-                    serde_json::json!(crate::api::sessions::BrowserCloseResult { closed })
-                })
+                .map(|closed| serde_json::json!(crate::api::browser::BrowserCloseResult { closed }))
                 .map_err(|e| {
                     CommandFailure::failed(format!("cannot remove the browser profile: {e}"))
                 }),
         },
+        RunnerCommand::BrowserScreen(p) => {
+            async {
+                let r = browser()?.screen(&p).await;
+                r.map(|r| serde_json::json!(r))
+                    .map_err(|e| CommandFailure::failed(e.to_string()))
+            }
+            .await
+        }
+        RunnerCommand::BrowserPause(p) => {
+            async {
+                let r = browser()?.pause(&p).await;
+                r.map(|r| serde_json::json!(r))
+                    .map_err(|e| CommandFailure::failed(e.to_string()))
+            }
+            .await
+        }
+        RunnerCommand::BrowserResume(p) => {
+            async { Ok(serde_json::json!(browser()?.resume(&p).await)) }.await
+        }
     };
     // A computer's start, exec and turn tell the control plane what its workspace takes.
     let answer = match (answer, &computer, &shared.computers) {

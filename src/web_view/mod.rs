@@ -1,5 +1,6 @@
-//! The web view of `yy computer attach C --web [--control]`: a small page served by the CLI on 127.0.0.1
-//! that shows the computer's live screen and, under control, sends mouse and keyboard
+//! The web view of `yy computer attach C --web [--control]` and `yy browser attach A --web
+//! [--control]`: a small page served by the CLI on 127.0.0.1 that shows the computer's (or
+//! the agent's managed browser's) live screen and, under control, sends mouse and keyboard
 //! input. The browser never sees the operator's login: the CLI fetches frames and relays
 //! input through the control plane with its stored credentials.
 //!
@@ -42,9 +43,105 @@ const PAGE: &str = include_str!("page.html");
 const REFUSED: &str = include_str!("refused.html");
 const SCRIPT: &str = include_str!("page.js");
 
+/// Whose screen the page shows.
+#[derive(Debug, Clone)]
+pub enum Screen {
+    /// A desktop computer, by id.
+    Computer(String),
+    /// A host agent's managed browser, by agent name.
+    Browser(String),
+}
+
+impl Screen {
+    pub fn noun(&self) -> &'static str {
+        match self {
+            Screen::Computer(_) => "computer",
+            Screen::Browser(_) => "browser",
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        let (Screen::Computer(n) | Screen::Browser(n)) = self;
+        n
+    }
+
+    /// `yy computer attach ID` or `yy browser attach AGENT`.
+    pub fn attach(&self) -> String {
+        format!("yy {} attach {}", self.noun(), self.name())
+    }
+
+    /// Runs one screen action on it and waits for the answer.
+    pub async fn act(
+        &self,
+        client: &Client,
+        action: &ScreenAction,
+        fence: Option<i64>,
+        frame: Option<&str>,
+    ) -> Result<crate::api::screen::ScreenResult, crate::client::ClientError> {
+        match self {
+            Screen::Computer(id) => client.computer_screen_act(id, action, fence, frame).await,
+            Screen::Browser(agent) => client.browser_screen_act(agent, action, fence, frame).await,
+        }
+    }
+
+    /// Takes control; the fence, and the pause command to wait for.
+    pub async fn take_control(
+        &self,
+        client: &Client,
+    ) -> Result<(i64, Option<String>), crate::client::ClientError> {
+        Ok(match self {
+            Screen::Computer(id) => {
+                let c = client.computer_control(id).await?;
+                (c.control_fence, c.command_id)
+            }
+            Screen::Browser(agent) => {
+                let c = client.browser_control(agent).await?;
+                (c.control_fence, c.command_id)
+            }
+        })
+    }
+
+    /// Renews the control held under `fence`, or with `release` gives it up.
+    pub async fn renew_control(
+        &self,
+        client: &Client,
+        fence: i64,
+        release: bool,
+    ) -> Result<(), crate::client::ClientError> {
+        match self {
+            Screen::Computer(id) => client
+                .computer_control_renew(id, fence, release)
+                .await
+                .map(drop),
+            Screen::Browser(agent) => client
+                .browser_control_renew(agent, fence, release)
+                .await
+                .map(drop),
+        }
+    }
+
+    /// Hands it back with `note`; the fence of the control that ended.
+    pub async fn handback(
+        &self,
+        client: &Client,
+        note: &str,
+    ) -> Result<i64, crate::client::ClientError> {
+        match self {
+            Screen::Computer(id) => client
+                .computer_handback(id, note)
+                .await
+                .map(|c| c.control_fence),
+            Screen::Browser(agent) => client
+                .browser_handback(agent, note)
+                .await
+                .map(|c| c.control_fence),
+        }
+    }
+}
+
 struct Web {
     client: Client,
-    computer: String,
+    screen: Screen,
     /// The Host header this listener answers to (`127.0.0.1:PORT`).
     host: String,
     /// The one-time token of the printed URL; taken by its first use.
@@ -96,7 +193,7 @@ impl Web {
         } else {
             ""
         };
-        format!("yy computer attach {} --web{control}", self.computer)
+        format!("{} --web{control}", self.screen.attach())
     }
 
     /// A refusal of the page itself: a person who opened it in a browser reads what
@@ -139,7 +236,10 @@ impl Web {
         (!self.has_cookie(headers)).then(|| {
             error(
                 StatusCode::UNAUTHORIZED,
-                "not signed in: open the link `yy computer attach --web` printed",
+                format!(
+                    "not signed in: open the link `{} --web` printed",
+                    self.screen.attach()
+                ),
             )
         })
     }
@@ -206,7 +306,10 @@ async fn index(
                 &headers,
                 StatusCode::FORBIDDEN,
                 "This link was already used or has expired",
-                "Each link works once, and only while the yy computer attach --web that printed it runs.",
+                &format!(
+                    "Each link works once, and only while the {} --web that printed it runs.",
+                    web.screen.attach()
+                ),
                 format!(
                     "this link was already used or has expired (it works once): run `{}` for a new one",
                     web.again()
@@ -224,13 +327,20 @@ async fn index(
             &headers,
             StatusCode::UNAUTHORIZED,
             "Not signed in",
-            "This page opens through the one-time link yy computer attach --web prints; this browser has not opened it.",
-            "not signed in: open the link `yy computer attach --web` printed".into(),
+            &format!(
+                "This page opens through the one-time link {} --web prints; this browser has not opened it.",
+                web.screen.attach()
+            ),
+            format!(
+                "not signed in: open the link `{} --web` printed",
+                web.screen.attach()
+            ),
         );
     }
     (
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        PAGE.replace("{{computer}}", &html_escape(&web.computer)),
+        PAGE.replace("{{noun}}", web.screen.noun())
+            .replace("{{name}}", &html_escape(web.screen.name())),
     )
         .into_response()
 }
@@ -269,7 +379,7 @@ async fn state(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
         return r;
     }
     axum::Json(serde_json::json!({
-        "computer": web.computer,
+        web.screen.noun(): web.screen.name(),
         "control": web.fence.is_some(),
         "fence": web.fence,
     }))
@@ -287,8 +397,8 @@ async fn frame(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
         );
     };
     let shot = web
-        .client
-        .computer_screen_act(&web.computer, &ScreenAction::Screenshot, None, None)
+        .screen
+        .act(&web.client, &ScreenAction::Screenshot, None, None)
         .await;
     let r = match shot {
         Ok(r) => r,
@@ -370,8 +480,8 @@ async fn input(
     // The control plane is the judge of the fence (it refuses one that is not current
     // and held), the guest of the frame (it refuses one that is not the latest).
     match web
-        .client
-        .computer_screen_act(&web.computer, &i.action, Some(i.fence), Some(&i.frame_id))
+        .screen
+        .act(&web.client, &i.action, Some(i.fence), Some(&i.frame_id))
         .await
     {
         Ok(r) => axum::Json(r).into_response(),
@@ -407,9 +517,9 @@ impl Served {
     }
 }
 
-/// Starts the page's server for `computer` on a random port of 127.0.0.1; with `fence`
-/// (the control held) the page may send input. Also used by `yy bench screen`.
-pub async fn serve(client: Client, computer: String, fence: Option<i64>) -> anyhow::Result<Served> {
+/// Starts the page's server for `screen` on a random port of 127.0.0.1; with `fence` (the
+/// control held) the page may send input. Also used by `yy bench screen`.
+pub async fn serve(client: Client, screen: Screen, fence: Option<i64>) -> anyhow::Result<Served> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(|e| CliError::failure(format!("listening on 127.0.0.1: {e}")))?;
@@ -417,7 +527,7 @@ pub async fn serve(client: Client, computer: String, fence: Option<i64>) -> anyh
     let token = random_hex();
     let web = Arc::new(Web {
         client,
-        computer,
+        screen,
         host: format!("127.0.0.1:{port}"),
         token: Mutex::new(Some(token.clone())),
         session: random_hex(),

@@ -8,7 +8,7 @@ fn web(fence: Option<i64>) -> Arc<Web> {
     Arc::new(Web {
         // Never called by these requests: each is refused before any relay.
         client: Client::new("http://127.0.0.1:9", None).unwrap(),
-        computer: "c1".into(),
+        screen: Screen::Computer("c1".into()),
         host: "127.0.0.1:4000".into(),
         token: Mutex::new(Some("tok".into())),
         session: "sess".into(),

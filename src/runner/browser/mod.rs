@@ -8,6 +8,7 @@
 //! never carries over.
 
 mod hermes_plugin;
+mod takeover;
 mod tap;
 mod tools;
 
@@ -43,6 +44,13 @@ pub struct ManagedBrowser {
     /// One install at a time.
     installing: tokio::sync::Mutex<()>,
     socket: tap::Socket,
+    /// Per agent: the model's browser calls pass it shared, an operator's takeover holds
+    /// it ([`takeover`]).
+    gates: Mutex<HashMap<String, Arc<tokio::sync::RwLock<()>>>>,
+    holds: Mutex<HashMap<String, takeover::Hold>>,
+    /// Handback notes for the agent's next browser call.
+    notes: Mutex<HashMap<String, String>>,
+    screens: Mutex<HashMap<String, takeover::Screen>>,
 }
 
 /// Whether runner.json keeps the managed browser on.
@@ -90,6 +98,10 @@ impl ManagedBrowser {
             hermes_pid: OnceLock::new(),
             installing: tokio::sync::Mutex::new(()),
             socket,
+            gates: Mutex::default(),
+            holds: Mutex::default(),
+            notes: Mutex::default(),
+            screens: Mutex::default(),
         });
         tap::listen(browser.clone());
         tracing::info!(chromium = %browser.exe.display(), idle = ?idle, "managed browser ready");

@@ -170,8 +170,22 @@ async fn answer(browser: &ManagedBrowser, req: Request) -> Value {
             "this turn may not use a browser: the agent's managed browser is off (an admin turns it on with `yy agent update AGENT --browser`), or the turn has ended",
         );
     };
+    // An operator holding the browser: wait until it is handed back, then go on only if
+    // the turn still runs.
+    let _pass = browser.model_pass(&agent).await;
+    if browser.granted(&req.session, &req.session_key).as_deref() != Some(agent.as_str()) {
+        return refused("the turn ended while an operator held the browser");
+    }
+    let note = browser.take_note(&agent).map(|n| {
+        format!("[An operator took over your browser and handed it back with this note: {n}]\n")
+    });
     match super::tools::run(browser, &agent, &req.tool, &req.args).await {
-        Ok(done) => done.to_json(),
-        Err(e) => refused(&e.to_string()),
+        Ok(mut done) => {
+            if let Some(n) = note {
+                done.text.insert_str(0, &n);
+            }
+            done.to_json()
+        }
+        Err(e) => refused(&format!("{}{e}", note.unwrap_or_default())),
     }
 }

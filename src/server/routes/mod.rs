@@ -2,6 +2,7 @@
 
 mod accounts;
 mod agents;
+mod browser;
 mod catalog;
 mod commands;
 mod computers;
@@ -89,6 +90,31 @@ pub fn admin() -> Router<AppState> {
             get(agents::agent_show).patch(agents::agent_update),
         )
         .route("/api/v1/agents/{name}/archive", post(agents::agent_archive))
+        .route("/api/v1/agents/{name}/browser", get(browser::browser_show))
+        .route(
+            "/api/v1/agents/{name}/browser/screen",
+            post(browser::browser_screen),
+        )
+        .route(
+            "/api/v1/agents/{name}/browser/control",
+            post(browser::browser_control),
+        )
+        .route(
+            "/api/v1/agents/{name}/browser/control/renew",
+            post(browser::browser_control_renew),
+        )
+        .route(
+            "/api/v1/agents/{name}/browser/control/release",
+            post(browser::browser_control_release),
+        )
+        .route(
+            "/api/v1/agents/{name}/browser/handback",
+            post(browser::browser_handback),
+        )
+        .route(
+            "/api/v1/agents/{name}/browser/close",
+            post(browser::browser_close),
+        )
         .route(
             "/api/v1/runners",
             get(runners::runner_list).post(runners::runner_register),

@@ -225,10 +225,12 @@ pub fn disable(
             None,
         )?;
     }
-    tx.execute(
-        "UPDATE computer_controls SET holder = NULL, expires_at = NULL WHERE holder = ?1",
-        [&account.id],
-    )?;
+    for table in ["computer_controls", "browser_controls"] {
+        tx.execute(
+            &format!("UPDATE {table} SET holder = NULL, expires_at = NULL WHERE holder = ?1"),
+            [&account.id],
+        )?;
+    }
     let running: Vec<crate::api::ids::SessionId> = {
         let mut stmt = tx.prepare(
             "SELECT id FROM sessions WHERE account_id = ?1 AND state = 'running' ORDER BY id",

@@ -98,8 +98,8 @@ pub fn close_browser_in(
     agent: &AgentRow,
     remove_profile: bool,
 ) -> Result<Vec<RunnerId>, StoreError> {
+    use crate::api::browser::BrowserClosePayload;
     use crate::api::machine::RunnerCommand;
-    use crate::api::sessions::BrowserClosePayload;
     let runners: Vec<(String, String)> = {
         let mut stmt = tx.prepare_cached(
             "SELECT r.id, r.capabilities FROM runners r JOIN sources s ON s.id = r.source_id

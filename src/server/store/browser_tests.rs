@@ -5,10 +5,10 @@
 use super::agents::{self, AgentChange};
 use super::commands;
 use super::tests::world;
+use crate::api::browser::BrowserClosePayload;
 use crate::api::capabilities;
 use crate::api::machine::{CommandKind, Outcome, RunnerCommand};
 use crate::api::params::AgentEnv;
-use crate::api::sessions::BrowserClosePayload;
 
 fn set_browser(w: &mut super::tests::World, on: bool) -> Vec<crate::api::ids::RunnerId> {
     let change = AgentChange {

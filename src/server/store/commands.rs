@@ -699,6 +699,9 @@ fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String
         | RunnerCommand::ComputerShell(_)
         | RunnerCommand::EgressLog(_)
         | RunnerCommand::BrowserClose(_)
+        | RunnerCommand::BrowserScreen(_)
+        | RunnerCommand::BrowserPause(_)
+        | RunnerCommand::BrowserResume(_)
         | RunnerCommand::ComputerImageAccept(_) => None,
     };
     let Some(agent) = agent else {

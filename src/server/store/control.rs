@@ -14,16 +14,18 @@ use crate::api::machine::RunnerCommand;
 use crate::api::states::ComputerState;
 use crate::timefmt::{now_ms, rfc3339};
 
-struct Row {
-    fence: i64,
-    holder: Option<String>,
-    expires_at: Option<i64>,
-    paused: bool,
+/// An operator's control of a screen: a computer's (`computer_controls`) or an agent's
+/// managed browser's (`browser_controls`).
+pub(super) struct Row {
+    pub fence: i64,
+    pub holder: Option<String>,
+    pub expires_at: Option<i64>,
+    pub paused: bool,
 }
 
 impl Row {
     /// The holder, if their control has not expired at `now`.
-    fn live_holder(&self, now: i64) -> Option<&str> {
+    pub fn live_holder(&self, now: i64) -> Option<&str> {
         match (&self.holder, self.expires_at) {
             (Some(h), Some(e)) if e > now => Some(h),
             _ => None,
@@ -32,10 +34,21 @@ impl Row {
 }
 
 fn row(conn: &Connection, id: &str) -> Result<Option<Row>, StoreError> {
+    row_in(conn, "computer_controls", "computer_id", id)
+}
+
+/// The control row of `id` in `table`, keyed by `key`.
+pub(super) fn row_in(
+    conn: &Connection,
+    table: &str,
+    key: &str,
+    id: &str,
+) -> Result<Option<Row>, StoreError> {
     Ok(conn
         .query_row(
-            "SELECT control_fence, holder, expires_at, paused FROM computer_controls
-             WHERE computer_id = ?1",
+            &format!(
+                "SELECT control_fence, holder, expires_at, paused FROM {table} WHERE {key} = ?1"
+            ),
             [id],
             |r| {
                 Ok(Row {
@@ -47,6 +60,59 @@ fn row(conn: &Connection, id: &str) -> Result<Option<Row>, StoreError> {
             },
         )
         .optional()?)
+}
+
+/// What screen input needs of the control `r` of `what` (`computer C`, `agent A's
+/// browser`): the caller's live control under its current fence, and a frame id. Looking
+/// needs neither; a fence that is given must be the current one and live, whatever the
+/// action. `attach` is the command that takes control.
+pub(super) fn check_fence(
+    r: Option<Row>,
+    account_id: &str,
+    what: &str,
+    attach: &str,
+    looking: bool,
+    control_fence: Option<i64>,
+    frame_id: Option<&str>,
+) -> Result<(), StoreError> {
+    let live = r
+        .as_ref()
+        .and_then(|r| r.live_holder(now_ms()).map(str::to_string));
+    match (control_fence, r, live) {
+        (Some(f), Some(r), Some(h)) if f == r.fence && h == account_id => {}
+        (Some(f), r, _) => {
+            return Err(StoreError::Conflict(format!(
+                "control fence {f} of {what} is stale or no longer held (current {}): take control again",
+                r.map(|r| r.fence).unwrap_or(0)
+            )));
+        }
+        (None, _, _) if looking => {}
+        (None, _, Some(_)) => {
+            return Err(StoreError::Conflict(format!(
+                "{what} is under an operator's control: input needs the current control fence (--fence)"
+            )));
+        }
+        (None, _, None) => {
+            return Err(StoreError::Conflict(format!(
+                "screen input needs control of {what} (the model may be acting): take it with `{attach}` and pass its control fence (--fence)"
+            )));
+        }
+    }
+    if !looking && frame_id.is_none_or(str::is_empty) {
+        return Err(StoreError::Conflict(format!(
+            "screen input needs the id of the frame it aims at (--frame, from the latest screenshot of {what})"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `action` only looks (no control needed).
+pub(super) fn looking(action: &crate::computer::screen::ScreenAction) -> bool {
+    use crate::computer::screen::ScreenAction as A;
+    matches!(
+        action,
+        A::Screenshot | A::GetScreenSize | A::GetCursorPosition
+    )
 }
 
 fn view(id: &str, r: &Row, now: i64, command_id: Option<String>) -> Control {
@@ -77,44 +143,19 @@ pub fn check_input(
     control_fence: Option<i64>,
     frame_id: Option<&str>,
 ) -> Result<(), StoreError> {
-    use crate::computer::screen::ScreenAction as A;
-    let looking = matches!(
-        action,
-        A::Screenshot | A::GetScreenSize | A::GetCursorPosition
-    );
+    let looking = looking(action);
     let c = get(conn, id)?;
-    let now = now_ms();
-    let r = row(conn, &c.id)?;
-    let live = r
-        .as_ref()
-        .and_then(|r| r.live_holder(now).map(str::to_string));
-    match (control_fence, r, live) {
-        (Some(f), Some(r), Some(h)) if f == r.fence && h == account_id => {}
-        (Some(f), r, _) => {
-            return Err(StoreError::Conflict(format!(
-                "control fence {f} of computer {id} is stale or no longer held (current {}): take control again",
-                r.map(|r| r.fence).unwrap_or(0)
-            )));
-        }
-        (None, _, _) if looking => {}
-        (None, _, Some(_)) => {
-            return Err(StoreError::Conflict(format!(
-                "computer {id} is under an operator's control: input needs the current control fence (--fence)"
-            )));
-        }
-        (None, _, None) => {
-            return Err(StoreError::Conflict(format!(
-                "screen input needs control of computer {id} (the model may be acting): take it with `yy computer attach {id} --control` and pass its control fence (--fence)"
-            )));
-        }
-    }
-    if !looking && frame_id.is_none_or(str::is_empty) {
-        return Err(StoreError::Conflict(format!(
-            "screen input needs the id of the frame it aims at (--frame, from `yy computer screenshot {id}`)"
-        )));
-    }
+    check_fence(
+        row(conn, &c.id)?,
+        account_id,
+        &format!("computer {id}"),
+        &format!("yy computer attach {id} --control"),
+        looking,
+        control_fence,
+        frame_id,
+    )?;
     if !looking {
-        used_until(conn, &c.id, now)?;
+        used_until(conn, &c.id, now_ms())?;
     }
     Ok(())
 }

@@ -30,6 +30,7 @@ pub mod artifacts;
 mod batch;
 #[cfg(test)]
 mod batch_tests;
+pub mod browser_control;
 #[cfg(test)]
 mod browser_tests;
 pub mod catalog;

@@ -397,3 +397,13 @@ CREATE TABLE computer_grants (
     created_at  INTEGER NOT NULL
 );
 CREATE INDEX computer_grants_computer ON computer_grants(computer_id);
+
+-- An operator's control of a host agent's managed browser, and the Runner holding it.
+CREATE TABLE browser_controls (
+    agent_id      TEXT PRIMARY KEY REFERENCES agents(id),
+    runner_id     TEXT NOT NULL REFERENCES runners(id),
+    control_fence INTEGER NOT NULL,
+    holder        TEXT REFERENCES accounts(id),
+    expires_at    INTEGER,
+    paused        INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1))
+);

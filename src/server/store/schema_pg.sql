@@ -401,3 +401,13 @@ CREATE TABLE computer_grants (
     created_at  bigint NOT NULL
 );
 CREATE INDEX computer_grants_computer ON computer_grants(computer_id);
+
+-- An operator's control of a host agent's managed browser, and the Runner holding it.
+CREATE TABLE browser_controls (
+    agent_id      text PRIMARY KEY REFERENCES agents(id),
+    runner_id     text NOT NULL REFERENCES runners(id),
+    control_fence bigint NOT NULL,
+    holder        text REFERENCES accounts(id),
+    expires_at    bigint,
+    paused        bigint NOT NULL DEFAULT 0 CHECK (paused IN (0, 1))
+);

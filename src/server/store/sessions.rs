@@ -9,12 +9,13 @@ use super::{
     StoreError, agents, artifacts, catalog, computer_grants, computers, get_by_id, new_id,
     not_found, runners,
 };
+use crate::api::browser::BrowserUse;
 use crate::api::capabilities;
 use crate::api::ids::{CommandId, Generation, RunnerId, SessionId};
 use crate::api::machine::{CommandState, RunnerCommand};
 use crate::api::params::AgentEnv;
 use crate::api::sessions::{
-    self as wire, BrowserUse, HistoryMessage, TurnEvent, TurnPayload, WorkerTurnPayload,
+    self as wire, HistoryMessage, TurnEvent, TurnPayload, WorkerTurnPayload,
 };
 
 use crate::api::states::{SessionState, TurnState};

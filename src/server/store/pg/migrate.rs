@@ -27,6 +27,7 @@ pub const FIRST_VERSION: i64 = 17;
 const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/postgres/0018_computer_grants.sql"),
     include_str!("../../../../migrations/postgres/0019_agent_browser.sql"),
+    include_str!("../../../../migrations/postgres/0020_browser_controls.sql"),
 ];
 
 /// The advisory lock (`pg_advisory_xact_lock`) held while the schema changes: the ASCII
