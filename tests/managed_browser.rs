@@ -213,6 +213,8 @@ fn a_host_agent_browses_a_public_page_through_the_proxy_and_its_network_pauses_b
             {"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://10.1.2.3/"}}},
             {"text": "Read the report"},
             {"tool_call": {"name": "browser_navigate", "arguments": {"url": page}}},
+            {"tool_call": {"name": "browser_tabs", "arguments": {"action": "new", "url": format!("{page}detail")}}},
+            {"tool_call": {"name": "browser_tabs", "arguments": {"action": "close", "index": 0}}},
             {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 2"}}},
             {"text": "Read it again"}
         ]),
@@ -304,11 +306,14 @@ fn a_host_agent_browses_a_public_page_through_the_proxy_and_its_network_pauses_b
 }
 
 #[test]
-fn a_revoked_permission_closes_the_context_and_archiving_the_agent_removes_its_profile() {
+fn an_explicit_close_a_new_connection_and_a_revoked_permission_close_the_context_and_archiving_removes_its_profile()
+ {
+    let open = json!({"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://10.1.2.3/"}}});
     let Some(s) = setup(
         json!([
-            {"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://10.1.2.3/"}}},
-            {"text": "Could not open it"},
+            open, {"text": "Could not open it"},
+            open, {"text": "Could not open it"},
+            open, {"text": "Could not open it"},
             {"tool_call": {"name": "browser_snapshot", "arguments": {}}},
             {"text": "No browser"}
         ]),
@@ -316,28 +321,61 @@ fn a_revoked_permission_closes_the_context_and_archiving_the_agent_removes_its_p
     ) else {
         return;
     };
-    let (runner, _) = s.env.start_online(&s.reg, "a", 0);
-    let data = s.env.path("runner-data-a");
-    let results = tool_results(&chat(&s, "open it"));
-    assert!(
-        results[0].1.contains("refused 10.1.2.3:80 (private)"),
-        "{results:#?}"
-    );
-    assert!(chromium_on_profile(&data) > 0, "the context opened");
+    let Setup {
+        env,
+        server,
+        reg,
+        model: _model,
+    } = s;
+    let (runner, generation) = env.start_online(&reg, "a", 0);
+    let data = env.path("runner-data-a");
+    let turn = |message: &str| {
+        let out = env.run(&["chat", "web", message, "--json"]);
+        let events: Vec<Value> = out
+            .stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        tool_results(&events)
+    };
+    let opened = |what: &str| {
+        let results = turn(what);
+        assert!(
+            results[0].1.contains("refused 10.1.2.3:80 (private)"),
+            "{results:#?}"
+        );
+        assert!(chromium_on_profile(&data) > 0, "the context opened");
+    };
+    let closed = |why: &str| {
+        wait_for(Duration::from_secs(20), why, || {
+            (chromium_on_profile(&data) == 0).then_some(())
+        });
+    };
+    opened("open it");
     let profiles = data.join("browser").join("profiles");
     assert_eq!(std::fs::read_dir(&profiles).unwrap().count(), 1);
 
+    // An explicit close.
+    let shut = env.json(&["browser", "close", "web"]);
+    assert_eq!(shut["closed"], true);
+    closed("the closed context's Chromium to end");
+
+    // A new connection to the control plane (restarted) closes what the old one granted.
+    opened("again");
+    let addr = server.addr();
+    assert_eq!(server.terminate(), 0);
+    let server = common::Server::start_with(&env, &env.data_dir(), &addr, &[]);
+    env.wait_online(&reg.id, generation);
+    closed("the contexts of the old connection to close");
+    opened("a third time");
+
     // Revoked: the context closes at once (a `browser.close` on the Runner); the profile
     // stays; the next turn's calls are refused.
-    let shown = s.env.json(&["agent", "update", "web", "--no-browser"]);
+    let shown = env.json(&["agent", "update", "web", "--no-browser"]);
     assert_eq!(shown["browser"], false);
-    wait_for(
-        Duration::from_secs(20),
-        "the revoked context to close",
-        || (chromium_on_profile(&data) == 0).then_some(()),
-    );
+    closed("the revoked context to close");
     assert_eq!(std::fs::read_dir(&profiles).unwrap().count(), 1);
-    let results = tool_results(&chat(&s, "look"));
+    let results = turn("look");
     assert!(
         results[0].1.contains("may not use a browser"),
         "{results:#?}"
@@ -345,13 +383,13 @@ fn a_revoked_permission_closes_the_context_and_archiving_the_agent_removes_its_p
     assert_eq!(chromium_on_profile(&data), 0);
 
     // Archived: its profile goes.
-    s.env.run(&["agent", "archive", "web"]).ok();
+    env.run(&["agent", "archive", "web"]).ok();
     wait_for(
         Duration::from_secs(20),
         "the archived agent's profile to go",
         || (std::fs::read_dir(&profiles).unwrap().count() == 0).then_some(()),
     );
-    drop(runner);
+    drop((runner, server));
 }
 
 #[test]

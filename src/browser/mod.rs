@@ -130,6 +130,8 @@ pub struct Browser {
     cdp: cdp::Cdp,
     /// The DevTools session of the current tab's page (flat mode).
     page: std::sync::Mutex<Page>,
+    /// Tab targets in the order they were opened.
+    order: std::sync::Mutex<Vec<String>>,
     width: u32,
     height: u32,
 }
@@ -170,6 +172,7 @@ impl Browser {
                 target: String::new(),
                 session: String::new(),
             }),
+            order: std::sync::Mutex::new(vec![target.clone()]),
             width: opts.width,
             height: opts.height,
         };

@@ -19,18 +19,28 @@ pub struct Tab {
 }
 
 impl Browser {
+    /// The page targets in the order they were opened (Chromium lists them in no stable
+    /// order): known ones keep their place, new ones (a page's `window.open`) go last.
     async fn page_targets(&self) -> Result<Vec<Value>, BrowserError> {
         let targets = self.cdp.call(None, "Target.getTargets", json!({})).await?;
-        let mut pages: Vec<Value> = targets["targetInfos"]
+        let pages: Vec<Value> = targets["targetInfos"]
             .as_array()
             .into_iter()
             .flatten()
             .filter(|t| t["type"] == "page")
             .cloned()
             .collect();
-        // Chromium lists the most recently active first; a stable order is the id's.
-        pages.sort_by(|a, b| a["targetId"].as_str().cmp(&b["targetId"].as_str()));
-        Ok(pages)
+        let id = |t: &Value| t["targetId"].as_str().unwrap_or_default().to_string();
+        let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        order.retain(|o| pages.iter().any(|t| id(t) == *o));
+        for t in &pages {
+            if !order.contains(&id(t)) {
+                order.push(id(t));
+            }
+        }
+        let mut sorted = pages;
+        sorted.sort_by_key(|t| order.iter().position(|o| *o == id(t)));
+        Ok(sorted)
     }
 
     fn current_target(&self) -> String {

@@ -164,19 +164,7 @@ impl ManagedBrowser {
         // SAFETY: geteuid(2) has no arguments and cannot fail.
         let root = unsafe { libc::geteuid() } == 0;
         let apt = Path::new("/usr/bin/apt-get").is_file();
-        if self.install == BrowserInstall::Never || !root || !apt {
-            let why = if self.install == BrowserInstall::Never {
-                "runner.json has \"browser\": {\"install\": \"never\"}"
-            } else if !root {
-                "the Runner does not run as root"
-            } else {
-                "this host has no apt-get"
-            };
-            return Err(BrowserError::Page(format!(
-                "Chromium is not installed on this Runner's host ({} is missing) and {why}: run `apt-get install chromium` there as root",
-                self.exe.display()
-            )));
-        }
+        may_install(self.install, root, apt).map_err(|why| missing(&self.exe, why))?;
         tracing::warn!(
             "Chromium is missing: installing Debian's chromium package (browser.install is auto)"
         );
@@ -225,6 +213,26 @@ impl ManagedBrowser {
     pub async fn open_contexts(&self) -> usize {
         self.contexts.open_count().await
     }
+}
+
+/// Whether a missing Chromium may be installed on this host, or why not.
+fn may_install(install: BrowserInstall, root: bool, apt: bool) -> Result<(), &'static str> {
+    match (install, root, apt) {
+        (BrowserInstall::Never, _, _) => {
+            Err("runner.json has \"browser\": {\"install\": \"never\"}")
+        }
+        (_, false, _) => Err("the Runner does not run as root"),
+        (_, _, false) => Err("this host has no apt-get"),
+        (BrowserInstall::Auto, true, true) => Ok(()),
+    }
+}
+
+/// The refusal of a first use when Chromium is missing and cannot be installed.
+fn missing(exe: &Path, why: &str) -> BrowserError {
+    BrowserError::Page(format!(
+        "Chromium is not installed on this Runner's host ({} is missing) and {why}: run `apt-get install chromium` there as root",
+        exe.display()
+    ))
 }
 
 async fn install_chromium() -> Result<(), String> {
@@ -293,5 +301,44 @@ impl Drop for TurnGrant {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move { browser.contexts.end_use(&agent).await });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_chromium_is_installed_only_when_allowed_and_possible() {
+        assert_eq!(may_install(BrowserInstall::Auto, true, true), Ok(()));
+        for (install, root, apt, why) in [
+            (BrowserInstall::Never, true, true, "install\": \"never"),
+            (BrowserInstall::Auto, false, true, "not run as root"),
+            (BrowserInstall::Auto, true, false, "no apt-get"),
+        ] {
+            let e = may_install(install, root, apt).unwrap_err();
+            assert!(e.contains(why), "{e}");
+            let shown = missing(Path::new("/usr/bin/chromium"), e).to_string();
+            assert!(
+                shown.contains("/usr/bin/chromium is missing")
+                    && shown.contains("run `apt-get install chromium`"),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_browser_is_on_unless_runner_json_turns_it_off() {
+        assert!(enabled(None));
+        assert!(enabled(Some(&BrowserConfig::default())));
+        let off = BrowserConfig {
+            enabled: Some(false),
+            install: None,
+        };
+        assert!(!enabled(Some(&off)));
+        let parsed: BrowserConfig =
+            serde_json::from_str(r#"{"enabled": true, "install": "never"}"#).unwrap();
+        assert_eq!(parsed.install, Some(BrowserInstall::Never));
+        assert!(serde_json::from_str::<BrowserConfig>(r#"{"install": "sometimes"}"#).is_err());
     }
 }
