@@ -60,14 +60,12 @@ pub struct BrowserControl {
     pub agent_id: String,
     /// The Runner that holds the agent's browser.
     pub runner_id: String,
-    /// Raised by every take; only the current one may renew or release.
-    pub control_fence: i64,
-    /// The account in control; absent when nobody is (released or expired).
-    pub holder: Option<String>,
-    pub expires_at: Option<String>,
     /// The model waits at its next browser call until a handback.
     pub paused: bool,
-    /// The Runner command that pauses (take) or resumes (handback) the model.
+    // The rest as a computer's [`crate::api::computers::Control`].
+    pub control_fence: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
+    pub holder: Option<String>,
+    pub expires_at: Option<String>,
 }

@@ -608,6 +608,18 @@ pub(super) fn socket_count(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
+/// An agent of the benchmarks' source and profile (`bench`).
+pub fn bench_agent(name: impl Into<String>, env: params::AgentEnv) -> params::AgentCreate {
+    params::AgentCreate {
+        name: name.into(),
+        profile: "bench".into(),
+        env,
+        source: Some("bench".into()),
+        manage_team: false,
+        browser: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use super::computer::summary;
 use super::harness::{Options, harness, setup};
 use super::progress;
 use crate::api::computers::ComputerCreate;
-use crate::api::params::{AgentCreate, AgentEnv};
+use crate::api::params::AgentEnv;
 use crate::api::states::ComputerState;
 use crate::client::Client;
 use crate::computer::screen::{HEIGHT, ScreenAction, WIDTH, png_size};
@@ -42,14 +42,7 @@ pub async fn bench_operator(image: &str, samples: usize) -> anyhow::Result<serde
 
 async fn measure(admin: &Client, samples: usize) -> anyhow::Result<serde_json::Value> {
     admin
-        .agent_create(&AgentCreate {
-            name: "screen".into(),
-            profile: "bench".into(),
-            env: AgentEnv::Computer,
-            source: Some("bench".into()),
-            manage_team: false,
-            browser: false,
-        })
+        .agent_create(&super::harness::bench_agent("screen", AgentEnv::Computer))
         .await?;
     progress("operator path: creating the desktop computer");
     let c = admin

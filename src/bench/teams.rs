@@ -161,12 +161,8 @@ pub async fn run(args: TeamsBenchArgs) -> anyhow::Result<()> {
     for t in 1..=TEAMS {
         s.admin
             .agent_create(&AgentCreate {
-                name: format!("lead{t}"),
-                profile: "bench".into(),
-                env: AgentEnv::Computer,
-                source: Some("bench".into()),
                 manage_team: true,
-                browser: false,
+                ..super::harness::bench_agent(format!("lead{t}"), AgentEnv::Computer)
             })
             .await?;
     }

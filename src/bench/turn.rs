@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::harness::{Harness, Options, harness, setup};
 use super::progress;
-use crate::api::params::{AgentCreate, AgentEnv};
+use crate::api::params::AgentEnv;
 use crate::api::sessions::ChatParams;
 use crate::api::states::TurnState;
 use crate::client::Client;
@@ -149,14 +149,7 @@ pub async fn run(args: TurnBenchArgs) -> anyhow::Result<()> {
     .await?;
     for (name, env) in [("host", AgentEnv::Host), ("isolated", AgentEnv::Computer)] {
         s.admin
-            .agent_create(&AgentCreate {
-                name: name.into(),
-                profile: "bench".into(),
-                env,
-                source: Some("bench".into()),
-                manage_team: false,
-                browser: false,
-            })
+            .agent_create(&super::harness::bench_agent(name, env))
             .await?;
     }
     let admin = s.admin.clone();
@@ -216,14 +209,7 @@ async fn measure(
     for i in 0..first_turns {
         let name = format!("first-{i}");
         admin
-            .agent_create(&AgentCreate {
-                name: name.clone(),
-                profile: "bench".into(),
-                env: AgentEnv::Computer,
-                source: Some("bench".into()),
-                manage_team: false,
-                browser: false,
-            })
+            .agent_create(&super::harness::bench_agent(&name, AgentEnv::Computer))
             .await?;
         wait_spare(metrics).await?;
         first.push(turn(admin, &name).await?);

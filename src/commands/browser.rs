@@ -89,13 +89,8 @@ pub struct AttachArgs {
     /// control and leaves the model waiting
     #[arg(long)]
     pub control: bool,
-    /// Show the live page in your browser: serve a page on 127.0.0.1 and print its link
-    /// (with a one-time token); with --control it also sends mouse and keyboard input
-    #[arg(long)]
-    pub web: bool,
-    /// Open the page's link in the default browser (xdg-open)
-    #[arg(long, requires = "web")]
-    pub open: bool,
+    #[command(flatten)]
+    pub view: super::computer_attach::WebFlags,
 }
 
 impl Columns for BrowserControl {
@@ -158,8 +153,8 @@ pub async fn run(args: BrowserArgs) -> anyhow::Result<()> {
             // Checked first: an agent without the browser is refused before anything runs.
             client.browser_show(&a.agent).await?;
             let screen = Screen::Browser(a.agent.clone());
-            if a.web {
-                return super::computer_web::run(&client, screen, a.control, a.open).await;
+            if a.view.web {
+                return super::computer_web::run(&client, screen, a.control, a.view.open).await;
             }
             if a.control {
                 return control(&client, &screen).await;

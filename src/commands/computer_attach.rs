@@ -29,6 +29,13 @@ pub struct AttachArgs {
     /// shell exit or a lost connection; the model stays paused until `yy computer handback`
     #[arg(long)]
     pub control: bool,
+    #[command(flatten)]
+    pub view: WebFlags,
+}
+
+/// `--web` and `--open` of `attach` (computers and browsers).
+#[derive(Debug, Args)]
+pub struct WebFlags {
     /// Show the live screen in a browser: serve a page on 127.0.0.1 and print its link
     /// (with a one-time token); with --control the page also sends mouse and keyboard
     /// input. Ctrl-C stops it (and releases control)
@@ -321,9 +328,10 @@ pub async fn handback(client: &Client, a: HandbackArgs) -> anyhow::Result<()> {
 }
 
 pub async fn attach(client: &Client, a: AttachArgs) -> anyhow::Result<()> {
-    if a.web {
+    if a.view.web {
         let id = client.computer_show(&a.id).await?.id.into_string();
-        return super::computer_web::run(client, Screen::Computer(id), a.control, a.open).await;
+        return super::computer_web::run(client, Screen::Computer(id), a.control, a.view.open)
+            .await;
     }
     if a.control {
         return control(client, &a.id).await;

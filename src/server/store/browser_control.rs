@@ -10,10 +10,10 @@ use super::StoreError;
 use super::agents::{self, AgentRow};
 use super::commands::{self, CommandRow, QueueLimits};
 use super::computers::audit;
-use super::control::{Row, check_fence, looking, row_in};
+use super::control::{Row, check_fence, check_free, check_note, handed_back, looking, row_in};
 use crate::api::browser::{BrowserControl, BrowserPausePayload, BrowserScreenPayload};
 use crate::api::capabilities;
-use crate::api::computers::{CONTROL_TTL_MS, MAX_NOTE_CHARS};
+use crate::api::computers::CONTROL_TTL_MS;
 use crate::api::ids::RunnerId;
 use crate::api::machine::RunnerCommand;
 use crate::api::params::AgentEnv;
@@ -22,6 +22,16 @@ use crate::timefmt::{now_ms, rfc3339};
 
 fn row(conn: &Connection, agent_id: &str) -> Result<Option<Row>, StoreError> {
     row_in(conn, "browser_controls", "agent_id", agent_id)
+}
+
+/// The Runner the agent's control row names.
+fn held_by(conn: &Connection, agent: &AgentRow) -> Result<RunnerId, StoreError> {
+    let runner: String = conn.query_row(
+        "SELECT runner_id FROM browser_controls WHERE agent_id = ?1",
+        [&agent.id],
+        |r| r.get(0),
+    )?;
+    Ok(RunnerId::from(runner))
 }
 
 fn what(agent: &AgentRow) -> String {
@@ -35,19 +45,17 @@ fn attach(agent: &AgentRow) -> String {
 /// A host agent of the caller's account with the managed browser on.
 fn browsing_agent(conn: &Connection, account_id: &str, key: &str) -> Result<AgentRow, StoreError> {
     let agent = agents::get(conn, account_id, key)?;
-    if agent.env != AgentEnv::Host {
-        return Err(StoreError::Invalid(format!(
+    match (agent.env, agent.browser) {
+        (AgentEnv::Computer, _) => Err(StoreError::Invalid(format!(
             "agent {:?} is a computer agent: its browser is its computer's desktop (`yy computer attach`)",
             agent.name
-        )));
-    }
-    if !agent.browser {
-        return Err(StoreError::Forbidden(format!(
+        ))),
+        (_, false) => Err(StoreError::Forbidden(format!(
             "agent {:?} has no managed browser: an admin turns it on with `yy agent update {} --browser`",
             agent.name, agent.name
-        )));
+        ))),
+        (AgentEnv::Host, true) => Ok(agent),
     }
-    Ok(agent)
 }
 
 /// The Runner that holds (or will hold) `agent`'s browser: the one a control names, else
@@ -162,16 +170,7 @@ pub fn take(
     let agent = browsing_agent(&tx, account_id, key)?;
     let now = now_ms();
     let old = row(&tx, &agent.id)?;
-    if let Some(r) = &old
-        && let Some(h) = r.live_holder(now)
-        && h != account_id
-    {
-        return Err(StoreError::Conflict(format!(
-            "{} is controlled by another operator until {}",
-            what(&agent),
-            rfc3339(r.expires_at.unwrap_or(now))
-        )));
-    }
+    check_free(old.as_ref(), account_id, &what(&agent))?;
     let runner = runner_of(&tx, &agent)?;
     let fence = old.as_ref().map(|r| r.fence).unwrap_or(0) + 1;
     tx.execute(
@@ -241,13 +240,8 @@ pub fn renew_or_release(
              expires_at = ?2 WHERE agent_id = ?1",
         params![agent.id, expires],
     )?;
-    let runner: String = tx.query_row(
-        "SELECT runner_id FROM browser_controls WHERE agent_id = ?1",
-        [&agent.id],
-        |r| r.get(0),
-    )?;
     let r = row(&tx, &agent.id)?.expect("exists");
-    let v = view(&tx, &agent, &RunnerId::from(runner), &r, None)?;
+    let v = view(&tx, &agent, &held_by(&tx, &agent)?, &r, None)?;
     tx.commit()?;
     Ok((v, None))
 }
@@ -261,39 +255,16 @@ pub fn handback(
     note: &str,
     limits: QueueLimits,
 ) -> Result<(BrowserControl, Option<CommandRow>), StoreError> {
-    if note.chars().count() > MAX_NOTE_CHARS {
-        return Err(StoreError::Invalid(format!(
-            "a handback note is at most {MAX_NOTE_CHARS} characters"
-        )));
-    }
+    check_note(note)?;
     let tx = conn.savepoint()?;
     let agent = agents::get(&tx, account_id, key)?;
-    let now = now_ms();
-    let r = row(&tx, &agent.id)?.filter(|r| r.paused).ok_or_else(|| {
-        StoreError::Conflict(format!(
-            "{} is not paused: nothing to hand back (take control first)",
-            what(&agent)
-        ))
-    })?;
-    if let Some(h) = r.live_holder(now)
-        && h != account_id
-    {
-        return Err(StoreError::Conflict(format!(
-            "{} is controlled by another operator; only they can hand it back now",
-            what(&agent)
-        )));
-    }
+    let r = handed_back(row(&tx, &agent.id)?, account_id, &what(&agent))?;
     tx.execute(
         "UPDATE browser_controls SET holder = NULL, expires_at = NULL, paused = 0
          WHERE agent_id = ?1",
         [&agent.id],
     )?;
-    let runner: String = tx.query_row(
-        "SELECT runner_id FROM browser_controls WHERE agent_id = ?1",
-        [&agent.id],
-        |r| r.get(0),
-    )?;
-    let runner = RunnerId::from(runner);
+    let runner = held_by(&tx, &agent)?;
     let command = RunnerCommand::BrowserResume(BrowserPausePayload {
         agent_id: agent.id.clone(),
         control_fence: r.fence,

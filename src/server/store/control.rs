@@ -200,15 +200,7 @@ pub fn take(
     }
     let now = now_ms();
     let old = row(&tx, &c.id)?;
-    if let Some(r) = &old
-        && let Some(h) = r.live_holder(now)
-        && h != account_id
-    {
-        return Err(StoreError::Conflict(format!(
-            "computer {id} is controlled by another operator until {}",
-            rfc3339(r.expires_at.unwrap_or(now))
-        )));
-    }
+    check_free(old.as_ref(), account_id, &format!("computer {id}"))?;
     let fence = old.as_ref().map(|r| r.fence).unwrap_or(0) + 1;
     let expires = now + CONTROL_TTL_MS;
     tx.execute(
@@ -287,6 +279,53 @@ pub fn renew_or_release(
     Ok((view(&c.id, &r, now, None), None))
 }
 
+/// Taking control of `what` is refused while another operator's control is live.
+pub(super) fn check_free(
+    old: Option<&Row>,
+    account_id: &str,
+    what: &str,
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    if let Some(r) = old
+        && let Some(h) = r.live_holder(now)
+        && h != account_id
+    {
+        return Err(StoreError::Conflict(format!(
+            "{what} is controlled by another operator until {}",
+            rfc3339(r.expires_at.unwrap_or(now))
+        )));
+    }
+    Ok(())
+}
+
+/// A handback note's length, checked before anything changes.
+pub(super) fn check_note(note: &str) -> Result<(), StoreError> {
+    if note.chars().count() > MAX_NOTE_CHARS {
+        return Err(StoreError::Invalid(format!(
+            "a handback note is at most {MAX_NOTE_CHARS} characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The control row a handback of `what` ends: it must be paused, and not under another
+/// operator's live control.
+pub(super) fn handed_back(r: Option<Row>, account_id: &str, what: &str) -> Result<Row, StoreError> {
+    let r = r.filter(|r| r.paused).ok_or_else(|| {
+        StoreError::Conflict(format!(
+            "{what} is not paused: nothing to hand back (take control first)"
+        ))
+    })?;
+    if let Some(h) = r.live_holder(now_ms())
+        && h != account_id
+    {
+        return Err(StoreError::Conflict(format!(
+            "{what} is controlled by another operator; only they can hand it back now"
+        )));
+    }
+    Ok(r)
+}
+
 /// Hands the computer back: the paused model resumes with `note` in its next segment.
 /// Refused while another operator's control is live, and when nothing is paused.
 pub fn handback(
@@ -296,26 +335,11 @@ pub fn handback(
     note: &str,
     limits: QueueLimits,
 ) -> Result<(Control, Option<CommandRow>), StoreError> {
-    if note.chars().count() > MAX_NOTE_CHARS {
-        return Err(StoreError::Invalid(format!(
-            "a handback note is at most {MAX_NOTE_CHARS} characters"
-        )));
-    }
+    check_note(note)?;
     let tx = conn.savepoint()?;
     let c = get(&tx, id)?;
     let now = now_ms();
-    let r = row(&tx, &c.id)?.filter(|r| r.paused).ok_or_else(|| {
-        StoreError::Conflict(format!(
-            "computer {id} is not paused: nothing to hand back (take control first)"
-        ))
-    })?;
-    if let Some(h) = r.live_holder(now)
-        && h != account_id
-    {
-        return Err(StoreError::Conflict(format!(
-            "computer {id} is controlled by another operator; only they can hand it back now"
-        )));
-    }
+    let r = handed_back(row(&tx, &c.id)?, account_id, &format!("computer {id}"))?;
     tx.execute(
         "UPDATE computer_controls SET holder = NULL, expires_at = NULL, paused = 0
          WHERE computer_id = ?1",
