@@ -607,8 +607,10 @@ impl Queue {
     ) -> Result<(Vec<LeasedCommand>, bool), QueueError> {
         let (id, instance) = (runner_id.clone(), instance.to_string());
         let hub = self.hub.clone();
+        // Relaxed: a lease a power loss takes back is leased again under the next
+        // generation, and the Runner's receipts keep it from running twice.
         self.store
-            .call(move |c| {
+            .call_relaxed(move |c| {
                 let Some((disabled_at, stored)) = runners::fence(c, &id)? else {
                     return Ok(Err(QueueError::Disabled(id)));
                 };
@@ -642,9 +644,11 @@ impl Queue {
         id: CommandId,
     ) -> Result<i64, QueueError> {
         let runner = runner_id.clone();
+        // Relaxed as the lease: the outcome that follows is durable and takes the start
+        // down with it; a start a power loss takes back ends as the lease does.
         let decision = self
             .store
-            .call(move |c| Ok(commands::start(c, &runner, generation, &id)))
+            .call_relaxed(move |c| Ok(commands::start(c, &runner, generation, &id)))
             .await?;
         self.wake(runner_id, false);
         Ok(decision?)

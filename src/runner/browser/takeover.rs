@@ -88,7 +88,19 @@ impl ManagedBrowser {
             );
         }
         let waited = started.elapsed();
-        self.authorize(&p.agent_id).await?;
+        // A new takeover aims at frames of its own.
+        self.screens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&p.agent_id);
+        if let Err(e) = self.authorize(&p.agent_id).await {
+            // Nothing to control: the model's calls go on (they fail the same way).
+            self.holds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&p.agent_id);
+            return Err(e);
+        }
         tracing::info!(agent = %p.agent_id, control_fence = p.control_fence, waited = ?waited, "browser taken over by an operator");
         Ok(PauseResult {
             paused: true,

@@ -3,6 +3,14 @@
 //! fsync under `synchronous=FULL`), and only then the answers. So a caller never hears
 //! "done" for a change that is not on disk yet, and concurrent callers share the fsync.
 //!
+//! A relaxed call ([`super::Store::call_relaxed`]) is answered once committed, without
+//! waiting for the disk: a batch of relaxed calls only commits under `synchronous=NORMAL`
+//! (WAL: no fsync), and a durable call that arrives meanwhile starts the next batch, under
+//! `FULL`, whose fsync takes the relaxed frames before it down too (the WAL is written in
+//! order). A process crash loses nothing either way; a power loss may lose relaxed commits
+//! that no durable one followed, which the protocol recovers from (docs/protocol.md,
+//! "Durability").
+//!
 //! A call that returns an error keeps what its store functions committed (their savepoints
 //! released), exactly as when each committed alone: some record a refusal and then return
 //! it (a `start` of a cancelled command). Its uncommitted changes were rolled back by the
@@ -27,6 +35,8 @@ pub(super) const MAX_BATCH_TIME: Duration = Duration::from_millis(2);
 pub(super) trait Job: Send {
     /// Whether it must run outside a batch ([`super::Store::call_alone`]).
     fn alone(&self) -> bool;
+    /// Whether its answer waits for the disk (all but [`super::Store::call_relaxed`]).
+    fn durable(&self) -> bool;
     /// Runs the work and keeps its result for [`Job::answer`].
     fn run(&mut self, conn: &mut Connection);
     /// Replaces the result with an error (the savepoint around it failed).
@@ -42,18 +52,20 @@ pub(super) struct Call<F, R> {
     result: Option<Result<R, StoreError>>,
     reply: tokio::sync::oneshot::Sender<Result<R, StoreError>>,
     alone: bool,
+    durable: bool,
 }
 
 type Reply<R> = tokio::sync::oneshot::Receiver<Result<R, StoreError>>;
 
 impl<F, R> Call<F, R> {
-    pub(super) fn new(work: F, alone: bool) -> (Call<F, R>, Reply<R>) {
+    pub(super) fn new(work: F, alone: bool, durable: bool) -> (Call<F, R>, Reply<R>) {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let call = Call {
             work: Some(work),
             result: None,
             reply,
             alone,
+            durable,
         };
         (call, answer)
     }
@@ -66,6 +78,10 @@ where
 {
     fn alone(&self) -> bool {
         self.alone
+    }
+
+    fn durable(&self) -> bool {
+        self.durable
     }
 
     fn run(&mut self, conn: &mut Connection) {
@@ -102,15 +118,30 @@ where
 /// The database thread: runs jobs until every [`super::Store`] is gone. Jobs that arrive
 /// while a batch runs are taken under the same lock, without a wake-up in between.
 pub(super) fn run_jobs(conn: &Mutex<Connection>, queue: &Receiver<Box<dyn Job>>) {
+    // The connection starts with `synchronous=FULL` (configure()).
+    let mut syncing = true;
     while let Ok(first) = queue.recv() {
         let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut next = Some(first);
         while let Some(job) = next {
+            // Alone, a call's own commits are durable; a batch is as its first call.
+            let durable = job.alone() || job.durable();
+            if durable != syncing {
+                // Outside any transaction here (SQLite refuses the change inside one).
+                match guard.pragma_update(
+                    None,
+                    "synchronous",
+                    if durable { "FULL" } else { "NORMAL" },
+                ) {
+                    Ok(()) => syncing = durable,
+                    Err(e) => tracing::error!(error = %e, "cannot change synchronous"),
+                }
+            }
             next = if job.alone() {
                 run_alone(&mut guard, job);
                 queue.try_recv().ok()
             } else {
-                run_batch(&mut guard, job, queue)
+                run_batch(&mut guard, job, queue, syncing)
             };
         }
     }
@@ -124,12 +155,14 @@ fn run_alone(conn: &mut Connection, mut job: Box<dyn Job>) {
 }
 
 /// Runs `first` and whatever arrives meanwhile (up to the bounds) in one transaction,
-/// commits it and answers each. Returns the next job to run: one that must run alone, or
-/// the first that arrived after the batch closed.
+/// commits it and answers each. Returns the next job to run: one that must run alone, a
+/// durable one when the batch does not sync, or the first that arrived after the batch
+/// closed.
 fn run_batch(
     conn: &mut Connection,
     first: Box<dyn Job>,
     queue: &Receiver<Box<dyn Job>>,
+    syncing: bool,
 ) -> Option<Box<dyn Job>> {
     let started = Instant::now();
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
@@ -140,7 +173,7 @@ fn run_batch(
     let mut next = Some(first);
     let mut after = None;
     while let Some(mut job) = next.take() {
-        if job.alone() {
+        if job.alone() || (job.durable() && !syncing) {
             after = Some(job);
             break;
         }

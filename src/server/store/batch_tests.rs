@@ -299,3 +299,59 @@ async fn a_batch_that_cannot_begin_says_so() {
     other.execute_batch("ROLLBACK").unwrap();
     assert!(committed_rows(&dir).is_empty());
 }
+
+fn synchronous(c: &mut Connection) -> Result<i64, StoreError> {
+    Ok(c.pragma_query_value(None, "synchronous", |r| r.get(0))?)
+}
+
+/// A relaxed call commits without an fsync (NORMAL), a durable one with it (FULL); a
+/// durable call queued behind relaxed ones starts a batch of its own, which later relaxed
+/// calls may join (they are synced then too).
+#[tokio::test(flavor = "current_thread")]
+async fn relaxed_calls_commit_without_syncing_and_a_durable_one_behind_them_syncs() {
+    let (dir, store) = store().await;
+    assert_eq!(store.call_relaxed(synchronous).await.unwrap(), 1, "NORMAL");
+    assert_eq!(store.call(synchronous).await.unwrap(), 2, "FULL");
+
+    let (release, held) = mpsc::channel::<()>();
+    let (started, running) = tokio::sync::oneshot::channel();
+    let holder = store.clone();
+    let held_call = tokio::spawn(async move {
+        holder
+            .call_relaxed(move |c| {
+                let _ = started.send(());
+                let _ = held.recv();
+                synchronous(c)
+            })
+            .await
+    });
+    running.await.unwrap();
+    let relaxed = |v: &'static str| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .call_relaxed(move |c| {
+                    insert(c, v)?;
+                    synchronous(c)
+                })
+                .await
+        })
+    };
+    let first = relaxed("r1");
+    let durable = spawn_call(&store, |c| {
+        insert(c, "d")?;
+        synchronous(c)
+    });
+    let last = relaxed("r2");
+    let_them_queue().await;
+    drop(release);
+    assert_eq!(held_call.await.unwrap().unwrap(), 1);
+    assert_eq!(first.await.unwrap().unwrap(), 1, "joins the relaxed batch");
+    assert_eq!(
+        durable.await.unwrap().unwrap(),
+        2,
+        "a batch of its own, synced"
+    );
+    assert_eq!(last.await.unwrap().unwrap(), 2, "joins the durable batch");
+    assert_eq!(committed_rows(&dir), ["d", "r1", "r2"]);
+}

@@ -178,7 +178,19 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        self.send(f, false).await
+        self.send(f, false, true).await
+    }
+
+    /// [`Store::call`], answered once committed without waiting for the disk: for changes
+    /// whose loss in a power failure the protocol recovers from (a lease, a start: see
+    /// [`batch`] and docs/protocol.md, "Durability"). Never for what a caller is told is
+    /// kept (an enqueue, an outcome).
+    pub async fn call_relaxed<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.send(f, false, false).await
     }
 
     /// [`Store::call`] outside any batch, in SQLite's autocommit mode: for work SQLite
@@ -189,15 +201,15 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        self.send(f, true).await
+        self.send(f, true, true).await
     }
 
-    async fn send<R, F>(&self, f: F, alone: bool) -> Result<R, StoreError>
+    async fn send<R, F>(&self, f: F, alone: bool, durable: bool) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        let (job, reply) = batch::Call::new(f, alone);
+        let (job, reply) = batch::Call::new(f, alone, durable);
         self.jobs
             .send(Box::new(job))
             .map_err(|_| StoreError::Task("the database thread has stopped".into()))?;
