@@ -1,11 +1,10 @@
-//! The Runner-managed browser for host agents (issue 28 A), its first parts: Debian's
-//! Chromium, headless, on a persistent profile directory per agent, driven over the
-//! DevTools protocol through a pipe ([`cdp`]); pages opened, read (text, links, elements
-//! with refs) and photographed, and acted on by ref ([`Browser::click`], ...); yy's egress
-//! proxy in front of each, paused between turns ([`network`]); each agent's context opened
-//! on use and reclaimed when idle ([`contexts`]). Not built yet: the Runner's wiring
-//! (capability `browser-v1`, the model's tools, runner.json's `browser` settings, installing
-//! Chromium) and takeover.
+//! The Runner-managed browser for host agents (docs/browser.md): Debian's Chromium,
+//! headless, on a persistent profile directory per agent, driven over the DevTools
+//! protocol through a pipe ([`cdp`]); pages opened, read (text, links, elements with refs)
+//! and photographed, acted on by ref ([`Browser::click`], ...) or, by an operator, at
+//! points of the screen (`screen`); tabs; yy's egress proxy in front of each, paused
+//! between turns ([`network`]); each agent's context opened on use and reclaimed when idle
+//! ([`contexts`]). The Runner serves it to Hermes's browser tools (`runner::browser`).
 
 mod actions;
 pub mod cdp;
