@@ -102,18 +102,29 @@ pub(super) async fn handle(shared: &Arc<Shared>, generation: i64, cmd: LeasedCom
         }
     };
     let kind = command.kind();
-    // The re-check: still ours, not cancelled, within its deadline.
-    let granted = match shared.batches.start(generation, &id).await {
-        Ok(g) => g,
-        Err(e) => {
+    // The re-check (still ours, not cancelled, within its deadline) and the receipt (on
+    // disk before anything runs) side by side: each waits for a disk of its own. A receipt
+    // of a command that is refused is taken back.
+    let (granted, receipt) = tokio::join!(
+        shared.batches.start(generation, &id),
+        shared.receipts.begin(&id, &fp, kind.as_sql())
+    );
+    let granted = match (granted, receipt) {
+        (Ok(g), Ok(())) => g,
+        (Err(e), receipt) => {
             tracing::info!(command = %id, error = %e, "control plane refused to start the command");
+            if receipt.is_ok()
+                && let Err(e) = shared.receipts.forget(&id).await
+            {
+                tracing::warn!(command = %id, error = %e, "cannot take back the receipt of a command that did not start");
+            }
+            return;
+        }
+        (Ok(_), Err(e)) => {
+            tracing::error!(command = %id, error = %e, "cannot write the receipt; not running the command");
             return;
         }
     };
-    if let Err(e) = shared.receipts.begin(&id, &fp, kind.as_sql()).await {
-        tracing::error!(command = %id, error = %e, "cannot write the receipt; not running the command");
-        return;
-    }
     let token = CancellationToken::new();
     shared.active();
     if let Ok(mut m) = shared.inflight.lock() {

@@ -91,6 +91,8 @@ enum Op {
         digest: Option<String>,
         error: Option<String>,
     },
+    /// A receipt whose command did not start after all (the control plane refused it).
+    Forget { id: String },
 }
 
 struct Write {
@@ -149,6 +151,9 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<usize> {
                  WHERE command_id = ?1 AND outcome IS NULL",
             )?
             .execute(params![id, at, outcome.as_str(), result, digest, error]),
+        Op::Forget { id } => conn
+            .prepare_cached("DELETE FROM receipts WHERE command_id = ?1 AND outcome IS NULL")?
+            .execute([id]),
     }
 }
 
@@ -275,6 +280,13 @@ impl Receipts {
         .await
     }
 
+    /// Takes back the receipt [`Receipts::begin`] wrote for `id` when the command did not
+    /// start after all (written side by side with the control plane's re-check, which
+    /// refused it). A finished receipt stays.
+    pub async fn forget(&self, id: &str) -> Result<(), ReceiptError> {
+        self.write(Op::Forget { id: id.to_string() }).await
+    }
+
     /// Records the outcome of `id`; returns once it is on disk.
     pub async fn finish(
         &self,
@@ -354,6 +366,21 @@ mod tests {
         }
         let other = fingerprint("c1", "ping", &serde_json::json!({"hold_ms": 1}));
         assert!(matches!(r.lookup("c1", &other).unwrap(), Prior::Mismatch));
+    }
+
+    #[tokio::test]
+    async fn a_receipt_of_a_refused_start_is_taken_back_and_a_finished_one_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Receipts::open(dir.path()).unwrap();
+        let fp = fingerprint("c2", "ping", &serde_json::json!({}));
+        r.begin("c2", &fp, "ping").await.unwrap();
+        r.forget("c2").await.unwrap();
+        assert!(matches!(r.lookup("c2", &fp).unwrap(), Prior::New));
+        // Delivered again later, it starts as if it never came.
+        r.begin("c2", &fp, "ping").await.unwrap();
+        r.finish("c2", Outcome::Done, None, None).await.unwrap();
+        r.forget("c2").await.unwrap();
+        assert!(matches!(r.lookup("c2", &fp).unwrap(), Prior::Finished(_)));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
