@@ -209,6 +209,8 @@ fn a_host_agent_browses_a_public_page_through_the_proxy_and_its_network_pauses_b
             {"tool_call": {"name": "browser_navigate", "arguments": {"url": page}}},
             {"tool_call": {"name": "browser_snapshot", "arguments": {}}},
             {"tool_call": {"name": "browser_screenshot", "arguments": {}}},
+            // The page ticks while it stays open in the turn.
+            {"tool_call": {"name": "terminal", "arguments": {"command": "sleep 1"}}},
             {"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://127.0.0.1/"}}},
             {"tool_call": {"name": "browser_navigate", "arguments": {"url": "http://10.1.2.3/"}}},
             {"text": "Read the report"},
@@ -239,7 +241,7 @@ fn a_host_agent_browses_a_public_page_through_the_proxy_and_its_network_pauses_b
     let events = chat(&s, "open the report");
     let ended = Instant::now();
     let results = tool_results(&events);
-    assert_eq!(results.len(), 5, "{events:#?}");
+    assert_eq!(results.len(), 6, "{events:#?}");
     assert!(
         results[0].1.contains("opened http://93.184.215.14/")
             && results[0].1.contains("Field report"),
@@ -249,8 +251,8 @@ fn a_host_agent_browses_a_public_page_through_the_proxy_and_its_network_pauses_b
     assert!(results[1].1.contains("@e1"), "{results:#?}");
     // Loopback and a private address: refused by the proxy, saying so.
     for (i, what) in [
-        (3, "refused 127.0.0.1:80"),
-        (4, "refused 10.1.2.3:80 (private)"),
+        (4, "refused 127.0.0.1:80"),
+        (5, "refused 10.1.2.3:80 (private)"),
     ] {
         assert!(
             results[i].1.contains(&format!("egress proxy {what}")),
@@ -454,10 +456,35 @@ fn a_takeover_holds_the_models_browser_calls_acts_on_the_latest_frame_and_hands_
     ) else {
         return;
     };
-    let (runner, _) = s
-        .env
-        .start_online_with(&s.reg, "a", 0, &["--browser-idle", "8s"]);
+    let (runner, _) = s.env.start_online_with(
+        &s.reg,
+        "a",
+        0,
+        &["--browser-idle", "8s", "--metrics-listen", "127.0.0.1:0"],
+    );
     let data = s.env.path("runner-data-a");
+    // The Runner's metrics: the port it picked is in its log.
+    let metrics = wait_for(
+        Duration::from_secs(10),
+        "the Runner's metrics address",
+        || {
+            runner
+                .log()
+                .lines()
+                .find(|l| l.contains("serving the Runner's metrics"))
+                .and_then(|l| l.split("addr=").nth(1))
+                .map(|a| a.split_whitespace().next().unwrap_or("").to_string())
+        },
+    );
+    let gauge = |name: &str| -> String {
+        let (status, head, body) = web_get(&format!("http://{metrics}/metrics"), None);
+        assert_eq!(status, 200, "{head}");
+        String::from_utf8_lossy(&body)
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_default()
+            .to_string()
+    };
     let chat = s
         .env
         .background(&s.server, &["chat", "web", "work on the page", "--json"]);
@@ -480,6 +507,14 @@ fn a_takeover_holds_the_models_browser_calls_acts_on_the_latest_frame_and_hands_
         .as_i64()
         .unwrap();
     assert_eq!(fence, 1);
+    assert_eq!(
+        gauge("yy_runner_browser_contexts"),
+        "yy_runner_browser_contexts 1"
+    );
+    assert_eq!(
+        gauge("yy_runner_browser_taken_over"),
+        "yy_runner_browser_taken_over 1"
+    );
 
     // A look gives a frame; input aims at it under the fence.
     let shot = s.env.path("shot.png");
@@ -536,6 +571,9 @@ fn a_takeover_holds_the_models_browser_calls_acts_on_the_latest_frame_and_hands_
     writeln!(attach.stdin.as_mut().unwrap(), "I closed the cookie banner").unwrap();
     common::wait_line(&err, "handed back", &mut seen);
     assert!(attach.wait().unwrap().success());
+    wait_for(Duration::from_secs(10), "the hold to end", || {
+        (gauge("yy_runner_browser_taken_over") == "yy_runner_browser_taken_over 0").then_some(())
+    });
     let out = chat.output();
     assert!(out.status.success(), "{out:?}");
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)

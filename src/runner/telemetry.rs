@@ -121,6 +121,20 @@ async fn scrape(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         "Worker processes started for computer agents' first turns and not claimed yet.",
     )
     .sample("yy_runner_worker_spares", &[], spares as f64);
+    let (open, held) = match &shared.browser {
+        Some(b) => (b.open_contexts().await, b.held()),
+        None => (0, 0),
+    };
+    t.gauge(
+        "yy_runner_browser_contexts",
+        "Host agents' managed browsers open now (each a Chromium on its agent's profile).",
+    )
+    .sample("yy_runner_browser_contexts", &[], open as f64);
+    t.gauge(
+        "yy_runner_browser_taken_over",
+        "Managed browsers an operator holds (the model's browser calls wait).",
+    )
+    .sample("yy_runner_browser_taken_over", &[], held as f64);
     (
         [(header::CONTENT_TYPE, prom::CONTENT_TYPE)],
         prom::render(t),

@@ -49,6 +49,11 @@ impl ManagedBrowser {
         self.gate(agent).read_owned().await
     }
 
+    /// How many agents' browsers an operator holds now.
+    pub fn held(&self) -> usize {
+        self.holds.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// The operator's note waiting for the agent's next browser call, taken.
     pub(super) fn take_note(&self, agent: &str) -> Option<String> {
         self.notes
