@@ -43,9 +43,16 @@ fn arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, BrowserError> {
 }
 
 /// Only web pages: no file:, data:, javascript: or chrome: URLs.
-fn web_url(url: &str) -> Result<&str, BrowserError> {
-    match url::Url::parse(url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(url),
+/// A bare host (`example.org/report`, as models often write it) is taken as https.
+fn web_url(url: &str) -> Result<String, BrowserError> {
+    let parsed = match url::Url::parse(url) {
+        Err(url::ParseError::RelativeUrlWithoutBase) if !url.contains(char::is_whitespace) => {
+            url::Url::parse(&format!("https://{url}"))
+        }
+        other => other,
+    };
+    match parsed {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(u.to_string()),
         Ok(u) => Err(page_error(format!(
             "{} URLs are not opened: give an http:// or https:// address",
             u.scheme()
@@ -89,7 +96,7 @@ pub async fn run(
         "browser_navigate" => {
             let url = web_url(arg(args, "url")?)?;
             let since = crate::timefmt::now_ms();
-            opened(&ctx, since, url, page.navigate(url).await).await
+            opened(&ctx, since, &url, page.navigate(&url).await).await
         }
         "browser_snapshot" => Ok(Done::text(snapshot_text(&page.snapshot().await?))),
         "browser_click" => {
@@ -220,17 +227,15 @@ async fn tabs(ctx: &Context, args: &Value) -> Result<Done, BrowserError> {
     match arg(args, "action")? {
         "list" => {}
         "new" => {
-            let url =
-                web_url(args["url"].as_str().unwrap_or("about:blank")).or_else(|e| {
-                    match args["url"].as_str() {
-                        None => Ok("about:blank"),
-                        Some(_) => Err(e),
-                    }
-                })?;
+            // Without a URL the tab opens empty.
+            let url = match args["url"].as_str() {
+                Some(u) => web_url(u)?,
+                None => "about:blank".to_string(),
+            };
             let since = crate::timefmt::now_ms();
-            let outcome = page.new_tab(url).await;
+            let outcome = page.new_tab(&url).await;
             if outcome.is_err() || url != "about:blank" {
-                opened(ctx, since, url, outcome).await?;
+                opened(ctx, since, &url, outcome).await?;
             }
         }
         "select" => page.select_tab(index()?).await?,
@@ -256,4 +261,27 @@ async fn tabs(ctx: &Context, args: &Value) -> Result<Done, BrowserError> {
         })
         .collect();
     Ok(Done::text(lines.join("\n")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_web_urls_open_and_a_bare_host_is_https() {
+        assert_eq!(web_url("http://a.example/x").unwrap(), "http://a.example/x");
+        assert_eq!(
+            web_url("example.org/report").unwrap(),
+            "https://example.org/report"
+        );
+        for bad in [
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "data:text/html,x",
+            "chrome://settings",
+            "not a url",
+        ] {
+            assert!(web_url(bad).is_err(), "{bad}");
+        }
+    }
 }
