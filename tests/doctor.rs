@@ -255,6 +255,7 @@ fn doctor_lists_its_checks_and_stops_at_an_unreachable_server() {
         "image.verified",
         "hermes.reachable",
         "hermes.model",
+        "browser.chromium",
         "disk.free",
         "files.modes",
     ] {

@@ -103,8 +103,49 @@ pub async fn check(
             .or_else(|| data_dir.as_ref().map(|d| d.join("hermes-home")));
         d.push("hermes.model", model(c, home.as_deref()));
     }
+    if d.ready("browser.chromium", &["runner.config"])
+        && let Some(c) = &config
+    {
+        d.push("browser.chromium", chromium(c));
+    }
     d.push("disk.free", disk(data_dir.as_deref()));
     d.push("files.modes", modes(path, data_dir.as_deref()));
+}
+
+/// The managed browser's Chromium: there, or installable on first use (docs/browser.md).
+fn chromium(c: &RunnerConfig) -> Finding {
+    use crate::runner::browser;
+    if !browser::enabled(c.browser.as_ref()) {
+        return Finding::skip("the managed browser is off (runner.json browser.enabled is false)");
+    }
+    if c.hermes_command.is_none() {
+        return Finding::skip(
+            "no managed browser: it needs a Hermes the Runner starts (hermesCommand)",
+        );
+    }
+    let exe = browser::find_chromium();
+    if exe.is_file() {
+        return Finding::ok(format!("{}", exe.display()));
+    }
+    let install = c
+        .browser
+        .as_ref()
+        .and_then(|b| b.install)
+        .unwrap_or(crate::api::views::BrowserInstall::Auto);
+    // SAFETY: geteuid(2) has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let apt = Path::new("/usr/bin/apt-get").is_file();
+    let fix = "apt-get install chromium";
+    match browser::may_install(install, root, apt) {
+        Ok(()) => Finding::warn(
+            format!(
+                "{} is missing: the Runner installs Debian's chromium at an agent's first browser use",
+                exe.display()
+            ),
+            fix,
+        ),
+        Err(why) => Finding::fail(format!("{} is missing and {why}", exe.display()), fix),
+    }
 }
 
 async fn token(c: &RunnerConfig, shown: &str) -> (Finding, Option<Option<String>>) {

@@ -70,6 +70,10 @@ pub const CHECKS: &[(&str, &str)] = &[
     ("hermes.reachable", "Hermes answers; its version"),
     ("hermes.model", "Model settings are in the Hermes home"),
     (
+        "browser.chromium",
+        "Chromium for the managed browser, or a way to install it",
+    ),
+    (
         "disk.free",
         "Free disk in the data directory and workspace root",
     ),

@@ -59,7 +59,7 @@ pub fn enabled(config: Option<&BrowserConfig>) -> bool {
 }
 
 /// The first `chromium` on PATH, else Debian's path (where an install puts it).
-fn find_chromium() -> PathBuf {
+pub fn find_chromium() -> PathBuf {
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default()
@@ -216,7 +216,7 @@ impl ManagedBrowser {
 }
 
 /// Whether a missing Chromium may be installed on this host, or why not.
-fn may_install(install: BrowserInstall, root: bool, apt: bool) -> Result<(), &'static str> {
+pub fn may_install(install: BrowserInstall, root: bool, apt: bool) -> Result<(), &'static str> {
     match (install, root, apt) {
         (BrowserInstall::Never, _, _) => {
             Err("runner.json has \"browser\": {\"install\": \"never\"}")
