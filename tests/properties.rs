@@ -109,7 +109,7 @@ proptest! {
         capabilities in prop::collection::vec(".{0,70}", 0..70),
         hostname in ".{0,300}",
     ) {
-        let status = RunnerStatus { version, capabilities, computers_capacity: 0, hostname, hermes_listen: None, engine: None, computer_idle_ms: None, computer_reclaim_ms: None };
+        let status = RunnerStatus { version, capabilities, computers_capacity: 0, hostname, hermes_listen: None, engine: None, computer_idle_ms: None, computer_reclaim_ms: None, warm_computers: None };
         if status.check().is_ok() {
             prop_assert!(!status.version.chars().any(char::is_control));
             prop_assert!(status.capabilities.iter().all(|c| !c.chars().any(char::is_control)));

@@ -78,6 +78,9 @@ pub struct RunnerStatus {
     /// its slot (`--computer-reclaim-after`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub computer_reclaim_ms: Option<u64>,
+    /// Warm computers it keeps ready (`--warm-computers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_computers: Option<u32>,
 }
 
 /// Longest hostname a Runner may report (bytes).

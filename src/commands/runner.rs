@@ -265,6 +265,16 @@ fn show(r: &views::Runner, json: bool) -> anyhow::Result<()> {
                 _ => "-".into(),
             },
         ),
+        (
+            "warm computers",
+            r.warm_computers
+                .map(|n| {
+                    format!(
+                        "{n} kept ready (holding pool slots, given up first when the pool is full)"
+                    )
+                })
+                .unwrap_or_else(|| "-".into()),
+        ),
         ("hostname", opt(&r.hostname)),
         ("engine", opt(&r.engine)),
         ("computer image", opt(&r.computer_image)),

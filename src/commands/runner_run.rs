@@ -36,6 +36,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = crate::runner::worker::DEFAULT_SPARES,
           value_parser = clap::value_parser!(u32).range(0..=8))]
     pub warm_workers: u32,
+    /// Computers kept created, checked and started before any agent needs one (Docker;
+    /// computers without network of the current image): a start only attaches the agent's
+    /// workspace. They hold pool slots and give them up first when the pool is full
+    #[arg(long, value_name = "N", default_value_t = crate::runner::computers::DEFAULT_WARM,
+          value_parser = clap::value_parser!(u32).range(0..=crate::runner::computers::MAX_WARM as i64))]
+    pub warm_computers: u32,
     /// How long a computer may sit idle (no turn, exec, takeover or screen input; reading
     /// its state or screen does not count) before it is stopped; its workspace stays and
     /// its next use starts it again
@@ -169,6 +175,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shutdown_grace: args.shutdown_grace,
         max_computers: args.max_computers,
         warm_workers: args.warm_workers as usize,
+        warm_computers: args.warm_computers,
         egress: crate::egress::docker::EgressOptions {
             network: args.egress_network,
             dns: args.egress_dns,

@@ -9,12 +9,12 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ExecConfig, HostConfig, Mount, MountType,
-    ResourcesUlimits,
+    ContainerCreateBody, ContainerInspectResponse, ExecConfig, HostConfig, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountType, ResourcesUlimits,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+    RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 
@@ -194,6 +194,13 @@ impl Provider {
     /// Creates (not starts) the computer, then inspects it and removes it again if it
     /// differs from the request in any checked way.
     pub async fn create(&self, spec: &ComputerSpec) -> Result<Created, ComputerError> {
+        self.create_as(spec, false).await
+    }
+
+    /// [`Provider::create`]; with `slot`, the workspace mount is a slave of the host
+    /// directory's (`rslave`): a workspace mounted there later appears in the container (a
+    /// warm computer's, claimed by an agent). The directory must be a shared mount point.
+    async fn create_as(&self, spec: &ComputerSpec, slot: bool) -> Result<Created, ComputerError> {
         spec.validate()?;
         let workspace = prepare_workspace(&spec.workspace_host_dir)?;
         match self.docker.inspect_image(&spec.image_id).await {
@@ -203,7 +210,19 @@ impl Provider {
             }
         }
         let name = spec.name();
-        let body = create_body(spec, &workspace, self.engine.engine);
+        let mut body = create_body(spec, &workspace, self.engine.engine);
+        if slot
+            && let Some(m) = body
+                .host_config
+                .as_mut()
+                .and_then(|h| h.mounts.as_mut())
+                .and_then(|m| m.first_mut())
+        {
+            m.bind_options = Some(MountBindOptions {
+                propagation: Some(MountBindOptionsPropagationEnum::RSLAVE),
+                ..Default::default()
+            });
+        }
         let opts = CreateContainerOptionsBuilder::new().name(&name).build();
         let id = match self.docker.create_container(Some(opts), body).await {
             Ok(r) => r.id,
@@ -515,7 +534,30 @@ impl Provider {
         &self,
         spec: &ComputerSpec,
     ) -> Result<(Created, GuestSession), ComputerError> {
-        let created = self.create(spec).await?;
+        self.launch_as(spec, false).await
+    }
+
+    /// [`Provider::launch`] of a warm computer: its workspace mount a slot (see
+    /// [`Provider::create_as`]) that a claim fills later.
+    pub async fn launch_warm(
+        &self,
+        spec: &ComputerSpec,
+    ) -> Result<(Created, GuestSession), ComputerError> {
+        self.launch_as(spec, true).await
+    }
+
+    /// Renames a container (a claimed warm computer takes its computer's name).
+    pub async fn rename(&self, container: &str, name: &str) -> Result<(), ComputerError> {
+        let opts = RenameContainerOptionsBuilder::new().name(name).build();
+        Ok(self.docker.rename_container(container, opts).await?)
+    }
+
+    async fn launch_as(
+        &self,
+        spec: &ComputerSpec,
+        slot: bool,
+    ) -> Result<(Created, GuestSession), ComputerError> {
+        let created = self.create_as(spec, slot).await?;
         let ready = async {
             self.start(&created.id).await?;
             let session = self.guest_at(&created.id, &spec.guest_cwd).await?;

@@ -61,6 +61,8 @@ pub struct RunnerOptions {
     pub max_computers: u32,
     /// Worker processes kept started for computer agents' first turns (`--warm-workers`).
     pub warm_workers: usize,
+    /// Computers kept started before any agent needs one (`--warm-computers`).
+    pub warm_computers: u32,
     /// Where the egress proxy of public-web computers reaches out.
     pub egress: crate::egress::docker::EgressOptions,
     /// The container engine `--engine` named; `None`: the one that answers.
@@ -160,6 +162,7 @@ pub async fn run(
         opts.egress,
         opts.engine,
         opts.workspace_limit,
+        opts.warm_computers,
     )
     .await?;
     let hermes_home = opts
@@ -355,9 +358,18 @@ async fn start_computers(
     egress: crate::egress::docker::EgressOptions,
     engine: Option<crate::computer::engine::Engine>,
     workspace_limit: Option<u64>,
+    warm: u32,
 ) -> Result<Option<Arc<computers::Computers>>, RunnerError> {
-    let made =
-        computers::Computers::new(runner_id, data_dir, max, egress, engine, workspace_limit).await;
+    let made = computers::Computers::new(
+        runner_id,
+        data_dir,
+        max,
+        egress,
+        engine,
+        workspace_limit,
+        warm,
+    )
+    .await;
     let pool = match made {
         Ok(p) => p,
         Err(e) => {
@@ -451,6 +463,7 @@ fn status(shared: &Shared) -> RunnerStatus {
             .computers
             .as_ref()
             .map(|_| shared.computer_idle.reclaim_after.as_millis() as u64),
+        warm_computers: shared.computers.as_ref().map(|c| c.warm_target()),
     }
 }
 

@@ -115,6 +115,15 @@ async fn scrape(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         "Computers that may run at once (0: computers not enabled).",
     )
     .sample("yy_runner_computers_capacity", &[], capacity);
+    t.gauge(
+        "yy_runner_computers_warm",
+        "Warm computers ready to be claimed (each holds a pool slot).",
+    )
+    .sample(
+        "yy_runner_computers_warm",
+        &[],
+        shared.computers.as_ref().map_or(0, |c| c.warm_ready()) as f64,
+    );
     let spares = shared.workers.as_ref().map_or(0, |w| w.spares());
     t.gauge(
         "yy_runner_worker_spares",

@@ -109,6 +109,11 @@ impl From<RunnerRow> for views::Runner {
                 .status
                 .as_ref()
                 .and_then(|s| s["computer_reclaim_ms"].as_u64()),
+            warm_computers: r
+                .status
+                .as_ref()
+                .and_then(|s| s["warm_computers"].as_u64())
+                .map(|n| n.min(u64::from(u32::MAX)) as u32),
             pending_image: r.images.pending_image.clone(),
             pending_state: r.images.pending_state,
             pending_command: r.images.pending_command.clone(),

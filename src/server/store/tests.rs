@@ -73,6 +73,7 @@ pub(super) fn status(
         engine: None,
         computer_idle_ms: None,
         computer_reclaim_ms: None,
+        warm_computers: None,
     }
 }
 

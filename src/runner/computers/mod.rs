@@ -23,6 +23,9 @@ use crate::egress::docker::{Egress, EgressOptions};
 
 use crate::computer::workspaces::{WorkspaceError, Workspaces};
 
+mod warm;
+pub use warm::{DEFAULT_WARM, MAX_WARM};
+
 /// How many computers may run at once by default (the setting takes 1-8).
 pub const DEFAULT_MAX_RUNNING: u32 = 2;
 /// How long a container gets to stop before it is killed.
@@ -52,6 +55,8 @@ pub struct Computers {
     pub pauses: super::pauses::Pauses,
     /// The computers' workspaces, with their size limit.
     workspaces: Arc<Workspaces>,
+    /// Containers started before any agent needs one ([`warm`]).
+    warm: warm::Warm,
 }
 
 /// Why a computer operation on this Runner failed.
@@ -95,6 +100,7 @@ impl Computers {
         egress: EgressOptions,
         engine: Option<Engine>,
         workspace_limit: Option<u64>,
+        warm_computers: u32,
     ) -> Result<Computers, PoolError> {
         let provider = Provider::connect_to(engine).await?;
         provider.check_engine().await?;
@@ -139,6 +145,7 @@ impl Computers {
             egress,
             generation: Mutex::new(0),
             workspaces: Arc::new(Workspaces::new(data_dir, workspace_limit)),
+            warm: warm::Warm::new(data_dir, warm_computers),
         })
     }
 
@@ -170,9 +177,23 @@ impl Computers {
         self.max_running
     }
 
-    /// Computers holding a pool slot now.
+    /// Computers holding a pool slot now (warm ones too).
     pub fn slots_held(&self) -> usize {
         self.reserved.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// Warm computers ready to be claimed now.
+    pub fn warm_ready(&self) -> usize {
+        self.warm.ready()
+    }
+
+    /// Warm computers this Runner keeps (`--warm-computers`; none on Podman).
+    pub fn warm_target(&self) -> u32 {
+        if self.provider.engine().engine == Engine::Docker {
+            self.warm.target() as u32
+        } else {
+            0
+        }
     }
 
     pub fn egress(&self) -> &Egress {
@@ -258,6 +279,8 @@ impl Computers {
             tracing::warn!(container = %c.id, name = %c.name, computer = c.labels.get(labels::COMPUTER).map(String::as_str).unwrap_or("-"), "removing an orphan computer container");
             self.provider.remove(&c.id).await?;
         }
+        // Warm computers were among them: their slots go before the workspaces they hold.
+        self.warm.clear_all().await;
         // Their networks and the proxy go too; the next public-web start makes new ones.
         self.egress.reconcile().await?;
         // Their workspaces are unmounted (and their space given back) until started again.
@@ -281,7 +304,7 @@ impl Computers {
 
     /// Creates and starts the computer under `fence`; an earlier container is removed first
     /// and never reused. A full pool is waited for (the command's deadline bounds it).
-    pub async fn start(&self, p: StartPayload) -> Outcome {
+    pub async fn start(self: &Arc<Self>, p: StartPayload) -> Outcome {
         let (started, _) = self.ensure(&p, false, &|_| {}).await?;
         Ok(serde_json::to_value(started)?)
     }
@@ -291,7 +314,7 @@ impl Computers {
     /// background programs live on between turns; otherwise, or when it is gone, it is
     /// recreated (workspace kept). A full pool is waited for; `waiting` hears why, once.
     pub async fn ensure(
-        &self,
+        self: &Arc<Self>,
         p: &StartPayload,
         reuse: bool,
         waiting: &(dyn Fn(String) + Sync),
@@ -311,10 +334,16 @@ impl Computers {
             };
             return Ok((started, guest));
         }
-        self.reserve(&p.computer_id, waiting).await;
-        let result = self.recreate(p, old).await;
+        // A warm computer brings its pool slot along.
+        let warm = self.take_warm(p).await;
+        if warm.is_none() {
+            self.reserve(&p.computer_id, waiting).await;
+        }
+        let result = self.recreate(p, old, warm).await;
         if result.is_err() {
             self.release(&p.computer_id);
+        } else {
+            tokio::spawn(self.clone().fill_warm());
         }
         result
     }
@@ -332,6 +361,13 @@ impl Computers {
                     reserved.insert(computer.to_string());
                     return;
                 }
+            }
+            // Warm computers give their slots up first.
+            if self.yield_warm(computer).await {
+                return;
+            }
+            {
+                let reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
                 if !told {
                     told = true;
                     let full = PoolError::PoolFull {
@@ -377,12 +413,14 @@ impl Computers {
         &self,
         p: &StartPayload,
         old: Option<String>,
+        warm: Option<warm::Ready>,
     ) -> Result<(StartResult, Arc<GuestSession>), PoolError> {
         self.guests.lock().await.remove(&p.computer_id);
         if let Some(old) = old {
             self.provider.remove(&old).await?;
             self.set_container(&p.computer_id, None);
         }
+        self.unslot(&p.computer_id).await;
         // A network of an earlier public-web lease is never reused.
         let network = match p.network {
             NetworkMode::None => {
@@ -417,6 +455,17 @@ impl Computers {
             }
             return Err(e.into());
         }
+        if let Some(r) = warm {
+            match self.claim_warm(p, &spec, r).await {
+                Ok((started, guest)) => {
+                    let guest = self.record(p, &started.container_id, guest).await;
+                    return Ok((started, guest));
+                }
+                Err(e) => {
+                    tracing::warn!(computer = %p.computer_id, error = %e, "could not claim a warm computer; starting one cold");
+                }
+            }
+        }
         let launched = self.provider.launch(&spec).await;
         if let GuestNetwork::Egress { network, .. } = &spec.network {
             let bound = match &launched {
@@ -436,7 +485,23 @@ impl Computers {
             }
         }
         let (created, guest) = launched?;
-        self.set_container(&p.computer_id, Some(&created.id));
+        let guest = self.record(p, &created.id, guest).await;
+        let started = StartResult {
+            container_id: created.id,
+            name: created.name,
+            resources: serde_json::to_value(&spec.limits).unwrap_or_default(),
+        };
+        Ok((started, guest))
+    }
+
+    /// Records `container` as `p`'s computer, made from `p`'s spec, with its guest session.
+    async fn record(
+        &self,
+        p: &StartPayload,
+        container: &str,
+        guest: GuestSession,
+    ) -> Arc<GuestSession> {
+        self.set_container(&p.computer_id, Some(container));
         let _ = self.db().execute(
             "INSERT INTO container_specs (computer_id, image_id, guest_cwd, network)
              VALUES (?1, ?2, ?3, ?4)
@@ -448,12 +513,7 @@ impl Computers {
             .lock()
             .await
             .insert(p.computer_id.clone(), guest.clone());
-        let started = StartResult {
-            container_id: created.id,
-            name: created.name,
-            resources: serde_json::to_value(&spec.limits).unwrap_or_default(),
-        };
-        Ok((started, guest))
+        guest
     }
 
     /// The guest agent of a computer under its current fence (a turn's tools).
@@ -493,6 +553,7 @@ impl Computers {
                 return Err(PoolError::StopUnconfirmed(e));
             }
             self.set_container(&p.computer_id, None);
+            self.unslot(&p.computer_id).await;
         }
         if let Err(e) = self.egress.detach(&p.computer_id).await {
             tracing::warn!(computer = %p.computer_id, error = %e, "could not remove the computer's egress network");
@@ -540,6 +601,7 @@ impl Computers {
                         [&container],
                     );
                     self.set_container(&computer, None);
+                    self.unslot(&computer).await;
                     let _ = self.egress.detach(&computer).await;
                     let id = computer.clone();
                     self.on_workspaces(move |w| w.release(&id)).await;
