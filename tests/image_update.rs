@@ -203,6 +203,27 @@ fn an_image_update_is_accepted_waits_for_idle_moves_computers_and_rolls_back() {
     let out = env.computer_sh(&id, "cat /etc/yy-image-marker note.txt");
     out.ok();
     assert_eq!(out.stdout, "new image\nkept\n");
+    // The warm set moved with it: the old image's warm computer went, one of the new
+    // image is made.
+    let warm_of = |image: &str| -> usize {
+        let out = docker(&[
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=yy.runner={}", reg.id),
+            "--filter",
+            "label=yy.agent=warm",
+            "--filter",
+            &format!("label=yy.image={image}"),
+        ]);
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    wait_for(
+        Duration::from_secs(60),
+        "a warm computer of the new image",
+        || (warm_of(&new) == 1).then_some(()),
+    );
+    assert_eq!(warm_of(&old), 0, "the old image's warm computer is gone");
 
     // The previous image stays on the engine.
     let rm = env.run(&["image", "rm", &old]);

@@ -146,11 +146,11 @@ pub struct Runner {
     /// its slot, as it reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub computer_reclaim_ms: Option<u64>,
+    /// The image computers are created from (computers enabled), or none.
+    pub computer_image: Option<String>,
     /// Warm computers it keeps ready, as it reported (`--warm-computers`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_computers: Option<u32>,
-    /// The image computers are created from (computers enabled), or none.
-    pub computer_image: Option<String>,
     /// An image update not current yet: being verified by the Runner, or accepted and
     /// waiting for the Runner to be idle.
     #[serde(default)]

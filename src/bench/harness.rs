@@ -50,6 +50,11 @@ impl Proc {
         self.child.stdout.take()
     }
 
+    /// Its whole log.
+    pub(super) fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     pub(super) fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -606,6 +611,29 @@ pub(super) fn socket_count(pid: u32) -> usize {
                 .count()
         })
         .unwrap_or(0)
+}
+
+/// Waits until the Runner's gauge `name` (its `/metrics` at `metrics`) is at least 1;
+/// after 120 s fails, saying `missing`.
+pub(super) async fn wait_gauge(metrics: &str, name: &str, missing: &str) -> anyhow::Result<()> {
+    let client = crate::api::http::http_builder(&metrics.parse()?).build()?;
+    let since = Instant::now();
+    let prefix = format!("{name} ");
+    loop {
+        let text = client.get(metrics).send().await?.text().await?;
+        let ready = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .is_some_and(|n| n >= 1.0);
+        if ready {
+            return Ok(());
+        }
+        if since.elapsed() > Duration::from_secs(120) {
+            return Err(CliError::failure(format!("{missing} in 120 s: see its log")).into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// An agent of the benchmarks' source and profile (`bench`).

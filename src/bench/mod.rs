@@ -10,6 +10,7 @@
 
 pub mod artifacts;
 pub mod computer;
+mod computer_warm;
 pub mod egress;
 mod harness;
 mod measure;

@@ -225,26 +225,12 @@ async fn measure(
 
 /// Waits until the Runner has a spare Worker ready (its metrics say so).
 async fn wait_spare(metrics: &str) -> anyhow::Result<()> {
-    let client = crate::api::http::http_builder(&metrics.parse()?).build()?;
-    let since = Instant::now();
-    loop {
-        let text = client.get(metrics).send().await?.text().await?;
-        let ready = text
-            .lines()
-            .find_map(|l| l.strip_prefix("yy_runner_worker_spares "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .is_some_and(|n| n >= 1.0);
-        if ready {
-            return Ok(());
-        }
-        if since.elapsed() > std::time::Duration::from_secs(120) {
-            return Err(CliError::failure(
-                "the Runner started no spare Worker in 120 s: see its log (--warm-workers)",
-            )
-            .into());
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    super::harness::wait_gauge(
+        metrics,
+        "yy_runner_worker_spares",
+        "the Runner started no spare Worker (--warm-workers)",
+    )
+    .await
 }
 
 /// One turn from the chat request to its recorded end, in milliseconds.

@@ -18,7 +18,7 @@ use crate::api::ids::RunnerId;
 use crate::api::machine::RunnerCommand;
 use crate::api::params::AgentEnv;
 use crate::computer::screen::ScreenAction;
-use crate::timefmt::{now_ms, rfc3339};
+use crate::timefmt::now_ms;
 
 fn row(conn: &Connection, agent_id: &str) -> Result<Option<Row>, StoreError> {
     row_in(conn, "browser_controls", "agent_id", agent_id)
@@ -134,11 +134,7 @@ fn view(
         runner_id: runner.to_string(),
         control_fence: r.fence,
         holder,
-        expires_at: if live {
-            r.expires_at.map(rfc3339)
-        } else {
-            None
-        },
+        expires_at: r.live_expiry(now_ms()),
         paused: r.paused,
         command_id,
     })

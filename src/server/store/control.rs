@@ -24,6 +24,11 @@ pub(super) struct Row {
 }
 
 impl Row {
+    /// When the control ends, if it is live at `now`.
+    pub fn live_expiry(&self, now: i64) -> Option<String> {
+        self.live_holder(now).and(self.expires_at).map(rfc3339)
+    }
+
     /// The holder, if their control has not expired at `now`.
     pub fn live_holder(&self, now: i64) -> Option<&str> {
         match (&self.holder, self.expires_at) {
@@ -121,11 +126,7 @@ fn view(id: &str, r: &Row, now: i64, command_id: Option<String>) -> Control {
         computer_id: id.into(),
         control_fence: r.fence,
         holder: if live { r.holder.clone() } else { None },
-        expires_at: if live {
-            r.expires_at.map(rfc3339)
-        } else {
-            None
-        },
+        expires_at: r.live_expiry(now),
         paused: r.paused,
         command_id,
     }
