@@ -7,7 +7,7 @@
 //! the host, and the Runner recreates computers on demand), then the engine is asked again
 //! to confirm that none is left.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
@@ -41,8 +41,9 @@ fn recorded(dir: &Path) -> Result<Vec<String>> {
         .map_err(db_err)
 }
 
-/// yy containers that mount something under `dir`, or are named in `ids`.
-async fn find(provider: &Provider, dir: &Path, ids: &[String]) -> Result<BTreeSet<String>> {
+/// yy containers that mount something under `dir`, or are named in `ids`; with whether
+/// each is a warm computer nobody claimed (not a computer yet).
+async fn find(provider: &Provider, dir: &Path, ids: &[String]) -> Result<BTreeMap<String, bool>> {
     let filters: HashMap<&str, Vec<String>> =
         HashMap::from([("label", vec![format!("{}=1", labels::MANAGED)])]);
     let opts = ListContainersOptionsBuilder::new()
@@ -54,9 +55,14 @@ async fn find(provider: &Provider, dir: &Path, ids: &[String]) -> Result<BTreeSe
         .list_containers(Some(opts))
         .await
         .map_err(|e| BackupError::Io(format!("docker: listing containers: {e}")))?;
-    let mut found = BTreeSet::new();
+    let mut found = BTreeMap::new();
     for c in list {
         let Some(id) = c.id else { continue };
+        let warm = c
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::AGENT))
+            .is_some_and(|a| a == "warm");
         let mounts_here = c.mounts.unwrap_or_default().iter().any(|m| {
             m.source
                 .as_deref()
@@ -64,7 +70,7 @@ async fn find(provider: &Provider, dir: &Path, ids: &[String]) -> Result<BTreeSe
         });
         let named = ids.contains(&id);
         if mounts_here || named {
-            found.insert(id);
+            found.insert(id, warm && !named);
         }
     }
     Ok(found)
@@ -90,7 +96,7 @@ pub async fn stop_all(dir: &Path) -> Result<Vec<String>> {
         }
     };
     let found = find(&provider, &real, &ids).await?;
-    for id in &found {
+    for id in found.keys() {
         tracing::info!(container = %id, "stopping a computer for maintenance");
         provider
             .stop(id, STOP_GRACE)
@@ -99,19 +105,25 @@ pub async fn stop_all(dir: &Path) -> Result<Vec<String>> {
             .map_err(|e| BackupError::Busy(format!("cannot stop computer container {id}: {e}")))?;
     }
     // Asked again from scratch: what the engine has now, not what was just stopped.
-    let left: Vec<_> = find(&provider, &real, &ids).await?.into_iter().collect();
+    let left: Vec<_> = find(&provider, &real, &ids).await?.into_keys().collect();
     if !left.is_empty() {
         return Err(BackupError::Busy(format!(
             "computer containers are still there after stopping them: {}; stop them with `docker rm -f` and try again",
             left.join(", ")
         )));
     }
-    // The containers are gone: the records must not name them any more.
+    // The containers are gone: the records must not name them any more, and the warm
+    // computers' slots (a claimed one's holds its workspace) are unbound.
     if !found.is_empty() {
         let path = dir.join("computers.db");
         if let Ok(conn) = Connection::open(&path) {
             let _ = conn.execute("UPDATE computers SET container_id = NULL", []);
         }
     }
-    Ok(found.into_iter().collect())
+    crate::computer::workspaces::unmount_under(&real.join("warm"));
+    Ok(found
+        .into_iter()
+        .filter(|(_, unclaimed_warm)| !unclaimed_warm)
+        .map(|(id, _)| id)
+        .collect())
 }

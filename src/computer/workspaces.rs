@@ -692,6 +692,66 @@ pub fn mount_for_backup(data_dir: &Path) -> Result<Vec<PathBuf>, WorkspaceError>
 }
 
 /// Unmounts the directories [`mount_for_backup`] mounted.
+/// Mount points at or under `root`, the latest first (`/proc/self/mountinfo` lists them in
+/// the order they were made; its octal escapes undone).
+pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| PathBuf::from(unescape_mountinfo(p)))
+        .filter(|p| p.starts_with(root))
+        .collect();
+    found.reverse();
+    found
+}
+
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = (b[i] == b'\\')
+            .then(|| s.get(i + 1..i + 4))
+            .flatten()
+            .and_then(|o| u8::from_str_radix(o, 8).ok());
+        match octal {
+            Some(v) => {
+                out.push(v);
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Unmounts everything at or under `root` (latest first; lazily when busy) and removes the
+/// directories left empty right under it: the warm computers' slots once their containers
+/// are gone.
+pub fn unmount_under(root: &Path) {
+    for m in mounts_under(root) {
+        let done = std::process::Command::new("umount")
+            .arg(&m)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !done {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&m)
+                .output();
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(root) {
+        for e in entries.flatten() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 pub fn unmount_all(dirs: &[PathBuf]) {
     for d in dirs {
         if let Err(e) = unmount(d) {
@@ -763,6 +823,13 @@ mod tests {
         assert!(is_image_entry(".c1.pre-image"));
         assert!(is_image_entry(".c1.img.new"));
         assert!(!is_image_entry("c1"));
+    }
+
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        assert_eq!(unescape_mountinfo(r"/a\040b/c"), "/a b/c");
+        assert_eq!(unescape_mountinfo("/plain"), "/plain");
+        assert_eq!(unescape_mountinfo(r"/end\"), r"/end\");
     }
 
     #[test]

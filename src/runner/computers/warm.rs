@@ -27,6 +27,7 @@ use crate::api::computers::{NetworkMode, StartPayload, StartResult};
 use crate::computer::engine::Engine;
 use crate::computer::host_read::HostWorkspace;
 use crate::computer::session::GuestSession;
+use crate::computer::workspaces::{mounts_under, unmount_under};
 use crate::computer::{ComputerError, ComputerSpec, GuestNetwork};
 
 /// Warm computers kept by default (the setting takes 0-8).
@@ -91,40 +92,6 @@ async fn umount(dir: &Path) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Mount points at or under `root`, the latest first (`/proc/self/mountinfo` lists them in
-/// the order they were made).
-fn mounts_under(root: &Path) -> Vec<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut found: Vec<PathBuf> = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|p| PathBuf::from(unescape(p)))
-        .filter(|p| p.starts_with(root))
-        .collect();
-    found.reverse();
-    found
-}
-
-/// mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let mut out = Vec::with_capacity(s.len());
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len() + 1
-            && let Some(Ok(v)) = s.get(i + 1..i + 4).map(|o| u8::from_str_radix(o, 8))
-        {
-            out.push(v);
-            i += 4;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Unbinds whatever is mounted on `slot` (a claimed workspace, the slot's own bind) and
 /// removes the directory.
 async fn clear_slot(slot: &Path) {
@@ -174,20 +141,8 @@ impl Warm {
             std::mem::take(&mut s.slots)
         };
         drop(slots);
-        for m in mounts_under(&self.dir) {
-            if !umount(&m).await {
-                let _ = tokio::process::Command::new("umount")
-                    .arg("-l")
-                    .arg(&m)
-                    .output()
-                    .await;
-            }
-        }
-        if let Ok(entries) = std::fs::read_dir(&self.dir) {
-            for e in entries.flatten() {
-                let _ = std::fs::remove_dir(e.path());
-            }
-        }
+        let dir = self.dir.clone();
+        let _ = tokio::task::spawn_blocking(move || unmount_under(&dir)).await;
     }
 }
 
@@ -388,17 +343,5 @@ impl Computers {
             image: image.to_string(),
             slot,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mountinfo_paths_are_unescaped() {
-        assert_eq!(unescape(r"/a\040b/c"), "/a b/c");
-        assert_eq!(unescape("/plain"), "/plain");
-        assert_eq!(unescape(r"/end\"), r"/end\");
     }
 }
