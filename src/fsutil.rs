@@ -118,6 +118,52 @@ pub fn is_shared(mode: u32) -> bool {
     mode & 0o077 != 0
 }
 
+/// sun_path holds 108 bytes; a longer socket path goes to a private temp directory.
+const SOCKET_PATH_MAX: usize = 100;
+
+/// Where a unix socket of a private directory is bound: `dir/name`, or, when that path is
+/// too long for a socket, `name` in a fresh private directory under the system's temp
+/// directory (never someone else's: created anew). A socket left there by an earlier run
+/// is removed. Dropping it removes the socket (and that temp directory).
+pub struct SocketPath {
+    path: std::path::PathBuf,
+    temp_dir: Option<std::path::PathBuf>,
+}
+
+impl SocketPath {
+    /// `prefix` names the temp directory (`PREFIX-RANDOM`) when one is needed.
+    pub fn new(dir: &Path, name: &str, prefix: &str) -> io::Result<SocketPath> {
+        let mut path = dir.join(name);
+        let mut temp_dir = None;
+        if path.as_os_str().len() > SOCKET_PATH_MAX {
+            let mut bytes = [0u8; 8];
+            rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+            let t = std::env::temp_dir().join(format!("{prefix}-{}", hex::encode(bytes)));
+            // A fresh name: create_dir fails rather than reuse someone else's directory.
+            fs::create_dir(&t)?;
+            fs::set_permissions(&t, fs::Permissions::from_mode(0o700))?;
+            path = t.join(name);
+            temp_dir = Some(t);
+        }
+        // A socket left by an earlier run (one Runner per data directory).
+        let _ = fs::remove_file(&path);
+        Ok(SocketPath { path, temp_dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SocketPath {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+        if let Some(t) = &self.temp_dir {
+            let _ = fs::remove_dir(t);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -463,19 +463,7 @@ fn a_takeover_holds_the_models_browser_calls_acts_on_the_latest_frame_and_hands_
         &["--browser-idle", "8s", "--metrics-listen", "127.0.0.1:0"],
     );
     let data = s.env.path("runner-data-a");
-    // The Runner's metrics: the port it picked is in its log.
-    let metrics = wait_for(
-        Duration::from_secs(10),
-        "the Runner's metrics address",
-        || {
-            runner
-                .log()
-                .lines()
-                .find(|l| l.contains("serving the Runner's metrics"))
-                .and_then(|l| l.split("addr=").nth(1))
-                .map(|a| a.split_whitespace().next().unwrap_or("").to_string())
-        },
-    );
+    let metrics = runner.metrics_addr();
     let gauge = |name: &str| -> String {
         let (status, head, body) = web_get(&format!("http://{metrics}/metrics"), None);
         assert_eq!(status, 200, "{head}");
@@ -492,17 +480,10 @@ fn a_takeover_holds_the_models_browser_calls_acts_on_the_latest_frame_and_hands_
     wait_for(Duration::from_secs(120), "the model's second step", || {
         (s.model.steps().len() >= 2).then_some(())
     });
-    let mut attach = s
-        .env
-        .command(&["browser", "attach", "web", "--control"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = common::lines_of(attach.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    common::wait_line(&err, "you have control", &mut seen);
+    let mut attach = s.env.control_with(
+        &["browser", "attach", "web", "--control"],
+        std::process::Stdio::null(),
+    );
     let fence = s.env.json(&["browser", "show", "web"])["control_fence"]
         .as_i64()
         .unwrap();
@@ -568,9 +549,13 @@ fn a_takeover_holds_the_models_browser_calls_acts_on_the_latest_frame_and_hands_
     );
 
     // A line hands back with it as the note; the waiting call carries it to the model.
-    writeln!(attach.stdin.as_mut().unwrap(), "I closed the cookie banner").unwrap();
-    common::wait_line(&err, "handed back", &mut seen);
-    assert!(attach.wait().unwrap().success());
+    writeln!(
+        attach.child.stdin.as_mut().unwrap(),
+        "I closed the cookie banner"
+    )
+    .unwrap();
+    common::wait_line(&attach.err, "handed back", &mut attach.seen);
+    assert!(attach.child.wait().unwrap().success());
     wait_for(Duration::from_secs(10), "the hold to end", || {
         (gauge("yy_runner_browser_taken_over") == "yy_runner_browser_taken_over 0").then_some(())
     });

@@ -173,18 +173,7 @@ fn counters_move_when_commands_run_on_the_server_and_the_runner() {
     let runner = env.start_runner_with(&reg, "main", &["--metrics-listen", "127.0.0.1:0"]);
     env.wait_online(&reg.id, 0);
     // The Runner's own metrics: the port it picked is in its log.
-    let runner_addr = wait_for(
-        Duration::from_secs(10),
-        "the Runner's metrics address",
-        || {
-            runner
-                .log()
-                .lines()
-                .find(|l| l.contains("serving the Runner's metrics"))
-                .and_then(|l| l.split("addr=").nth(1))
-                .map(|a| a.split_whitespace().next().unwrap_or("").to_string())
-        },
-    );
+    let runner_addr = runner.metrics_addr();
 
     let ping = [("kind", "ping"), ("outcome", "done")];
     let route = [("route", "/api/v1/runners/{id}/ping"), ("code", "200")];

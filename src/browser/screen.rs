@@ -37,6 +37,13 @@ fn key_of(name: &str) -> Option<(String, i64, String)> {
     }
 }
 
+fn unknown_key(name: &str) -> BrowserError {
+    BrowserError::Page(format!(
+        "{:?} is not a key the browser knows: Return (Enter), Tab, Escape, BackSpace, Delete, Up/Down/Left/Right (ArrowUp, ...), Page_Up/Page_Down, Home, End, space, ctrl, shift, alt, or one character",
+        printable(name, 40)
+    ))
+}
+
 /// Modifier bits of DevTools' input events.
 fn modifier_bit(key: &str) -> i64 {
     match key {
@@ -100,6 +107,14 @@ impl Browser {
         Ok(())
     }
 
+    /// Presses one key in the page: the model's (`Enter`, `ArrowDown`, ...) and the
+    /// desktop's (`Return`, `Down`, ...) names, or one character.
+    pub async fn press(&self, key: &str) -> Result<(), BrowserError> {
+        let k = key_of(key).ok_or_else(|| unknown_key(key))?;
+        self.key("keyDown", &k, 0).await?;
+        self.key("keyUp", &k, 0).await
+    }
+
     /// Runs an operator's input `action`; returns where the pointer is after it (`at`: where
     /// it was).
     pub async fn act(
@@ -107,12 +122,6 @@ impl Browser {
         action: &ScreenAction,
         at: (i32, i32),
     ) -> Result<(i32, i32), BrowserError> {
-        let unknown = |name: &str| {
-            BrowserError::Page(format!(
-                "{:?} is not a key the browser knows: Return, Tab, Escape, BackSpace, Delete, Up/Down/Left/Right, Page_Up/Page_Down, Home, End, space, ctrl, shift, alt, or one character",
-                printable(name, 40)
-            ))
-        };
         match action {
             ScreenAction::LeftClick { x, y } => {
                 self.click_at(*x, *y, "left", 1).await.map(|_| (*x, *y))
@@ -150,16 +159,11 @@ impl Browser {
                     .await?;
                 Ok(at)
             }
-            ScreenAction::PressKey { key } => {
-                let k = key_of(key).ok_or_else(|| unknown(key))?;
-                self.key("keyDown", &k, 0).await?;
-                self.key("keyUp", &k, 0).await?;
-                Ok(at)
-            }
+            ScreenAction::PressKey { key } => self.press(key).await.map(|_| at),
             ScreenAction::Hotkey { keys } => {
                 let keys: Vec<_> = keys
                     .iter()
-                    .map(|k| key_of(k).ok_or_else(|| unknown(k)))
+                    .map(|k| key_of(k).ok_or_else(|| unknown_key(k)))
                     .collect::<Result<_, _>>()?;
                 let mut modifiers = 0;
                 for k in &keys {

@@ -1,5 +1,5 @@
 //! Tabs: listed, opened, switched to and closed by their place in the list; the browser's
-//! actions go to the current one. And keys pressed in the current tab.
+//! actions go to the current one.
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -125,39 +125,6 @@ impl Browser {
         if target == self.current_target() {
             let first = self.target_at(0).await?;
             self.attach(&first).await?;
-        }
-        Ok(())
-    }
-
-    /// Presses one key (`Enter`, `Tab`, `Escape`, `ArrowDown`, a letter, ...) in the page.
-    pub async fn press(&self, key: &str) -> Result<(), BrowserError> {
-        let (code, text) = match key {
-            "Enter" => (13, "\r"),
-            "Tab" => (9, ""),
-            "Escape" => (27, ""),
-            "Backspace" => (8, ""),
-            "ArrowUp" => (38, ""),
-            "ArrowDown" => (40, ""),
-            "ArrowLeft" => (37, ""),
-            "ArrowRight" => (39, ""),
-            "PageUp" => (33, ""),
-            "PageDown" => (34, ""),
-            "Home" => (36, ""),
-            "End" => (35, ""),
-            k if k.chars().count() == 1 => (0, k),
-            _ => {
-                return Err(BrowserError::Page(format!(
-                    "{:?} is not a key this browser presses: Enter, Tab, Escape, Backspace, ArrowUp/Down/Left/Right, PageUp/Down, Home, End or one character",
-                    printable(key, 40)
-                )));
-            }
-        };
-        for kind in ["keyDown", "keyUp"] {
-            let mut p = json!({ "type": kind, "key": key, "windowsVirtualKeyCode": code });
-            if kind == "keyDown" && !text.is_empty() {
-                p["text"] = json!(text);
-            }
-            self.page_call("Input.dispatchKeyEvent", p).await?;
         }
         Ok(())
     }

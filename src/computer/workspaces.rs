@@ -693,8 +693,10 @@ pub fn mount_for_backup(data_dir: &Path) -> Result<Vec<PathBuf>, WorkspaceError>
 
 /// Unmounts the directories [`mount_for_backup`] mounted.
 /// Mount points at or under `root`, the latest first (`/proc/self/mountinfo` lists them in
-/// the order they were made; its octal escapes undone).
-pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
+/// the order they were made; its octal escapes undone). Not [`is_mountpoint`]: a bind of
+/// a directory onto itself stays on its device, and mounts stacked on one point count once
+/// each.
+fn mounts_under(root: &Path) -> Vec<PathBuf> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut found: Vec<PathBuf> = info
         .lines()

@@ -37,8 +37,6 @@ const MAX_FIELD: usize = 128;
 const MAGIC: &[u8] = b"yytap1\n";
 /// Pieces queued for one turn; more are dropped (and counted).
 const ROUTE_QUEUE: usize = 256;
-/// sun_path holds 108 bytes; a longer socket path goes to a private temp directory.
-const SOCKET_PATH_MAX: usize = 100;
 
 /// One datagram from the tap.
 #[derive(Debug, PartialEq)]
@@ -175,10 +173,8 @@ impl Drop for Subscription {
 /// The socket, the shim and the listener. Dropping it stops listening and removes the
 /// socket.
 pub struct ToolTap {
-    socket: PathBuf,
+    socket: crate::fsutil::SocketPath,
     shim_dir: PathBuf,
-    /// A temp directory of its own for a socket whose path would be too long.
-    temp_dir: Option<PathBuf>,
     routes: Arc<Routes>,
     listener: tokio::task::JoinHandle<()>,
 }
@@ -245,28 +241,14 @@ impl ToolTap {
             std::fs::Permissions::from_mode(0o700),
         )?;
 
-        let mut socket = dir.join("output.sock");
-        let mut temp_dir = None;
-        if socket.as_os_str().len() > SOCKET_PATH_MAX {
-            let mut bytes = [0u8; 8];
-            rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
-            let t = std::env::temp_dir().join(format!("yy-tool-tap-{}", hex::encode(bytes)));
-            // A fresh name: create_dir fails rather than reuse someone else's directory.
-            std::fs::create_dir(&t)?;
-            std::fs::set_permissions(&t, std::fs::Permissions::from_mode(0o700))?;
-            socket = t.join("output.sock");
-            temp_dir = Some(t);
-        }
-        // A socket left by an earlier run of this Runner (one Runner per data directory).
-        let _ = std::fs::remove_file(&socket);
-        let sock = UnixDatagram::bind(&socket)?;
+        let socket = crate::fsutil::SocketPath::new(&dir, "output.sock", "yy-tool-tap")?;
+        let sock = UnixDatagram::bind(socket.path())?;
         let routes = Arc::new(Routes::default());
         let listener = tokio::spawn(listen(sock, routes.clone()));
-        tracing::info!(socket = %socket.display(), bash = %bash.display(), "tool output tap ready");
+        tracing::info!(socket = %socket.path().display(), bash = %bash.display(), "tool output tap ready");
         Ok(ToolTap {
             socket,
             shim_dir,
-            temp_dir,
             routes,
             listener,
         })
@@ -283,7 +265,7 @@ impl ToolTap {
             .unwrap_or_else(|_| self.shim_dir.display().to_string());
         vec![
             ("PATH".into(), path),
-            (SOCKET_ENV.into(), self.socket.display().to_string()),
+            (SOCKET_ENV.into(), self.socket.path().display().to_string()),
         ]
     }
 
@@ -323,11 +305,8 @@ impl ToolTap {
 
 impl Drop for ToolTap {
     fn drop(&mut self) {
+        // The socket (and its temp directory) go with `socket`.
         self.listener.abort();
-        let _ = std::fs::remove_file(&self.socket);
-        if let Some(t) = &self.temp_dir {
-            let _ = std::fs::remove_dir(t);
-        }
     }
 }
 

@@ -534,8 +534,14 @@ impl Env {
     /// Runs `yy computer attach ID --control` (stdin piped, stdout as given) until it says
     /// "you have control".
     pub fn take_control(&self, id: &str, stdout: Stdio) -> Controller {
+        self.control_with(&["computer", "attach", id, "--control"], stdout)
+    }
+
+    /// Runs `yy ARGS` (an `attach --control`; stdin piped, stdout as given) until it says
+    /// "you have control".
+    pub fn control_with(&self, args: &[&str], stdout: Stdio) -> Controller {
         let mut child = self
-            .command(&["computer", "attach", id, "--control"])
+            .command(args)
             .stdin(Stdio::piped())
             .stdout(stdout)
             .stderr(Stdio::piped())
@@ -678,6 +684,22 @@ impl RunnerProc {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+    /// Where it serves its own metrics (`--metrics-listen 127.0.0.1:0`): the address its
+    /// log names.
+    pub fn metrics_addr(&self) -> String {
+        wait_for(
+            Duration::from_secs(10),
+            "the Runner's metrics address",
+            || {
+                self.log()
+                    .lines()
+                    .find(|l| l.contains("serving the Runner's metrics"))
+                    .and_then(|l| l.split("addr=").nth(1))
+                    .map(|a| a.split_whitespace().next().unwrap_or("").to_string())
+            },
+        )
+    }
+
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

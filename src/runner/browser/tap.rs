@@ -3,7 +3,7 @@
 //! kernel's peer credentials): the shells its terminal tool starts, or anything else of
 //! the Runner's user, cannot drive a browser through it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
 use super::ManagedBrowser;
+use crate::fsutil::SocketPath;
 
 /// Names the socket in Hermes's environment (a path, not a secret).
 pub const SOCKET_ENV: &str = "YY_BROWSER_SOCKET";
@@ -23,55 +24,27 @@ const MAX_REQUEST: usize = 256 * 1024;
 const MAX_CALLS: usize = 32;
 /// How long a request line may take to arrive.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// sun_path holds 108 bytes; a longer path goes to a private temp directory.
-const SOCKET_PATH_MAX: usize = 100;
 
 pub struct Socket {
-    path: PathBuf,
-    /// A temp directory of its own for a socket whose path would be too long.
-    temp_dir: Option<PathBuf>,
+    path: SocketPath,
     listener: std::sync::Mutex<Option<UnixListener>>,
 }
 
 impl Socket {
     /// Binds `data_dir/browser/tools.sock` (directory 0700).
     pub fn bind(data_dir: &Path) -> std::io::Result<Socket> {
-        use std::os::unix::fs::PermissionsExt;
         let dir = data_dir.join("browser");
         crate::fsutil::create_private_dir(&dir)?;
-        let mut path = dir.join("tools.sock");
-        let mut temp_dir = None;
-        if path.as_os_str().len() > SOCKET_PATH_MAX {
-            let mut bytes = [0u8; 8];
-            rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
-            let t = std::env::temp_dir().join(format!("yy-browser-{}", hex::encode(bytes)));
-            // A fresh name: create_dir fails rather than reuse someone else's directory.
-            std::fs::create_dir(&t)?;
-            std::fs::set_permissions(&t, std::fs::Permissions::from_mode(0o700))?;
-            path = t.join("tools.sock");
-            temp_dir = Some(t);
-        }
-        // A socket left by an earlier run of this Runner (one Runner per data directory).
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)?;
+        let path = SocketPath::new(&dir, "tools.sock", "yy-browser")?;
+        let listener = UnixListener::bind(path.path())?;
         Ok(Socket {
             path,
-            temp_dir,
             listener: std::sync::Mutex::new(Some(listener)),
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for Socket {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-        if let Some(t) = &self.temp_dir {
-            let _ = std::fs::remove_dir(t);
-        }
+        self.path.path()
     }
 }
 

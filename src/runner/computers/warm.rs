@@ -27,7 +27,7 @@ use crate::api::computers::{NetworkMode, StartPayload, StartResult};
 use crate::computer::engine::Engine;
 use crate::computer::host_read::HostWorkspace;
 use crate::computer::session::GuestSession;
-use crate::computer::workspaces::{mounts_under, unmount_under};
+use crate::computer::workspaces::unmount_under;
 use crate::computer::{ComputerError, ComputerSpec, GuestNetwork};
 
 /// Warm computers kept by default (the setting takes 0-8).
@@ -84,30 +84,15 @@ async fn mount(args: &[&std::ffi::OsStr]) -> Result<(), ComputerError> {
     )))
 }
 
-async fn umount(dir: &Path) -> bool {
-    tokio::process::Command::new("umount")
-        .arg(dir)
-        .output()
-        .await
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Unbinds whatever is mounted on `slot` (a claimed workspace, the slot's own bind) and
-/// removes the directory.
+/// Unbinds whatever is mounted on `slot` (a claimed workspace, the slot's own bind: both
+/// at the same point, latest first) and removes the directory.
 async fn clear_slot(slot: &Path) {
-    for _ in 0..4 {
-        if !mounts_under(slot).contains(&slot.to_path_buf()) {
-            break;
-        }
-        if !umount(slot).await {
-            let _ = tokio::process::Command::new("umount")
-                .arg("-l")
-                .arg(slot)
-                .output()
-                .await;
-        }
-    }
-    let _ = std::fs::remove_dir(slot);
+    let dir = slot.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || {
+        unmount_under(&dir);
+        let _ = std::fs::remove_dir(&dir);
+    })
+    .await;
 }
 
 impl Warm {
