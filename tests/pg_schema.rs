@@ -27,7 +27,7 @@ fn sqlite_store_schema() -> Schema {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("data")).unwrap();
     store
-        .call_blocking(|conn| Ok(logical_schema::sqlite::schema(conn)))
+        .call_blocking(|conn| Ok(logical_schema::sqlite::schema(conn.sqlite().unwrap())))
         .unwrap()
 }
 

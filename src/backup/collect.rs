@@ -240,7 +240,7 @@ pub fn server_identity_of(path: &Path) -> Option<String> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .ok()?;
-    crate::server::store::server_identity(&conn)
+    crate::server::store::server_identity(&crate::server::store::Db::Sqlite(conn))
 }
 
 /// A file removed when dropped (temporary snapshots and half-written archives).

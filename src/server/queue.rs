@@ -4,11 +4,11 @@
 //! has new work, and waiters on outcomes whenever a command of that Runner changed.
 //! Handlers parse, call one method here, and shape the view.
 
+use crate::server::store::Db;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::Connection;
 use tokio::sync::watch;
 
 use super::hub::{GenerationError, Hub, RunnerSignals};
@@ -118,7 +118,7 @@ impl Queue {
     async fn change<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Touches + Send + 'static,
-        F: FnOnce(&mut Connection, QueueLimits) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db, QueueLimits) -> Result<R, StoreError> + Send + 'static,
     {
         let limits = self.limits;
         let done = self.store.call(move |c| f(c, limits)).await?;

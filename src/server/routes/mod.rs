@@ -12,6 +12,7 @@ mod sessions;
 mod status;
 mod teams;
 
+use crate::server::store::Db;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
@@ -262,7 +263,7 @@ fn check_name(kind: &str, name: &str) -> Result<(), ApiError> {
 /// Answers with the view of what one store call returns.
 async fn one<R, V>(
     state: &AppState,
-    f: impl FnOnce(&mut rusqlite::Connection) -> Result<R, StoreError> + Send + 'static,
+    f: impl FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
 ) -> Result<Json<V>, ApiError>
 where
     R: Into<V> + Send + 'static,
@@ -273,7 +274,7 @@ where
 /// Answers with the views of the rows one store call returns.
 async fn many<R, V>(
     state: &AppState,
-    f: impl FnOnce(&mut rusqlite::Connection) -> Result<Vec<R>, StoreError> + Send + 'static,
+    f: impl FnOnce(&mut Db) -> Result<Vec<R>, StoreError> + Send + 'static,
 ) -> Result<Json<Vec<V>>, ApiError>
 where
     R: Into<V> + Send + 'static,

@@ -1,5 +1,6 @@
 //! Teams, goals and subtasks (the operator's side; admin agents use team tools).
 
+use crate::server::store::Db;
 use axum::Json;
 use axum::extract::{Path, State};
 
@@ -21,10 +22,7 @@ fn actor(caller: &Caller) -> Actor {
 }
 
 /// Runs one change in one savepoint (it nests in the store's batch transaction).
-fn in_tx<R>(
-    c: &mut rusqlite::Connection,
-    f: impl FnOnce(&rusqlite::Connection) -> Result<R, StoreError>,
-) -> Result<R, StoreError> {
+fn in_tx<R>(c: &mut Db, f: impl FnOnce(&Db) -> Result<R, StoreError>) -> Result<R, StoreError> {
     let tx = c.savepoint()?;
     let r = f(&tx)?;
     tx.commit()?;
@@ -35,7 +33,7 @@ fn in_tx<R>(
 async fn read<R: Send + 'static>(
     state: &AppState,
     caller: &Caller,
-    f: impl FnOnce(&rusqlite::Connection, &Actor) -> Result<R, StoreError> + Send + 'static,
+    f: impl FnOnce(&Db, &Actor) -> Result<R, StoreError> + Send + 'static,
 ) -> Result<Json<R>, ApiError> {
     let actor = actor(caller);
     Ok(Json(state.store.call(move |c| f(c, &actor)).await?))
@@ -46,7 +44,7 @@ async fn change<R: Send + 'static>(
     state: &AppState,
     caller: &Caller,
     kick: bool,
-    f: impl FnOnce(&rusqlite::Connection, &Actor) -> Result<R, StoreError> + Send + 'static,
+    f: impl FnOnce(&Db, &Actor) -> Result<R, StoreError> + Send + 'static,
 ) -> Result<Json<R>, ApiError> {
     let actor = actor(caller);
     let r = state
@@ -89,7 +87,7 @@ async fn team_change(
     state: &AppState,
     caller: &Caller,
     kick: bool,
-    f: impl FnOnce(&rusqlite::Connection, &Actor) -> Result<TeamRow, StoreError> + Send + 'static,
+    f: impl FnOnce(&Db, &Actor) -> Result<TeamRow, StoreError> + Send + 'static,
 ) -> Result<Json<wire::Team>, ApiError> {
     change(state, caller, kick, move |tx, actor| {
         teams::view(tx, f(tx, actor)?)

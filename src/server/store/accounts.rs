@@ -1,6 +1,7 @@
 //! Accounts and API tokens.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::ids::Kind;
 use super::{StoreError, get_by_id, is_unique_violation, new_id, not_found};
@@ -31,7 +32,7 @@ impl From<AccountRow> for views::Account {
 
 const COLUMNS: &str = "id, username, admin, created_at, disabled_at";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountRow> {
+fn row(r: &Row<'_>) -> rusqlite::Result<AccountRow> {
     from_columns!(r => AccountRow {
         id,
         username,
@@ -42,7 +43,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountRow> {
 }
 
 pub fn create(
-    conn: &Connection,
+    conn: &Db,
     username: &str,
     password_hash: &str,
     admin: bool,
@@ -68,13 +69,13 @@ pub fn create(
     Ok(account)
 }
 
-pub fn list(conn: &Connection) -> Result<Vec<AccountRow>, StoreError> {
+pub fn list(conn: &Db) -> Result<Vec<AccountRow>, StoreError> {
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM accounts ORDER BY username"))?;
     let rows = stmt.query_map([], row)?.collect::<Result<_, _>>()?;
     Ok(rows)
 }
 
-pub fn get_by_name(conn: &Connection, username: &str) -> Result<AccountRow, StoreError> {
+pub fn get_by_name(conn: &Db, username: &str) -> Result<AccountRow, StoreError> {
     not_found(
         conn.query_row(
             &format!("SELECT {COLUMNS} FROM accounts WHERE username = ?1"),
@@ -86,10 +87,7 @@ pub fn get_by_name(conn: &Connection, username: &str) -> Result<AccountRow, Stor
 }
 
 /// The account and its password hash, for a login attempt.
-pub fn credentials(
-    conn: &Connection,
-    username: &str,
-) -> Result<Option<(AccountRow, String)>, StoreError> {
+pub fn credentials(conn: &Db, username: &str) -> Result<Option<(AccountRow, String)>, StoreError> {
     Ok(conn
         .query_row(
             &format!("SELECT {COLUMNS}, password_hash FROM accounts WHERE username = ?1"),
@@ -100,7 +98,7 @@ pub fn credentials(
 }
 
 /// The account's name when it is disabled (its work is refused and stopped).
-pub fn disabled_name(conn: &Connection, id: &str) -> Result<Option<String>, StoreError> {
+pub fn disabled_name(conn: &Db, id: &str) -> Result<Option<String>, StoreError> {
     Ok(conn
         .prepare_cached("SELECT username FROM accounts WHERE id = ?1 AND disabled_at IS NOT NULL")?
         .query_row([id], |r| r.get(0))
@@ -108,11 +106,7 @@ pub fn disabled_name(conn: &Connection, id: &str) -> Result<Option<String>, Stor
 }
 
 /// Stores a new token (by its hash) and returns the token's id.
-pub fn insert_token(
-    conn: &Connection,
-    account_id: &str,
-    token_hash: &str,
-) -> Result<String, StoreError> {
+pub fn insert_token(conn: &Db, account_id: &str, token_hash: &str) -> Result<String, StoreError> {
     let id = new_id();
     conn.execute(
         "INSERT INTO api_tokens (id, account_id, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
@@ -125,7 +119,7 @@ pub fn insert_token(
 /// until its account is disabled, and until it was unused for `lifetime_ms` (each use
 /// extends it).
 pub fn authenticate(
-    conn: &Connection,
+    conn: &Db,
     token_hash: &str,
     lifetime_ms: i64,
 ) -> Result<Option<(AccountRow, String)>, StoreError> {
@@ -155,7 +149,7 @@ pub fn authenticate(
     Ok(Some((account, token_id)))
 }
 
-pub fn revoke_token(conn: &Connection, token_id: &str) -> Result<(), StoreError> {
+pub fn revoke_token(conn: &Db, token_id: &str) -> Result<(), StoreError> {
     conn.execute(
         "UPDATE api_tokens SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
         params![now_ms(), token_id],
@@ -165,7 +159,7 @@ pub fn revoke_token(conn: &Connection, token_id: &str) -> Result<(), StoreError>
 
 /// Disables or enables an account. Disabling revokes all its tokens in the same transaction.
 pub fn set_disabled(
-    conn: &mut Connection,
+    conn: &mut Db,
     username: &str,
     disabled: bool,
 ) -> Result<AccountRow, StoreError> {
@@ -186,7 +180,7 @@ pub fn set_disabled(
 }
 
 /// Marks an account disabled (keeping the first time) and revokes its live tokens.
-fn mark_disabled(conn: &Connection, account_id: &str, now: i64) -> Result<(), StoreError> {
+fn mark_disabled(conn: &Db, account_id: &str, now: i64) -> Result<(), StoreError> {
     conn.execute(
         "UPDATE accounts SET disabled_at = coalesce(disabled_at, ?1) WHERE id = ?2",
         params![now, account_id],
@@ -203,7 +197,7 @@ fn mark_disabled(conn: &Connection, account_id: &str, now: i64) -> Result<(), St
 /// Returns the sessions whose running turns must now be stopped (a stop needs its Runner
 /// to confirm it, so the caller queues those).
 pub fn disable(
-    conn: &mut Connection,
+    conn: &mut Db,
     username: &str,
 ) -> Result<(AccountRow, Vec<crate::api::ids::SessionId>), StoreError> {
     let tx = conn.savepoint()?;
@@ -245,7 +239,7 @@ pub fn disable(
 
 /// Sets a password and revokes every token of the account except `keep`.
 pub fn set_password(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     password_hash: &str,
     keep: Option<&str>,
@@ -291,7 +285,7 @@ impl TokenRow {
 const TOKEN_COLUMNS: &str =
     "t.id, t.account_id, a.username, t.created_at, t.last_used_at, t.revoked_at";
 
-fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
+fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
     from_columns!(r => TokenRow {
         id,
         account_id,
@@ -304,7 +298,7 @@ fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
 
 /// Live tokens (not revoked, not expired), of one account or of all, newest first.
 pub fn list_tokens(
-    conn: &Connection,
+    conn: &Db,
     username: Option<&str>,
     lifetime_ms: i64,
 ) -> Result<Vec<TokenRow>, StoreError> {
@@ -327,7 +321,7 @@ pub fn list_tokens(
 }
 
 /// One token by id (revoked ones too).
-pub fn get_token(conn: &Connection, id: &str) -> Result<TokenRow, StoreError> {
+pub fn get_token(conn: &Db, id: &str) -> Result<TokenRow, StoreError> {
     let sql = format!(
         "SELECT {TOKEN_COLUMNS} FROM api_tokens t JOIN accounts a ON a.id = t.account_id
          WHERE t.id = ?1"

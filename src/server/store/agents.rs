@@ -1,6 +1,7 @@
 //! Agents: persistent identities with a profile, a source and an execution environment.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::catalog::{self, ProfileRow, conflict_on_unique};
 use super::{StoreError, new_id, not_found};
@@ -52,7 +53,7 @@ const SELECT: &str = "SELECT g.id, g.name, g.account_id, a.username, s.name, p.n
     JOIN sources s ON s.id = g.source_id
     JOIN profiles p ON p.id = g.profile_id";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
+fn row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
     let env: String = r.get(6)?;
     Ok(AgentRow {
         id: r.get(0)?,
@@ -94,7 +95,7 @@ fn check_browser(name: &str, env: AgentEnv, browser: bool) -> Result<(), StoreEr
 /// or the agent archived. A Runner that is offline closes every context when it connects
 /// again, so a command it never leases loses nothing.
 pub fn close_browser_in(
-    tx: &Connection,
+    tx: &Db,
     agent: &AgentRow,
     remove_profile: bool,
 ) -> Result<Vec<RunnerId>, StoreError> {
@@ -165,7 +166,7 @@ fn check_env(profile: &ProfileRow, env: AgentEnv) -> Result<(), StoreError> {
 /// Creates an agent; the per-account limit is checked and the row inserted in one
 /// savepoint, which holds the write lock (the batch's IMMEDIATE transaction, or its own
 /// first write), so concurrent creators cannot pass the limit together.
-pub fn create(conn: &mut Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreError> {
+pub fn create(conn: &mut Db, new: NewAgent<'_>) -> Result<AgentRow, StoreError> {
     let tx = conn.savepoint()?;
     let agent = create_in(&tx, new)?;
     tx.commit()?;
@@ -173,7 +174,7 @@ pub fn create(conn: &mut Connection, new: NewAgent<'_>) -> Result<AgentRow, Stor
 }
 
 /// [`create`] inside the caller's transaction (team tools create members this way).
-pub fn create_in(tx: &Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreError> {
+pub fn create_in(tx: &Db, new: NewAgent<'_>) -> Result<AgentRow, StoreError> {
     let source = match new.source {
         Some(s) => catalog::get_source(tx, s)?,
         None => {
@@ -239,7 +240,7 @@ pub fn create_in(tx: &Connection, new: NewAgent<'_>) -> Result<AgentRow, StoreEr
     get(tx, new.account_id, &id)
 }
 
-pub fn list(conn: &Connection, archived: bool) -> Result<Vec<AgentRow>, StoreError> {
+pub fn list(conn: &Db, archived: bool) -> Result<Vec<AgentRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "{SELECT} WHERE ?1 OR g.archived_at IS NULL ORDER BY a.username, g.name, g.created_at"
     ))?;
@@ -248,7 +249,7 @@ pub fn list(conn: &Connection, archived: bool) -> Result<Vec<AgentRow>, StoreErr
 }
 
 /// An active agent of `account_id` by name, or any agent by id.
-pub fn get(conn: &Connection, account_id: &str, key: &str) -> Result<AgentRow, StoreError> {
+pub fn get(conn: &Db, account_id: &str, key: &str) -> Result<AgentRow, StoreError> {
     not_found(
         conn.query_row(
             &format!(
@@ -270,7 +271,7 @@ pub struct AgentChange<'a> {
 
 /// Changes an agent; also returns the Runners asked to close its browser (turned off).
 pub fn update(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     key: &str,
     change: AgentChange<'_>,
@@ -347,7 +348,7 @@ pub fn update(
 
 /// Archives an agent; also returns the Runners asked to remove its browser.
 pub fn archive(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     key: &str,
 ) -> Result<(AgentRow, Vec<RunnerId>), StoreError> {

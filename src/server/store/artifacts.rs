@@ -2,7 +2,8 @@
 //! bytes are files (see `server::artifacts`); a row is `ready` only once the whole file was
 //! checked and renamed into place.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::{StoreError, agents, commands, runners, sessions};
 use crate::api::artifacts::{
@@ -90,7 +91,7 @@ const SELECT: &str = "SELECT f.id, f.kind, f.name, f.size, f.sha256, f.chunk_siz
     LEFT JOIN agents g ON g.id = f.agent_id
     LEFT JOIN session_turns t ON t.id = f.turn_id";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ArtifactRow> {
+fn row(r: &Row<'_>) -> rusqlite::Result<ArtifactRow> {
     Ok(ArtifactRow {
         id: r.get(0)?,
         kind: r.get(1)?,
@@ -121,7 +122,7 @@ fn no_artifact(key: &str) -> StoreError {
 }
 
 /// An artifact by id or unique id prefix.
-pub fn get(conn: &Connection, key: &str) -> Result<ArtifactRow, StoreError> {
+pub fn get(conn: &Db, key: &str) -> Result<ArtifactRow, StoreError> {
     let id = super::ids::resolve(conn, super::ids::Kind::Artifact, key)?;
     conn.prepare_cached(&format!("{SELECT} WHERE f.id = ?1"))?
         .query_row([&id], row)
@@ -130,10 +131,7 @@ pub fn get(conn: &Connection, key: &str) -> Result<ArtifactRow, StoreError> {
 }
 
 /// The newest artifact a command uploads (a fetch has at most one), if it began.
-pub fn for_command(
-    conn: &Connection,
-    command_id: &CommandId,
-) -> Result<Option<ArtifactRow>, StoreError> {
+pub fn for_command(conn: &Db, command_id: &CommandId) -> Result<Option<ArtifactRow>, StoreError> {
     Ok(conn
         .prepare_cached(&format!(
             "{SELECT} WHERE f.command_id = ?1 ORDER BY f.created_at DESC LIMIT 1"
@@ -144,7 +142,7 @@ pub fn for_command(
 
 /// Artifacts, newest first: one session's, or all; only `account_id`'s unless `None`.
 pub fn list(
-    conn: &Connection,
+    conn: &Db,
     session_id: Option<&SessionId>,
     account_id: Option<&str>,
 ) -> Result<Vec<ArtifactRow>, StoreError> {
@@ -174,7 +172,7 @@ pub struct Provenance {
 /// generation; for a turn, its agent is active, its session open, and its profile still
 /// among the Runner's allowedProfiles.
 pub fn authorize(
-    conn: &Connection,
+    conn: &Db,
     runner_id: &RunnerId,
     generation: Generation,
     command_id: &CommandId,
@@ -278,7 +276,7 @@ fn check_begin(b: &UploadBegin) -> Result<String, StoreError> {
 /// Begins an upload, or resumes the one of the same command, name, size and SHA-256 (an
 /// interrupted transfer goes on from its last verified chunk).
 pub fn begin(
-    conn: &mut Connection,
+    conn: &mut Db,
     runner_id: &RunnerId,
     generation: Generation,
     b: &UploadBegin,
@@ -361,7 +359,7 @@ pub fn begin(
 /// An upload of this Runner's running command, re-authorized: what a chunk or finish
 /// request may act on.
 pub fn for_transfer(
-    conn: &Connection,
+    conn: &Db,
     runner_id: &RunnerId,
     generation: Generation,
     id: &str,
@@ -377,7 +375,7 @@ pub fn for_transfer(
 }
 
 /// Records that the bytes up to `received` are verified and on disk.
-pub fn record_received(conn: &Connection, id: &str, received: i64) -> Result<(), StoreError> {
+pub fn record_received(conn: &Db, id: &str, received: i64) -> Result<(), StoreError> {
     conn.execute(
         "UPDATE artifacts SET received = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4",
         params![id, received, now_ms(), ArtifactState::Uploading],
@@ -386,12 +384,12 @@ pub fn record_received(conn: &Connection, id: &str, received: i64) -> Result<(),
 }
 
 /// Back to the start: the stored part did not match what was recorded.
-pub fn restart(conn: &Connection, id: &str) -> Result<(), StoreError> {
+pub fn restart(conn: &Db, id: &str) -> Result<(), StoreError> {
     record_received(conn, id, 0)
 }
 
 /// The whole file was verified (its SHA-256 `sha256`) and renamed into place.
-pub fn mark_ready(conn: &Connection, id: &str, sha256: &str) -> Result<ArtifactRow, StoreError> {
+pub fn mark_ready(conn: &Db, id: &str, sha256: &str) -> Result<ArtifactRow, StoreError> {
     let now = now_ms();
     conn.execute(
         "UPDATE artifacts SET state = ?2, received = size, sha256 = ?4, finished_at = ?3,
@@ -403,7 +401,7 @@ pub fn mark_ready(conn: &Connection, id: &str, sha256: &str) -> Result<ArtifactR
 
 /// A verified file a user uploaded for a turn (`yy chat --attach`); the file is in place.
 pub fn create_input(
-    conn: &Connection,
+    conn: &Db,
     id: &str,
     account_id: &str,
     name: &str,
@@ -432,7 +430,7 @@ pub fn create_input(
 /// The attached inputs a turn asks for (inside the admission transaction): each must be
 /// the caller's, ready, and not attached to another turn.
 pub fn attachable(
-    conn: &Connection,
+    conn: &Db,
     account_id: &str,
     keys: &[String],
 ) -> Result<Vec<wire::AttachmentRef>, StoreError> {
@@ -486,10 +484,7 @@ impl InputFile {
 
 /// The files attached to earlier turns of a session that are still kept (the newest
 /// [`MAX_ATTACHMENTS`]), to go under `attachments/` again when it moves to another Runner.
-pub fn session_uploads(
-    conn: &Connection,
-    session_id: &SessionId,
-) -> Result<Vec<InputFile>, StoreError> {
+pub fn session_uploads(conn: &Db, session_id: &SessionId) -> Result<Vec<InputFile>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id FROM artifacts WHERE session_id = ?1 AND kind = ?2 AND state = ?3
          ORDER BY created_at DESC LIMIT ?4",
@@ -523,7 +518,7 @@ pub const MAX_TURN_INPUTS: usize = 32;
 /// account and fit what one guest write carries; the rest are left out (at most
 /// [`MAX_TURN_INPUTS`], each artifact once).
 pub fn turn_inputs(
-    conn: &Connection,
+    conn: &Db,
     account_id: &str,
     files: &[InputFile],
 ) -> Result<Vec<wire::AttachmentRef>, StoreError> {
@@ -557,7 +552,7 @@ pub fn turn_inputs(
 /// most [`MAX_ATTACHMENTS`], each at most what one guest write carries (the limits of
 /// `yy chat --attach`). Returns their full ids.
 pub fn check_subtask_inputs(
-    conn: &Connection,
+    conn: &Db,
     account_id: &str,
     keys: &[String],
 ) -> Result<Vec<String>, StoreError> {
@@ -591,7 +586,7 @@ pub fn check_subtask_inputs(
 /// Ties the attached inputs to the turn's command: from now on only that command's Runner
 /// may download them, while the command runs.
 pub fn link(
-    conn: &Connection,
+    conn: &Db,
     command: &commands::CommandRow,
     payload: &crate::api::sessions::WorkerTurnPayload,
 ) -> Result<(), StoreError> {
@@ -622,7 +617,7 @@ pub fn link(
 /// now in this generation, whose turn works on a subtask that lists the artifact, of a goal
 /// of the artifact's account (so: that Runner, that account and that goal's team only).
 pub fn for_download(
-    conn: &Connection,
+    conn: &Db,
     runner_id: &RunnerId,
     generation: Generation,
     id: &str,
@@ -710,7 +705,7 @@ pub fn for_download(
 }
 
 /// Ids of uploads that never finished and whose command has ended: their parts can go.
-pub fn abandoned(conn: &Connection) -> Result<Vec<String>, StoreError> {
+pub fn abandoned(conn: &Db) -> Result<Vec<String>, StoreError> {
     let mut stmt = conn.prepare(
         "SELECT f.id FROM artifacts f JOIN runner_commands c ON c.id = f.command_id
          WHERE f.state = ?1 AND c.state NOT IN ('pending', 'leased', 'running')",
@@ -721,7 +716,7 @@ pub fn abandoned(conn: &Connection) -> Result<Vec<String>, StoreError> {
     Ok(ids)
 }
 
-pub fn delete(conn: &Connection, id: &str) -> Result<(), StoreError> {
+pub fn delete(conn: &Db, id: &str) -> Result<(), StoreError> {
     conn.execute("DELETE FROM artifacts WHERE id = ?1", [id])?;
     Ok(())
 }

@@ -21,9 +21,8 @@ use std::sync::Mutex;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
-
 use super::StoreError;
+use super::db::{Db, Dialect};
 
 /// At most this many calls share a commit, so the first of them is not kept waiting
 /// behind a long queue.
@@ -38,7 +37,9 @@ pub(super) trait Job: Send {
     /// Whether its answer waits for the disk (all but [`super::Store::call_relaxed`]).
     fn durable(&self) -> bool;
     /// Runs the work and keeps its result for [`Job::answer`].
-    fn run(&mut self, conn: &mut Connection);
+    fn run(&mut self, conn: &mut Db);
+    /// Whether it ran and returned an error.
+    fn failed(&self) -> bool;
     /// Replaces the result with an error (the savepoint around it failed).
     fn fail(&mut self, e: StoreError);
     /// Sends the result, or `lost` when the batch was not committed. A call that panicked
@@ -74,7 +75,7 @@ impl<F, R> Call<F, R> {
 impl<F, R> Job for Call<F, R>
 where
     R: Send + 'static,
-    F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
 {
     fn alone(&self) -> bool {
         self.alone
@@ -84,10 +85,14 @@ where
         self.durable
     }
 
-    fn run(&mut self, conn: &mut Connection) {
+    fn run(&mut self, conn: &mut Db) {
         if let Some(work) = self.work.take() {
             self.result = Some(work(conn));
         }
+    }
+
+    fn failed(&self) -> bool {
+        matches!(self.result, Some(Err(_)))
     }
 
     fn fail(&mut self, e: StoreError) {
@@ -117,7 +122,7 @@ where
 
 /// The database thread: runs jobs until every [`super::Store`] is gone. Jobs that arrive
 /// while a batch runs are taken under the same lock, without a wake-up in between.
-pub(super) fn run_jobs(conn: &Mutex<Connection>, queue: &Receiver<Box<dyn Job>>) {
+pub(super) fn run_jobs(conn: &Mutex<Db>, queue: &Receiver<Box<dyn Job>>) {
     // The connection starts with `synchronous=FULL` (configure()).
     let mut syncing = true;
     while let Ok(first) = queue.recv() {
@@ -128,11 +133,7 @@ pub(super) fn run_jobs(conn: &Mutex<Connection>, queue: &Receiver<Box<dyn Job>>)
             let durable = job.alone() || job.durable();
             if durable != syncing {
                 // Outside any transaction here (SQLite refuses the change inside one).
-                match guard.pragma_update(
-                    None,
-                    "synchronous",
-                    if durable { "FULL" } else { "NORMAL" },
-                ) {
+                match guard.set_durable(durable) {
                     Ok(()) => syncing = durable,
                     Err(e) => tracing::error!(error = %e, "cannot change synchronous"),
                 }
@@ -147,11 +148,31 @@ pub(super) fn run_jobs(conn: &Mutex<Connection>, queue: &Receiver<Box<dyn Job>>)
     }
 }
 
-fn run_alone(conn: &mut Connection, mut job: Box<dyn Job>) {
+fn run_alone(conn: &mut Db, mut job: Box<dyn Job>) {
+    if conn.dialect() == Dialect::Postgres {
+        // Only SQLite has an autocommit mode the store uses (checkpoints); on PostgreSQL
+        // the store's savepoints need a transaction around them.
+        return run_in_transaction(conn, job);
+    }
     // A panicking job drops its reply channel (the caller gets an error) and must not take
     // the thread, and so the whole server, down with it.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(conn)));
     job.answer(None);
+}
+
+/// One job in a transaction of its own.
+fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>) {
+    if let Err(e) = conn.begin() {
+        return job.answer(Some(&e.to_string()));
+    }
+    run_in_savepoint(conn, job.as_mut());
+    match conn.execute_batch("COMMIT") {
+        Ok(()) => job.answer(None),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            job.answer(Some(&e.to_string()));
+        }
+    }
 }
 
 /// Runs `first` and whatever arrives meanwhile (up to the bounds) in one transaction,
@@ -159,13 +180,13 @@ fn run_alone(conn: &mut Connection, mut job: Box<dyn Job>) {
 /// durable one when the batch does not sync, or the first that arrived after the batch
 /// closed.
 fn run_batch(
-    conn: &mut Connection,
+    conn: &mut Db,
     first: Box<dyn Job>,
     queue: &Receiver<Box<dyn Job>>,
     syncing: bool,
 ) -> Option<Box<dyn Job>> {
     let started = Instant::now();
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = conn.begin() {
         first.answer(Some(&e.to_string()));
         return queue.try_recv().ok();
     }
@@ -180,9 +201,9 @@ fn run_batch(
         run_in_savepoint(conn, job.as_mut());
         ran.push(job);
         if conn.is_autocommit() {
-            // SQLite ended the whole transaction (disk full, I/O error): nothing of the
-            // batch is kept, so no call of it may say otherwise.
-            answer_all(ran, Some("SQLite rolled the transaction back"));
+            // The database ended the whole transaction (disk full, I/O error, a lost
+            // connection): nothing of the batch is kept, so no call of it may say otherwise.
+            answer_all(ran, Some("the database rolled the transaction back"));
             return queue.try_recv().ok();
         }
         if ran.len() < MAX_BATCH_CALLS && started.elapsed() < MAX_BATCH_TIME {
@@ -207,7 +228,7 @@ fn answer_all(jobs: Vec<Box<dyn Job>>, lost: Option<&str>) {
 
 /// Runs one job inside the batch, in a savepoint of its own: released when it returns
 /// (also with an error, see the module's comment), rolled back when it panics.
-fn run_in_savepoint(conn: &mut Connection, job: &mut dyn Job) {
+fn run_in_savepoint(conn: &mut Db, job: &mut dyn Job) {
     if let Err(e) = savepoint(conn, "SAVEPOINT yy_call") {
         job.fail(e.into());
         return;
@@ -217,6 +238,18 @@ fn run_in_savepoint(conn: &mut Connection, job: &mut dyn Job) {
         return;
     }
     let ended = match ran {
+        // PostgreSQL: a statement of it failed and it went on (or returned without undoing
+        // its own savepoint): nothing of it can be kept. Its own error, if it returned
+        // one, says why better than the refused RELEASE would.
+        Ok(()) if conn.aborted() => {
+            let _ = conn.execute_batch("ROLLBACK TO yy_call; RELEASE yy_call");
+            if !job.failed() {
+                job.fail(StoreError::Task(
+                    "a statement of this change failed; nothing of it was kept".into(),
+                ));
+            }
+            return;
+        }
         Ok(()) => savepoint(conn, "RELEASE yy_call"),
         Err(_) => conn.execute_batch("ROLLBACK TO yy_call; RELEASE yy_call"),
     };
@@ -228,6 +261,6 @@ fn run_in_savepoint(conn: &mut Connection, job: &mut dyn Job) {
 }
 
 /// A savepoint statement, prepared once (two per call on the hot path).
-fn savepoint(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+fn savepoint(conn: &Db, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }

@@ -2,10 +2,11 @@
 //! batch keeps when one of its calls fails, panics or its COMMIT fails, and that an answer
 //! comes only once its change is committed.
 
+use super::db::Db;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::OpenFlags;
 
 use super::{Store, StoreError, db_path};
 
@@ -22,8 +23,11 @@ async fn store() -> (tempfile::TempDir, Store) {
 
 /// The rows of `t` as a second connection sees them: only what is committed.
 fn committed_rows(dir: &tempfile::TempDir) -> Vec<String> {
-    let other =
-        Connection::open_with_flags(db_path(dir.path()), OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let other = rusqlite::Connection::open_with_flags(
+        db_path(dir.path()),
+        OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
     let mut stmt = other.prepare("SELECT v FROM t ORDER BY v").unwrap();
     stmt.query_map([], |r| r.get(0))
         .unwrap()
@@ -31,7 +35,7 @@ fn committed_rows(dir: &tempfile::TempDir) -> Vec<String> {
         .unwrap()
 }
 
-fn insert(c: &Connection, v: &str) -> Result<(), StoreError> {
+fn insert(c: &Db, v: &str) -> Result<(), StoreError> {
     c.execute("INSERT INTO t (v) VALUES (?1)", [v])?;
     Ok(())
 }
@@ -60,7 +64,7 @@ async fn hold_the_thread(store: &Store) -> mpsc::Sender<()> {
 /// inspected: the calls are spawned in order on a current-thread runtime).
 fn spawn_call<R: Send + 'static>(
     store: &Store,
-    f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    f: impl FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
 ) -> tokio::task::JoinHandle<Result<R, StoreError>> {
     let store = store.clone();
     tokio::spawn(async move { store.call(f).await })
@@ -195,8 +199,11 @@ async fn a_batch_takes_no_more_than_its_bound() {
     let (dir, store) = store().await;
     // A second connection's data_version changes at each commit of the store's: calls
     // that read the same value ran in the same batch.
-    let other =
-        Connection::open_with_flags(db_path(dir.path()), OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let other = rusqlite::Connection::open_with_flags(
+        db_path(dir.path()),
+        OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
     let other = std::sync::Arc::new(std::sync::Mutex::new(other));
     let release = hold_the_thread(&store).await;
     let calls = 3 * super::batch::MAX_BATCH_CALLS;
@@ -240,7 +247,7 @@ async fn a_batch_takes_no_more_than_its_bound() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_checkpoint_runs_alone_not_in_a_batch() {
     let (_dir, store) = store().await;
-    let checkpoint = |c: &mut Connection| -> Result<i64, StoreError> {
+    let checkpoint = |c: &mut Db| -> Result<i64, StoreError> {
         Ok(c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?)
     };
     assert!(
@@ -253,10 +260,7 @@ async fn a_checkpoint_runs_alone_not_in_a_batch() {
 #[tokio::test(flavor = "current_thread")]
 async fn the_database_syncs_every_commit() {
     let (_dir, store) = store().await;
-    let synchronous: i64 = store
-        .call(|c| Ok(c.pragma_query_value(None, "synchronous", |r| r.get(0))?))
-        .await
-        .unwrap();
+    let synchronous: i64 = store.call(synchronous).await.unwrap();
     assert_eq!(synchronous, 2, "synchronous=FULL");
 }
 
@@ -277,7 +281,7 @@ async fn a_cached_statement_is_not_prepared_again_at_each_use() {
                     .collect::<Result<_, _>>()?;
                 assert!(rows.is_empty());
             }
-            let stmt = c.prepare_cached(sql)?;
+            let stmt = c.sqlite().unwrap().prepare_cached(sql)?;
             Ok(stmt.get_status(rusqlite::StatementStatus::RePrepare))
         })
         .await
@@ -290,7 +294,7 @@ async fn a_cached_statement_is_not_prepared_again_at_each_use() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_batch_that_cannot_begin_says_so() {
     let (dir, store) = store().await;
-    let other = Connection::open(db_path(dir.path())).unwrap();
+    let other = rusqlite::Connection::open(db_path(dir.path())).unwrap();
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
     let refused = store.call(|c| insert(c, "x")).await.unwrap_err();
     let message = refused.to_string();
@@ -300,8 +304,10 @@ async fn a_batch_that_cannot_begin_says_so() {
     assert!(committed_rows(&dir).is_empty());
 }
 
-fn synchronous(c: &mut Connection) -> Result<i64, StoreError> {
-    Ok(c.pragma_query_value(None, "synchronous", |r| r.get(0))?)
+fn synchronous(c: &mut Db) -> Result<i64, StoreError> {
+    Ok(c.sqlite()
+        .unwrap()
+        .pragma_query_value(None, "synchronous", |r| r.get(0))?)
 }
 
 /// A relaxed call commits without an fsync (NORMAL), a durable one with it (FULL); a

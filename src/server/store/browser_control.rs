@@ -4,7 +4,8 @@
 //! [`CONTROL_TTL_MS`], release, hand back (`browser.resume` with the note), and the
 //! operator's looks and input (`browser.screen`) under that fence.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::Db;
+use rusqlite::{OptionalExtension, params};
 
 use super::StoreError;
 use super::agents::{self, AgentRow};
@@ -20,12 +21,12 @@ use crate::api::params::AgentEnv;
 use crate::computer::screen::ScreenAction;
 use crate::timefmt::now_ms;
 
-fn row(conn: &Connection, agent_id: &str) -> Result<Option<Row>, StoreError> {
+fn row(conn: &Db, agent_id: &str) -> Result<Option<Row>, StoreError> {
     row_in(conn, "browser_controls", "agent_id", agent_id)
 }
 
 /// The Runner the agent's control row names.
-fn held_by(conn: &Connection, agent: &AgentRow) -> Result<RunnerId, StoreError> {
+fn held_by(conn: &Db, agent: &AgentRow) -> Result<RunnerId, StoreError> {
     let runner: String = conn.query_row(
         "SELECT runner_id FROM browser_controls WHERE agent_id = ?1",
         [&agent.id],
@@ -43,7 +44,7 @@ fn attach(agent: &AgentRow) -> String {
 }
 
 /// A host agent of the caller's account with the managed browser on.
-fn browsing_agent(conn: &Connection, account_id: &str, key: &str) -> Result<AgentRow, StoreError> {
+fn browsing_agent(conn: &Db, account_id: &str, key: &str) -> Result<AgentRow, StoreError> {
     let agent = agents::get(conn, account_id, key)?;
     match (agent.env, agent.browser) {
         (AgentEnv::Computer, _) => Err(StoreError::Invalid(format!(
@@ -61,7 +62,7 @@ fn browsing_agent(conn: &Connection, account_id: &str, key: &str) -> Result<Agen
 /// The Runner that holds (or will hold) `agent`'s browser: the one a control names, else
 /// the Runner of its latest session, else the first of its source; each only if it
 /// serves managed browsers (`browser-v1`) and is enabled.
-fn runner_of(conn: &Connection, agent: &AgentRow) -> Result<RunnerId, StoreError> {
+fn runner_of(conn: &Db, agent: &AgentRow) -> Result<RunnerId, StoreError> {
     let serving = |id: &str| -> Result<bool, StoreError> {
         let caps: Option<String> = conn
             .query_row(
@@ -110,7 +111,7 @@ fn runner_of(conn: &Connection, agent: &AgentRow) -> Result<RunnerId, StoreError
 }
 
 fn view(
-    conn: &Connection,
+    conn: &Db,
     agent: &AgentRow,
     runner: &RunnerId,
     r: &Row,
@@ -141,7 +142,7 @@ fn view(
 }
 
 /// The browser's control as it stands (fence 0, nobody, when never taken).
-pub fn show(conn: &Connection, account_id: &str, key: &str) -> Result<BrowserControl, StoreError> {
+pub fn show(conn: &Db, account_id: &str, key: &str) -> Result<BrowserControl, StoreError> {
     let agent = browsing_agent(conn, account_id, key)?;
     let runner = runner_of(conn, &agent)?;
     let r = row(conn, &agent.id)?.unwrap_or(Row {
@@ -157,7 +158,7 @@ pub fn show(conn: &Connection, account_id: &str, key: &str) -> Result<BrowserCon
 /// marks the model paused and queues `browser.pause` (which also opens the browser, its
 /// network open for the operator).
 pub fn take(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     key: &str,
     limits: QueueLimits,
@@ -197,7 +198,7 @@ pub fn take(
 
 /// Renews (`release` false) or releases the caller's control under `fence`.
 pub fn renew_or_release(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     key: &str,
     fence: i64,
@@ -245,7 +246,7 @@ pub fn renew_or_release(
 /// Hands the browser back: the model's browser calls go on, the first with `note`.
 /// Refused while another operator's control is live, and when nothing is paused.
 pub fn handback(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     key: &str,
     note: &str,
@@ -284,7 +285,7 @@ pub fn handback(
 /// at the latest frame) the agent's browser: `browser.screen` on its Runner. Input is
 /// audited.
 pub fn screen(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     key: &str,
     action: &ScreenAction,
@@ -328,7 +329,7 @@ pub fn screen(
 /// Asks the agent's Runner to close its browser now (`yy browser close`); the profile
 /// stays.
 pub fn close(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     key: &str,
     limits: QueueLimits,

@@ -1,7 +1,8 @@
 //! Sources (Hermes connections Bots come from) and profiles (a Hermes profile name and its
 //! guest `terminal.cwd`).
 
-use rusqlite::{Connection, params};
+use super::db::{Db, Row};
+use rusqlite::params;
 
 use super::{StoreError, is_unique_violation, new_id, not_found};
 use crate::api::words::{self, plural};
@@ -29,7 +30,7 @@ impl From<SourceRow> for views::Source {
     }
 }
 
-fn source_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceRow> {
+fn source_row(r: &Row<'_>) -> rusqlite::Result<SourceRow> {
     Ok(SourceRow {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -41,11 +42,7 @@ fn source_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceRow> {
 
 const SOURCE_COLUMNS: &str = "id, name, description, created_at, archived_at";
 
-pub fn create_source(
-    conn: &Connection,
-    name: &str,
-    description: &str,
-) -> Result<SourceRow, StoreError> {
+pub fn create_source(conn: &Db, name: &str, description: &str) -> Result<SourceRow, StoreError> {
     let row = SourceRow {
         id: new_id(),
         name: name.into(),
@@ -61,7 +58,7 @@ pub fn create_source(
     Ok(row)
 }
 
-pub fn list_sources(conn: &Connection, archived: bool) -> Result<Vec<SourceRow>, StoreError> {
+pub fn list_sources(conn: &Db, archived: bool) -> Result<Vec<SourceRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {SOURCE_COLUMNS} FROM sources WHERE ?1 OR archived_at IS NULL ORDER BY name, created_at"
     ))?;
@@ -72,7 +69,7 @@ pub fn list_sources(conn: &Connection, archived: bool) -> Result<Vec<SourceRow>,
 }
 
 /// An active source by name, or any source by id.
-pub fn get_source(conn: &Connection, key: &str) -> Result<SourceRow, StoreError> {
+pub fn get_source(conn: &Db, key: &str) -> Result<SourceRow, StoreError> {
     not_found(
         conn.query_row(
             &format!(
@@ -87,7 +84,7 @@ pub fn get_source(conn: &Connection, key: &str) -> Result<SourceRow, StoreError>
 }
 
 pub fn update_source(
-    conn: &Connection,
+    conn: &Db,
     key: &str,
     description: Option<&str>,
 ) -> Result<SourceRow, StoreError> {
@@ -102,7 +99,7 @@ pub fn update_source(
 }
 
 /// Archives a source that no active agent or enabled Runner uses.
-pub fn archive_source(conn: &mut Connection, key: &str) -> Result<SourceRow, StoreError> {
+pub fn archive_source(conn: &mut Db, key: &str) -> Result<SourceRow, StoreError> {
     let tx = conn.savepoint()?;
     let source = get_source(&tx, key)?;
     if source.archived_at.is_some() {
@@ -179,7 +176,7 @@ impl From<ProfileRow> for views::Profile {
     }
 }
 
-fn profile_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ProfileRow> {
+fn profile_row(r: &Row<'_>) -> rusqlite::Result<ProfileRow> {
     Ok(ProfileRow {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -204,11 +201,7 @@ pub fn check_cwd(cwd: &str) -> Result<(), String> {
     })
 }
 
-pub fn create_profile(
-    conn: &Connection,
-    name: &str,
-    cwd: Option<&str>,
-) -> Result<ProfileRow, StoreError> {
+pub fn create_profile(conn: &Db, name: &str, cwd: Option<&str>) -> Result<ProfileRow, StoreError> {
     let row = ProfileRow {
         id: new_id(),
         name: name.into(),
@@ -224,7 +217,7 @@ pub fn create_profile(
     Ok(row)
 }
 
-pub fn list_profiles(conn: &Connection, archived: bool) -> Result<Vec<ProfileRow>, StoreError> {
+pub fn list_profiles(conn: &Db, archived: bool) -> Result<Vec<ProfileRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {PROFILE_COLUMNS} FROM profiles WHERE ?1 OR archived_at IS NULL ORDER BY name, created_at"
     ))?;
@@ -234,7 +227,7 @@ pub fn list_profiles(conn: &Connection, archived: bool) -> Result<Vec<ProfileRow
     Ok(rows)
 }
 
-pub fn get_profile(conn: &Connection, key: &str) -> Result<ProfileRow, StoreError> {
+pub fn get_profile(conn: &Db, key: &str) -> Result<ProfileRow, StoreError> {
     not_found(
         conn.query_row(
             &format!(
@@ -248,7 +241,7 @@ pub fn get_profile(conn: &Connection, key: &str) -> Result<ProfileRow, StoreErro
     )
 }
 
-fn active_computer_agents(conn: &Connection, profile_id: &str) -> Result<i64, StoreError> {
+fn active_computer_agents(conn: &Db, profile_id: &str) -> Result<i64, StoreError> {
     Ok(conn.query_row(
         "SELECT count(*) FROM agents WHERE profile_id = ?1 AND env = 'computer' AND archived_at IS NULL",
         [profile_id],
@@ -257,7 +250,7 @@ fn active_computer_agents(conn: &Connection, profile_id: &str) -> Result<i64, St
 }
 
 pub fn update_profile(
-    conn: &mut Connection,
+    conn: &mut Db,
     key: &str,
     cwd: Option<&str>,
 ) -> Result<ProfileRow, StoreError> {
@@ -282,7 +275,7 @@ pub fn update_profile(
     Ok(profile)
 }
 
-pub fn archive_profile(conn: &mut Connection, key: &str) -> Result<ProfileRow, StoreError> {
+pub fn archive_profile(conn: &mut Db, key: &str) -> Result<ProfileRow, StoreError> {
     let tx = conn.savepoint()?;
     let profile = get_profile(&tx, key)?;
     if profile.archived_at.is_some() {

@@ -4,7 +4,8 @@
 //! started before its deadline) and uncertain (started, and its Runner's generation ended
 //! without an outcome). Final states never change again, and nothing is ever replayed.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::ids::Kind;
 use super::{StoreError, get_by_id, new_id, not_found};
@@ -93,7 +94,7 @@ impl CommandRow {
 const COLUMNS: &str = "id, runner_id, kind, payload, state, created_at, deadline_at, leased_at,
     lease_generation, started_at, finished_at, cancel_requested_at, result, error";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CommandRow> {
+fn row(r: &Row<'_>) -> rusqlite::Result<CommandRow> {
     Ok(CommandRow {
         id: r.get(0)?,
         runner_id: r.get(1)?,
@@ -112,14 +113,14 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CommandRow> {
     })
 }
 
-pub fn get(conn: &Connection, id: &CommandId) -> Result<CommandRow, StoreError> {
+pub fn get(conn: &Db, id: &CommandId) -> Result<CommandRow, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM runner_commands WHERE id = ?1");
     get_by_id(conn, Kind::Command, &sql, id.as_str(), row)
 }
 
 /// A command as seen by its Runner: another Runner's command does not exist for it.
 fn get_for_runner(
-    conn: &Connection,
+    conn: &Db,
     runner_id: &RunnerId,
     id: &CommandId,
 ) -> Result<CommandRow, StoreError> {
@@ -130,11 +131,7 @@ fn get_for_runner(
     Ok(found)
 }
 
-pub fn list(
-    conn: &Connection,
-    runner_id: &RunnerId,
-    limit: u32,
-) -> Result<Vec<CommandRow>, StoreError> {
+pub fn list(conn: &Db, runner_id: &RunnerId, limit: u32) -> Result<Vec<CommandRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {COLUMNS} FROM runner_commands WHERE runner_id = ?1 ORDER BY seq DESC LIMIT ?2"
     ))?;
@@ -147,7 +144,7 @@ pub fn list(
 /// Adds a command to an enabled Runner's queue, within the queue's bounds (which a
 /// `cancel` ignores: stopping work must never be refused for lack of room).
 pub fn enqueue(
-    conn: &mut Connection,
+    conn: &mut Db,
     runner_id: &RunnerId,
     command: &RunnerCommand,
     timeout_ms: Option<u64>,
@@ -162,7 +159,7 @@ pub fn enqueue(
 /// [`enqueue`] inside the caller's transaction. The deadline is the kind's
 /// ([`CommandKind::deadline`]); `timeout_ms` only for a kind whose caller chooses it.
 pub(crate) fn enqueue_in(
-    conn: &Connection,
+    conn: &Db,
     runner_id: &RunnerId,
     command: &RunnerCommand,
     timeout_ms: Option<u64>,
@@ -253,7 +250,7 @@ pub struct Takeover {
 /// Refused while another instance is online, unless it is this one's predecessor in the
 /// same data directory or `takeover.replace`.
 pub fn connect(
-    conn: &mut Connection,
+    conn: &mut Db,
     runner_id: &RunnerId,
     instance: &str,
     status: &RunnerStatus,
@@ -319,11 +316,7 @@ pub fn connect(
 }
 
 /// The kinds of the commands a statement ended (`RETURNING kind`).
-fn kinds(
-    conn: &Connection,
-    sql: &str,
-    p: impl rusqlite::Params,
-) -> Result<Vec<CommandKind>, StoreError> {
+fn kinds(conn: &Db, sql: &str, p: impl super::db::Params) -> Result<Vec<CommandKind>, StoreError> {
     let mut stmt = conn.prepare_cached(sql)?;
     let kinds = stmt
         .query_map(p, |r| r.get::<_, CommandKind>(0))?
@@ -331,7 +324,7 @@ fn kinds(
     Ok(kinds)
 }
 
-fn ids(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<String>, StoreError> {
+fn ids(conn: &Db, sql: &str, p: impl super::db::Params) -> Result<Vec<String>, StoreError> {
     let mut stmt = conn.prepare_cached(sql)?;
     let ids = stmt
         .query_map(p, |r| r.get::<_, String>(0))?
@@ -341,7 +334,7 @@ fn ids(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<Str
 
 /// Leases up to `max` pending commands to `generation`, oldest first.
 pub fn lease(
-    conn: &mut Connection,
+    conn: &mut Db,
     runner_id: &RunnerId,
     generation: Generation,
     max: u32,
@@ -425,7 +418,7 @@ impl From<rusqlite::Error> for StartRefused {
 /// cancelled, and within its deadline. Granting it marks the command running and returns
 /// its deadline.
 pub fn start(
-    conn: &mut Connection,
+    conn: &mut Db,
     runner_id: &RunnerId,
     generation: Generation,
     id: &CommandId,
@@ -488,7 +481,7 @@ pub fn start(
 /// Records a command's outcome. Exactly one outcome wins: a second, different one is a
 /// conflict; the same one again (a retried report) is accepted.
 pub fn complete(
-    conn: &mut Connection,
+    conn: &mut Db,
     runner_id: &RunnerId,
     generation: Generation,
     id: &CommandId,
@@ -546,7 +539,7 @@ pub enum Cancelled {
     Requested(CommandRow),
 }
 
-pub fn cancel(conn: &mut Connection, id: &CommandId) -> Result<Cancelled, StoreError> {
+pub fn cancel(conn: &mut Db, id: &CommandId) -> Result<Cancelled, StoreError> {
     let tx = conn.savepoint()?;
     let cmd = get(&tx, id)?;
     let now = now_ms();
@@ -589,7 +582,7 @@ pub fn cancel(conn: &mut Connection, id: &CommandId) -> Result<Cancelled, StoreE
 /// Ends what can no longer happen: pending past its deadline -> expired; leased and never
 /// started past its deadline -> expired; running long past its deadline -> uncertain.
 /// Returns the Runners whose commands changed.
-pub fn sweep(conn: &mut Connection) -> Result<Vec<RunnerId>, StoreError> {
+pub fn sweep(conn: &mut Db) -> Result<Vec<RunnerId>, StoreError> {
     let tx = conn.savepoint()?;
     let now = now_ms();
     let ended = |sql: &str,
@@ -637,7 +630,7 @@ pub fn sweep(conn: &mut Connection) -> Result<Vec<RunnerId>, StoreError> {
 /// just ended, so that only what it drives is looked at (a ping changes nothing, and
 /// settling everything on every outcome cost a transaction or two per command); `None`
 /// after a sweep or a new generation, which may have ended commands of any kind.
-pub fn settle(conn: &mut Connection, ended: Option<CommandKind>) -> Result<(), StoreError> {
+pub fn settle(conn: &mut Db, ended: Option<CommandKind>) -> Result<(), StoreError> {
     let scope = ended.map(CommandKind::settles);
     if matches!(scope, None | Some(Settles::Session | Settles::Both)) {
         super::sessions::settle(conn)?;
@@ -658,7 +651,7 @@ pub fn settle(conn: &mut Connection, ended: Option<CommandKind>) -> Result<(), S
 /// The re-check of authorization before work starts: the agent a turn or computer
 /// operation acts for is still active, its profile is still allowed on this Runner, and
 /// the Runner still serves the agent's source. Stops are never refused. `Some(why)` refuses.
-fn still_authorized(conn: &Connection, cmd: &CommandRow) -> Result<Option<String>, StoreError> {
+fn still_authorized(conn: &Db, cmd: &CommandRow) -> Result<Option<String>, StoreError> {
     let payload: serde_json::Value = serde_json::from_str(&cmd.payload).unwrap_or_default();
     let Ok(command) = RunnerCommand::parse(cmd.kind.as_sql(), &payload) else {
         return Ok(None);

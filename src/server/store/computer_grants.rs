@@ -5,7 +5,8 @@
 //! account may be granted it, never a temporary helper, and an agent joins at most one
 //! shared computer. Every grant and revoke is in the audit log.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::Db;
+use rusqlite::{OptionalExtension, params};
 
 use super::computers::{self, ComputerRow};
 use super::{StoreError, agents};
@@ -19,7 +20,7 @@ use crate::timefmt::{now_ms, rfc3339};
 pub const MAX_AGENTS_PER_CHANGE: usize = 32;
 
 /// The agents computer `computer_id` is shared with, in the order they were granted.
-pub fn members(conn: &Connection, computer_id: &str) -> Result<Vec<ComputerGrant>, StoreError> {
+pub fn members(conn: &Db, computer_id: &str) -> Result<Vec<ComputerGrant>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT g.name, k.agent_id, coalesce(a.username, k.granted_by), k.created_at
          FROM computer_grants k JOIN agents g ON g.id = k.agent_id
@@ -41,7 +42,7 @@ pub fn members(conn: &Connection, computer_id: &str) -> Result<Vec<ComputerGrant
 
 /// The computer shared with `agent_id` that its turns run in: granted, not removed, and
 /// its own agent not archived. `None`: the agent uses its own computer.
-pub fn shared_computer_of(conn: &Connection, agent_id: &str) -> Result<Option<String>, StoreError> {
+pub fn shared_computer_of(conn: &Db, agent_id: &str) -> Result<Option<String>, StoreError> {
     Ok(conn
         .prepare_cached(
             "SELECT c.id FROM computer_grants k JOIN computers c ON c.id = k.computer_id
@@ -55,7 +56,7 @@ pub fn shared_computer_of(conn: &Connection, agent_id: &str) -> Result<Option<St
 /// Where a computer agent's turn runs: the agent whose computer it is (the agent itself,
 /// or the owner of the computer shared with it), and whether it is shared with the agent.
 pub fn place_of(
-    conn: &Connection,
+    conn: &Db,
     agent: &agents::AgentRow,
 ) -> Result<(agents::AgentRow, bool), StoreError> {
     match shared_computer_of(conn, &agent.id)? {
@@ -69,7 +70,7 @@ pub fn place_of(
 
 /// The turn acting in computer `c` now, as (agent name, session id): the turn whose
 /// command holds its lease, while that command has not ended.
-pub fn turn_in(conn: &Connection, c: &ComputerRow) -> Result<Option<(String, String)>, StoreError> {
+pub fn turn_in(conn: &Db, c: &ComputerRow) -> Result<Option<(String, String)>, StoreError> {
     let Some(command) = &c.last_command else {
         return Ok(None);
     };
@@ -87,7 +88,7 @@ pub fn turn_in(conn: &Connection, c: &ComputerRow) -> Result<Option<(String, Str
         .optional()?)
 }
 
-fn is_helper(conn: &Connection, agent_id: &str) -> Result<bool, StoreError> {
+fn is_helper(conn: &Db, agent_id: &str) -> Result<bool, StoreError> {
     Ok(conn
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM helpers WHERE agent_id = ?1)")?
         .query_row([agent_id], |r| r.get(0))?)
@@ -112,7 +113,7 @@ fn check_names(agent_keys: &[String]) -> Result<(), StoreError> {
 /// A named agent of the computer's account (by name or id): an agent of another account
 /// is not found, as if it did not exist.
 fn member_of_account(
-    conn: &Connection,
+    conn: &Db,
     c: &ComputerRow,
     key: &str,
 ) -> Result<agents::AgentRow, StoreError> {
@@ -144,7 +145,7 @@ pub enum GrantChange {
 /// computer and its members as they are now.
 pub fn change(
     how: GrantChange,
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     computer: &str,
     agent_keys: &[String],
@@ -162,7 +163,7 @@ pub fn change(
 }
 
 fn grant_all(
-    tx: &Connection,
+    tx: &Db,
     account_id: &str,
     c: &ComputerRow,
     agent_keys: &[String],
@@ -266,7 +267,7 @@ fn grant_all(
 }
 
 fn revoke_all(
-    tx: &Connection,
+    tx: &Db,
     account_id: &str,
     c: &ComputerRow,
     agent_keys: &[String],
@@ -297,7 +298,7 @@ fn revoke_all(
 /// The re-check before a member's turn starts in a shared computer: the grant still
 /// stands. `Some(why)` refuses. A computer agent's turn in its own computer passes.
 pub fn still_granted(
-    conn: &Connection,
+    conn: &Db,
     p: &crate::api::sessions::WorkerTurnPayload,
 ) -> Result<Option<String>, StoreError> {
     let Some(member) = &p.acting_agent_id else {
@@ -318,7 +319,7 @@ pub fn still_granted(
 
 /// The agents whose turns take one computer one at a time with `agent_id`'s: the owner and
 /// members of the computer it works in when that one is shared, else just `agent_id`.
-pub fn co_users(conn: &Connection, agent_id: &str) -> Result<Vec<String>, StoreError> {
+pub fn co_users(conn: &Db, agent_id: &str) -> Result<Vec<String>, StoreError> {
     let computer: Option<String> = match shared_computer_of(conn, agent_id)? {
         Some(id) => Some(id),
         None => conn

@@ -6,9 +6,10 @@
 //! (`--computer-reclaim-after`). A stopped computer keeps its workspace; its next use
 //! starts it again.
 
+use super::db::Db;
 use std::collections::HashMap;
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 
 use super::StoreError;
 use super::commands::CommandRow;
@@ -26,7 +27,7 @@ pub const DEFAULT_RECLAIM_MS: i64 = 60 * 1000;
 
 /// Marks the computer used until `until` (a turn's start, an exec's deadline, takeover,
 /// screen input); an earlier time never shortens it.
-pub fn used_until(conn: &Connection, id: &str, until: i64) -> Result<(), StoreError> {
+pub fn used_until(conn: &Db, id: &str, until: i64) -> Result<(), StoreError> {
     conn.execute(
         "UPDATE computers SET last_used_at = max(coalesce(last_used_at, 0), ?2) WHERE id = ?1",
         params![id, until],
@@ -35,7 +36,7 @@ pub fn used_until(conn: &Connection, id: &str, until: i64) -> Result<(), StoreEr
 }
 
 /// An exec in a computer was use until it ended: the idle time starts then.
-pub fn command_ended(conn: &Connection, cmd: &CommandRow, now: i64) -> Result<(), StoreError> {
+pub fn command_ended(conn: &Db, cmd: &CommandRow, now: i64) -> Result<(), StoreError> {
     if cmd.kind != CommandKind::ComputerExec {
         return Ok(());
     }
@@ -149,7 +150,7 @@ fn decide(
 
 /// Stops the computers that sat idle for their Runner's idle time, and the longest idle
 /// ones (past the reclaim time) whose slots starts wait for. Returns the Runners to wake.
-pub fn reclaim(conn: &mut Connection, now: i64) -> Result<Vec<RunnerId>, StoreError> {
+pub fn reclaim(conn: &mut Db, now: i64) -> Result<Vec<RunnerId>, StoreError> {
     let policies: HashMap<String, Policy> = {
         let mut stmt = conn.prepare_cached("SELECT id, status FROM runners")?;
         stmt.query_map([], |r| {

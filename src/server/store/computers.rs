@@ -3,7 +3,8 @@
 //! smaller one. Starting takes a new fence and a new scheduling round; stop, removal and a
 //! new Runner connection end the lease by raising the fence.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row, Savepoint};
+use rusqlite::{OptionalExtension, params};
 
 use super::commands::{self, CommandRow, QueueLimits};
 use super::computer_idle::used_until;
@@ -87,7 +88,7 @@ const SELECT: &str = "SELECT c.id, c.account_id, c.agent_id, g.name, a.username,
         c.last_used_at, c.stop_reason
     FROM computers c JOIN agents g ON g.id = c.agent_id JOIN accounts a ON a.id = c.account_id";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ComputerRow> {
+fn row(r: &Row<'_>) -> rusqlite::Result<ComputerRow> {
     from_columns!(r => ComputerRow {
         id, account_id, agent_id, agent, owner, runner_id, image_id, guest_cwd, state,
         fence, container_id, last_command, last_error, resources, created_at, updated_at,
@@ -101,7 +102,7 @@ fn network_mode(s: String) -> NetworkMode {
 }
 
 /// A computer by full id or unique id prefix (at least 4 characters).
-pub fn get(conn: &Connection, id: &str) -> Result<ComputerRow, StoreError> {
+pub fn get(conn: &Db, id: &str) -> Result<ComputerRow, StoreError> {
     let id = super::ids::resolve(conn, super::ids::Kind::Computer, id)?;
     let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE c.id = ?1"))?;
     stmt.query_row([&id], row)
@@ -109,7 +110,7 @@ pub fn get(conn: &Connection, id: &str) -> Result<ComputerRow, StoreError> {
         .ok_or_else(|| super::ids::Kind::Computer.not_found(&id))
 }
 
-pub fn list(conn: &Connection, removed: bool) -> Result<Vec<ComputerRow>, StoreError> {
+pub fn list(conn: &Db, removed: bool) -> Result<Vec<ComputerRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "{SELECT} WHERE ?1 OR c.state != ?2 ORDER BY c.created_at"
     ))?;
@@ -121,11 +122,7 @@ pub fn list(conn: &Connection, removed: bool) -> Result<Vec<ComputerRow>, StoreE
 
 /// Keeps what a Runner reported of a computer's workspace with the result of a start, an
 /// exec or a turn of that computer (on that Runner). A result without it changes nothing.
-pub fn record_workspace_usage(
-    conn: &Connection,
-    cmd: &CommandRow,
-    result: &str,
-) -> Result<(), StoreError> {
+pub fn record_workspace_usage(conn: &Db, cmd: &CommandRow, result: &str) -> Result<(), StoreError> {
     if !matches!(
         cmd.kind,
         CommandKind::ComputerStart | CommandKind::ComputerExec | CommandKind::WorkerTurn
@@ -174,7 +171,7 @@ pub fn check_image_id(image: &str) -> Result<(), String> {
 }
 
 fn set_state(
-    conn: &Connection,
+    conn: &Db,
     id: &str,
     state: ComputerState,
     command: Option<&str>,
@@ -191,7 +188,7 @@ fn set_state(
 /// Provisions the private computer of a computer agent, or returns the one it has. A
 /// stopped or failed one is recreated (never resumed) under a new fence.
 pub fn create(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     agent_key: &str,
     limits: QueueLimits,
@@ -252,7 +249,7 @@ pub fn create(
 /// The computer record of an agent: the one it has (not removed), or a new, stopped one
 /// within the Runner's record limit.
 pub fn record(
-    conn: &Connection,
+    conn: &Db,
     agent: &agents::AgentRow,
     runner_id: &RunnerId,
     image: &str,
@@ -323,7 +320,7 @@ pub fn next_lease(
 /// Records that `command` holds `lease`: the computer is starting under it until the
 /// Runner says it runs.
 pub fn hold(
-    conn: &Connection,
+    conn: &Db,
     lease: &StartPayload,
     runner_id: &RunnerId,
     command: &str,
@@ -350,7 +347,7 @@ pub fn hold(
 }
 
 /// The computer named by a `computer.ready` event runs: under the turn's fence only.
-pub fn mark_ready(conn: &Connection, ready: &ComputerReady) -> Result<(), StoreError> {
+pub fn mark_ready(conn: &Db, ready: &ComputerReady) -> Result<(), StoreError> {
     conn.execute(
         "UPDATE computers SET state = ?4, container_id = ?3, resources = ?5, last_error = NULL,
              updated_at = ?6
@@ -371,7 +368,7 @@ pub fn mark_ready(conn: &Connection, ready: &ComputerReady) -> Result<(), StoreE
 /// Ends the lease (a greater fence) and asks the Runner to stop, or also to delete the
 /// workspace (`remove`).
 pub fn stop(
-    conn: &mut Connection,
+    conn: &mut Db,
     id: &str,
     remove: bool,
 ) -> Result<(ComputerRow, Option<CommandRow>), StoreError> {
@@ -380,7 +377,7 @@ pub fn stop(
 
 /// [`stop`], saying why when yy stops it by itself (`idle 30m`).
 pub fn stop_because(
-    conn: &mut Connection,
+    conn: &mut Db,
     id: &str,
     remove: bool,
     reason: Option<&str>,
@@ -423,10 +420,7 @@ pub fn stop_because(
 }
 
 /// Opens the savepoint of a command to computer `id`, refused unless it runs.
-fn running_in<'c>(
-    conn: &'c mut Connection,
-    id: &str,
-) -> Result<(rusqlite::Savepoint<'c>, ComputerRow), StoreError> {
+fn running_in<'c>(conn: &'c mut Db, id: &str) -> Result<(Savepoint<'c>, ComputerRow), StoreError> {
     let tx = conn.savepoint()?;
     let c = get(&tx, id)?;
     if c.state != ComputerState::Running {
@@ -440,7 +434,7 @@ fn running_in<'c>(
 
 /// Queues an admin diagnostic in a running computer under its current fence, and audits it.
 pub fn exec(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     id: &str,
     argv: &[String],
@@ -474,7 +468,7 @@ pub fn exec(
 /// Queues an operator's screen action in a running computer under its current fence,
 /// and audits it (typed text is audited by length only).
 pub fn screen(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     id: &str,
     action: &crate::computer::screen::ScreenAction,
@@ -507,7 +501,7 @@ pub fn screen(
 }
 
 pub fn audit(
-    conn: &Connection,
+    conn: &Db,
     account_id: &str,
     action: &str,
     target: &str,
@@ -520,7 +514,7 @@ pub fn audit(
     Ok(())
 }
 
-pub fn audit_list(conn: &Connection, limit: u32) -> Result<Vec<wire::AuditEntry>, StoreError> {
+pub fn audit_list(conn: &Db, limit: u32) -> Result<Vec<wire::AuditEntry>, StoreError> {
     let mut stmt = conn.prepare(
         "SELECT l.seq, l.at, coalesce(a.username, l.account_id), l.action, l.target, l.detail
          FROM audit_log l LEFT JOIN accounts a ON a.id = l.account_id ORDER BY l.seq DESC LIMIT ?1",
@@ -542,7 +536,7 @@ pub fn audit_list(conn: &Connection, limit: u32) -> Result<Vec<wire::AuditEntry>
 }
 
 /// Brings computers in line with the Runner commands that drive them once those ended.
-pub fn settle(conn: &mut Connection) -> Result<Vec<RunnerId>, StoreError> {
+pub fn settle(conn: &mut Db) -> Result<Vec<RunnerId>, StoreError> {
     let tx = conn.savepoint()?;
     let pending: Vec<(ComputerId, CommandId)> = {
         let mut stmt = tx.prepare(&format!(
@@ -624,7 +618,7 @@ pub fn settle(conn: &mut Connection) -> Result<Vec<RunnerId>, StoreError> {
 /// A new connection generation ends every lease the Runner held: the fence grows, and the
 /// next start recreates the computer in a new container.
 pub fn end_leases(
-    conn: &Connection,
+    conn: &Db,
     runner_id: &RunnerId,
     generation: Generation,
 ) -> Result<usize, StoreError> {
@@ -648,7 +642,7 @@ pub fn end_leases(
 /// Stops the computer of an agent that may no longer use it (archived): `None` when it has
 /// none running.
 pub fn stop_for_agent(
-    conn: &mut Connection,
+    conn: &mut Db,
     agent_id: &str,
 ) -> Result<Option<(ComputerRow, Option<CommandRow>)>, StoreError> {
     let running: Option<String> = conn

@@ -3,7 +3,8 @@
 //! [`CONTROL_TTL_MS`], release, and hand back (a `computer.resume` with the note). Control
 //! that is not renewed simply ends at `expires_at`; the model stays paused until a handback.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::Db;
+use rusqlite::{OptionalExtension, params};
 
 use super::StoreError;
 use super::commands::{self, CommandRow, QueueLimits};
@@ -38,13 +39,13 @@ impl Row {
     }
 }
 
-fn row(conn: &Connection, id: &str) -> Result<Option<Row>, StoreError> {
+fn row(conn: &Db, id: &str) -> Result<Option<Row>, StoreError> {
     row_in(conn, "computer_controls", "computer_id", id)
 }
 
 /// The control row of `id` in `table`, keyed by `key`.
 pub(super) fn row_in(
-    conn: &Connection,
+    conn: &Db,
     table: &str,
     key: &str,
     id: &str,
@@ -137,7 +138,7 @@ fn view(id: &str, r: &Row, now: i64, command_id: Option<String>) -> Control {
 /// that is no longer the latest). Looking needs neither; a fence that is given must be
 /// the current one and live, whatever the action.
 pub fn check_input(
-    conn: &Connection,
+    conn: &Db,
     account_id: &str,
     id: &str,
     action: &crate::computer::screen::ScreenAction,
@@ -162,7 +163,7 @@ pub fn check_input(
 }
 
 /// The computer's control as it stands (nobody, fence 0, when never taken).
-pub fn show(conn: &Connection, id: &str) -> Result<Control, StoreError> {
+pub fn show(conn: &Db, id: &str) -> Result<Control, StoreError> {
     let c = get(conn, id)?;
     let r = row(conn, &c.id)?.unwrap_or(Row {
         fence: 0,
@@ -186,7 +187,7 @@ pub fn show(conn: &Connection, id: &str) -> Result<Control, StoreError> {
 /// Takes control: refused while another operator's control is live. Raises the control
 /// fence, marks the model paused and queues the pause on the computer's Runner.
 pub fn take(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     id: &str,
     limits: QueueLimits,
@@ -232,7 +233,7 @@ pub fn take(
 
 /// Renews (`release` false) or releases the caller's control under `fence`.
 pub fn renew_or_release(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     id: &str,
     fence: i64,
@@ -330,7 +331,7 @@ pub(super) fn handed_back(r: Option<Row>, account_id: &str, what: &str) -> Resul
 /// Hands the computer back: the paused model resumes with `note` in its next segment.
 /// Refused while another operator's control is live, and when nothing is paused.
 pub fn handback(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     id: &str,
     note: &str,
@@ -366,7 +367,7 @@ pub fn handback(
 
 /// Refused unless `account_id` holds the live control of the computer under `fence`.
 pub fn check_holder(
-    conn: &Connection,
+    conn: &Db,
     account_id: &str,
     id: &str,
     fence: i64,
@@ -389,7 +390,7 @@ pub fn check_holder(
 /// Opens an operator's shell: under the caller's live control, queues `computer.shell`
 /// on the computer's Runner (under the computer's fence) and audits it.
 pub fn shell(
-    conn: &mut Connection,
+    conn: &mut Db,
     account_id: &str,
     id: &str,
     q: &crate::api::shell::ShellQuery,

@@ -2,15 +2,14 @@
 //! turn, a member's turn, a Runner or a slot (the scheduler's last word on why it could
 //! not admit the next turn), or the user. Nothing is left to wait without saying so.
 
-use rusqlite::Connection;
-
+use super::db::Db;
 use super::goals::{GoalRow, SubtaskRow};
 use super::{StoreError, sessions, teams};
 use crate::api::teams::{GoalState, SubtaskState as S};
 
 /// One line, or None for a goal that ended.
 pub fn waits_for(
-    conn: &Connection,
+    conn: &Db,
     g: &GoalRow,
     subs: &[SubtaskRow],
 ) -> Result<Option<String>, StoreError> {

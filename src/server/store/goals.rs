@@ -2,7 +2,8 @@
 //! ends (only by its admin completing it with every subtask accepted, by a block, a stop
 //! or its team's archive). Scheduling is in `schedule`.
 
-use rusqlite::{Connection, params};
+use super::db::{Db, Row};
+use rusqlite::params;
 
 use super::agents::AgentRow;
 use super::ids::Kind;
@@ -53,7 +54,7 @@ const GOAL_SELECT: &str = "SELECT id, account_id, team_id, title, criteria, stat
     origin_session_id, admin_session_id, created_by, generation, wakeups, attention, seen,
     admin_turn_id, summary, created_at, updated_at, ended_at FROM goals";
 
-fn goal_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalRow> {
+fn goal_row(r: &Row<'_>) -> rusqlite::Result<GoalRow> {
     Ok(GoalRow {
         id: r.get(0)?,
         account_id: r.get(1)?,
@@ -77,13 +78,13 @@ fn goal_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalRow> {
     })
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<GoalRow, StoreError> {
+pub fn get(conn: &Db, id: &str) -> Result<GoalRow, StoreError> {
     let sql = format!("{GOAL_SELECT} WHERE id = ?1");
     get_by_id(conn, Kind::Goal, &sql, id, goal_row)
 }
 
 /// A goal the actor may see.
-pub fn get_for(conn: &Connection, actor: &Actor, key: &str) -> Result<GoalRow, StoreError> {
+pub fn get_for(conn: &Db, actor: &Actor, key: &str) -> Result<GoalRow, StoreError> {
     let id = super::ids::resolve_for(conn, super::ids::Kind::Goal, key, actor.scope())?;
     let g = get(conn, &id)?;
     if !actor.may_see(&g.account_id) {
@@ -95,20 +96,16 @@ pub fn get_for(conn: &Connection, actor: &Actor, key: &str) -> Result<GoalRow, S
 }
 
 pub fn goals_where(
-    conn: &Connection,
+    conn: &Db,
     filter: &str,
-    args: impl rusqlite::Params,
+    args: impl super::db::Params,
 ) -> Result<Vec<GoalRow>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!("{GOAL_SELECT} WHERE {filter}"))?;
     let rows = stmt.query_map(args, goal_row)?.collect::<Result<_, _>>()?;
     Ok(rows)
 }
 
-pub fn list(
-    conn: &Connection,
-    actor: &Actor,
-    team: Option<&str>,
-) -> Result<Vec<GoalRow>, StoreError> {
+pub fn list(conn: &Db, actor: &Actor, team: Option<&str>) -> Result<Vec<GoalRow>, StoreError> {
     let team_id = team
         .map(|t| teams::get(conn, actor, t).map(|t| t.id))
         .transpose()?;
@@ -122,7 +119,7 @@ pub fn list(
 }
 
 /// The admin agent may use team tools on this goal's team.
-fn admin_gate(conn: &Connection, actor: &Actor, team: &TeamRow) -> Result<AgentRow, StoreError> {
+fn admin_gate(conn: &Db, actor: &Actor, team: &TeamRow) -> Result<AgentRow, StoreError> {
     let admin = teams::admin_of(conn, &team.id)?;
     if let Actor::Agent { agent_id, .. } = actor
         && *agent_id != admin.id
@@ -168,7 +165,7 @@ pub struct NewGoal<'a> {
     pub session: Option<&'a str>,
 }
 
-pub fn create(conn: &Connection, actor: &Actor, new: NewGoal<'_>) -> Result<GoalRow, StoreError> {
+pub fn create(conn: &Db, actor: &Actor, new: NewGoal<'_>) -> Result<GoalRow, StoreError> {
     let team = teams::get(conn, actor, new.team)?;
     if team.archived_at.is_some() {
         return Err(StoreError::Conflict(format!(
@@ -226,7 +223,7 @@ pub fn create(conn: &Connection, actor: &Actor, new: NewGoal<'_>) -> Result<Goal
 }
 
 pub(super) fn open_goal(
-    conn: &Connection,
+    conn: &Db,
     actor: &Actor,
     id: &str,
 ) -> Result<(GoalRow, TeamRow), StoreError> {
@@ -253,7 +250,7 @@ pub(super) fn check_active(goal: &GoalRow) -> Result<(), StoreError> {
 }
 
 pub fn complete(
-    conn: &Connection,
+    conn: &Db,
     actor: &Actor,
     goal: &str,
     summary: &str,
@@ -287,12 +284,7 @@ pub fn complete(
 }
 
 /// The admin gives up on its goal with a reason.
-pub fn block(
-    conn: &Connection,
-    actor: &Actor,
-    goal: &str,
-    reason: &str,
-) -> Result<GoalRow, StoreError> {
+pub fn block(conn: &Db, actor: &Actor, goal: &str, reason: &str) -> Result<GoalRow, StoreError> {
     let (goal, _) = open_goal(conn, actor, goal)?;
     check_active(&goal)?;
     end(conn, &goal.id, GoalState::Blocked, reason, Some(reason))?;
@@ -303,7 +295,7 @@ pub fn block(
 /// one is stopped by the scheduler), helpers retire, and the result is queued for delivery
 /// to the origin session.
 pub fn end(
-    conn: &Connection,
+    conn: &Db,
     goal_id: &str,
     state: GoalState,
     reason: &str,
@@ -338,7 +330,7 @@ pub fn end(
 
 /// The structured result of a goal: its state, the admin's summary, and every subtask's
 /// result with its artifacts.
-pub fn delivery_payload(conn: &Connection, goal_id: &str) -> Result<serde_json::Value, StoreError> {
+pub fn delivery_payload(conn: &Db, goal_id: &str) -> Result<serde_json::Value, StoreError> {
     let goal = get(conn, goal_id)?;
     let subs: Vec<serde_json::Value> = subtasks(conn, goal_id)?
         .into_iter()
@@ -361,7 +353,7 @@ pub fn delivery_payload(conn: &Connection, goal_id: &str) -> Result<serde_json::
 }
 
 /// An operator stops a goal: no further turn runs until `yy goal resume`.
-pub fn stop(conn: &Connection, actor: &Actor, id: &str) -> Result<GoalRow, StoreError> {
+pub fn stop(conn: &Db, actor: &Actor, id: &str) -> Result<GoalRow, StoreError> {
     let goal = get_for(conn, actor, id)?;
     match goal.state {
         GoalState::Active | GoalState::WaitingUser => {
@@ -386,7 +378,7 @@ pub fn stop(conn: &Connection, actor: &Actor, id: &str) -> Result<GoalRow, Store
 
 /// A new user instruction: a stopped, waiting or blocked goal becomes active again in a
 /// new authorization (attempts and wake-ups count from zero; helpers of the old one retire).
-pub fn resume(conn: &Connection, actor: &Actor, id: &str) -> Result<GoalRow, StoreError> {
+pub fn resume(conn: &Db, actor: &Actor, id: &str) -> Result<GoalRow, StoreError> {
     let goal = get_for(conn, actor, id)?;
     match goal.state {
         GoalState::Stopped | GoalState::WaitingUser | GoalState::Blocked => {}
@@ -429,7 +421,7 @@ pub fn resume(conn: &Connection, actor: &Actor, id: &str) -> Result<GoalRow, Sto
 
 pub use super::subtasks::subtask_view;
 
-pub fn deliveries(conn: &Connection, goal_id: &str) -> Result<Vec<wire::Delivery>, StoreError> {
+pub fn deliveries(conn: &Db, goal_id: &str) -> Result<Vec<wire::Delivery>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, session_id, generation, state, turn_id, error, created_at, delivered_at
          FROM deliveries WHERE goal_id = ?1 ORDER BY generation",
@@ -451,7 +443,7 @@ pub fn deliveries(conn: &Connection, goal_id: &str) -> Result<Vec<wire::Delivery
     Ok(rows)
 }
 
-pub fn view(conn: &Connection, g: GoalRow, full: bool) -> Result<wire::Goal, StoreError> {
+pub fn view(conn: &Db, g: GoalRow, full: bool) -> Result<wire::Goal, StoreError> {
     let team = teams::get_by_id(conn, &g.team_id)?;
     let admin = teams::admin_of(conn, &g.team_id)?;
     let subs = subtasks(conn, &g.id)?;
@@ -500,10 +492,7 @@ pub fn view(conn: &Connection, g: GoalRow, full: bool) -> Result<wire::Goal, Sto
 /// A user's new message in a goal's origin session is a new instruction: the goals that
 /// came from that session and are stopped, waiting or blocked resume (a new authorization).
 /// A goal whose admin may no longer run stays as it is. Returns the resumed goals.
-pub fn resume_by_chat(
-    conn: &mut Connection,
-    session_id: &SessionId,
-) -> Result<Vec<String>, StoreError> {
+pub fn resume_by_chat(conn: &mut Db, session_id: &SessionId) -> Result<Vec<String>, StoreError> {
     let tx = conn.savepoint()?;
     let waiting = goals_where(
         &tx,

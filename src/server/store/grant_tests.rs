@@ -100,7 +100,11 @@ fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
     };
     // A temporary helper: a row in `helpers` (its goal is beside the point here).
     w.agent("helper", AgentEnv::Computer);
-    w.conn.pragma_update(None, "foreign_keys", "OFF").unwrap();
+    w.conn
+        .sqlite()
+        .unwrap()
+        .pragma_update(None, "foreign_keys", "OFF")
+        .unwrap();
     w.conn
         .execute(
             "INSERT INTO helpers (agent_id, goal_id, account_id, generation, created_at)
@@ -108,7 +112,11 @@ fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
             [],
         )
         .unwrap();
-    w.conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+    w.conn
+        .sqlite()
+        .unwrap()
+        .pragma_update(None, "foreign_keys", "ON")
+        .unwrap();
     match share(&mut w, &["box2", "helper"]) {
         Err(StoreError::Forbidden(why)) => {
             assert!(why.contains("temporary helper"), "{why}");

@@ -1,7 +1,8 @@
 //! Ids typed by people: a full id or a unique prefix of one, like git, docker and kubectl.
 //! An ambiguous prefix is refused with the candidates (400 `invalid`, exit 2).
 
-use rusqlite::{Connection, OptionalExtension};
+use super::db::Db;
+use rusqlite::OptionalExtension;
 
 use super::StoreError;
 
@@ -91,14 +92,14 @@ impl Kind {
 
 /// The full id named by `key`: the id itself, or the one id it is a unique prefix of (at
 /// least [`MIN_PREFIX`] characters).
-pub fn resolve(conn: &Connection, kind: Kind, key: &str) -> Result<String, StoreError> {
+pub fn resolve(conn: &Db, kind: Kind, key: &str) -> Result<String, StoreError> {
     resolve_for(conn, kind, key, None)
 }
 
 /// Like [`resolve`], among the rows of one account only (`account_id` column) when given:
 /// a person never learns another account's ids from an ambiguity.
 pub fn resolve_for(
-    conn: &Connection,
+    conn: &Db,
     kind: Kind,
     key: &str,
     account: Option<&str>,
@@ -153,8 +154,8 @@ pub fn resolve_for(
 mod tests {
     use super::*;
 
-    fn conn(ids: &[&str]) -> Connection {
-        let c = Connection::open_in_memory().unwrap();
+    fn conn(ids: &[&str]) -> Db {
+        let c = Db::open_in_memory().unwrap();
         c.execute_batch("CREATE TABLE sessions (id TEXT PRIMARY KEY)")
             .unwrap();
         for id in ids {

@@ -39,6 +39,7 @@ pub mod computer_grants;
 pub mod computer_idle;
 pub mod computers;
 pub mod control;
+pub mod db;
 pub mod goal_waits;
 pub mod goals;
 #[cfg(test)]
@@ -72,6 +73,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
+
+pub use db::{Db, Dialect, Row, Savepoint};
 
 pub use migrate::{LATEST_VERSION, fresh_schema, migrate, migrate_stepwise};
 
@@ -111,7 +114,7 @@ pub fn db_path(data_dir: &Path) -> PathBuf {
 
 /// The server's identity (schema 11 and later); none in an older database. A backup
 /// records it, a restore compares it.
-pub fn server_identity(conn: &Connection) -> Option<String> {
+pub fn server_identity(conn: &Db) -> Option<String> {
     conn.query_row(
         "SELECT id FROM server_identity WHERE singleton = 1",
         [],
@@ -122,7 +125,7 @@ pub fn server_identity(conn: &Connection) -> Option<String> {
 
 #[derive(Clone)]
 pub struct Store {
-    conn: Arc<Mutex<Connection>>,
+    conn: Arc<Mutex<Db>>,
     /// Work for the database thread, which runs [`Store::call`]s in batches.
     jobs: std::sync::mpsc::Sender<Box<dyn batch::Job>>,
 }
@@ -155,6 +158,40 @@ impl Store {
             other => other,
         })?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Store::serve(Db::Sqlite(conn))
+    }
+
+    /// Connects to the PostgreSQL database at `url` and migrates it (issue 27). Several
+    /// `yy serve` replicas may share it: every transaction of the store holds one advisory
+    /// lock ([`pg::conn::STORE_LOCK`]), so their changes run one at a time.
+    pub fn open_postgres(url: &str) -> Result<Store, StoreError> {
+        let mut conn = pg::conn::PgConn::connect(url).map_err(|e| {
+            StoreError::Invalid(format!(
+                "cannot connect to the PostgreSQL database {}: {}",
+                pg::redacted(url),
+                pg::describe(&e)
+            ))
+        })?;
+        conn.block_on(async |client| pg::migrate(client).await)
+            .map_err(|e| match e {
+                pg::PgError::Store(StoreError::NewerSchema { found, known, .. }) => {
+                    StoreError::NewerSchema {
+                        path: pg::redacted(url),
+                        found,
+                        known,
+                    }
+                }
+                pg::PgError::Store(e) => e,
+                other => StoreError::Invalid(format!(
+                    "cannot migrate the PostgreSQL database {}: {other}",
+                    pg::redacted(url)
+                )),
+            })?;
+        Store::serve(Db::Postgres(conn))
+    }
+
+    /// Starts the database thread on `conn`.
+    fn serve(conn: Db) -> Result<Store, StoreError> {
         let conn = Arc::new(Mutex::new(conn));
         let (jobs, queue) = std::sync::mpsc::channel();
         let worker = conn.clone();
@@ -163,6 +200,14 @@ impl Store {
             .spawn(move || batch::run_jobs(&worker, &queue))
             .map_err(|e| StoreError::Task(format!("cannot start the database thread: {e}")))?;
         Ok(Store { conn, jobs })
+    }
+
+    /// Which database this store is on.
+    pub fn dialect(&self) -> Dialect {
+        self.conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .dialect()
     }
 
     /// Runs `f` on the connection off the async threads, and answers once its changes are
@@ -176,7 +221,7 @@ impl Store {
     pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
         self.send(f, false, true).await
     }
@@ -188,7 +233,7 @@ impl Store {
     pub async fn call_relaxed<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
         self.send(f, false, false).await
     }
@@ -199,7 +244,7 @@ impl Store {
     pub async fn call_alone<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
         self.send(f, true, true).await
     }
@@ -207,7 +252,7 @@ impl Store {
     async fn send<R, F>(&self, f: F, alone: bool, durable: bool) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
         let (job, reply) = batch::Call::new(f, alone, durable);
         self.jobs
@@ -223,10 +268,18 @@ impl Store {
     /// their changes one by one.
     pub fn call_blocking<R>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<R, StoreError>,
+        f: impl FnOnce(&mut Db) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut guard)
+        if guard.dialect() == Dialect::Sqlite {
+            return f(&mut guard);
+        }
+        // PostgreSQL has no autocommit mode for savepoints: one transaction around it all.
+        guard.begin()?;
+        let result = f(&mut guard);
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        guard.execute_batch(end)?;
+        result
     }
 }
 
@@ -351,11 +404,11 @@ pub fn is_unique_violation(e: &rusqlite::Error) -> bool {
 /// The row `sql` selects by its one parameter, the id of a `kind`; when there is none, a
 /// NotFound that names the kind and the command listing them.
 pub(crate) fn get_by_id<T>(
-    conn: &Connection,
+    conn: &Db,
     kind: ids::Kind,
     sql: &str,
     id: &str,
-    row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    row: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<T, StoreError> {
     match conn.prepare_cached(sql)?.query_row([id], row) {
         Err(rusqlite::Error::QueryReturnedNoRows) => Err(kind.not_found(id)),

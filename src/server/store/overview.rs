@@ -2,9 +2,8 @@
 //! and turns by state, goals, the database's size and recent failures. Computed from the
 //! database when asked (one read transaction), never kept in sync by hand.
 
+use super::db::{Db, Dialect, Row};
 use std::collections::BTreeMap;
-
-use rusqlite::Connection;
 
 use super::StoreError;
 use super::runners::{self, RunnerRow};
@@ -51,9 +50,9 @@ pub struct Failure {
 }
 
 fn counts<K: Ord>(
-    conn: &Connection,
+    conn: &Db,
     sql: &str,
-    key: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<K>,
+    key: impl Fn(&Row<'_>) -> rusqlite::Result<K>,
 ) -> Result<BTreeMap<K, u64>, StoreError> {
     let mut stmt = conn.prepare_cached(sql)?;
     let mut out = BTreeMap::new();
@@ -67,7 +66,7 @@ fn counts<K: Ord>(
 
 /// Reads everything at once. `failures`: whether to look for recent failures too (a scan
 /// of the commands table, which only `yy status` needs).
-pub fn read(conn: &mut Connection, failures: bool) -> Result<Overview, StoreError> {
+pub fn read(conn: &mut Db, failures: bool) -> Result<Overview, StoreError> {
     let tx = conn.savepoint()?;
     let runners = runners::list(&tx)?;
     let computers = counts(
@@ -93,11 +92,13 @@ pub fn read(conn: &mut Connection, failures: bool) -> Result<Overview, StoreErro
         "SELECT state, count(*) AS n FROM goals GROUP BY state",
         |r| r.get::<_, String>(0),
     )?;
-    let database_bytes: i64 = tx.query_row(
-        "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
-        [],
-        |r| r.get(0),
-    )?;
+    let size = match tx.dialect() {
+        Dialect::Sqlite => {
+            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+        }
+        Dialect::Postgres => "SELECT pg_database_size(current_database())",
+    };
+    let database_bytes: i64 = tx.query_row(size, [], |r| r.get(0))?;
     let failures = if failures {
         let mut stmt = tx.prepare_cached(
             "SELECT finished_at, runner_id, id, kind, state, error FROM runner_commands

@@ -2,9 +2,8 @@
 //! and the message that delivers a goal's result to its origin session. Text from members'
 //! models goes into the admin's prompt clipped, never as instructions of the platform.
 
-use rusqlite::Connection;
-
 use super::StoreError;
+use super::db::Db;
 use super::goals::{self, GoalRow, MAX_ATTEMPTS, SubtaskRow};
 use crate::api::teams::{ArtifactRef, SubtaskInputs, SubtaskResult, SubtaskState as S};
 
@@ -31,7 +30,7 @@ fn artifact_line(a: &ArtifactRef) -> String {
 }
 
 /// The admin's prompt: the goal, every subtask, and each result waiting for review.
-pub fn admin_prompt(conn: &Connection, goal: &GoalRow) -> Result<String, StoreError> {
+pub fn admin_prompt(conn: &Db, goal: &GoalRow) -> Result<String, StoreError> {
     let subs = goals::subtasks(conn, &goal.id)?;
     let mut p = format!(
         "[yy team review] Goal {} \"{}\"\nAcceptance criteria: {}\n",
@@ -80,11 +79,7 @@ pub fn admin_prompt(conn: &Connection, goal: &GoalRow) -> Result<String, StoreEr
 }
 
 /// A member's prompt: its subtask, criteria, inputs, and the admin's note on a rework.
-pub fn member_prompt(
-    conn: &Connection,
-    goal: &GoalRow,
-    sub: &SubtaskRow,
-) -> Result<String, StoreError> {
+pub fn member_prompt(conn: &Db, goal: &GoalRow, sub: &SubtaskRow) -> Result<String, StoreError> {
     let inputs: SubtaskInputs = serde_json::from_str(&sub.inputs).unwrap_or_default();
     let mut p = format!(
         "[yy subtask] #{} \"{}\" of goal \"{}\"\nAcceptance criteria: {}\n",

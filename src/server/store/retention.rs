@@ -2,7 +2,8 @@
 //! finished turns are deleted after the retention; large results are dropped soon after
 //! their first delivery; the freed pages go back to the file system a little at a time.
 
-use rusqlite::{Connection, params};
+use super::db::Db;
+use rusqlite::params;
 
 use super::StoreError;
 use crate::api::ids::CommandId;
@@ -36,11 +37,7 @@ impl Compacted {
 /// Deletes what the retention no longer keeps, in one transaction. Commands that
 /// something still refers to for its next step (a session's unconfirmed stop, a
 /// computer's last command, an unsettled turn) are kept.
-pub fn compact(
-    conn: &mut Connection,
-    retention_ms: i64,
-    now: i64,
-) -> Result<Compacted, StoreError> {
+pub fn compact(conn: &mut Db, retention_ms: i64, now: i64) -> Result<Compacted, StoreError> {
     let cutoff = now.saturating_sub(retention_ms);
     let delivered_before = now.saturating_sub(retention_ms.min(DELIVERED_GRACE_MS));
     let fetched_before = now.saturating_sub(retention_ms.min(FETCH_KEPT_MS));
@@ -100,11 +97,7 @@ pub fn compact(
 }
 
 /// Records the first delivery of a final command's result.
-pub fn mark_delivered(
-    conn: &Connection,
-    command_id: &CommandId,
-    now: i64,
-) -> Result<(), StoreError> {
+pub fn mark_delivered(conn: &Db, command_id: &CommandId, now: i64) -> Result<(), StoreError> {
     conn.prepare_cached(
         "UPDATE runner_commands SET delivered_at = ?1
          WHERE id = ?2 AND delivered_at IS NULL AND result IS NOT NULL",
@@ -114,8 +107,12 @@ pub fn mark_delivered(
 }
 
 /// Gives free pages back to the file system, a bounded number per call; then truncates
-/// the WAL once nothing is left to give back. Returns the pages still free.
-pub fn give_back_space(conn: &Connection) -> Result<i64, StoreError> {
+/// the WAL once nothing is left to give back. Returns the pages still free. SQLite only:
+/// PostgreSQL's autovacuum does this work itself.
+pub fn give_back_space(conn: &Db) -> Result<i64, StoreError> {
+    let Some(conn) = conn.sqlite() else {
+        return Ok(0);
+    };
     let free: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0))?;
     if free == 0 {
         return Ok(0);

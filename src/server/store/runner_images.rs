@@ -18,7 +18,8 @@
 //! carries that image (sessions::admit_turn), so a computer moves to the current image only
 //! when it is started again (after a stop, or when its container is gone), workspace kept.
 
-use rusqlite::{Connection, params};
+use super::db::{Db, Row};
+use rusqlite::params;
 
 use super::commands::{self, QueueLimits};
 use super::{StoreError, computers, runners};
@@ -53,7 +54,7 @@ pub struct ImageUpdate {
 
 impl ImageUpdate {
     /// Reads the columns from `at` on (runners::SELECT).
-    pub(crate) fn from_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<ImageUpdate> {
+    pub(crate) fn from_row(r: &Row<'_>, at: usize) -> rusqlite::Result<ImageUpdate> {
         let busy: Option<String> = r.get(at + 5)?;
         Ok(ImageUpdate {
             previous_image: r.get(at)?,
@@ -114,7 +115,7 @@ pub enum ImageChange {
 /// once; a new image (a full id, checked by the caller) or the previous one (`Rollback`)
 /// becomes pending and a `computer.image.accept` is queued.
 pub fn update(
-    conn: &mut Connection,
+    conn: &mut Db,
     key: &str,
     image: ImageChange,
     network: Option<NetworkMode>,
@@ -147,7 +148,7 @@ pub fn update(
 }
 
 fn request(
-    tx: &Connection,
+    tx: &Db,
     runner: &runners::RunnerRow,
     image: &str,
     limits: QueueLimits,
@@ -194,7 +195,7 @@ fn request(
 /// Image updates follow their acceptance commands' outcomes, and an accepted image becomes
 /// current on a Runner that is idle. Runs after every outcome that may change either
 /// (commands::settle). Returns the Runners whose image was switched.
-pub fn settle(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
+pub fn settle(conn: &mut Db) -> Result<Vec<String>, StoreError> {
     // Almost always nothing is pending: one read, no write transaction.
     let any: bool = conn
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM runners WHERE pending_state IS NOT NULL)")?

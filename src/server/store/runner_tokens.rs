@@ -4,7 +4,8 @@
 //! same transaction. A new rotation replaces the pending token, so a Runner that died
 //! before it saved a token it was given simply asks again with the old one.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::Db;
+use rusqlite::{OptionalExtension, params};
 
 use super::StoreError;
 use super::runners::{self, RunnerRow};
@@ -37,7 +38,7 @@ fn due(issued_at: i64, requested: bool, lifetime_ms: i64, now: i64) -> bool {
 
 /// Authenticates a Runner token by its hash; promotes a pending token on its first use.
 pub fn authenticate(
-    conn: &mut Connection,
+    conn: &mut Db,
     hash: &str,
     lifetime_ms: i64,
 ) -> Result<Option<RunnerAuth>, StoreError> {
@@ -59,7 +60,17 @@ pub fn authenticate(
                     next_token_issued_at, rotate_requested_at
              FROM runners WHERE token_hash = ?1 OR next_token_hash = ?1",
         )?
-        .query_row([hash], |r| Found::try_from(r))
+        .query_row([hash], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })
         .optional()?;
     let Some((runner_id, disabled_at, current, issued, created, next_issued, requested)) = found
     else {
@@ -97,7 +108,7 @@ pub fn authenticate(
 
 /// Records `hash` as the Runner's pending token (replacing an earlier pending one);
 /// returns when it was issued.
-pub fn issue(conn: &Connection, runner_id: &RunnerId, hash: &str) -> Result<i64, StoreError> {
+pub fn issue(conn: &Db, runner_id: &RunnerId, hash: &str) -> Result<i64, StoreError> {
     let now = now_ms();
     let changed = conn.execute(
         "UPDATE runners SET next_token_hash = ?2, next_token_issued_at = ?3
@@ -113,11 +124,7 @@ pub fn issue(conn: &Connection, runner_id: &RunnerId, hash: &str) -> Result<i64,
 }
 
 /// Whether the Runner should renew its token now (for the lease answer).
-pub fn rotate_due(
-    conn: &Connection,
-    runner_id: &RunnerId,
-    lifetime_ms: i64,
-) -> Result<bool, StoreError> {
+pub fn rotate_due(conn: &Db, runner_id: &RunnerId, lifetime_ms: i64) -> Result<bool, StoreError> {
     let found: Option<(Option<i64>, i64, Option<i64>)> = conn
         .prepare_cached(
             "SELECT token_issued_at, created_at, rotate_requested_at FROM runners WHERE id = ?1",
@@ -137,7 +144,7 @@ pub fn rotate_due(
 /// An admin asked for a rotation that no token answered yet: the lease long-poll answers
 /// at once so the Runner hears it (and only until it asked for its new token, so a Runner
 /// that cannot save one does not spin).
-pub fn rotation_waiting(conn: &Connection, runner_id: &RunnerId) -> Result<bool, StoreError> {
+pub fn rotation_waiting(conn: &Db, runner_id: &RunnerId) -> Result<bool, StoreError> {
     Ok(conn
         .prepare_cached(
             "SELECT rotate_requested_at IS NOT NULL AND next_token_hash IS NULL
@@ -151,7 +158,7 @@ pub fn rotation_waiting(conn: &Connection, runner_id: &RunnerId) -> Result<bool,
 /// `yy runner rotate-token`: asks the Runner to renew at its next contact. With `revoke`
 /// the current and pending tokens stop working at once and the Runner is disabled (its
 /// token may have leaked): it must be registered again.
-pub fn request(conn: &mut Connection, key: &str, revoke: bool) -> Result<RunnerRow, StoreError> {
+pub fn request(conn: &mut Db, key: &str, revoke: bool) -> Result<RunnerRow, StoreError> {
     // Nearly every request only reads; the rare promotion writes inside the same savepoint
     // (one database thread, so nothing can take the write lock meanwhile).
     let tx = conn.savepoint()?;
@@ -186,8 +193,8 @@ pub fn request(conn: &mut Connection, key: &str, revoke: bool) -> Result<RunnerR
 mod tests {
     use super::*;
 
-    fn runner(conn: &mut Connection) -> String {
-        super::super::migrate(conn).unwrap();
+    fn runner(conn: &mut Db) -> String {
+        super::super::migrate(conn.sqlite_mut().unwrap()).unwrap();
         conn.execute_batch(
             "INSERT INTO sources (id, name, description, created_at) VALUES ('s', 'main', '', 0);
              INSERT INTO runners (id, source_id, token_hash, allowed_profiles, artifact_roots,
@@ -200,7 +207,7 @@ mod tests {
 
     #[test]
     fn the_pending_token_replaces_the_old_one_on_first_use() {
-        let mut c = Connection::open_in_memory().unwrap();
+        let mut c = Db::open_in_memory().unwrap();
         let id = RunnerId::new(runner(&mut c));
         let day = 24 * 3600 * 1000;
         // Issued at 0 with a lifetime of 30 days: long expired by now.
@@ -225,7 +232,7 @@ mod tests {
 
     #[test]
     fn an_admin_request_asks_and_a_revocation_disables() {
-        let mut c = Connection::open_in_memory().unwrap();
+        let mut c = Db::open_in_memory().unwrap();
         let id = RunnerId::new(runner(&mut c));
         let lifetime = i64::MAX / 2;
         assert!(!rotation_waiting(&c, &id).unwrap());

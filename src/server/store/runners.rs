@@ -1,6 +1,7 @@
 //! Runner registrations. The token is stored only as a hash and never read back.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::runner_images::busy_sql;
 use super::{StoreError, catalog, is_unique_violation, new_id};
@@ -154,7 +155,7 @@ fn json_list(s: String) -> Vec<String> {
     serde_json::from_str(&s).unwrap_or_default()
 }
 
-pub(crate) fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunnerRow> {
+pub(crate) fn row(r: &Row<'_>) -> rusqlite::Result<RunnerRow> {
     Ok(RunnerRow {
         id: r.get(0)?,
         source_id: r.get(1)?,
@@ -193,7 +194,7 @@ pub struct NewRunner<'a> {
     pub network: NetworkMode,
 }
 
-pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, StoreError> {
+pub fn register(conn: &mut Db, new: NewRunner<'_>) -> Result<RunnerRow, StoreError> {
     let tx = conn.savepoint()?;
     let source = catalog::get_source(&tx, new.source)?;
     if source.archived_at.is_some() {
@@ -252,14 +253,14 @@ pub fn register(conn: &mut Connection, new: NewRunner<'_>) -> Result<RunnerRow, 
     Ok(runner)
 }
 
-pub fn list(conn: &Connection) -> Result<Vec<RunnerRow>, StoreError> {
+pub fn list(conn: &Db) -> Result<Vec<RunnerRow>, StoreError> {
     let mut stmt = conn.prepare(&format!("{SELECT} ORDER BY s.name, r.created_at"))?;
     let rows = stmt.query_map([], row)?.collect::<Result<_, _>>()?;
     Ok(rows)
 }
 
 /// A Runner by full id or by a unique id prefix of at least 4 characters.
-pub fn get(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
+pub fn get(conn: &Db, key: &str) -> Result<RunnerRow, StoreError> {
     // A full id (what every machine and most admin requests carry) is one index lookup;
     // only a prefix needs resolving.
     let exact = conn
@@ -278,7 +279,7 @@ pub fn get(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
 
 /// The id of a Runner given by full id or unique prefix, without reading the whole row
 /// (enqueueing resolves one on every request).
-pub fn resolve(conn: &Connection, key: &str) -> Result<String, StoreError> {
+pub fn resolve(conn: &Db, key: &str) -> Result<String, StoreError> {
     let exact: Option<String> = conn
         .prepare_cached("SELECT id FROM runners WHERE id = ?1")?
         .query_row([key], |r| r.get(0))
@@ -290,7 +291,7 @@ pub fn resolve(conn: &Connection, key: &str) -> Result<String, StoreError> {
 }
 
 /// A Runner's `disabled_at` and current generation (None: no such Runner).
-pub fn fence(conn: &Connection, id: &str) -> Result<Option<(Option<i64>, i64)>, StoreError> {
+pub fn fence(conn: &Db, id: &str) -> Result<Option<(Option<i64>, i64)>, StoreError> {
     Ok(conn
         .prepare_cached("SELECT disabled_at, generation FROM runners WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -298,7 +299,7 @@ pub fn fence(conn: &Connection, id: &str) -> Result<Option<(Option<i64>, i64)>, 
 }
 
 /// Disables a Runner: its token stops working at once and for good.
-pub fn disable(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
+pub fn disable(conn: &Db, key: &str) -> Result<RunnerRow, StoreError> {
     let runner = get(conn, key)?;
     conn.execute(
         "UPDATE runners SET disabled_at = ?1 WHERE id = ?2 AND disabled_at IS NULL",
@@ -308,7 +309,7 @@ pub fn disable(conn: &Connection, key: &str) -> Result<RunnerRow, StoreError> {
 }
 
 /// The computer image a Runner's computers are created from, if computers are enabled.
-pub fn computer_image(conn: &Connection, id: &str) -> Result<Option<String>, StoreError> {
+pub fn computer_image(conn: &Db, id: &str) -> Result<Option<String>, StoreError> {
     Ok(conn.query_row(
         "SELECT computer_image FROM runners WHERE id = ?1",
         [id],
@@ -319,7 +320,7 @@ pub fn computer_image(conn: &Connection, id: &str) -> Result<Option<String>, Sto
 /// The instance of Runner `id` that is online now (connected, not disabled, seen within
 /// [`OFFLINE_AFTER_MS`]), if any.
 pub fn online_instance(
-    conn: &Connection,
+    conn: &Db,
     id: &str,
 ) -> Result<Option<crate::api::machine::OnlineInstance>, StoreError> {
     let row: Option<(String, i64, Option<String>)> = conn
@@ -343,10 +344,7 @@ pub fn online_instance(
 }
 
 /// A Runner's computer image and network mode (how its next computers start).
-pub fn computer_settings(
-    conn: &Connection,
-    id: &str,
-) -> Result<(Option<String>, NetworkMode), StoreError> {
+pub fn computer_settings(conn: &Db, id: &str) -> Result<(Option<String>, NetworkMode), StoreError> {
     let (image, network): (Option<String>, String) = conn.query_row(
         "SELECT computer_image, network FROM runners WHERE id = ?1",
         [id],
@@ -356,10 +354,7 @@ pub fn computer_settings(
 }
 
 /// [`computer_settings`] for starting a computer: refused when the Runner has no image.
-pub fn computer_for_start(
-    conn: &Connection,
-    id: &str,
-) -> Result<(String, NetworkMode), StoreError> {
+pub fn computer_for_start(conn: &Db, id: &str) -> Result<(String, NetworkMode), StoreError> {
     let (image, network) = computer_settings(conn, id)?;
     let image = image.ok_or_else(|| {
         StoreError::Invalid(format!(
@@ -370,10 +365,7 @@ pub fn computer_for_start(
 }
 
 /// The enabled Runner of a source: where its agents' work goes.
-pub fn enabled_for_source(
-    conn: &Connection,
-    source: &catalog::SourceRow,
-) -> Result<RunnerRow, StoreError> {
+pub fn enabled_for_source(conn: &Db, source: &catalog::SourceRow) -> Result<RunnerRow, StoreError> {
     list(conn)?
         .into_iter()
         .find(|r| r.source_id == source.id && r.disabled_at.is_none())
@@ -385,7 +377,7 @@ pub fn enabled_for_source(
         })
 }
 
-pub fn touch(conn: &Connection, runner_id: &RunnerId) -> Result<(), StoreError> {
+pub fn touch(conn: &Db, runner_id: &RunnerId) -> Result<(), StoreError> {
     conn.prepare_cached("UPDATE runners SET last_seen_at = ?2 WHERE id = ?1")?
         .execute(params![runner_id, now_ms()])?;
     Ok(())
@@ -393,7 +385,7 @@ pub fn touch(conn: &Connection, runner_id: &RunnerId) -> Result<(), StoreError> 
 
 /// Marks a Runner offline after a clean disconnect of the instance holding `generation`.
 pub fn disconnect(
-    conn: &Connection,
+    conn: &Db,
     runner_id: &RunnerId,
     generation: Generation,
 ) -> Result<(), StoreError> {

@@ -4,7 +4,8 @@
 //! admission together with the record of what it admitted. Nothing here resubmits a turn
 //! that ran: an `uncertain` turn goes to review as what it is.
 
-use rusqlite::{Connection, params};
+use super::db::Db;
+use rusqlite::params;
 
 use super::artifacts::InputFile;
 use super::commands::{self, QueueLimits};
@@ -32,7 +33,7 @@ pub struct Pass {
 }
 
 /// One pass: settle what ended, then admit what is ready while slots are free.
-pub fn pass(conn: &mut Connection, limits: QueueLimits) -> Result<Pass, StoreError> {
+pub fn pass(conn: &mut Db, limits: QueueLimits) -> Result<Pass, StoreError> {
     let mut out = Pass::default();
     // Most passes of a control plane without team work end here, without a write lock.
     if !any_work(conn)? {
@@ -53,7 +54,7 @@ pub fn pass(conn: &mut Connection, limits: QueueLimits) -> Result<Pass, StoreErr
     Ok(out)
 }
 
-fn exported(conn: &Connection, turn_id: &str) -> Result<Vec<ArtifactRef>, StoreError> {
+fn exported(conn: &Db, turn_id: &str) -> Result<Vec<ArtifactRef>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, name, size, sha256 FROM artifacts
          WHERE turn_id = ?1 AND kind = 'export' AND state = 'ready' ORDER BY created_at",
@@ -71,7 +72,7 @@ fn exported(conn: &Connection, turn_id: &str) -> Result<Vec<ArtifactRef>, StoreE
     Ok(rows)
 }
 
-fn bump_attention(conn: &Connection, goal_id: &str) -> Result<(), StoreError> {
+fn bump_attention(conn: &Db, goal_id: &str) -> Result<(), StoreError> {
     conn.execute(
         "UPDATE goals SET attention = max(attention, seen) + 1, updated_at = ?2 WHERE id = ?1",
         params![goal_id, now_ms()],
@@ -81,7 +82,7 @@ fn bump_attention(conn: &Connection, goal_id: &str) -> Result<(), StoreError> {
 
 /// Running subtasks whose turns ended go to review (or back to the queue when the turn
 /// never ran); admin turns that ended leave work behind them noticed.
-fn settle(conn: &Connection, out: &mut Pass) -> Result<(), StoreError> {
+fn settle(conn: &Db, out: &mut Pass) -> Result<(), StoreError> {
     let now = now_ms();
     let running = goals::subtasks_where(conn, "s.state = 'running'", [])?;
     for sub in running {
@@ -203,7 +204,7 @@ fn settle(conn: &Connection, out: &mut Pass) -> Result<(), StoreError> {
 
 /// Work the admin has not dealt with: a goal not planned yet (no subtask), a result to
 /// review, or every subtask accepted.
-fn needs_admin(conn: &Connection, goal: &GoalRow) -> Result<bool, StoreError> {
+fn needs_admin(conn: &Db, goal: &GoalRow) -> Result<bool, StoreError> {
     let subs = goals::subtasks(conn, &goal.id)?;
     Ok(subs.is_empty()
         || subs.iter().any(|s| s.state == S::Review)
@@ -215,7 +216,7 @@ fn needs_admin(conn: &Connection, goal: &GoalRow) -> Result<bool, StoreError> {
 /// Retires helpers whose goal ended, stopped or moved to another authorization (their
 /// agents are archived; the scheduler removes their computers). Sessions and exported
 /// artifacts stay.
-pub fn retire_helpers(conn: &Connection, goal: Option<&str>) -> Result<(), StoreError> {
+pub fn retire_helpers(conn: &Db, goal: Option<&str>) -> Result<(), StoreError> {
     let now = now_ms();
     let retired: Vec<String> = {
         let mut stmt = conn.prepare_cached(
@@ -240,7 +241,7 @@ pub fn retire_helpers(conn: &Connection, goal: Option<&str>) -> Result<(), Store
 }
 
 /// Computers of retired helpers that still exist.
-fn retired_computers(conn: &Connection) -> Result<Vec<String>, StoreError> {
+fn retired_computers(conn: &Db) -> Result<Vec<String>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT c.id FROM computers c JOIN helpers h ON h.agent_id = c.agent_id
          WHERE h.retired_at IS NOT NULL AND c.state NOT IN ('removed', 'stopping')",
@@ -251,7 +252,7 @@ fn retired_computers(conn: &Connection) -> Result<Vec<String>, StoreError> {
     Ok(rows)
 }
 
-fn running_turns(conn: &Connection) -> Result<i64, StoreError> {
+fn running_turns(conn: &Db) -> Result<i64, StoreError> {
     Ok(conn.query_row(
         "SELECT count(*) FROM session_turns WHERE state IN (?1, ?2)",
         params![TurnState::Queued, TurnState::Running],
@@ -259,11 +260,11 @@ fn running_turns(conn: &Connection) -> Result<i64, StoreError> {
     )?)
 }
 
-fn idle(conn: &Connection, agent_id: &str) -> Result<bool, StoreError> {
+fn idle(conn: &Db, agent_id: &str) -> Result<bool, StoreError> {
     Ok(sessions::running_session(conn, agent_id)?.is_none())
 }
 
-fn session_free(conn: &Connection, session: Option<&str>) -> Result<bool, StoreError> {
+fn session_free(conn: &Db, session: Option<&str>) -> Result<bool, StoreError> {
     match session {
         None => Ok(true),
         Some(s) => Ok(sessions::get(conn, &SessionId::new(s))?.state != SessionState::Running),
@@ -283,7 +284,7 @@ enum Work {
 
 /// The next admissible work item, oldest first within each kind: deliveries, then admin
 /// turns, then ready subtasks. `skip` holds items that failed admission in this pass.
-fn next_work(conn: &Connection, skip: &[String]) -> Result<Option<Work>, StoreError> {
+fn next_work(conn: &Db, skip: &[String]) -> Result<Option<Work>, StoreError> {
     let deliveries: Vec<(String, SessionId, String)> = {
         let mut stmt = conn.prepare_cached(
             "SELECT id, session_id, payload FROM deliveries WHERE state = 'pending' ORDER BY created_at",
@@ -339,7 +340,7 @@ fn next_work(conn: &Connection, skip: &[String]) -> Result<Option<Work>, StoreEr
     Ok(None)
 }
 
-fn dispatch(conn: &mut Connection, limits: QueueLimits, out: &mut Pass) -> Result<(), StoreError> {
+fn dispatch(conn: &mut Db, limits: QueueLimits, out: &mut Pass) -> Result<(), StoreError> {
     let mut skip: Vec<String> = Vec::new();
     loop {
         let tx = conn.savepoint()?;
@@ -375,7 +376,7 @@ fn dispatch(conn: &mut Connection, limits: QueueLimits, out: &mut Pass) -> Resul
     }
 }
 
-fn note_waiting(conn: &Connection, key: &str, why: &str) -> Result<(), StoreError> {
+fn note_waiting(conn: &Db, key: &str, why: &str) -> Result<(), StoreError> {
     let reason = format!("waiting: {why}");
     conn.execute(
         "UPDATE goals SET reason = ?2 WHERE (id = ?1 OR id = (SELECT goal_id FROM subtasks WHERE id = ?1))
@@ -390,7 +391,7 @@ fn note_waiting(conn: &Connection, key: &str, why: &str) -> Result<(), StoreErro
 }
 
 /// Admits one work item inside `tx`; the Runner to wake, or None when no turn was due.
-fn admit(tx: &Connection, work: Work, limits: QueueLimits) -> Result<Option<RunnerId>, StoreError> {
+fn admit(tx: &Db, work: Work, limits: QueueLimits) -> Result<Option<RunnerId>, StoreError> {
     let now = now_ms();
     match work {
         Work::Delivery {
@@ -552,7 +553,7 @@ fn delivered_files(payload: &str) -> Vec<InputFile> {
 /// The artifacts of the results of a goal's subtasks in `state` (only those `dependent`
 /// depends on, when given), each under `under/#SEQ/`.
 fn result_files(
-    conn: &Connection,
+    conn: &Db,
     goal_id: &str,
     state: &str,
     dependent: Option<&str>,
@@ -583,11 +584,7 @@ fn result_files(
 }
 
 /// A subtask for `yy subtask show`, with the goal's account checked.
-pub fn subtask_for(
-    conn: &Connection,
-    actor: &teams::Actor,
-    id: &str,
-) -> Result<SubtaskRow, StoreError> {
+pub fn subtask_for(conn: &Db, actor: &teams::Actor, id: &str) -> Result<SubtaskRow, StoreError> {
     let id = super::ids::resolve_for(conn, super::ids::Kind::Subtask, id, actor.scope())?;
     let sub = goals::get_subtask(conn, &id)?;
     goals::get_for(conn, actor, &sub.goal_id)?;
@@ -597,7 +594,7 @@ pub fn subtask_for(
 /// Whether anything may need a pass: an open goal, a running subtask, a pending
 /// delivery, an admin turn to settle, a retired helper's computer to remove, or a chat
 /// turn waiting to start.
-pub fn any_work(conn: &Connection) -> Result<bool, StoreError> {
+pub fn any_work(conn: &Db) -> Result<bool, StoreError> {
     Ok(conn
         .prepare_cached(
             "SELECT EXISTS (SELECT 1 FROM goals WHERE state = 'active' OR admin_turn_id IS NOT NULL)

@@ -1,6 +1,7 @@
 //! Scrape tokens: what a Prometheus server holds to read `/metrics` (and nothing else).
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::{StoreError, get_by_id, ids, is_unique_violation, new_id};
 use crate::api::status::ScrapeToken;
@@ -11,7 +12,7 @@ pub const MAX_LIVE: i64 = 64;
 
 const COLUMNS: &str = "t.id, t.name, a.username, t.created_at, t.last_used_at, t.revoked_at";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScrapeToken> {
+fn row(r: &Row<'_>) -> rusqlite::Result<ScrapeToken> {
     Ok(ScrapeToken {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -24,7 +25,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScrapeToken> {
 
 /// Stores a new scrape token (by its hash) under a name no live one has.
 pub fn create(
-    conn: &mut Connection,
+    conn: &mut Db,
     name: &str,
     token_hash: &str,
     account_id: &str,
@@ -60,7 +61,7 @@ pub fn create(
     Ok(token)
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<ScrapeToken, StoreError> {
+pub fn get(conn: &Db, id: &str) -> Result<ScrapeToken, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM scrape_tokens t JOIN accounts a ON a.id = t.created_by
          WHERE t.id = ?1"
@@ -69,7 +70,7 @@ pub fn get(conn: &Connection, id: &str) -> Result<ScrapeToken, StoreError> {
 }
 
 /// Live scrape tokens, newest first.
-pub fn list(conn: &Connection) -> Result<Vec<ScrapeToken>, StoreError> {
+pub fn list(conn: &Db) -> Result<Vec<ScrapeToken>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {COLUMNS} FROM scrape_tokens t JOIN accounts a ON a.id = t.created_by
          WHERE t.revoked_at IS NULL ORDER BY t.created_at DESC, t.id"
@@ -79,7 +80,7 @@ pub fn list(conn: &Connection) -> Result<Vec<ScrapeToken>, StoreError> {
 }
 
 /// Revokes the scrape token named by `key`: its id, a unique id prefix, or a live one's name.
-pub fn revoke(conn: &mut Connection, key: &str) -> Result<ScrapeToken, StoreError> {
+pub fn revoke(conn: &mut Db, key: &str) -> Result<ScrapeToken, StoreError> {
     let tx = conn.savepoint()?;
     let by_name: Option<String> = tx
         .query_row(
@@ -103,7 +104,7 @@ pub fn revoke(conn: &mut Connection, key: &str) -> Result<ScrapeToken, StoreErro
 
 /// Whether `token_hash` is a live scrape token's; records its use (a minute's precision:
 /// a scraper calls every few seconds, and each read must not become a write).
-pub fn authenticate(conn: &Connection, token_hash: &str) -> Result<bool, StoreError> {
+pub fn authenticate(conn: &Db, token_hash: &str) -> Result<bool, StoreError> {
     let found: Option<(String, Option<i64>)> = conn
         .prepare_cached(
             "SELECT id, last_used_at FROM scrape_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
@@ -127,9 +128,9 @@ pub fn authenticate(conn: &Connection, token_hash: &str) -> Result<bool, StoreEr
 mod tests {
     use super::*;
 
-    fn db() -> (Connection, String) {
-        let mut c = Connection::open_in_memory().unwrap();
-        super::super::migrate::migrate(&mut c).unwrap();
+    fn db() -> (Db, String) {
+        let mut c = Db::open_in_memory().unwrap();
+        super::super::migrate::migrate(c.sqlite_mut().unwrap()).unwrap();
         let a = super::super::accounts::create(&c, "root", "x", true).unwrap();
         (c, a.id)
     }

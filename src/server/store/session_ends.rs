@@ -2,7 +2,8 @@
 //! commands, stops must be confirmed (else the session is pending cleanup and never reused),
 //! and an uncertain turn is checked later through its original Hermes session.
 
-use rusqlite::{Connection, params};
+use super::db::{Db, Savepoint};
+use rusqlite::params;
 
 use super::commands::{self, CommandRow, QueueLimits};
 use super::sessions::{SessionRow, TURN_COLUMNS, TurnRow, get, turn_row};
@@ -15,7 +16,7 @@ use crate::timefmt::now_ms;
 
 /// Brings turns and stops in line with their commands once those ended. Returns the
 /// sessions that changed.
-pub fn settle(conn: &mut Connection) -> Result<Vec<SessionId>, StoreError> {
+pub fn settle(conn: &mut Db) -> Result<Vec<SessionId>, StoreError> {
     let tx = conn.savepoint()?;
     let now = now_ms();
     let mut changed = Vec::new();
@@ -162,9 +163,9 @@ fn turn_outcome(cmd: &CommandRow) -> TurnOutcome {
 
 /// Opens the savepoint of one change to a session, with the session as it is.
 fn begin<'c>(
-    conn: &'c mut Connection,
+    conn: &'c mut Db,
     session_id: &SessionId,
-) -> Result<(rusqlite::Savepoint<'c>, SessionRow), StoreError> {
+) -> Result<(Savepoint<'c>, SessionRow), StoreError> {
     let tx = conn.savepoint()?;
     let session = get(&tx, session_id)?;
     Ok((tx, session))
@@ -173,7 +174,7 @@ fn begin<'c>(
 /// What a stop needs: the command to send, or nothing when the turn had not reached a
 /// Runner (then it is cancelled in the queue).
 pub fn stop(
-    conn: &mut Connection,
+    conn: &mut Db,
     session_id: &SessionId,
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
@@ -238,7 +239,7 @@ pub fn stop(
 /// `yy session stop`: cancels the turns waiting in the session, then stops its running
 /// turn (when only waiting turns were there, that is all).
 pub fn stop_all(
-    conn: &mut Connection,
+    conn: &mut Db,
     session_id: &SessionId,
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
@@ -259,7 +260,7 @@ pub fn stop_all(
 /// one that has not ended is stopped like `yy session stop`, without touching the turns
 /// waiting behind it.
 pub fn cancel_turn(
-    conn: &mut Connection,
+    conn: &mut Db,
     session_id: &SessionId,
     turn_id: &str,
     limits: QueueLimits,
@@ -293,7 +294,7 @@ pub fn cancel_turn(
 
 /// Closes a session for good; its Hermes session is closed on the Runner when it has one.
 pub fn close(
-    conn: &mut Connection,
+    conn: &mut Db,
     session_id: &SessionId,
     limits: QueueLimits,
 ) -> Result<(SessionRow, Option<CommandRow>), StoreError> {
@@ -327,11 +328,7 @@ pub fn close(
 
 /// Queues a read-only look at an uncertain turn's original Hermes session. It runs when the
 /// Runner is back; nothing is ever run again.
-fn enqueue_check(
-    conn: &Connection,
-    turn_id: &str,
-    session_id: &SessionId,
-) -> Result<(), StoreError> {
+fn enqueue_check(conn: &Db, turn_id: &str, session_id: &SessionId) -> Result<(), StoreError> {
     let session = get(conn, session_id)?;
     let (Some(runner_id), Some(hermes)) = (session.runner_id, session.hermes_session_id) else {
         return Ok(());

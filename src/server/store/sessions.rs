@@ -1,7 +1,8 @@
 //! Bot sessions: admission of a turn, the events a Runner streams, and the transcript.
 //! How turns, stops and checks end is in `session_ends`.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::commands::{self, QueueLimits};
 use super::ids::Kind;
@@ -68,19 +69,19 @@ const SESSION_SELECT: &str = "SELECT s.id, s.account_id, s.agent_id, g.name, a.u
         (SELECT t.state FROM session_turns t WHERE t.session_id = s.id ORDER BY t.seq DESC LIMIT 1)
     FROM sessions s JOIN agents g ON g.id = s.agent_id JOIN accounts a ON a.id = s.account_id";
 
-fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
     from_columns!(r => SessionRow {
         id, account_id, agent_id, agent, owner, runner_id, hermes_session_id, state,
         stop_command_id, cleanup_reason, created_at, updated_at, last_turn,
     })
 }
 
-pub fn get(conn: &Connection, id: &SessionId) -> Result<SessionRow, StoreError> {
+pub fn get(conn: &Db, id: &SessionId) -> Result<SessionRow, StoreError> {
     let sql = format!("{SESSION_SELECT} WHERE s.id = ?1");
     get_by_id(conn, Kind::Session, &sql, id.as_str(), session_row)
 }
 
-pub fn list(conn: &Connection, agent_id: Option<&str>) -> Result<Vec<SessionRow>, StoreError> {
+pub fn list(conn: &Db, agent_id: Option<&str>) -> Result<Vec<SessionRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "{SESSION_SELECT} WHERE ?1 IS NULL OR s.agent_id = ?1 ORDER BY s.updated_at DESC LIMIT 200"
     ))?;
@@ -133,7 +134,7 @@ pub(super) const TURN_COLUMNS: &str =
     "id, session_id, seq, runner_id, command_id, message, state, final_text,
     usage, error, created_at, finished_at, check_result";
 
-pub(super) fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TurnRow> {
+pub(super) fn turn_row(r: &Row<'_>) -> rusqlite::Result<TurnRow> {
     Ok(TurnRow {
         id: r.get(0)?,
         session_id: r.get(1)?,
@@ -151,7 +152,7 @@ pub(super) fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TurnRow> {
     })
 }
 
-pub fn turns(conn: &Connection, session_id: &SessionId) -> Result<Vec<TurnRow>, StoreError> {
+pub fn turns(conn: &Db, session_id: &SessionId) -> Result<Vec<TurnRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {TURN_COLUMNS} FROM session_turns WHERE session_id = ?1 ORDER BY seq"
     ))?;
@@ -161,7 +162,7 @@ pub fn turns(conn: &Connection, session_id: &SessionId) -> Result<Vec<TurnRow>, 
     Ok(rows)
 }
 
-pub fn get_turn(conn: &Connection, turn_id: &str) -> Result<TurnRow, StoreError> {
+pub fn get_turn(conn: &Db, turn_id: &str) -> Result<TurnRow, StoreError> {
     not_found(
         conn.query_row(
             &format!("SELECT {TURN_COLUMNS} FROM session_turns WHERE id = ?1"),
@@ -173,7 +174,7 @@ pub fn get_turn(conn: &Connection, turn_id: &str) -> Result<TurnRow, StoreError>
 }
 
 /// Tool calls of a turn, from its events.
-pub fn tool_calls(conn: &Connection, turn_id: &str) -> Result<Vec<wire::ToolCall>, StoreError> {
+pub fn tool_calls(conn: &Db, turn_id: &str) -> Result<Vec<wire::ToolCall>, StoreError> {
     let mut stmt = conn.prepare(
         "SELECT type, payload FROM session_events
          WHERE turn_id = ?1 AND type IN ('tool.start', 'tool.complete') ORDER BY seq",
@@ -248,7 +249,7 @@ pub enum Admitted {
 /// Admits a turn: agent, Runner, profile permission and slots are checked, and the session,
 /// turn and Runner command are written, in one transaction.
 pub fn admit_turn(
-    conn: &mut Connection,
+    conn: &mut Db,
     a: &Admission,
     limits: QueueLimits,
 ) -> Result<(SessionRow, TurnRow), StoreError> {
@@ -261,7 +262,7 @@ pub fn admit_turn(
 /// [`admit_turn`] inside the caller's transaction (the scheduler records what it admitted
 /// in the same one). A busy agent or a full control plane is refused (`Conflict`, `Limit`).
 pub fn admit_in(
-    tx: &Connection,
+    tx: &Db,
     a: &Admission,
     limits: QueueLimits,
 ) -> Result<(SessionRow, TurnRow), StoreError> {
@@ -278,7 +279,7 @@ pub fn admit_in(
 /// The checks of an admission that do not depend on what runs now: the asker and the
 /// agent's owner are enabled accounts, the agent is active and the asker may use it.
 pub fn check_asker(
-    tx: &Connection,
+    tx: &Db,
     account_id: &str,
     admin: bool,
     agent: &agents::AgentRow,
@@ -311,7 +312,7 @@ pub fn check_asker(
 /// would refuse it is checked first. `wait`: the waiting turn being admitted now (its id
 /// becomes the turn's id; only turns queued before it go first).
 pub fn admit_or_wait(
-    tx: &Connection,
+    tx: &Db,
     a: &Admission,
     limits: QueueLimits,
     wait: Option<&str>,
@@ -536,7 +537,7 @@ pub fn admit_or_wait(
 
 /// The session `key` when it belongs to `agent` and may take another turn.
 pub fn open_session_of(
-    tx: &Connection,
+    tx: &Db,
     key: &str,
     agent: &agents::AgentRow,
 ) -> Result<SessionRow, StoreError> {
@@ -561,7 +562,7 @@ pub fn open_session_of(
 }
 
 /// A new, idle session of `agent`.
-pub fn new_session(tx: &Connection, agent: &agents::AgentRow) -> Result<SessionRow, StoreError> {
+pub fn new_session(tx: &Db, agent: &agents::AgentRow) -> Result<SessionRow, StoreError> {
     let id = new_id();
     tx.execute(
         "INSERT INTO sessions (id, account_id, agent_id, state, created_at, updated_at)
@@ -572,7 +573,7 @@ pub fn new_session(tx: &Connection, agent: &agents::AgentRow) -> Result<SessionR
 }
 
 /// The session in which the agent is in a turn now, if any (one turn at a time per agent).
-pub fn running_session(conn: &Connection, agent_id: &str) -> Result<Option<SessionId>, StoreError> {
+pub fn running_session(conn: &Db, agent_id: &str) -> Result<Option<SessionId>, StoreError> {
     Ok(conn
         .query_row(
             "SELECT id FROM sessions WHERE agent_id = ?1 AND state = ?2",
@@ -582,7 +583,7 @@ pub fn running_session(conn: &Connection, agent_id: &str) -> Result<Option<Sessi
         .optional()?)
 }
 
-fn history(conn: &Connection, session_id: &SessionId) -> Result<Vec<HistoryMessage>, StoreError> {
+fn history(conn: &Db, session_id: &SessionId) -> Result<Vec<HistoryMessage>, StoreError> {
     let mut out = Vec::new();
     for t in turns(conn, session_id)? {
         out.push(HistoryMessage {
@@ -602,7 +603,7 @@ fn history(conn: &Connection, session_id: &SessionId) -> Result<Vec<HistoryMessa
 
 /// Appends what a Runner streamed for the turn behind `command_id`.
 pub fn append_events(
-    conn: &mut Connection,
+    conn: &mut Db,
     runner_id: &RunnerId,
     generation: Generation,
     command_id: &CommandId,
@@ -667,7 +668,7 @@ pub fn append_events(
 }
 
 pub fn events_after(
-    conn: &Connection,
+    conn: &Db,
     session_id: &SessionId,
     after: i64,
 ) -> Result<Vec<wire::SessionEvent>, StoreError> {

@@ -1,6 +1,7 @@
 //! Subtasks of a goal: the state machine, adding them, and the admin's reviews.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::goals::{MAX_ATTEMPTS, MAX_SUBTASKS, check_active, open_goal};
 use super::ids::Kind;
@@ -90,7 +91,7 @@ const SUB_SELECT: &str = "SELECT s.id, s.goal_id, s.seq, s.title, s.owner_id, g.
     s.inputs, s.state, s.attempts, s.note, s.session_id, s.turn_id, s.result, s.next_look_at,
     s.looks, s.created_at, s.updated_at FROM subtasks s JOIN agents g ON g.id = s.owner_id";
 
-fn sub_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SubtaskRow> {
+fn sub_row(r: &Row<'_>) -> rusqlite::Result<SubtaskRow> {
     Ok(SubtaskRow {
         id: r.get(0)?,
         goal_id: r.get(1)?,
@@ -113,27 +114,27 @@ fn sub_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SubtaskRow> {
     })
 }
 
-pub fn subtasks(conn: &Connection, goal_id: &str) -> Result<Vec<SubtaskRow>, StoreError> {
+pub fn subtasks(conn: &Db, goal_id: &str) -> Result<Vec<SubtaskRow>, StoreError> {
     subtasks_where(conn, "s.goal_id = ?1 ORDER BY s.seq", [goal_id])
 }
 
 pub fn subtasks_where(
-    conn: &Connection,
+    conn: &Db,
     filter: &str,
-    args: impl rusqlite::Params,
+    args: impl super::db::Params,
 ) -> Result<Vec<SubtaskRow>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!("{SUB_SELECT} WHERE {filter}"))?;
     let rows = stmt.query_map(args, sub_row)?.collect::<Result<_, _>>()?;
     Ok(rows)
 }
 
-pub fn get_subtask(conn: &Connection, id: &str) -> Result<SubtaskRow, StoreError> {
+pub fn get_subtask(conn: &Db, id: &str) -> Result<SubtaskRow, StoreError> {
     let sql = format!("{SUB_SELECT} WHERE s.id = ?1");
     get_by_id(conn, Kind::Subtask, &sql, id, sub_row)
 }
 
 /// A subtask of `goal` by id, `#seq`, seq or exact title.
-pub fn find_subtask(conn: &Connection, goal: &str, key: &str) -> Result<SubtaskRow, StoreError> {
+pub fn find_subtask(conn: &Db, goal: &str, key: &str) -> Result<SubtaskRow, StoreError> {
     let seq = key.trim_start_matches('#').parse::<i64>().ok();
     not_found(
         conn.query_row(
@@ -148,7 +149,7 @@ pub fn find_subtask(conn: &Connection, goal: &str, key: &str) -> Result<SubtaskR
     )
 }
 
-pub fn deps(conn: &Connection, subtask_id: &str) -> Result<Vec<String>, StoreError> {
+pub fn deps(conn: &Db, subtask_id: &str) -> Result<Vec<String>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT d.depends_on FROM subtask_deps d JOIN subtasks s ON s.id = d.depends_on
          WHERE d.subtask_id = ?1 ORDER BY s.seq",
@@ -170,7 +171,7 @@ pub struct NewSubtask<'a> {
 }
 
 pub fn add_subtask(
-    conn: &Connection,
+    conn: &Db,
     actor: &Actor,
     new: NewSubtask<'_>,
 ) -> Result<SubtaskRow, StoreError> {
@@ -268,7 +269,7 @@ pub fn add_subtask(
 }
 
 /// Moves a subtask one step of the state machine (refusing illegal steps).
-pub fn step(conn: &Connection, sub: &SubtaskRow, step: Step) -> Result<S, StoreError> {
+pub fn step(conn: &Db, sub: &SubtaskRow, step: Step) -> Result<S, StoreError> {
     let to = transition(sub.state, step)
         .map_err(|e| StoreError::Conflict(format!("subtask #{} {:?}: {e}", sub.seq, sub.title)))?;
     conn.execute(
@@ -278,7 +279,7 @@ pub fn step(conn: &Connection, sub: &SubtaskRow, step: Step) -> Result<S, StoreE
     Ok(to)
 }
 
-fn touch(conn: &Connection, goal: &str) -> Result<(), StoreError> {
+fn touch(conn: &Db, goal: &str) -> Result<(), StoreError> {
     conn.execute(
         "UPDATE goals SET updated_at = ?2 WHERE id = ?1",
         params![goal, now_ms()],
@@ -308,7 +309,7 @@ impl Decision {
 }
 
 pub fn review(
-    conn: &Connection,
+    conn: &Db,
     actor: &Actor,
     goal: &str,
     subtask: &str,
@@ -351,7 +352,7 @@ pub fn review(
 }
 
 /// The admin completes its goal: every subtask (but cancelled ones) must be accepted.
-pub fn subtask_view(conn: &Connection, s: SubtaskRow) -> Result<wire::Subtask, StoreError> {
+pub fn subtask_view(conn: &Db, s: SubtaskRow) -> Result<wire::Subtask, StoreError> {
     let deps = deps(conn, &s.id)?;
     let inputs: SubtaskInputs = serde_json::from_str(&s.inputs).unwrap_or_default();
     let result: Option<SubtaskResult> = s

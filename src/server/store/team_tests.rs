@@ -2,7 +2,7 @@
 //! machine (every illegal step refused), each limit refused with its message, tool ids
 //! bound to their turn, and a goal from plan to delivery with a simulated Runner.
 
-use rusqlite::Connection;
+use super::db::Db;
 use serde_json::{Value, json};
 
 use super::agents::AgentRow;
@@ -35,11 +35,8 @@ fn op(w: &World) -> Actor {
     }
 }
 
-fn tx<R>(
-    conn: &mut Connection,
-    f: impl FnOnce(&Connection) -> Result<R, StoreError>,
-) -> Result<R, StoreError> {
-    let tx = conn.transaction().unwrap();
+fn tx<R>(conn: &mut Db, f: impl FnOnce(&Db) -> Result<R, StoreError>) -> Result<R, StoreError> {
+    let tx = conn.savepoint().unwrap();
     let r = f(&tx)?;
     tx.commit().unwrap();
     Ok(r)

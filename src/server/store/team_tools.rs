@@ -3,7 +3,8 @@
 //! only with that id, from the Runner running that turn, while the turn runs and while the
 //! agent still has `manage_team`. Every call is one transaction.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::Db;
+use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
 
 use super::agents::{self, AgentRow, NewAgent};
@@ -26,7 +27,7 @@ pub const MAX_HELPERS_TOTAL: i64 = 32;
 /// while its agent may manage a team. A new lease of the same turn (a Runner that
 /// reconnected) replaces the id: only the latest works. Anything odd about the turn means
 /// no team tools, never a failed lease.
-pub fn grant_for_lease(conn: &Connection, payload: &Value) -> Result<Option<String>, StoreError> {
+pub fn grant_for_lease(conn: &Db, payload: &Value) -> Result<Option<String>, StoreError> {
     /// The one field of a `worker.turn` payload this needs.
     #[derive(serde::Deserialize)]
     struct TurnOf {
@@ -63,7 +64,7 @@ pub fn grant_for_lease(conn: &Connection, payload: &Value) -> Result<Option<Stri
 /// Writes a new tool id for a turn (inside the caller's transaction); like every
 /// credential, only its SHA-256 is stored.
 fn grant(
-    conn: &Connection,
+    conn: &Db,
     agent: &AgentRow,
     source_id: &str,
     session_id: &SessionId,
@@ -101,7 +102,7 @@ pub struct Caller {
 
 /// Checks a tool id against the calling Runner connection and the turn's state.
 pub fn check(
-    conn: &Connection,
+    conn: &Db,
     runner_id: &RunnerId,
     generation: Generation,
     tool_id: &str,
@@ -157,7 +158,7 @@ pub fn check(
 
 /// Runs one call in one transaction; the answer goes back to the model.
 pub fn call(
-    conn: &mut Connection,
+    conn: &mut Db,
     runner_id: &RunnerId,
     generation: Generation,
     tool_id: &str,
@@ -196,7 +197,7 @@ fn list(args: &Value, key: &str) -> Vec<String> {
 /// A goal of a team the caller administers, by id or by the title of an open one (a model
 /// may only remember the title it gave). Other teams' goals, even of the same account,
 /// are not there for team tools: the answer is the same as for a goal that does not exist.
-fn goal_id(conn: &Connection, caller: &Caller, args: &Value) -> Result<String, StoreError> {
+fn goal_id(conn: &Db, caller: &Caller, args: &Value) -> Result<String, StoreError> {
     let key = text(args, "goal")?;
     let mine = "SELECT g.id FROM goals g
          JOIN team_members m ON m.team_id = g.team_id AND m.role = 'admin' AND m.agent_id = ?1";
@@ -223,7 +224,7 @@ fn goal_id(conn: &Connection, caller: &Caller, args: &Value) -> Result<String, S
 }
 
 /// A team the caller administers, by name or id (for `goal_create`); others are unknown.
-fn team_of_caller(conn: &Connection, caller: &Caller, args: &Value) -> Result<String, StoreError> {
+fn team_of_caller(conn: &Db, caller: &Caller, args: &Value) -> Result<String, StoreError> {
     let key = text(args, "team")?;
     conn.query_row(
         "SELECT t.id FROM teams t
@@ -236,12 +237,7 @@ fn team_of_caller(conn: &Connection, caller: &Caller, args: &Value) -> Result<St
     .ok_or_else(|| StoreError::NotFound(format!("no team {key:?} of yours")))
 }
 
-fn dispatch(
-    conn: &Connection,
-    caller: &Caller,
-    name: &str,
-    args: &Value,
-) -> Result<Value, StoreError> {
+fn dispatch(conn: &Db, caller: &Caller, name: &str, args: &Value) -> Result<Value, StoreError> {
     let actor = Actor::Agent {
         account_id: caller.account_id.clone(),
         agent_id: caller.agent.id.clone(),
@@ -388,7 +384,7 @@ fn dispatch(
 
 /// A temporary helper: a new computer agent bound to the goal and its authorization.
 fn helper_create(
-    conn: &Connection,
+    conn: &Db,
     caller: &Caller,
     actor: &Actor,
     args: &Value,
@@ -449,7 +445,7 @@ fn helper_create(
 }
 
 /// Records who created `agent`; members of an isolated admin, and helpers, stay isolated.
-fn record_origin(conn: &Connection, agent: &AgentRow, admin: &AgentRow) -> Result<(), StoreError> {
+fn record_origin(conn: &Db, agent: &AgentRow, admin: &AgentRow) -> Result<(), StoreError> {
     let isolated = admin.env == AgentEnv::Computer || agent.env == AgentEnv::Computer;
     conn.execute(
         "INSERT INTO agent_origins (agent_id, created_by, isolated) VALUES (?1, ?2, ?3)",

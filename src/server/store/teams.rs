@@ -1,7 +1,8 @@
 //! Teams: 2-8 agents of one account, one of them the admin (an agent with `manage_team`).
 //! Created by an operator or by the admin agent's own team tools.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::agents::{self, AgentRow};
 use super::catalog::conflict_on_unique;
@@ -31,7 +32,7 @@ pub struct TeamRow {
 const SELECT: &str = "SELECT t.id, t.account_id, t.name, a.username, t.created_by, t.created_at,
         t.archived_at FROM teams t JOIN accounts a ON a.id = t.account_id";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TeamRow> {
+fn row(r: &Row<'_>) -> rusqlite::Result<TeamRow> {
     Ok(TeamRow {
         id: r.get(0)?,
         account_id: r.get(1)?,
@@ -87,7 +88,7 @@ impl Actor {
 }
 
 /// An active agent of the actor's account by name (or id).
-pub fn agent_of(conn: &Connection, actor: &Actor, key: &str) -> Result<AgentRow, StoreError> {
+pub fn agent_of(conn: &Db, actor: &Actor, key: &str) -> Result<AgentRow, StoreError> {
     let agent = agents::get(conn, actor.account_id(), key)?;
     if !actor.may_see(&agent.account_id) || agent.account_id != actor.account_id() {
         return Err(StoreError::NotFound(format!(
@@ -104,7 +105,7 @@ pub fn agent_of(conn: &Connection, actor: &Actor, key: &str) -> Result<AgentRow,
 }
 
 /// A team by name (active, in the actor's account) or by id.
-pub fn get(conn: &Connection, actor: &Actor, key: &str) -> Result<TeamRow, StoreError> {
+pub fn get(conn: &Db, actor: &Actor, key: &str) -> Result<TeamRow, StoreError> {
     let team = not_found(
         conn.query_row(
             &format!(
@@ -123,7 +124,7 @@ pub fn get(conn: &Connection, actor: &Actor, key: &str) -> Result<TeamRow, Store
     Ok(team)
 }
 
-pub fn get_by_id(conn: &Connection, id: &str) -> Result<TeamRow, StoreError> {
+pub fn get_by_id(conn: &Db, id: &str) -> Result<TeamRow, StoreError> {
     not_found(
         conn.query_row(&format!("{SELECT} WHERE t.id = ?1"), [id], row),
         || format!("no team {id:?}"),
@@ -134,7 +135,7 @@ pub fn get_by_id(conn: &Connection, id: &str) -> Result<TeamRow, StoreError> {
 pub type Member = (String, String, String, bool);
 
 /// Every member, the admin first.
-pub fn members(conn: &Connection, team_id: &str) -> Result<Vec<Member>, StoreError> {
+pub fn members(conn: &Db, team_id: &str) -> Result<Vec<Member>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT m.agent_id, g.name, m.role, EXISTS (SELECT 1 FROM helpers h WHERE h.agent_id = m.agent_id)
          FROM team_members m JOIN agents g ON g.id = m.agent_id
@@ -149,7 +150,7 @@ pub fn members(conn: &Connection, team_id: &str) -> Result<Vec<Member>, StoreErr
 }
 
 /// The team's admin agent.
-pub fn admin_of(conn: &Connection, team_id: &str) -> Result<AgentRow, StoreError> {
+pub fn admin_of(conn: &Db, team_id: &str) -> Result<AgentRow, StoreError> {
     let id: String = conn.query_row(
         "SELECT agent_id FROM team_members WHERE team_id = ?1 AND role = 'admin'",
         [team_id],
@@ -158,7 +159,7 @@ pub fn admin_of(conn: &Connection, team_id: &str) -> Result<AgentRow, StoreError
     agents::get(conn, "", &id)
 }
 
-pub fn view(conn: &Connection, t: TeamRow) -> Result<wire::Team, StoreError> {
+pub fn view(conn: &Db, t: TeamRow) -> Result<wire::Team, StoreError> {
     let members: Vec<wire::TeamMember> = members(conn, &t.id)?
         .into_iter()
         .map(|(agent_id, agent, role, helper)| wire::TeamMember {
@@ -185,7 +186,7 @@ pub fn view(conn: &Connection, t: TeamRow) -> Result<wire::Team, StoreError> {
     })
 }
 
-pub fn list(conn: &Connection, actor: &Actor, archived: bool) -> Result<Vec<TeamRow>, StoreError> {
+pub fn list(conn: &Db, actor: &Actor, archived: bool) -> Result<Vec<TeamRow>, StoreError> {
     let all = matches!(actor, Actor::Operator { admin: true, .. });
     let mut stmt = conn.prepare(&format!(
         "{SELECT} WHERE (?1 OR t.archived_at IS NULL) AND (?2 OR t.account_id = ?3)
@@ -209,7 +210,7 @@ fn check_admin(admin: &AgentRow) -> Result<(), StoreError> {
 
 /// Creates a team (inside the caller's transaction).
 pub fn create(
-    conn: &Connection,
+    conn: &Db,
     actor: &Actor,
     name: &str,
     admin: &str,
@@ -264,7 +265,7 @@ pub fn create(
 }
 
 fn insert_member(
-    conn: &Connection,
+    conn: &Db,
     team: &str,
     agent: &str,
     role: &str,
@@ -290,11 +291,11 @@ fn active(team: &TeamRow) -> Result<(), StoreError> {
 /// What a member change starts from: the team (refused when archived), the agent as
 /// `lookup` finds it, and the members now.
 fn member_change(
-    conn: &Connection,
+    conn: &Db,
     actor: &Actor,
     team: &str,
     agent: &str,
-    lookup: impl FnOnce(&Connection, &Actor, &str) -> Result<AgentRow, StoreError>,
+    lookup: impl FnOnce(&Db, &Actor, &str) -> Result<AgentRow, StoreError>,
 ) -> Result<(TeamRow, AgentRow, Vec<Member>), StoreError> {
     let team = get(conn, actor, team)?;
     active(&team)?;
@@ -304,7 +305,7 @@ fn member_change(
 }
 
 pub fn add_member(
-    conn: &Connection,
+    conn: &Db,
     actor: &Actor,
     team: &str,
     agent: &str,
@@ -327,7 +328,7 @@ pub fn add_member(
 }
 
 pub fn remove_member(
-    conn: &Connection,
+    conn: &Db,
     actor: &Actor,
     team: &str,
     agent: &str,
@@ -377,7 +378,7 @@ pub fn remove_member(
 
 /// Archives a team: final. Its unfinished goals are cancelled (their running turns are
 /// stopped by the scheduler) and never come back.
-pub fn archive(conn: &Connection, actor: &Actor, key: &str) -> Result<TeamRow, StoreError> {
+pub fn archive(conn: &Db, actor: &Actor, key: &str) -> Result<TeamRow, StoreError> {
     let team = get(conn, actor, key)?;
     if team.archived_at.is_some() {
         return Ok(team);

@@ -1,9 +1,8 @@
 //! The state machines of the store against SQLite in memory: the command queue, computers
 //! and turns, each legal transition and the refusal of each illegal one.
 
-use rusqlite::Connection;
-
 use super::commands::{self, Cancelled, QueueLimits, StartRefused};
+use super::db::Db;
 use super::runners::{self, NewRunner};
 use super::sessions::{self, Admission};
 use super::{StoreError, accounts, agents, catalog, computers, migrate};
@@ -16,7 +15,7 @@ use crate::api::states::{ComputerState, SessionState, TurnState};
 const IMAGE: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 pub(super) struct World {
-    pub(super) conn: Connection,
+    pub(super) conn: Db,
     pub(super) account: String,
     pub(super) runner: RunnerId,
 }
@@ -24,9 +23,10 @@ pub(super) struct World {
 /// An account, a source with an enabled Runner that declared every capability, a profile
 /// with a guest cwd, and the agents `host-N` and `box` (a computer agent).
 pub(super) fn world() -> World {
-    let mut conn = Connection::open_in_memory().unwrap();
-    conn.pragma_update(None, "foreign_keys", "ON").unwrap();
-    migrate(&mut conn).unwrap();
+    let mut conn = Db::open_in_memory().unwrap();
+    let sqlite = conn.sqlite_mut().unwrap();
+    sqlite.pragma_update(None, "foreign_keys", "ON").unwrap();
+    migrate(sqlite).unwrap();
     let account = accounts::create(&conn, "ops", "hash", true).unwrap().id;
     catalog::create_source(&conn, "main", "").unwrap();
     catalog::create_profile(&conn, "default", Some("/workspace")).unwrap();

@@ -4,7 +4,8 @@
 //! first out (and so those of one session); the scheduler's pass admits them
 //! ([`dispatch`]), and an admitted turn keeps the id it had while it waited.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Db, Row};
+use rusqlite::{OptionalExtension, params};
 
 use super::commands::QueueLimits;
 use super::sessions::{self, Admission, Admitted, SessionRow, TurnRow};
@@ -70,7 +71,7 @@ impl WaitRow {
 const COLUMNS: &str = "id, session_id, account_id, admin, agent_id, message, attachments, state,
     reason, created_at, ended_at";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<WaitRow> {
+fn row(r: &Row<'_>) -> rusqlite::Result<WaitRow> {
     let attachments: String = r.get(6)?;
     Ok(WaitRow {
         id: r.get(0)?,
@@ -88,14 +89,14 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<WaitRow> {
 }
 
 /// A waiting (or never started) turn by id, if there is one.
-pub fn find(conn: &Connection, id: &str) -> Result<Option<WaitRow>, StoreError> {
+pub fn find(conn: &Db, id: &str) -> Result<Option<WaitRow>, StoreError> {
     Ok(conn
         .prepare_cached(&format!("SELECT {COLUMNS} FROM turn_waits WHERE id = ?1"))?
         .query_row([id], row)
         .optional()?)
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<WaitRow, StoreError> {
+pub fn get(conn: &Db, id: &str) -> Result<WaitRow, StoreError> {
     not_found(
         conn.prepare_cached(&format!("SELECT {COLUMNS} FROM turn_waits WHERE id = ?1"))?
             .query_row([id], row),
@@ -105,7 +106,7 @@ pub fn get(conn: &Connection, id: &str) -> Result<WaitRow, StoreError> {
 
 /// The turns of a session that have not started: waiting, or ended without starting
 /// (cancelled, refused), oldest first.
-pub fn of_session(conn: &Connection, session_id: &SessionId) -> Result<Vec<WaitRow>, StoreError> {
+pub fn of_session(conn: &Db, session_id: &SessionId) -> Result<Vec<WaitRow>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM turn_waits WHERE session_id = ?1 ORDER BY rowid LIMIT 100"
     ))?;
@@ -118,7 +119,7 @@ pub fn of_session(conn: &Connection, session_id: &SessionId) -> Result<Vec<WaitR
 /// The session of the oldest turn of `agent_id` that waits and was queued before `wait`
 /// (before any, when `wait` is None): such a turn starts first.
 pub fn earlier_waiting(
-    conn: &Connection,
+    conn: &Db,
     agent_id: &str,
     wait: Option<&str>,
 ) -> Result<Option<String>, StoreError> {
@@ -135,7 +136,7 @@ pub fn earlier_waiting(
 
 /// How many turns start before this one: those of its agent queued earlier, and the one
 /// the agent is in now; for a shared computer, those of every agent sharing it.
-pub fn ahead(conn: &Connection, w: &WaitRow) -> Result<u32, StoreError> {
+pub fn ahead(conn: &Db, w: &WaitRow) -> Result<u32, StoreError> {
     let (mut earlier, mut running) = (0, false);
     for agent in super::computer_grants::co_users(conn, &w.agent_id)? {
         earlier += conn
@@ -159,8 +160,8 @@ pub enum Chat {
 
 /// A chat: admitted at once when it can start, else queued (refused only when it could
 /// never start, or the account already has [`MAX_QUEUED_PER_ACCOUNT`] turns waiting).
-pub fn chat(conn: &mut Connection, a: &Admission, limits: QueueLimits) -> Result<Chat, StoreError> {
-    let mut tx = conn.savepoint()?;
+pub fn chat(conn: &mut Db, a: &Admission, limits: QueueLimits) -> Result<Chat, StoreError> {
+    let tx = conn.savepoint()?;
     // What an admission wrote before it found the turn must wait is rolled back.
     let sp = tx.savepoint()?;
     let busy = match sessions::admit_or_wait(&sp, a, limits, None)? {
@@ -215,7 +216,7 @@ pub fn chat(conn: &mut Connection, a: &Admission, limits: QueueLimits) -> Result
 
 /// Ends waiting turns without starting them: `state` is `cancelled` or `refused`.
 fn end_where(
-    conn: &Connection,
+    conn: &Db,
     filter: &str,
     key: &str,
     state: &str,
@@ -232,13 +233,13 @@ fn end_where(
 }
 
 /// Cancels one waiting turn; false when it no longer waits.
-pub fn cancel(conn: &Connection, id: &str, reason: &str) -> Result<bool, StoreError> {
+pub fn cancel(conn: &Db, id: &str, reason: &str) -> Result<bool, StoreError> {
     Ok(!end_where(conn, "id = ?1", id, "cancelled", reason)?.is_empty())
 }
 
 /// Cancels every turn waiting in a session (it is stopped or closed).
 pub fn cancel_session(
-    conn: &Connection,
+    conn: &Db,
     session_id: &SessionId,
     reason: &str,
 ) -> Result<usize, StoreError> {
@@ -247,11 +248,7 @@ pub fn cancel_session(
 
 /// Refuses every waiting turn an account asked for or whose agent it owns (it was
 /// disabled).
-pub fn refuse_account(
-    conn: &Connection,
-    account_id: &str,
-    reason: &str,
-) -> Result<usize, StoreError> {
+pub fn refuse_account(conn: &Db, account_id: &str, reason: &str) -> Result<usize, StoreError> {
     let filter = "(account_id = ?1 OR agent_id IN (SELECT id FROM agents WHERE account_id = ?1))";
     Ok(end_where(conn, filter, account_id, "refused", reason)?.len())
 }
@@ -260,7 +257,7 @@ pub fn refuse_account(
 /// transaction each. A turn that could never start (its agent archived, its account
 /// disabled, its session closed) is refused with the reason; one that still cannot start
 /// keeps waiting with the reason brought up to date. Returns the Runners to wake.
-pub fn dispatch(conn: &mut Connection, limits: QueueLimits) -> Result<Vec<RunnerId>, StoreError> {
+pub fn dispatch(conn: &mut Db, limits: QueueLimits) -> Result<Vec<RunnerId>, StoreError> {
     let heads: Vec<String> = {
         let mut stmt = conn.prepare_cached(
             "SELECT id FROM turn_waits w WHERE state = 'waiting'
@@ -273,7 +270,7 @@ pub fn dispatch(conn: &mut Connection, limits: QueueLimits) -> Result<Vec<Runner
     };
     let mut runners = Vec::new();
     for id in heads {
-        let mut tx = conn.savepoint()?;
+        let tx = conn.savepoint()?;
         let w = get(&tx, &id)?;
         if !w.is_waiting() {
             continue;
@@ -321,7 +318,7 @@ pub fn dispatch(conn: &mut Connection, limits: QueueLimits) -> Result<Vec<Runner
 }
 
 /// Deletes turns that ended without starting once they are older than `cutoff`.
-pub fn compact(conn: &Connection, cutoff: i64) -> Result<usize, StoreError> {
+pub fn compact(conn: &Db, cutoff: i64) -> Result<usize, StoreError> {
     Ok(conn.execute(
         "DELETE FROM turn_waits WHERE state != 'waiting' AND ended_at < ?1",
         [cutoff],

@@ -2,6 +2,7 @@
 //! replicas on one database: the schema in PostgreSQL's dialect (`schema_pg.sql`) and the
 //! runner that creates and migrates it. The store's operations on PostgreSQL build on these.
 
+pub mod conn;
 pub mod migrate;
 
 pub use migrate::{MIGRATION_LOCK, migrate, schema_version};
@@ -20,7 +21,7 @@ pub enum PgError {
 
 /// One line: what the server said and its SQLSTATE (without the multi-line DETAIL and
 /// HINT), or the client's own error with its cause (the bare Display says only "db error").
-fn describe(error: &tokio_postgres::Error) -> String {
+pub fn describe(error: &tokio_postgres::Error) -> String {
     if let Some(db) = error.as_db_error() {
         return format!(
             "{}: {} (SQLSTATE {})",
@@ -32,5 +33,43 @@ fn describe(error: &tokio_postgres::Error) -> String {
     match std::error::Error::source(error) {
         Some(cause) => format!("{error}: {cause}"),
         None => error.to_string(),
+    }
+}
+
+/// `url` without its password, for messages and logs: `postgres://user@host/db`, or
+/// `password=...` left out of a key-value string.
+pub fn redacted(url: &str) -> String {
+    if let Ok(mut parsed) = url::Url::parse(url)
+        && matches!(parsed.scheme(), "postgres" | "postgresql")
+    {
+        if parsed.password().is_some() {
+            let _ = parsed.set_password(None);
+        }
+        return parsed.to_string();
+    }
+    url.split_whitespace()
+        .filter(|kv| !kv.to_ascii_lowercase().starts_with("password="))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn passwords_are_left_out_of_what_is_shown() {
+        assert_eq!(
+            redacted("postgres://yy:s3cret@db.example:5432/yy"),
+            "postgres://yy@db.example:5432/yy"
+        );
+        assert_eq!(
+            redacted("host=/run/pg user=yy password=s3cret dbname=yy"),
+            "host=/run/pg user=yy dbname=yy"
+        );
+        assert_eq!(
+            redacted("postgres://127.0.0.1/yy"),
+            "postgres://127.0.0.1/yy"
+        );
     }
 }

@@ -1,0 +1,499 @@
+//! A blocking PostgreSQL connection for the store's database thread: tokio-postgres driven
+//! by a runtime of its own (the thread is not async), SQLite's `?N` placeholders turned into
+//! `$N`, values carried as SQLite's storage classes both ways, and PostgreSQL's errors given
+//! the SQLite codes the store recognises (a unique violation is a conflict either way).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use bytes::{BufMut, BytesMut};
+use rusqlite::types::Value;
+use tokio_postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
+
+/// Statements kept prepared per connection (each SQL once per kind of its parameters).
+const STATEMENT_CACHE: usize = 256;
+
+/// An open connection (one per database thread).
+pub struct PgConn {
+    runtime: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+    statements: RefCell<HashMap<String, tokio_postgres::Statement>>,
+    in_transaction: Cell<bool>,
+    /// An error ended the transaction's work: PostgreSQL refuses everything but a
+    /// rollback (to a savepoint) until then, and would turn a COMMIT into a ROLLBACK.
+    aborted: Cell<bool>,
+    /// Whether [`PgConn::begin`]'s transactions wait for the disk at their commit.
+    durable: Cell<bool>,
+}
+
+/// The advisory lock every writing transaction of the store holds: the replicas' changes
+/// then run one at a time, as SQLite's do, and the store's read-then-write logic holds
+/// unchanged. (The key is "yy" and "st" in ASCII.)
+pub const STORE_LOCK: i64 = 0x7979_7374;
+
+/// A statement's SQL in PostgreSQL's placeholders; it is prepared at its first execution,
+/// when the kinds of its values are known.
+pub struct Prepared(Rc<str>);
+
+impl PgConn {
+    /// Connects to `url` (`postgres://...` or `host=... dbname=...`).
+    pub fn connect(url: &str) -> Result<PgConn, tokio_postgres::Error> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a current-thread runtime");
+        let (client, connection) =
+            runtime.block_on(tokio_postgres::connect(url, tokio_postgres::NoTls))?;
+        runtime.spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %super::describe(&e), "the PostgreSQL connection ended");
+            }
+        });
+        Ok(PgConn {
+            runtime,
+            client,
+            statements: RefCell::new(HashMap::new()),
+            in_transaction: Cell::new(false),
+            aborted: Cell::new(false),
+            durable: Cell::new(true),
+        })
+    }
+
+    /// The async client, for work written against tokio-postgres (the migrations), run to
+    /// its end on this connection's runtime.
+    pub fn block_on<T>(&mut self, work: impl AsyncFnOnce(&mut tokio_postgres::Client) -> T) -> T {
+        let PgConn {
+            runtime, client, ..
+        } = self;
+        runtime.block_on(work(client))
+    }
+
+    pub fn set_durable(&self, durable: bool) {
+        self.durable.set(durable);
+    }
+
+    /// BEGIN, the store's lock (see [`STORE_LOCK`]), and the durability asked for.
+    pub fn begin(&self) -> rusqlite::Result<()> {
+        let relaxed = if self.durable.get() {
+            ""
+        } else {
+            "SET LOCAL synchronous_commit TO off; "
+        };
+        self.batch_execute(&format!(
+            "BEGIN; {relaxed}SELECT pg_advisory_xact_lock({STORE_LOCK})"
+        ))
+    }
+
+    pub fn aborted(&self) -> bool {
+        self.aborted.get()
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction.get()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    pub(in crate::server::store) fn statement(&self, sql: &str) -> rusqlite::Result<Prepared> {
+        Ok(Prepared(translate(sql).into()))
+    }
+
+    /// Statements without parameters; BEGIN, COMMIT and ROLLBACK keep the transaction
+    /// state that [`PgConn::in_transaction`] tells.
+    pub fn batch_execute(&self, sql: &str) -> rusqlite::Result<()> {
+        let word = sql.trim_start().to_ascii_uppercase();
+        let ends = (word.starts_with("COMMIT") || word.starts_with("ROLLBACK"))
+            && !word.starts_with("ROLLBACK TO");
+        if word.starts_with("COMMIT") && self.aborted.get() {
+            let _ = self.runtime.block_on(self.client.batch_execute("ROLLBACK"));
+            self.end_transaction();
+            return Err(failure(
+                "the transaction was rolled back: a statement in it had failed".into(),
+            ));
+        }
+        let result = self.runtime.block_on(self.client.batch_execute(sql));
+        if word.starts_with("BEGIN") || word.starts_with("START TRANSACTION") {
+            self.in_transaction.set(result.is_ok());
+        } else if ends {
+            self.end_transaction();
+        } else if word.starts_with("ROLLBACK TO") && result.is_ok() {
+            self.aborted.set(false);
+        }
+        self.checked(result)
+    }
+
+    fn end_transaction(&self) {
+        self.in_transaction.set(false);
+        self.aborted.set(false);
+    }
+
+    pub(in crate::server::store) fn execute(
+        &self,
+        prepared: &Prepared,
+        values: &[Value],
+    ) -> rusqlite::Result<usize> {
+        let statement = self.prepared(&prepared.0, values)?;
+        let params = params(values);
+        let result = self.runtime.block_on(
+            self.client
+                .execute_raw(&statement, params.iter().map(|p| p as &dyn ToSql)),
+        );
+        self.checked(result).map(|n| n as usize)
+    }
+
+    pub(in crate::server::store) fn query(
+        &self,
+        prepared: &Prepared,
+        values: &[Value],
+    ) -> rusqlite::Result<(Vec<String>, Vec<Vec<Value>>)> {
+        let statement = self.prepared(&prepared.0, values)?;
+        let names = statement
+            .columns()
+            .iter()
+            .map(|c| c.name().to_owned())
+            .collect();
+        let params = params(values);
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        let rows = self.runtime.block_on(self.client.query(&statement, &refs));
+        let rows = self.checked(rows)?;
+        let rows = rows
+            .iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|i| {
+                        row.try_get::<_, PgValue>(i)
+                            .map(|v| v.0)
+                            .map_err(|e| failure(super::describe(&e)))
+                    })
+                    .collect()
+            })
+            .collect::<rusqlite::Result<_>>()?;
+        Ok((names, rows))
+    }
+
+    /// The statement for `sql` with parameters of the kinds of `values`, prepared once.
+    /// A NULL leaves its parameter's type to the server; where the SQL says nothing about
+    /// it either (`?2 IS NULL`), it is text.
+    fn prepared(&self, sql: &str, values: &[Value]) -> rusqlite::Result<tokio_postgres::Statement> {
+        let kinds: String = values.iter().map(kind_letter).collect();
+        let key = format!("{kinds}:{sql}");
+        if let Some(statement) = self.statements.borrow().get(&key) {
+            return Ok(statement.clone());
+        }
+        let types: Vec<Type> = values.iter().map(param_type).collect();
+        let mut prepared = self
+            .runtime
+            .block_on(self.client.prepare_typed(sql, &types));
+        if let Err(e) = &prepared
+            && e.code() == Some(&tokio_postgres::error::SqlState::INDETERMINATE_DATATYPE)
+        {
+            let types: Vec<Type> = types
+                .into_iter()
+                .map(|t| if t.oid() == 0 { Type::TEXT } else { t })
+                .collect();
+            prepared = self
+                .runtime
+                .block_on(self.client.prepare_typed(sql, &types));
+        }
+        let statement = self.checked(prepared)?;
+        let mut statements = self.statements.borrow_mut();
+        if statements.len() >= STATEMENT_CACHE {
+            statements.clear();
+        }
+        statements.insert(key, statement.clone());
+        Ok(statement)
+    }
+
+    /// `result` as rusqlite's, noting that an error inside a transaction aborted it.
+    fn checked<T>(&self, result: Result<T, tokio_postgres::Error>) -> rusqlite::Result<T> {
+        result.map_err(|e| {
+            if self.in_transaction.get() {
+                self.aborted.set(true);
+            }
+            to_sqlite_error(&e)
+        })
+    }
+}
+
+fn failure(message: String) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+        Some(message),
+    )
+}
+
+/// PostgreSQL's error as the SQLite error the store recognises: the constraint violations
+/// by their SQLite codes, the rest as a plain failure with PostgreSQL's message.
+fn to_sqlite_error(e: &tokio_postgres::Error) -> rusqlite::Error {
+    use tokio_postgres::error::SqlState;
+    let code = match e.code() {
+        Some(c) if *c == SqlState::UNIQUE_VIOLATION => rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE,
+        Some(c) if *c == SqlState::FOREIGN_KEY_VIOLATION => {
+            rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY
+        }
+        Some(c) if *c == SqlState::CHECK_VIOLATION => rusqlite::ffi::SQLITE_CONSTRAINT_CHECK,
+        Some(c) if *c == SqlState::NOT_NULL_VIOLATION => rusqlite::ffi::SQLITE_CONSTRAINT_NOTNULL,
+        _ => rusqlite::ffi::SQLITE_ERROR,
+    };
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some(super::describe(e)))
+}
+
+/// SQLite's placeholders (`?N`, and `?` for the one after the highest so far) as
+/// PostgreSQL's `$N`, leaving string literals, quoted names and comments alone.
+pub(crate) fn translate(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut highest = 0u32;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                out.push(c);
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == c {
+                        break;
+                    }
+                }
+            }
+            '-' if chars.peek() == Some(&'-') => {
+                out.push(c);
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == '\n' {
+                        break;
+                    }
+                }
+            }
+            '?' => {
+                let mut digits = String::new();
+                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                    digits.push(*d);
+                    chars.next();
+                }
+                let n = digits.parse().unwrap_or(highest + 1);
+                highest = highest.max(n);
+                out.push('$');
+                out.push_str(&n.to_string());
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn kind_letter(v: &Value) -> char {
+    match v {
+        Value::Null => 'n',
+        Value::Integer(_) => 'i',
+        Value::Real(_) => 'r',
+        Value::Text(_) => 't',
+        Value::Blob(_) => 'b',
+    }
+}
+
+/// The parameter type a value asks for; a NULL's is left to the server (oid 0).
+fn param_type(v: &Value) -> Type {
+    match v {
+        Value::Null => Type::new("unknown".into(), 0, Kind::Pseudo, "pg_catalog".into()),
+        Value::Integer(_) => Type::INT8,
+        Value::Real(_) => Type::FLOAT8,
+        Value::Text(_) => Type::TEXT,
+        Value::Blob(_) => Type::BYTEA,
+    }
+}
+
+fn params(values: &[Value]) -> Vec<PgParam<'_>> {
+    values.iter().map(PgParam).collect()
+}
+
+/// A value bound to whatever type the server settled on for its parameter.
+#[derive(Debug)]
+struct PgParam<'a>(&'a Value);
+
+type BoxError = Box<dyn std::error::Error + Sync + Send>;
+
+impl ToSql for PgParam<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match (self.0, ty) {
+            (Value::Null, _) => Ok(IsNull::Yes),
+            (Value::Integer(i), t) if *t == Type::INT8 => i.to_sql(t, out),
+            (Value::Integer(i), t) if *t == Type::INT4 => i32::try_from(*i)?.to_sql(t, out),
+            (Value::Integer(i), t) if *t == Type::INT2 => i16::try_from(*i)?.to_sql(t, out),
+            (Value::Integer(i), t) if *t == Type::BOOL => (*i != 0).to_sql(t, out),
+            (Value::Integer(i), t) if *t == Type::FLOAT8 => (*i as f64).to_sql(t, out),
+            (Value::Integer(i), t) if is_text(t) => i.to_string().as_str().to_sql(&Type::TEXT, out),
+            (Value::Real(f), t) if *t == Type::FLOAT8 => f.to_sql(t, out),
+            (Value::Real(f), t) if *t == Type::FLOAT4 => (*f as f32).to_sql(t, out),
+            (Value::Text(s), t) if *t == Type::JSONB => {
+                out.put_u8(1);
+                out.put_slice(s.as_bytes());
+                Ok(IsNull::No)
+            }
+            (Value::Text(s), t) if is_text(t) || *t == Type::JSON => {
+                out.put_slice(s.as_bytes());
+                Ok(IsNull::No)
+            }
+            (Value::Blob(b), t) if *t == Type::BYTEA => {
+                out.put_slice(b);
+                Ok(IsNull::No)
+            }
+            (v, t) => Err(format!("cannot pass {v:?} as a PostgreSQL {t}").into()),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+fn is_text(t: &Type) -> bool {
+    [
+        Type::TEXT,
+        Type::VARCHAR,
+        Type::BPCHAR,
+        Type::NAME,
+        Type::UNKNOWN,
+    ]
+    .contains(t)
+}
+
+/// A column's value as SQLite's storage class.
+struct PgValue(Value);
+
+impl<'a> FromSql<'a> for PgValue {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<PgValue, BoxError> {
+        let v = match ty {
+            t if *t == Type::INT8 => Value::Integer(i64::from_sql(t, raw)?),
+            t if *t == Type::INT4 => Value::Integer(i32::from_sql(t, raw)?.into()),
+            t if *t == Type::INT2 => Value::Integer(i16::from_sql(t, raw)?.into()),
+            t if *t == Type::OID => Value::Integer(u32::from_sql(t, raw)?.into()),
+            t if *t == Type::BOOL => Value::Integer(bool::from_sql(t, raw)?.into()),
+            t if *t == Type::FLOAT8 => Value::Real(f64::from_sql(t, raw)?),
+            t if *t == Type::FLOAT4 => Value::Real(f32::from_sql(t, raw)?.into()),
+            t if *t == Type::NUMERIC => numeric(raw)?,
+            t if *t == Type::BYTEA => Value::Blob(raw.to_vec()),
+            t if *t == Type::JSONB => {
+                Value::Text(std::str::from_utf8(raw.get(1..).unwrap_or_default())?.to_owned())
+            }
+            t if is_text(t) || *t == Type::JSON || *t == Type::CHAR => {
+                Value::Text(std::str::from_utf8(raw)?.to_owned())
+            }
+            t => {
+                return Err(
+                    format!("a column of PostgreSQL type {t} (the store reads none)").into(),
+                );
+            }
+        };
+        Ok(PgValue(v))
+    }
+
+    fn from_sql_null(_: &Type) -> Result<PgValue, BoxError> {
+        Ok(PgValue(Value::Null))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// A NUMERIC (what SUM of bigints gives) in binary form: an integer when it has no
+/// fraction and fits, else a float.
+fn numeric(raw: &[u8]) -> Result<Value, BoxError> {
+    let word = |i: usize| -> Result<i16, BoxError> {
+        let b = raw.get(i * 2..i * 2 + 2).ok_or("a short NUMERIC")?;
+        Ok(i16::from_be_bytes([b[0], b[1]]))
+    };
+    let (ndigits, weight, sign, scale) = (word(0)?, word(1)?, word(2)? as u16, word(3)?);
+    if sign == 0xC000 {
+        return Ok(Value::Real(f64::NAN));
+    }
+    let mut whole: i128 = 0;
+    let mut value = 0f64;
+    let mut exact = true;
+    for i in 0..ndigits.max(0) as usize {
+        let digit = word(4 + i)?;
+        let power = i32::from(weight) - i as i32;
+        value += f64::from(digit) * 10_000f64.powi(power);
+        if power >= 0 {
+            whole = whole
+                .checked_mul(10_000)
+                .and_then(|w| w.checked_add(digit.into()))
+                .ok_or("a NUMERIC too big")?;
+        } else if digit != 0 {
+            exact = false;
+        }
+    }
+    // Trailing base-10000 zeros that the digits left out.
+    let last_power = i32::from(weight) - i32::from(ndigits) + 1;
+    for _ in 0..last_power.max(0) {
+        whole = whole.checked_mul(10_000).ok_or("a NUMERIC too big")?;
+    }
+    let negative = sign == 0x4000;
+    if exact
+        && scale >= 0
+        && let Ok(w) = i64::try_from(if negative { -whole } else { whole })
+    {
+        return Ok(Value::Integer(w));
+    }
+    Ok(Value::Real(if negative { -value } else { value }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_dollars_outside_literals() {
+        assert_eq!(
+            translate(
+                "SELECT a FROM t WHERE b = ?1 AND c = '?2' AND d IN (?, ?3) -- ?4\n AND e = ?"
+            ),
+            "SELECT a FROM t WHERE b = $1 AND c = '?2' AND d IN ($2, $3) -- ?4\n AND e = $4"
+        );
+        assert_eq!(translate("\"x?\" = ?12"), "\"x?\" = $12");
+    }
+
+    fn numeric_bytes(weight: i16, sign: u16, scale: i16, digits: &[i16]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for w in [digits.len() as i16, weight, sign as i16, scale] {
+            out.extend(w.to_be_bytes());
+        }
+        for d in digits {
+            out.extend(d.to_be_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn numerics_read_as_integers_when_whole() {
+        // 123456789 = 1 2345 6789 (weight 2)
+        assert_eq!(
+            numeric(&numeric_bytes(2, 0, 0, &[1, 2345, 6789])).unwrap(),
+            Value::Integer(123_456_789)
+        );
+        // 50000 = 5 0000, stored as [5] with weight 1
+        assert_eq!(
+            numeric(&numeric_bytes(1, 0, 0, &[5])).unwrap(),
+            Value::Integer(50_000)
+        );
+        assert_eq!(
+            numeric(&numeric_bytes(0, 0x4000, 0, &[7])).unwrap(),
+            Value::Integer(-7)
+        );
+        assert_eq!(
+            numeric(&numeric_bytes(0, 0, 0, &[])).unwrap(),
+            Value::Integer(0)
+        );
+        // 1.5 = 1 . 5000
+        assert_eq!(
+            numeric(&numeric_bytes(0, 0, 1, &[1, 5000])).unwrap(),
+            Value::Real(1.5)
+        );
+    }
+}
