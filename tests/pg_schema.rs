@@ -77,6 +77,7 @@ const UNDO: &[&str] = &[
     "DROP TABLE computer_grants",
     "ALTER TABLE agents DROP COLUMN browser",
     "DROP TABLE browser_controls",
+    "ALTER TABLE turn_waits DROP COLUMN seq",
 ];
 
 #[tokio::test]

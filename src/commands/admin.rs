@@ -26,6 +26,8 @@ pub struct AdminCreateArgs {
     /// Data directory of `yy serve` [default: $XDG_DATA_HOME/yy]
     #[arg(long, value_name = "DIR", env = "YY_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub database: super::database::DatabaseArgs,
     /// Name of the new admin
     #[arg(long)]
     pub username: String,
@@ -52,7 +54,7 @@ async fn create(args: AdminCreateArgs) -> anyhow::Result<()> {
         None => super::context::default_data_dir()?,
     };
     let _lock = super::backup::enter_data_dir(&data_dir)?;
-    let store = super::serve::open_store(data_dir.clone()).await?;
+    let store = args.database.open(data_dir.clone()).await?;
     let hash = tokio::task::spawn_blocking(move || auth::hash_password(&password))
         .await?
         .map_err(CliError::failure)?;
@@ -68,7 +70,10 @@ async fn create(args: AdminCreateArgs) -> anyhow::Result<()> {
     crate::output::print(&format!(
         "created admin {} in {}",
         view.username,
-        data_dir.display()
+        match &args.database.database {
+            Some(url) => crate::server::store::pg::redacted(url),
+            None => data_dir.display().to_string(),
+        }
     ))?;
     Ok(())
 }

@@ -15,6 +15,7 @@ pub mod computer_screen;
 pub mod computer_shell;
 pub mod computer_web;
 pub mod context;
+pub mod database;
 pub mod doctor;
 pub mod egress;
 pub mod generate;

@@ -11,7 +11,7 @@ use clap::Args;
 use crate::error::CliError;
 use crate::server::store::commands::QueueLimits;
 use crate::server::tls::{ServerTls, TlsSource};
-use crate::server::{self, AppState, ConnLimits, ServerConfig, Store};
+use crate::server::{self, AppState, ConnLimits, ServerConfig};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -26,6 +26,8 @@ pub struct ServeArgs {
     /// Data directory holding the database [default: $XDG_DATA_HOME/yy]
     #[arg(long, value_name = "DIR", env = "YY_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub database: super::database::DatabaseArgs,
     /// Most commands that may wait in one Runner's queue
     #[arg(long, value_name = "N", default_value_t = QueueLimits::default().max_pending,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -120,7 +122,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let nofile = server::conn::raise_nofile_limit()
         .map_err(|e| CliError::failure(format!("cannot read the open-file limit: {e}")))?;
     let (tls, warnings) = tls_setup(&args, &data_dir)?;
-    let store = open_store(data_dir.clone()).await?;
+    let store = args.database.open(data_dir.clone()).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError::failure(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -156,7 +158,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => fits,
     };
     tracing::info!(%addr, data_dir = %data_dir.display(), version = crate::VERSION,
-        max_connections, nofile, "serving");
+        database = %args.database.describe(&data_dir), max_connections, nofile, "serving");
     let config = ServerConfig {
         queue: QueueLimits {
             max_pending: args.max_pending_commands,
@@ -260,13 +262,6 @@ fn limit_retained_memory() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
-}
-
-/// Opens the store in a data directory (creating and migrating it).
-pub async fn open_store(data_dir: PathBuf) -> anyhow::Result<Store> {
-    tokio::task::spawn_blocking(move || Store::open(&data_dir))
-        .await?
-        .map_err(|e| CliError::failure(e.to_string()).into())
 }
 
 /// Completes on SIGINT or SIGTERM. The handlers are in place once this returns (call it

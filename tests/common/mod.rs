@@ -1,5 +1,6 @@
 //! Test harness: the real `yy` binary, a real `yy serve` on a loopback port, real SQLite
-//! files in temporary directories.
+//! files in temporary directories (or, under `YY_TEST_DATABASE=postgres`, real PostgreSQL
+//! databases in a throw-away cluster).
 #![allow(dead_code)]
 
 pub mod chromium;
@@ -122,12 +123,22 @@ impl Env {
 }
 
 impl Env {
+    /// A sandbox. Under `YY_TEST_DATABASE=postgres` its control planes keep their state in
+    /// a PostgreSQL database of its own (`postgres::database_for_env`).
     pub fn new() -> Env {
+        let envs = postgres::database_for_env()
+            .map(|url| vec![("YY_DATABASE".to_string(), url)])
+            .unwrap_or_default();
         Env {
             dir: tempfile::tempdir().expect("tempdir"),
             netns: None,
-            envs: Vec::new(),
+            envs,
         }
+    }
+
+    /// Whether this sandbox's control planes run on PostgreSQL.
+    pub fn on_postgres(&self) -> bool {
+        self.envs.iter().any(|(k, _)| k == "YY_DATABASE")
     }
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
@@ -151,6 +162,8 @@ impl Env {
             }
             None => Command::new(bin),
         };
+        // The sandbox's own database, if any, is in `envs`; never the caller's.
+        cmd.env_remove("YY_DATABASE");
         cmd.envs(self.envs.iter().map(|(k, v)| (k, v)));
         cmd.args(args)
             .env("XDG_CONFIG_HOME", self.config_home())

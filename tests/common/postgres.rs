@@ -210,3 +210,48 @@ fn stop(bin: &Path, data: &Path, server: &mut Child) {
     }
     let _ = server.wait();
 }
+
+/// The environment variable that runs a test binary's control planes on PostgreSQL:
+/// `YY_TEST_DATABASE=postgres` gives every [`super::Env`] a database of its own in one
+/// cluster per test process, and every yy it starts gets it as `YY_DATABASE`.
+pub const BACKEND_ENV: &str = "YY_TEST_DATABASE";
+
+/// Whether this test process runs its control planes on PostgreSQL.
+pub fn backend_is_postgres() -> bool {
+    match std::env::var(BACKEND_ENV).as_deref() {
+        Ok("postgres") => true,
+        Ok("sqlite") | Ok("") | Err(_) => false,
+        Ok(other) => panic!("{BACKEND_ENV}={other}: give postgres or sqlite"),
+    }
+}
+
+static SHARED: std::sync::OnceLock<std::sync::Mutex<Option<Cluster>>> = std::sync::OnceLock::new();
+
+extern "C" fn stop_shared_cluster() {
+    if let Some(shared) = SHARED.get() {
+        // Dropping stops postgres and removes its directory.
+        drop(shared.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+}
+
+/// A new empty database in this process's shared cluster (started at the first call and
+/// stopped when the process exits), when [`backend_is_postgres`]; else None.
+#[track_caller]
+pub fn database_for_env() -> Option<String> {
+    if !backend_is_postgres() {
+        return None;
+    }
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let shared = SHARED.get_or_init(|| {
+        let bin = super::require_postgres().unwrap_or_else(|| {
+            panic!("{BACKEND_ENV}=postgres needs PostgreSQL: run scripts/install-postgres.sh")
+        });
+        // SAFETY: registers a plain function without arguments to run at exit.
+        unsafe { libc::atexit(stop_shared_cluster) };
+        std::sync::Mutex::new(Some(Cluster::start_in(bin)))
+    });
+    let guard = shared.lock().unwrap_or_else(|p| p.into_inner());
+    let cluster = guard.as_ref().expect("the shared cluster is running");
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(cluster.create_database(&format!("env{n}")))
+}

@@ -251,7 +251,7 @@ pub fn set_password(
     )?;
     tx.execute(
         "UPDATE api_tokens SET revoked_at = ?1
-         WHERE account_id = ?2 AND revoked_at IS NULL AND id IS NOT ?3",
+         WHERE account_id = ?2 AND revoked_at IS NULL AND id IS DISTINCT FROM ?3",
         params![now_ms(), account_id, keep],
     )?;
     tx.commit()?;

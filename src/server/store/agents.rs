@@ -242,7 +242,7 @@ pub fn create_in(tx: &Db, new: NewAgent<'_>) -> Result<AgentRow, StoreError> {
 
 pub fn list(conn: &Db, archived: bool) -> Result<Vec<AgentRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
-        "{SELECT} WHERE ?1 OR g.archived_at IS NULL ORDER BY a.username, g.name, g.created_at"
+        "{SELECT} WHERE ?1 = 1 OR g.archived_at IS NULL ORDER BY a.username, g.name, g.created_at"
     ))?;
     let rows = stmt.query_map([archived], row)?.collect::<Result<_, _>>()?;
     Ok(rows)

@@ -60,7 +60,7 @@ pub fn create_source(conn: &Db, name: &str, description: &str) -> Result<SourceR
 
 pub fn list_sources(conn: &Db, archived: bool) -> Result<Vec<SourceRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
-        "SELECT {SOURCE_COLUMNS} FROM sources WHERE ?1 OR archived_at IS NULL ORDER BY name, created_at"
+        "SELECT {SOURCE_COLUMNS} FROM sources WHERE ?1 = 1 OR archived_at IS NULL ORDER BY name, created_at"
     ))?;
     let rows = stmt
         .query_map([archived], source_row)?
@@ -219,7 +219,7 @@ pub fn create_profile(conn: &Db, name: &str, cwd: Option<&str>) -> Result<Profil
 
 pub fn list_profiles(conn: &Db, archived: bool) -> Result<Vec<ProfileRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
-        "SELECT {PROFILE_COLUMNS} FROM profiles WHERE ?1 OR archived_at IS NULL ORDER BY name, created_at"
+        "SELECT {PROFILE_COLUMNS} FROM profiles WHERE ?1 = 1 OR archived_at IS NULL ORDER BY name, created_at"
     ))?;
     let rows = stmt
         .query_map([archived], profile_row)?

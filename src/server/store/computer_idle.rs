@@ -29,7 +29,7 @@ pub const DEFAULT_RECLAIM_MS: i64 = 60 * 1000;
 /// screen input); an earlier time never shortens it.
 pub fn used_until(conn: &Db, id: &str, until: i64) -> Result<(), StoreError> {
     conn.execute(
-        "UPDATE computers SET last_used_at = max(coalesce(last_used_at, 0), ?2) WHERE id = ?1",
+        "UPDATE computers SET last_used_at = CASE WHEN last_used_at > ?2 THEN last_used_at ELSE ?2 END WHERE id = ?1",
         params![id, until],
     )?;
     Ok(())
@@ -164,7 +164,8 @@ pub fn reclaim(conn: &mut Db, now: i64) -> Result<Vec<RunnerId>, StoreError> {
     let holders: Vec<Holder> = {
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT c.id, c.runner_id, g.name, c.state,
-                 max(coalesce(c.last_used_at, c.updated_at), coalesce(m.finished_at, 0)),
+                 CASE WHEN coalesce(c.last_used_at, c.updated_at) > coalesce(m.finished_at, 0)
+                     THEN coalesce(c.last_used_at, c.updated_at) ELSE coalesce(m.finished_at, 0) END,
                  (m.id IS NOT NULL AND m.state NOT IN {final_states})
                  OR EXISTS (SELECT 1 FROM computer_controls k WHERE k.computer_id = c.id
                             AND k.holder IS NOT NULL AND k.expires_at > ?4)

@@ -112,7 +112,7 @@ pub fn get(conn: &Db, id: &str) -> Result<ComputerRow, StoreError> {
 
 pub fn list(conn: &Db, removed: bool) -> Result<Vec<ComputerRow>, StoreError> {
     let mut stmt = conn.prepare(&format!(
-        "{SELECT} WHERE ?1 OR c.state != ?2 ORDER BY c.created_at"
+        "{SELECT} WHERE ?1 = 1 OR c.state != ?2 ORDER BY c.created_at"
     ))?;
     let rows = stmt
         .query_map(params![removed, ComputerState::Removed], row)?

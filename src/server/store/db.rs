@@ -25,7 +25,7 @@ pub enum Dialect {
 /// A connection to the control plane's database.
 pub enum Db {
     Sqlite(rusqlite::Connection),
-    Postgres(PgConn),
+    Postgres(Box<PgConn>),
 }
 
 impl Db {

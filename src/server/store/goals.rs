@@ -112,7 +112,7 @@ pub fn list(conn: &Db, actor: &Actor, team: Option<&str>) -> Result<Vec<GoalRow>
     let all = matches!(actor, Actor::Operator { admin: true, .. });
     goals_where(
         conn,
-        "(?1 OR account_id = ?2) AND (?3 IS NULL OR team_id = ?3)
+        "(?1 = 1 OR account_id = ?2) AND (?3 IS NULL OR team_id = ?3)
          ORDER BY created_at DESC LIMIT 500",
         params![all, actor.account_id(), team_id],
     )
@@ -320,8 +320,8 @@ pub fn end(
     if let Some(session) = &goal.origin_session_id {
         let payload = delivery_payload(conn, &goal.id)?;
         conn.execute(
-            "INSERT OR IGNORE INTO deliveries (id, goal_id, generation, session_id, state, payload, created_at)
-             VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6)",
+            "INSERT INTO deliveries (id, goal_id, generation, session_id, state, payload, created_at)
+             VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6) ON CONFLICT DO NOTHING",
             params![new_id(), goal.id, goal.generation, session, payload.to_string(), now],
         )?;
     }

@@ -100,11 +100,7 @@ fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
     };
     // A temporary helper: a row in `helpers` (its goal is beside the point here).
     w.agent("helper", AgentEnv::Computer);
-    w.conn
-        .sqlite()
-        .unwrap()
-        .pragma_update(None, "foreign_keys", "OFF")
-        .unwrap();
+    w.foreign_keys(false);
     w.conn
         .execute(
             "INSERT INTO helpers (agent_id, goal_id, account_id, generation, created_at)
@@ -112,11 +108,7 @@ fn only_computer_agents_of_the_account_may_be_granted_and_never_a_helper() {
             [],
         )
         .unwrap();
-    w.conn
-        .sqlite()
-        .unwrap()
-        .pragma_update(None, "foreign_keys", "ON")
-        .unwrap();
+    w.foreign_keys(true);
     match share(&mut w, &["box2", "helper"]) {
         Err(StoreError::Forbidden(why)) => {
             assert!(why.contains("temporary helper"), "{why}");

@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0018_computer_grants.sql"),
     include_str!("../../../migrations/0019_agent_browser.sql"),
     include_str!("../../../migrations/0020_browser_controls.sql"),
+    include_str!("../../../migrations/0021_turn_wait_order.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.

@@ -187,7 +187,7 @@ impl Store {
                     pg::redacted(url)
                 )),
             })?;
-        Store::serve(Db::Postgres(conn))
+        Store::serve(Db::Postgres(Box::new(conn)))
     }
 
     /// Starts the database thread on `conn`.

@@ -234,15 +234,17 @@ pub fn settle(conn: &mut Db) -> Result<Vec<String>, StoreError> {
         let mut stmt = tx.prepare_cached(concat!(
             "UPDATE runners SET previous_image = computer_image, computer_image = pending_image,
                  pending_image = NULL, pending_state = NULL, pending_command = NULL,
-                 image_note = 'made current at ' || strftime('%Y-%m-%dT%H:%M:%SZ', 'now')
+                 image_note = 'made current at ' || ?1
                      || ', replacing ' || coalesce(computer_image, 'no image')
              WHERE pending_state = 'accepted' AND NOT EXISTS (
                  SELECT 1 FROM runner_commands c WHERE c.runner_id = runners.id AND ",
             busy_sql!(),
             ") RETURNING id"
         ))?;
-        stmt.query_map([], |r| r.get(0))?
-            .collect::<Result<_, _>>()?
+        stmt.query_map([crate::timefmt::rfc3339(crate::timefmt::now_ms())], |r| {
+            r.get(0)
+        })?
+        .collect::<Result<_, _>>()?
     };
     tx.commit()?;
     for runner in &switched {

@@ -142,7 +142,7 @@ pub(crate) const SELECT: &str = concat!(
         r.last_seen_at, r.version, r.capabilities, r.status, r.computer_image, r.network,
         r.previous_image, r.pending_image, r.pending_state, r.pending_command, r.image_note,
         CASE WHEN r.pending_state = 'accepted' THEN (SELECT json_array(
-                coalesce(sum(c.kind = 'worker.turn'), 0), coalesce(sum(c.kind != 'worker.turn'), 0))
+                count(*) FILTER (WHERE c.kind = 'worker.turn'), count(*) FILTER (WHERE c.kind != 'worker.turn'))
             FROM runner_commands c WHERE c.runner_id = r.id AND ",
     busy_sql!(),
     ") END,

@@ -74,7 +74,7 @@ fn exported(conn: &Db, turn_id: &str) -> Result<Vec<ArtifactRef>, StoreError> {
 
 fn bump_attention(conn: &Db, goal_id: &str) -> Result<(), StoreError> {
     conn.execute(
-        "UPDATE goals SET attention = max(attention, seen) + 1, updated_at = ?2 WHERE id = ?1",
+        "UPDATE goals SET attention = CASE WHEN attention > seen THEN attention ELSE seen END + 1, updated_at = ?2 WHERE id = ?1",
         params![goal_id, now_ms()],
     )?;
     Ok(())
@@ -115,7 +115,7 @@ fn settle(conn: &Db, out: &mut Pass) -> Result<(), StoreError> {
             goals::step(conn, &sub, Step::Requeue)?;
             let back = if never_ran { 1 } else { 0 };
             conn.execute(
-                "UPDATE subtasks SET attempts = max(attempts - ?2, 0) WHERE id = ?1",
+                "UPDATE subtasks SET attempts = CASE WHEN attempts > ?2 THEN attempts - ?2 ELSE 0 END WHERE id = ?1",
                 params![sub.id, back],
             )?;
             if goal.state.is_ended() {

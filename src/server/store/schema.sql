@@ -372,7 +372,8 @@ CREATE TABLE turn_waits (
     state       TEXT NOT NULL CHECK (state IN ('waiting', 'cancelled', 'refused')),
     reason      TEXT NOT NULL,                       -- why it waits, or why it ended
     created_at  INTEGER NOT NULL,
-    ended_at    INTEGER
+    ended_at    INTEGER,
+    seq         INTEGER NOT NULL DEFAULT 0            -- arrival order (migration 21)
 );
 CREATE INDEX turn_waits_state ON turn_waits(state, agent_id, created_at);
 CREATE INDEX turn_waits_session ON turn_waits(session_id);

@@ -376,7 +376,8 @@ CREATE TABLE turn_waits (
     state       text NOT NULL CHECK (state IN ('waiting', 'cancelled', 'refused')),
     reason      text NOT NULL,                       -- why it waits, or why it ended
     created_at  bigint NOT NULL,
-    ended_at    bigint
+    ended_at    bigint,
+    seq         bigint NOT NULL DEFAULT 0             -- arrival order (migration 21)
 );
 CREATE INDEX turn_waits_state ON turn_waits(state, agent_id, created_at);
 CREATE INDEX turn_waits_session ON turn_waits(session_id);

@@ -189,7 +189,7 @@ pub fn view(conn: &Db, t: TeamRow) -> Result<wire::Team, StoreError> {
 pub fn list(conn: &Db, actor: &Actor, archived: bool) -> Result<Vec<TeamRow>, StoreError> {
     let all = matches!(actor, Actor::Operator { admin: true, .. });
     let mut stmt = conn.prepare(&format!(
-        "{SELECT} WHERE (?1 OR t.archived_at IS NULL) AND (?2 OR t.account_id = ?3)
+        "{SELECT} WHERE (?1 = 1 OR t.archived_at IS NULL) AND (?2 = 1 OR t.account_id = ?3)
          ORDER BY a.username, t.name, t.created_at"
     ))?;
     let rows = stmt

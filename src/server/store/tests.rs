@@ -23,10 +23,7 @@ pub(super) struct World {
 /// An account, a source with an enabled Runner that declared every capability, a profile
 /// with a guest cwd, and the agents `host-N` and `box` (a computer agent).
 pub(super) fn world() -> World {
-    let mut conn = Db::open_in_memory().unwrap();
-    let sqlite = conn.sqlite_mut().unwrap();
-    sqlite.pragma_update(None, "foreign_keys", "ON").unwrap();
-    migrate(sqlite).unwrap();
+    let mut conn = empty_store();
     let account = accounts::create(&conn, "ops", "hash", true).unwrap().id;
     catalog::create_source(&conn, "main", "").unwrap();
     catalog::create_profile(&conn, "default", Some("/workspace")).unwrap();
@@ -58,6 +55,34 @@ pub(super) fn world() -> World {
     w
 }
 
+/// The environment variable naming a scratch PostgreSQL database: the store's tests then
+/// run there instead of in SQLite (scripts/run-tests.sh sets it for its PostgreSQL pass).
+pub(super) const POSTGRES_ENV: &str = "YY_TEST_STORE_POSTGRES";
+
+/// A migrated, empty store: SQLite in memory, or a schema of its own in the PostgreSQL
+/// database of [`POSTGRES_ENV`], inside a transaction that is never committed (the store's
+/// savepoints need one there).
+pub(super) fn empty_store() -> Db {
+    let Ok(url) = std::env::var(POSTGRES_ENV) else {
+        let mut conn = Db::open_in_memory().unwrap();
+        let sqlite = conn.sqlite_mut().unwrap();
+        sqlite.pragma_update(None, "foreign_keys", "ON").unwrap();
+        migrate(sqlite).unwrap();
+        return conn;
+    };
+    let mut pg = super::pg::conn::PgConn::connect(&url)
+        .unwrap_or_else(|e| panic!("{POSTGRES_ENV}: cannot connect: {e}"));
+    let schema = format!("w_{}", uuid::Uuid::new_v4().simple());
+    pg.batch_execute(&format!(
+        "CREATE SCHEMA {schema}; SET search_path TO {schema}"
+    ))
+    .unwrap();
+    pg.block_on(async |client| super::pg::migrate(client).await)
+        .unwrap();
+    pg.batch_execute("BEGIN").unwrap();
+    Db::Postgres(Box::new(pg))
+}
+
 /// What a Runner with `capabilities` and room for `computers_capacity` computers says
 /// when it connects.
 pub(super) fn status(
@@ -78,6 +103,21 @@ pub(super) fn status(
 }
 
 impl World {
+    /// Turns the checking of foreign keys off or on again (to make a row the store never
+    /// would); on PostgreSQL by the replication role, for this transaction.
+    pub(super) fn foreign_keys(&self, on: bool) {
+        match &self.conn {
+            Db::Sqlite(c) => c.pragma_update(None, "foreign_keys", on).unwrap(),
+            Db::Postgres(c) => c
+                .batch_execute(if on {
+                    "SET LOCAL session_replication_role = origin"
+                } else {
+                    "SET LOCAL session_replication_role = replica"
+                })
+                .unwrap(),
+        }
+    }
+
     /// A new connection generation with every capability declared.
     pub(super) fn connect(&mut self) -> Generation {
         let connected = self

@@ -108,7 +108,7 @@ pub fn get(conn: &Db, id: &str) -> Result<WaitRow, StoreError> {
 /// (cancelled, refused), oldest first.
 pub fn of_session(conn: &Db, session_id: &SessionId) -> Result<Vec<WaitRow>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM turn_waits WHERE session_id = ?1 ORDER BY rowid LIMIT 100"
+        "SELECT {COLUMNS} FROM turn_waits WHERE session_id = ?1 ORDER BY seq LIMIT 100"
     ))?;
     let rows = stmt
         .query_map([session_id], row)?
@@ -127,8 +127,8 @@ pub fn earlier_waiting(
         .prepare_cached(
             "SELECT session_id FROM turn_waits
              WHERE state = 'waiting' AND agent_id = ?1
-               AND (?2 IS NULL OR rowid < (SELECT rowid FROM turn_waits WHERE id = ?2))
-             ORDER BY rowid LIMIT 1",
+               AND (?2 IS NULL OR seq < (SELECT seq FROM turn_waits WHERE id = ?2))
+             ORDER BY seq LIMIT 1",
         )?
         .query_row(params![agent_id, wait], |r| r.get(0))
         .optional()?)
@@ -142,7 +142,7 @@ pub fn ahead(conn: &Db, w: &WaitRow) -> Result<u32, StoreError> {
         earlier += conn
             .prepare_cached(
                 "SELECT count(*) FROM turn_waits WHERE state = 'waiting' AND agent_id = ?1
-                   AND rowid < (SELECT rowid FROM turn_waits WHERE id = ?2)",
+                   AND seq < (SELECT seq FROM turn_waits WHERE id = ?2)",
             )?
             .query_row(params![agent, w.id], |r| r.get::<_, u32>(0))?;
         running |= sessions::running_session(conn, &agent)?.is_some();
@@ -194,8 +194,9 @@ pub fn chat(conn: &mut Db, a: &Admission, limits: QueueLimits) -> Result<Chat, S
     let id = super::new_id();
     tx.execute(
         "INSERT INTO turn_waits (id, session_id, account_id, admin, agent_id, message,
-             attachments, state, reason, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', ?8, ?9)",
+             attachments, state, reason, created_at, seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', ?8, ?9,
+                 (SELECT coalesce(max(seq), 0) + 1 FROM turn_waits))",
         params![
             id,
             session.id,
@@ -262,8 +263,8 @@ pub fn dispatch(conn: &mut Db, limits: QueueLimits) -> Result<Vec<RunnerId>, Sto
         let mut stmt = conn.prepare_cached(
             "SELECT id FROM turn_waits w WHERE state = 'waiting'
                AND NOT EXISTS (SELECT 1 FROM turn_waits e WHERE e.state = 'waiting'
-                               AND e.agent_id = w.agent_id AND e.rowid < w.rowid)
-             ORDER BY rowid",
+                               AND e.agent_id = w.agent_id AND e.seq < w.seq)
+             ORDER BY seq",
         )?;
         stmt.query_map([], |r| r.get(0))?
             .collect::<Result<_, _>>()?

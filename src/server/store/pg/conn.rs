@@ -23,6 +23,9 @@ pub struct PgConn {
     /// An error ended the transaction's work: PostgreSQL refuses everything but a
     /// rollback (to a savepoint) until then, and would turn a COMMIT into a ROLLBACK.
     aborted: Cell<bool>,
+    /// What failed first in an aborted transaction (the errors after it only say
+    /// "aborted").
+    abort_cause: RefCell<Option<String>>,
     /// Whether [`PgConn::begin`]'s transactions wait for the disk at their commit.
     durable: Cell<bool>,
 }
@@ -56,6 +59,7 @@ impl PgConn {
             statements: RefCell::new(HashMap::new()),
             in_transaction: Cell::new(false),
             aborted: Cell::new(false),
+            abort_cause: RefCell::new(None),
             durable: Cell::new(true),
         })
     }
@@ -121,13 +125,15 @@ impl PgConn {
             self.end_transaction();
         } else if word.starts_with("ROLLBACK TO") && result.is_ok() {
             self.aborted.set(false);
+            self.abort_cause.borrow_mut().take();
         }
-        self.checked(result)
+        self.checked(result, sql)
     }
 
     fn end_transaction(&self) {
         self.in_transaction.set(false);
         self.aborted.set(false);
+        self.abort_cause.borrow_mut().take();
     }
 
     pub(in crate::server::store) fn execute(
@@ -141,7 +147,7 @@ impl PgConn {
             self.client
                 .execute_raw(&statement, params.iter().map(|p| p as &dyn ToSql)),
         );
-        self.checked(result).map(|n| n as usize)
+        self.checked(result, &prepared.0).map(|n| n as usize)
     }
 
     pub(in crate::server::store) fn query(
@@ -159,7 +165,7 @@ impl PgConn {
         let refs: Vec<&(dyn ToSql + Sync)> =
             params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
         let rows = self.runtime.block_on(self.client.query(&statement, &refs));
-        let rows = self.checked(rows)?;
+        let rows = self.checked(rows, &prepared.0)?;
         let rows = rows
             .iter()
             .map(|row| {
@@ -185,12 +191,30 @@ impl PgConn {
             return Ok(statement.clone());
         }
         let types: Vec<Type> = values.iter().map(param_type).collect();
+        let guessing = types.iter().any(|t| t.oid() == 0) && self.in_transaction.get();
+        // A refused prepare would abort the transaction: guess inside a savepoint.
+        if guessing {
+            self.checked(
+                self.runtime
+                    .block_on(self.client.batch_execute("SAVEPOINT yy_prepare")),
+                "SAVEPOINT yy_prepare",
+            )?;
+        }
         let mut prepared = self
             .runtime
             .block_on(self.client.prepare_typed(sql, &types));
         if let Err(e) = &prepared
-            && e.code() == Some(&tokio_postgres::error::SqlState::INDETERMINATE_DATATYPE)
+            && [
+                tokio_postgres::error::SqlState::INDETERMINATE_DATATYPE,
+                tokio_postgres::error::SqlState::AMBIGUOUS_PARAMETER,
+            ]
+            .iter()
+            .any(|c| e.code() == Some(c))
         {
+            if guessing {
+                let undo = "ROLLBACK TO yy_prepare";
+                self.checked(self.runtime.block_on(self.client.batch_execute(undo)), undo)?;
+            }
             let types: Vec<Type> = types
                 .into_iter()
                 .map(|t| if t.oid() == 0 { Type::TEXT } else { t })
@@ -199,7 +223,11 @@ impl PgConn {
                 .runtime
                 .block_on(self.client.prepare_typed(sql, &types));
         }
-        let statement = self.checked(prepared)?;
+        if guessing && prepared.is_ok() {
+            let done = "RELEASE yy_prepare";
+            self.checked(self.runtime.block_on(self.client.batch_execute(done)), done)?;
+        }
+        let statement = self.checked(prepared, sql)?;
         let mut statements = self.statements.borrow_mut();
         if statements.len() >= STATEMENT_CACHE {
             statements.clear();
@@ -208,13 +236,24 @@ impl PgConn {
         Ok(statement)
     }
 
-    /// `result` as rusqlite's, noting that an error inside a transaction aborted it.
-    fn checked<T>(&self, result: Result<T, tokio_postgres::Error>) -> rusqlite::Result<T> {
+    /// `result` of `sql` as rusqlite's, noting that an error inside a transaction aborted
+    /// it; a refusal because of that names the statement that failed first.
+    fn checked<T>(
+        &self,
+        result: Result<T, tokio_postgres::Error>,
+        sql: &str,
+    ) -> rusqlite::Result<T> {
         result.map_err(|e| {
-            if self.in_transaction.get() {
-                self.aborted.set(true);
+            if !self.in_transaction.get() {
+                return to_sqlite_error(&e, None);
             }
-            to_sqlite_error(&e)
+            self.aborted.set(true);
+            let mut cause = self.abort_cause.borrow_mut();
+            if e.code() == Some(&tokio_postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) {
+                return to_sqlite_error(&e, cause.as_deref());
+            }
+            cause.get_or_insert_with(|| format!("{} in: {}", super::describe(&e), one_line(sql)));
+            to_sqlite_error(&e, None)
         })
     }
 }
@@ -228,7 +267,7 @@ fn failure(message: String) -> rusqlite::Error {
 
 /// PostgreSQL's error as the SQLite error the store recognises: the constraint violations
 /// by their SQLite codes, the rest as a plain failure with PostgreSQL's message.
-fn to_sqlite_error(e: &tokio_postgres::Error) -> rusqlite::Error {
+fn to_sqlite_error(e: &tokio_postgres::Error, cause: Option<&str>) -> rusqlite::Error {
     use tokio_postgres::error::SqlState;
     let code = match e.code() {
         Some(c) if *c == SqlState::UNIQUE_VIOLATION => rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE,
@@ -239,7 +278,20 @@ fn to_sqlite_error(e: &tokio_postgres::Error) -> rusqlite::Error {
         Some(c) if *c == SqlState::NOT_NULL_VIOLATION => rusqlite::ffi::SQLITE_CONSTRAINT_NOTNULL,
         _ => rusqlite::ffi::SQLITE_ERROR,
     };
-    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some(super::describe(e)))
+    let message = match cause {
+        Some(cause) => format!("{}; what failed first: {cause}", super::describe(e)),
+        None => super::describe(e),
+    };
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some(message))
+}
+
+/// A statement on one line, at most 300 characters of it.
+fn one_line(sql: &str) -> String {
+    let line = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(300) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line,
+    }
 }
 
 /// SQLite's placeholders (`?N`, and `?` for the one after the highest so far) as

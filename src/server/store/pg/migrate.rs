@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/postgres/0018_computer_grants.sql"),
     include_str!("../../../../migrations/postgres/0019_agent_browser.sql"),
     include_str!("../../../../migrations/postgres/0020_browser_controls.sql"),
+    include_str!("../../../../migrations/postgres/0021_turn_wait_order.sql"),
 ];
 
 /// The advisory lock (`pg_advisory_xact_lock`) held while the schema changes: the ASCII
@@ -80,8 +81,21 @@ async fn is_empty(client: &impl GenericClient) -> Result<bool, PgError> {
     Ok(row.get(0))
 }
 
-/// Brings the database to [`LATEST_VERSION`].
+/// SQLite's functions that the store's SQL uses, in PostgreSQL (`functions.sql`).
+const FUNCTIONS: &str = include_str!("functions.sql");
+
+/// Brings the database to [`LATEST_VERSION`] and (re)makes the store's SQL functions.
 pub async fn migrate(client: &mut Client) -> Result<(), PgError> {
+    migrate_schema(client).await?;
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    tx.batch_execute(FUNCTIONS).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn migrate_schema(client: &mut Client) -> Result<(), PgError> {
     // Without the lock first: a replica starting on a current database (the usual case)
     // waits for nobody, and a newer database is not even locked.
     let found = schema_version(client).await?;
