@@ -41,9 +41,10 @@ for name in "${alone[@]}"; do
     done
 done
 run_one() {
-    local name=$1 exe=$2 log="$logs/${2##*/}.log" began rc=0
+    local name=$1 exe=$2 log="$logs/${1//:/-}-${2##*/}.log" began rc=0
+    shift 2
     began=$(date +%s)
-    "$exe" >"$log" 2>&1 </dev/null || rc=$?
+    "$exe" "$@" >"$log" 2>&1 </dev/null || rc=$?
     local verdict="ok"
     [ "$rc" -eq 0 ] || verdict="FAILED (exit $rc)"
     {
@@ -53,7 +54,7 @@ run_one() {
     } 9>"$logs/print.lock"
     if [ "$rc" -ne 0 ]; then
         echo "$name" >>"$logs/failed"
-        cp "$log" "$logs/failed-$name.log"
+        cp "$log" "$logs/failed-${name//:/-}.log"
     fi
     return 0
 }
@@ -61,12 +62,37 @@ export -f run_one
 export logs
 printf '%s\0' "${ordered[@]}" | xargs -0 -n 2 -P "$lanes" bash -c 'run_one "$@"' _
 [ "${#last[@]}" -eq 0 ] || printf '%s\0' "${last[@]}" | xargs -0 -n 2 -P 1 bash -c 'run_one "$@"' _
+
+# The PostgreSQL pass (issue 27): the same control plane on PostgreSQL. The store's unit
+# tests run in a scratch cluster made here; the integration binaries that drive the
+# control plane run with YY_TEST_DATABASE=postgres (each process makes its own cluster).
+# YY_TEST_POSTGRES_BIN names PostgreSQL's programs (scripts/install-postgres.sh).
+if [ -n "${YY_TEST_POSTGRES_BIN:-}" ]; then
+    postgres_pass=(sessions teams foundation runner artifacts computer_control computer_shell
+        computer_share team_tools_scope metrics rotate session_move connection_cap tls)
+    pg=()
+    for name in "${postgres_pass[@]}"; do
+        for exe in "${binaries[@]}"; do
+            [[ "$(basename "$exe")" == "$name"-* ]] && pg+=("pg:$name" "$exe")
+        done
+    done
+    # The lib's unit tests (the artifact of kind "lib" built as a test).
+    lib=$(grep -E '"profile":\{[^}]*"test":true' "$artifacts" | grep '"kind":\["lib"\]' \
+        | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | head -n 1)
+    # Its own directory: the postgres user must reach it, and $logs is root's alone.
+    pgdir=$(mktemp -d "${TMPDIR:-/tmp}/yy-pg.XXXXXX")
+    trap 'scripts/pg-scratch.sh stop "$pgdir" >/dev/null 2>&1 || true; rm -rf "$logs"' EXIT
+    scratch=$(scripts/pg-scratch.sh start "$pgdir")
+    YY_TEST_STORE_POSTGRES=$scratch run_one "pg:store" "$lib" server::store::
+    printf '%s\0' "${pg[@]}" | YY_TEST_DATABASE=postgres xargs -0 -n 2 -P "$lanes" \
+        bash -c 'run_one "$@"' _
+fi
 if [ -s "$logs/failed" ]; then
     # Once more at the end, without backtraces, where a reader of the output's tail sees it.
     while read -r name; do
         echo "== why $name failed"
         awk '/^failures:$/ { on = 1 } on && !/^ +([0-9]+: |at )/ { print } /^test result:/ { on = 0 }' \
-            "$logs/failed-$name.log" | head -n 200
+            "$logs/failed-${name//:/-}.log" | head -n 200
     done <"$logs/failed"
     echo "== failed test binaries: $(tr '\n' ' ' <"$logs/failed")"
     exit 1

@@ -209,18 +209,13 @@ fn a_stale_fence_is_refused_by_the_runner() {
     let id = c["id"].as_str().unwrap().to_string();
     // A control plane that lost track (e.g. restored from an older backup) sends an older
     // fence: the Runner refuses it.
-    let db = rusqlite::Connection::open(env.data_dir().join("yy.db")).unwrap();
-    db.busy_timeout(Duration::from_secs(5)).unwrap();
-    db.execute("UPDATE computers SET fence = 0 WHERE id = ?1", [&id])
-        .unwrap();
+    env.sql(&format!("UPDATE computers SET fence = 0 WHERE id = '{id}'"));
     env.run(&["computer", "exec", &id, "--", "true"])
         .fails(1, "stale fence 0");
     env.run(&["computer", "stop", &id]).fails(1, "stale fence");
-    db.execute(
-        "UPDATE computers SET fence = 5, state = 'running' WHERE id = ?1",
-        [&id],
-    )
-    .unwrap();
+    env.sql(&format!(
+        "UPDATE computers SET fence = 5, state = 'running' WHERE id = '{id}'"
+    ));
     env.run(&["computer", "rm", &id, "--yes"]).ok();
 }
 

@@ -417,15 +417,8 @@ fn a_piped_shell_ends_with_its_control_or_connection_and_the_runner_checks_the_f
 
     // That control (fence 3) still lives until it expires; the control plane's record of
     // the computer's fence is made stale: the Runner refuses to open the shell.
-    let db = rusqlite::Connection::open(env.data_dir().join("yy.db")).unwrap();
-    db.busy_timeout(Duration::from_secs(5)).unwrap();
-    let fence: i64 = db
-        .query_row("SELECT fence FROM computers WHERE id = ?1", [&id], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    db.execute("UPDATE computers SET fence = 0 WHERE id = ?1", [&id])
-        .unwrap();
+    let fence = env.sql_number(&format!("SELECT fence FROM computers WHERE id = '{id}'"));
+    env.sql(&format!("UPDATE computers SET fence = 0 WHERE id = '{id}'"));
     let closed = rt.block_on(async {
         use futures_util::StreamExt;
         let mut ws = yy::commands::computer_shell::connect(&client, &id, 3, None)
@@ -442,11 +435,9 @@ fn a_piped_shell_ends_with_its_control_or_connection_and_the_runner_checks_the_f
         panic!("the relay closed without saying why");
     });
     assert!(closed.contains("stale fence 0"), "{closed}");
-    db.execute(
-        "UPDATE computers SET fence = ?2 WHERE id = ?1",
-        (&id, fence),
-    )
-    .unwrap();
+    env.sql(&format!(
+        "UPDATE computers SET fence = {fence} WHERE id = '{id}'"
+    ));
 
     // `exit` in the shell ends the session too, saying how it exited.
     let (mut attach, err, _) = piped_attach(env, &id, "tty; echo \"SH$$:\"; exit 3");

@@ -402,14 +402,10 @@ fn the_same_command_delivered_twice_executes_once() {
     assert!(execution.is_string());
 
     // Deliver it again, as a control plane restored from an older backup would.
-    let db = rusqlite::Connection::open(env.data_dir().join("yy.db")).unwrap();
-    db.busy_timeout(Duration::from_secs(5)).unwrap();
-    db.execute(
+    env.sql(&format!(
         "UPDATE runner_commands SET state = 'pending', lease_generation = NULL, leased_at = NULL,
-             started_at = NULL, finished_at = NULL, result = NULL WHERE id = ?1",
-        [&id],
-    )
-    .unwrap();
+             started_at = NULL, finished_at = NULL, result = NULL WHERE id = '{id}'"
+    ));
     // Another ping wakes the long-poll; the Runner leases both.
     env.json(&["runner", "ping", &reg.id]);
     let again = wait_for(

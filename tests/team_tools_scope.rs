@@ -171,26 +171,18 @@ fn team_tools_see_only_the_callers_teams_and_no_tool_id_is_stored() {
             "a raw team tool id is stored in {found:?}"
         );
     }
-    let db = rusqlite::Connection::open_with_flags(
-        s.env.data_dir().join("yy.db"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    let (turns, with_id): (i64, i64) = db
-        .query_row(
-            // The key, not the words: a prompt may say "team tools" (and `_` is LIKE's
-            // any-character).
-            "SELECT count(*), count(*) FILTER (WHERE json_extract(payload, '$.team_tools') IS NOT NULL)
-             FROM runner_commands WHERE kind = 'worker.turn'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    // The key, not the words: a prompt may say "team tools" (and `_` is LIKE's
+    // any-character).
+    let turns = s
+        .env
+        .sql_number("SELECT count(*) FROM runner_commands WHERE kind = 'worker.turn'");
+    let with_id = s.env.sql_number(
+        "SELECT count(*) FROM runner_commands
+         WHERE kind = 'worker.turn' AND json_extract(payload, '$.team_tools') IS NOT NULL",
+    );
     assert!(turns >= 3, "{turns} worker turns");
     assert_eq!(with_id, 0);
-    let grants: i64 = db
-        .query_row("SELECT count(*) FROM tool_grants", [], |r| r.get(0))
-        .unwrap();
+    let grants = s.env.sql_number("SELECT count(*) FROM tool_grants");
     assert!(grants >= 3, "each admin turn had its id (hashed): {grants}");
     // The model never saw an id either.
     for r in s.model.steps() {

@@ -239,18 +239,11 @@ fn an_admin_model_builds_a_team_reviews_reworks_and_the_result_comes_back_once()
 
     // The id reached the Runner in its lease only: no stored payload holds one. A guessed
     // id is refused on the live Runner connection (an ended turn's id: team_tests.rs).
-    let db = rusqlite::Connection::open_with_flags(
-        s.env.data_dir().join("yy.db"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    let payload: String = db
-        .query_row(
-            "SELECT c.payload FROM session_turns t JOIN runner_commands c ON c.id = t.command_id
-             WHERE t.session_id = ?1 ORDER BY t.seq LIMIT 1",
-            [&origin],
-            |r| r.get(0),
-        )
+    let payload = s.env.sql(&format!(
+        "SELECT c.payload FROM session_turns t JOIN runner_commands c ON c.id = t.command_id
+         WHERE t.session_id = '{origin}' ORDER BY t.seq LIMIT 1"
+    ))[0][0]
+        .clone()
         .unwrap();
     assert!(!payload.contains("team_tools"), "{payload}");
     let runner = s.env.json(&["runner", "show", &s.reg.id]);
@@ -549,22 +542,18 @@ fn two_goals_at_once_keep_one_turn_per_agent_and_four_slots() {
         assert_eq!(g["deliveries"].as_array().unwrap().len(), 1);
     }
     // Every turn's admission and end, from the control plane's own records.
-    let db = rusqlite::Connection::open_with_flags(
-        s.env.data_dir().join("yy.db"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    let mut stmt = db
-        .prepare(
+    let turns: Vec<(String, i64, i64)> = s
+        .env
+        .sql(
             "SELECT s.agent_id, t.created_at, t.finished_at FROM session_turns t
              JOIN sessions s ON s.id = t.session_id ORDER BY t.created_at",
         )
-        .unwrap();
-    let turns: Vec<(String, i64, i64)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+        .into_iter()
+        .map(|r| {
+            let number = |i: usize| r[i].as_deref().unwrap().parse::<i64>().unwrap();
+            (r[0].clone().unwrap(), number(1), number(2))
+        })
+        .collect();
     assert!(
         turns.len() >= 14,
         "1 plan + 10 parts + reviews + 2 deliveries: {}",

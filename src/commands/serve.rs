@@ -176,6 +176,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tls,
         warnings,
         runner_token_lifetime: args.runner_token_lifetime,
+        database_url: args.database.postgres_url()?.map(str::to_owned),
     };
     let files = server::artifacts::ArtifactFiles::open(&data_dir).map_err(|e| {
         CliError::failure(format!(

@@ -140,6 +140,21 @@ impl Hub {
         })
     }
 
+    /// The signals of `runner_id` if anything here ever waited on them.
+    pub fn existing(&self, runner_id: &str) -> Option<Arc<RunnerSignals>> {
+        let map = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(runner_id).cloned()
+    }
+
+    /// Wakes every long-poll and waiter: they all look at the database again.
+    pub fn wake_all(&self) {
+        let map = self.runners.lock().unwrap_or_else(|p| p.into_inner());
+        for signals in map.values() {
+            signals.work.notify_waiters();
+            signals.done.notify_waiters();
+        }
+    }
+
     /// Long-polls open right now, of every Runner.
     pub fn open_polls(&self) -> usize {
         let map = self.runners.lock().unwrap_or_else(|p| p.into_inner());

@@ -10,6 +10,7 @@ pub mod hosts;
 mod hub;
 pub mod login;
 mod machine;
+mod peers;
 pub mod queue;
 mod routes;
 mod scheduler;
@@ -48,6 +49,9 @@ pub struct ServerConfig {
     pub warnings: Vec<String>,
     /// A Runner token works this long after it was issued; the Runner renews it at 75 %.
     pub runner_token_lifetime: Duration,
+    /// The PostgreSQL database the store is on, when it is: the replicas sharing it wake
+    /// each other through it (`peers`). Never shown: it may hold a password.
+    pub database_url: Option<String>,
 }
 
 impl ServerConfig {
@@ -62,6 +66,7 @@ impl ServerConfig {
             tls: None,
             warnings: Vec::new(),
             runner_token_lifetime: DEFAULT_RUNNER_TOKEN_LIFETIME,
+            database_url: None,
         }
     }
 }
@@ -104,8 +109,12 @@ impl AppState {
     ) -> (AppState, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
         telemetry::install();
+        let mut queue = Queue::new(store.clone(), config.queue, rx);
+        if let Some(url) = &config.database_url {
+            queue = queue.with_peers(url.clone());
+        }
         let state = AppState {
-            queue: Queue::new(store.clone(), config.queue, rx),
+            queue,
             store,
             config: Arc::new(config),
             login: Arc::default(),

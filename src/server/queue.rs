@@ -78,6 +78,8 @@ pub struct Queue {
     shutdown: watch::Receiver<bool>,
     /// Wakes the team scheduler (`scheduler.rs`) after any change it may act on.
     sched: Arc<tokio::sync::Notify>,
+    /// The other replicas on the same PostgreSQL database, told of every wake-up.
+    peers: Option<Arc<super::peers::Peers>>,
 }
 
 impl Queue {
@@ -88,7 +90,19 @@ impl Queue {
             limits,
             shutdown,
             sched: Arc::default(),
+            peers: None,
         }
+    }
+
+    /// Tells the replicas on the PostgreSQL database at `url` of every wake-up, and
+    /// listens for theirs.
+    pub fn with_peers(mut self, url: String) -> Queue {
+        self.peers = Some(super::peers::Peers::start(
+            url,
+            self.hub.clone(),
+            self.sched.clone(),
+        ));
+        self
     }
 
     /// Asks the team scheduler for a pass (cheap; passes coalesce).
@@ -134,6 +148,9 @@ impl Queue {
     }
 
     pub(super) fn wake(&self, runner_id: &RunnerId, enqueued: bool) {
+        if let Some(peers) = &self.peers {
+            peers.publish(runner_id, enqueued);
+        }
         self.sched.notify_one();
         let signals = self.hub.signals(runner_id);
         if enqueued {
@@ -747,9 +764,11 @@ impl Queue {
         }
     }
 
-    /// Whether the Runner holds a live connection now.
+    /// Whether the Runner holds a live connection now. With replicas, a Runner connected
+    /// to another one is not known here: callers then go by what the database says
+    /// (`RunnerRow::online`, from the last time it was seen polling).
     pub fn is_live(&self, runner_id: &RunnerId) -> bool {
-        self.hub.is_live(runner_id)
+        self.peers.is_some() || self.hub.is_live(runner_id)
     }
 
     /// Deletes what the retention no longer keeps and gives the space back.

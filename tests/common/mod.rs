@@ -136,6 +136,44 @@ impl Env {
         }
     }
 
+    /// Runs `sql` (no parameters) on this sandbox's control-plane database, SQLite's file
+    /// or PostgreSQL's, and returns every row's values as text (NULL as None): what a test
+    /// reads or changes behind the server's back, the same on both backends.
+    pub fn sql(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        if let Some((_, url)) = self.envs.iter().find(|(k, _)| k == "YY_DATABASE") {
+            return postgres::simple_query(url, sql);
+        }
+        let db = rusqlite::Connection::open(self.data_dir().join("yy.db")).unwrap();
+        db.busy_timeout(Duration::from_secs(10)).unwrap();
+        let mut stmt = db.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let columns = stmt.column_count();
+        stmt.query_map([], |r| {
+            (0..columns)
+                .map(|i| {
+                    Ok(match r.get_ref(i)? {
+                        rusqlite::types::ValueRef::Null => None,
+                        rusqlite::types::ValueRef::Integer(n) => Some(n.to_string()),
+                        rusqlite::types::ValueRef::Real(f) => Some(f.to_string()),
+                        v => Some(v.as_str().unwrap_or_default().to_string()),
+                    })
+                })
+                .collect()
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The first value of the first row of [`Env::sql`], as a number.
+    #[track_caller]
+    pub fn sql_number(&self, sql: &str) -> i64 {
+        let rows = self.sql(sql);
+        let value = rows.first().and_then(|r| r.first().cloned().flatten());
+        value
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{sql}: no number in {rows:?}"))
+    }
+
     /// Whether this sandbox's control planes run on PostgreSQL.
     pub fn on_postgres(&self) -> bool {
         self.envs.iter().any(|(k, _)| k == "YY_DATABASE")

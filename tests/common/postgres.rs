@@ -253,5 +253,43 @@ pub fn database_for_env() -> Option<String> {
     let guard = shared.lock().unwrap_or_else(|p| p.into_inner());
     let cluster = guard.as_ref().expect("the shared cluster is running");
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Some(cluster.create_database(&format!("env{n}")))
+    let name = format!("env{n}");
+    cluster.create_database(&name);
+    // Over the unix socket: a sandbox may run its yy in a network namespace of its own,
+    // where 127.0.0.1 is not this host's.
+    Some(format!(
+        "host={} port={} user={USER} dbname={name}",
+        cluster.socket_dir().display(),
+        cluster.port()
+    ))
+}
+
+/// Runs `sql` on the database at `url` with the simple query protocol (every value comes
+/// back as text) and returns the rows.
+pub fn simple_query(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
+        tokio::spawn(connection);
+        let messages = client
+            .simple_query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        messages
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(row) => Some(
+                    (0..row.len())
+                        .map(|i| row.get(i).map(str::to_string))
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect()
+    })
 }

@@ -4,7 +4,7 @@ use super::db::{Db, Row};
 use rusqlite::{OptionalExtension, params};
 
 use super::runner_images::busy_sql;
-use super::{StoreError, catalog, is_unique_violation, new_id};
+use super::{StoreError, catalog, new_id};
 use crate::api::ids::{Generation, RunnerId};
 use crate::api::views;
 use crate::egress::NetworkMode;
@@ -216,8 +216,23 @@ pub fn register(conn: &mut Db, new: NewRunner<'_>) -> Result<RunnerRow, StoreErr
             profiles.push(profile.name);
         }
     }
+    // Looked up first, not told by the insert's unique violation: on PostgreSQL a failed
+    // statement ends the transaction's work, so nothing could be read after it.
+    let existing: Option<String> = tx
+        .query_row(
+            "SELECT id FROM runners WHERE source_id = ?1 AND disabled_at IS NULL",
+            [&source.id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(existing) = existing {
+        return Err(StoreError::Conflict(format!(
+            "source {:?} already has an enabled runner {existing}: disable it first with `yy runner disable {existing}`",
+            source.name
+        )));
+    }
     let id = new_id();
-    let inserted = tx.execute(
+    tx.execute(
         "INSERT INTO runners (id, source_id, token_hash, allowed_profiles, artifact_roots,
              server_url, hermes_url, created_at, computer_image, network, token_issued_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?8)",
@@ -233,21 +248,7 @@ pub fn register(conn: &mut Db, new: NewRunner<'_>) -> Result<RunnerRow, StoreErr
             new.computer_image,
             new.network.as_str()
         ],
-    );
-    if let Err(e) = inserted {
-        if is_unique_violation(&e) {
-            let existing: String = tx.query_row(
-                "SELECT id FROM runners WHERE source_id = ?1 AND disabled_at IS NULL",
-                [&source.id],
-                |r| r.get(0),
-            )?;
-            return Err(StoreError::Conflict(format!(
-                "source {:?} already has an enabled runner {existing}: disable it first with `yy runner disable {existing}`",
-                source.name
-            )));
-        }
-        return Err(e.into());
-    }
+    )?;
     let runner = get(&tx, &id)?;
     tx.commit()?;
     Ok(runner)

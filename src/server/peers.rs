@@ -1,0 +1,226 @@
+//! Wake-ups across `yy serve` replicas on one PostgreSQL database (issue 27). A change made
+//! through one replica wakes the long-polls and waiters that other replicas hold: each
+//! replica sends its wake-ups as `NOTIFY yy_wake` and listens on that channel.
+//!
+//! A notification can be lost (a dropped connection, a full queue): that only delays work,
+//! because every long-poll and wait looks at the database again when its wait ends (at
+//! most [`crate::api::machine::MAX_LEASE_WAIT_MS`]), and a listener that connects again
+//! wakes every local wait at once, in case it missed one meanwhile.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::{Notify, mpsc};
+
+use super::hub::Hub;
+use crate::api::ids::RunnerId;
+
+/// The channel replicas notify each other on.
+const CHANNEL: &str = "yy_wake";
+/// Wake-ups waiting to be sent; more are dropped (see the module's comment).
+const QUEUE: usize = 4096;
+/// At most this many distinct wake-ups go in one statement.
+const BATCH: usize = 256;
+/// Back-off between connection attempts: from the first to the last, doubling.
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_LAST: Duration = Duration::from_secs(10);
+
+/// A replica's side of the wake-ups: [`Peers::publish`] sends, a task listens.
+pub struct Peers {
+    outbox: mpsc::Sender<String>,
+}
+
+impl Peers {
+    /// Starts the sending and the listening task on the database at `url`.
+    pub fn start(url: String, hub: Arc<Hub>, sched: Arc<Notify>) -> Arc<Peers> {
+        let (outbox, inbox) = mpsc::channel(QUEUE);
+        // The backend pid of the connection that sends: its own notifications come back to
+        // the listener and are skipped (the local wake-up happened already).
+        let sender_pid = Arc::new(AtomicI32::new(0));
+        tokio::spawn(send_forever(url.clone(), inbox, sender_pid.clone()));
+        tokio::spawn(listen_forever(url, hub, sched, sender_pid));
+        Arc::new(Peers { outbox })
+    }
+
+    /// Tells the other replicas that `runner` has new work (`enqueued`) or a changed
+    /// command.
+    pub fn publish(&self, runner: &RunnerId, enqueued: bool) {
+        let kind = if enqueued { 'w' } else { 'd' };
+        // Full: dropped; the waits' own timeouts recover it.
+        let _ = self.outbox.try_send(format!("{kind}:{}", runner.as_str()));
+    }
+}
+
+/// A wake-up as the listener reads it.
+#[derive(Debug, PartialEq, Eq)]
+struct Wake<'a> {
+    runner: &'a str,
+    enqueued: bool,
+}
+
+fn parse(payload: &str) -> Option<Wake<'_>> {
+    let (kind, runner) = payload.split_once(':')?;
+    let enqueued = match kind {
+        "w" => true,
+        "d" => false,
+        _ => return None,
+    };
+    (!runner.is_empty() && runner.len() <= 64).then_some(Wake { runner, enqueued })
+}
+
+async fn connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %super::store::pg::describe(&e), "a wake-up connection to PostgreSQL ended");
+        }
+    });
+    Ok(client)
+}
+
+async fn send_forever(url: String, mut inbox: mpsc::Receiver<String>, pid: Arc<AtomicI32>) {
+    let mut retry = RETRY_FIRST;
+    loop {
+        let client = match connect(&url).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %super::store::pg::describe(&e), "cannot connect to send wake-ups; retrying");
+                tokio::time::sleep(jittered(retry)).await;
+                retry = (retry * 2).min(RETRY_LAST);
+                continue;
+            }
+        };
+        retry = RETRY_FIRST;
+        match client.query_one("SELECT pg_backend_pid()", &[]).await {
+            Ok(row) => pid.store(row.get(0), Ordering::Relaxed),
+            Err(_) => continue,
+        }
+        let statement = format!("SELECT pg_notify('{CHANNEL}', p) FROM unnest($1::text[]) p");
+        loop {
+            let Some(first) = inbox.recv().await else {
+                return;
+            };
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match inbox.try_recv() {
+                    Ok(next) if !batch.contains(&next) => batch.push(next),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            if let Err(e) = client.execute(&statement, &[&batch]).await {
+                tracing::warn!(error = %super::store::pg::describe(&e), "wake-ups not sent; connecting again");
+                pid.store(0, Ordering::Relaxed);
+                break;
+            }
+        }
+    }
+}
+
+async fn listen_forever(url: String, hub: Arc<Hub>, sched: Arc<Notify>, sender: Arc<AtomicI32>) {
+    let mut retry = RETRY_FIRST;
+    loop {
+        let (client, mut connection) = match tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %super::store::pg::describe(&e), "cannot connect to listen for wake-ups; retrying");
+                tokio::time::sleep(jittered(retry)).await;
+                retry = (retry * 2).min(RETRY_LAST);
+                continue;
+            }
+        };
+        retry = RETRY_FIRST;
+        let mut messages =
+            futures_util::stream::poll_fn(move |cx| connection.poll_message(cx)).boxed();
+        let sql = format!("LISTEN {CHANNEL}");
+        let listening = {
+            // The connection's messages must be read while LISTEN runs, or it never answers.
+            let mut listen = std::pin::pin!(client.batch_execute(&sql));
+            loop {
+                tokio::select! {
+                    r = &mut listen => break r,
+                    m = messages.next() => if m.is_none() { break Ok(()) },
+                }
+            }
+        };
+        if let Err(e) = listening {
+            tracing::warn!(error = %super::store::pg::describe(&e), "cannot listen for wake-ups; retrying");
+            continue;
+        }
+        // Whatever was sent while nobody listened: every wait here looks again.
+        hub.wake_all();
+        sched.notify_one();
+        while let Some(message) = messages.next().await {
+            let notification = match message {
+                Ok(tokio_postgres::AsyncMessage::Notification(n)) => n,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %super::store::pg::describe(&e), "the wake-up listener lost its connection");
+                    break;
+                }
+            };
+            if notification.process_id() == sender.load(Ordering::Relaxed) {
+                continue;
+            }
+            let Some(wake) = parse(notification.payload()) else {
+                continue;
+            };
+            sched.notify_one();
+            let Some(signals) = hub.existing(wake.runner) else {
+                continue;
+            };
+            if wake.enqueued {
+                signals.work.notify_waiters();
+            }
+            signals.done.notify_waiters();
+        }
+        // Only now: dropping the client ends the connection, and with it the LISTEN.
+        drop(client);
+    }
+}
+
+/// `base`, give or take a quarter, so that replicas that lost the database together do not
+/// all come back at the same instant.
+fn jittered(base: Duration) -> Duration {
+    let quarter = base / 4;
+    base - quarter + quarter.mul_f64(2.0 * rand::random::<f64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_are_read_strictly() {
+        assert_eq!(
+            parse("w:abc"),
+            Some(Wake {
+                runner: "abc",
+                enqueued: true
+            })
+        );
+        assert_eq!(
+            parse("d:abc"),
+            Some(Wake {
+                runner: "abc",
+                enqueued: false
+            })
+        );
+        assert_eq!(parse("x:abc"), None);
+        assert_eq!(parse("w:"), None);
+        assert_eq!(parse("w"), None);
+        assert_eq!(parse(&format!("w:{}", "a".repeat(65))), None);
+    }
+
+    #[test]
+    fn retries_are_spread() {
+        for _ in 0..100 {
+            let d = jittered(Duration::from_millis(800));
+            assert!(d >= Duration::from_millis(600) && d <= Duration::from_millis(1000));
+        }
+    }
+}
