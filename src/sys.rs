@@ -134,6 +134,13 @@ pub fn release_clean_file_pages() -> std::io::Result<u64> {
     Ok(released)
 }
 
+/// This host's name, as the kernel has it (empty when unreadable).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

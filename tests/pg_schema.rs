@@ -78,6 +78,7 @@ const UNDO: &[&str] = &[
     "ALTER TABLE agents DROP COLUMN browser",
     "DROP TABLE browser_controls",
     "ALTER TABLE turn_waits DROP COLUMN seq",
+    "DROP TABLE replicas",
 ];
 
 #[tokio::test]

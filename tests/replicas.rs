@@ -67,3 +67,73 @@ fn commands_enqueued_through_one_replica_reach_the_runner_polling_the_other() {
     assert_eq!(on_b["online"], true, "{on_b:#}");
     assert_eq!(on_a["generation"], on_b["generation"]);
 }
+
+/// The replicas `yy status --json` lists through `server`, as (id, state, leads, this).
+fn replicas(env: &Env, server: &Server) -> Vec<(String, String, bool, bool)> {
+    let status = run_on(env, server, &["status", "--json"]).json();
+    status["replicas"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no replicas in {status:#}"))
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_string(),
+                r["state"].as_str().unwrap().to_string(),
+                r["leads"].as_bool().unwrap(),
+                r["this"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn replicas_are_listed_one_leads_and_the_lead_moves_when_it_dies() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let env = env_on(&cluster);
+    env.create_admin("root");
+    let mut servers = vec![
+        Server::start(&env, &env.path("replica-a")),
+        Server::start(&env, &env.path("replica-b")),
+    ];
+    env.login(&servers[0], "root");
+    // Both heartbeat within 5 s; one takes the lead within 2 s of starting.
+    let listed = common::wait_for(Duration::from_secs(20), "two replicas, one leading", || {
+        let r = replicas(&env, &servers[0]);
+        (r.len() == 2 && r.iter().all(|x| x.1 == "up") && r.iter().filter(|x| x.2).count() == 1)
+            .then_some(r)
+    });
+    assert_eq!(listed.iter().filter(|x| x.3).count(), 1, "{listed:?}");
+    let leader = listed.iter().position(|x| x.2).unwrap();
+    // Which server is it? The one whose own row says `this` when asked.
+    let leader_server = (0..2)
+        .find(|&i| {
+            replicas(&env, &servers[i])
+                .iter()
+                .any(|x| x.3 && x.0 == listed[leader].0)
+        })
+        .unwrap();
+    let dead = listed[leader].0.clone();
+    let mut killed = servers.remove(leader_server);
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    let survivor = &servers[0];
+    // PostgreSQL releases the dead one's lock with its connection: the survivor leads
+    // within a few seconds, and the dead one is gone after three missed heartbeats.
+    let after = common::wait_for(
+        Duration::from_secs(40),
+        "the survivor leading, the other gone",
+        || {
+            let r = replicas(&env, survivor);
+            let gone = r.iter().any(|x| x.0 == dead && x.1 == "gone");
+            let leads = r.iter().any(|x| x.3 && x.2);
+            (gone && leads).then_some(r)
+        },
+    );
+    assert_eq!(
+        after.iter().filter(|x| x.2 && x.1 == "up").count(),
+        1,
+        "{after:?}"
+    );
+}

@@ -23,6 +23,26 @@ pub struct Status {
     pub recent_failures: Vec<StatusFailure>,
     /// What the operator should know about how this control plane runs (no TLS, ...).
     pub warnings: Vec<String>,
+    /// The `yy serve` replicas on the same PostgreSQL database, seen in the last hour
+    /// (empty with the embedded SQLite file).
+    #[serde(default)]
+    pub replicas: Vec<StatusReplica>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusReplica {
+    pub id: String,
+    pub hostname: String,
+    pub listen: String,
+    pub version: String,
+    /// `up`, or `gone` after three missed heartbeats (15 s).
+    pub state: String,
+    /// It runs the scheduler, the sweeps and retention now.
+    pub leads: bool,
+    /// The one that answered this request.
+    pub this: bool,
+    pub started_at: String,
+    pub seen_at: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -261,12 +261,6 @@ pub struct Created {
     pub elapsed: Duration,
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default()
-}
-
 /// Checks `output` before any work: not inside the data directory, not an existing file
 /// unless `force`, in a directory that exists.
 pub fn check_output(data_dir: &Path, output: &Path, force: bool) -> Result<PathBuf> {
@@ -429,7 +423,7 @@ pub fn create(
         yy_version: crate::VERSION.to_string(),
         schema_version,
         created_at: crate::timefmt::rfc3339(crate::timefmt::now_ms()),
-        hostname: hostname(),
+        hostname: crate::sys::hostname(),
         source: data_dir.display().to_string(),
         file_count: 0,
         total_bytes: 0,

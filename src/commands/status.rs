@@ -103,6 +103,35 @@ pub fn render(s: &Status) -> String {
         ));
         out.push('\n');
     }
+    if !s.replicas.is_empty() {
+        out.push('\n');
+        let rows = s
+            .replicas
+            .iter()
+            .map(|r| {
+                let mut role = r.state.clone();
+                if r.leads {
+                    role.push_str(", leads");
+                }
+                if r.this {
+                    role.push_str(", answered this");
+                }
+                vec![
+                    clean(&r.id).into_owned(),
+                    cut(&r.hostname, 32),
+                    cut(&r.listen, 48),
+                    cut(&r.version, 16),
+                    role,
+                    r.seen_at.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["replica", "host", "listen", "version", "state", "last seen"],
+            rows,
+        ));
+        out.push('\n');
+    }
     out.push_str(&format!(
         "\nturns: {} running, {} queued, {} waiting\ngoals: {} active, {} waiting for a user\n",
         s.turns.running, s.turns.queued, s.turns.waiting, s.goals.active, s.goals.waiting_user
@@ -169,6 +198,17 @@ mod tests {
                 error: Some("boom\x07".into()),
             }],
             warnings: vec!["listening without TLS".into()],
+            replicas: vec![crate::api::status::StatusReplica {
+                id: "3f2a9c1d".into(),
+                hostname: "cp-2".into(),
+                listen: "10.0.0.2:8420".into(),
+                version: "0.1.0".into(),
+                state: "up".into(),
+                leads: true,
+                this: false,
+                started_at: "2026-01-01T00:00:00Z".into(),
+                seen_at: "2026-01-01T01:29:58Z".into(),
+            }],
         };
         let text = render(&s);
         assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text}");
@@ -180,6 +220,8 @@ mod tests {
             "turns: 1 running, 2 queued, 3 waiting",
             "goals: 4 active, 5 waiting for a user",
             "boom\\x07",
+            "up, leads",
+            "cp-2",
         ] {
             assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
         }

@@ -447,9 +447,7 @@ fn status(shared: &Shared) -> RunnerStatus {
         version: crate::VERSION.into(),
         capabilities,
         computers_capacity: shared.computers.as_ref().map(|c| c.capacity()).unwrap_or(0),
-        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_default(),
+        hostname: crate::sys::hostname(),
         hermes_listen: shared.hermes.supervised_url(),
         engine: shared
             .computers

@@ -8,6 +8,7 @@ pub mod error;
 mod extract;
 pub mod hosts;
 mod hub;
+mod leader;
 pub mod login;
 mod machine;
 mod peers;
@@ -90,6 +91,8 @@ pub struct AppState {
     /// When this state was made (the uptime `yy status` shows).
     pub started: std::time::Instant,
     pub started_ms: i64,
+    /// This process's id among the replicas on a PostgreSQL database.
+    pub replica_id: Option<Arc<str>>,
 }
 
 impl AppState {
@@ -109,9 +112,13 @@ impl AppState {
     ) -> (AppState, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
         telemetry::install();
+        let replica_id = config
+            .database_url
+            .is_some()
+            .then(|| Arc::from(&store::new_id()[..8]));
         let mut queue = Queue::new(store.clone(), config.queue, rx);
         if let Some(url) = &config.database_url {
-            queue = queue.with_peers(url.clone());
+            queue = queue.replicated(url.clone());
         }
         let state = AppState {
             queue,
@@ -122,6 +129,7 @@ impl AppState {
             shells: Arc::default(),
             started: std::time::Instant::now(),
             started_ms: crate::timefmt::now_ms(),
+            replica_id,
         };
         (state, tx)
     }
@@ -173,6 +181,18 @@ pub async fn serve(
             .sweep_forever(state.config.retention, state.artifacts.clone()),
     );
     let scheduler = tokio::spawn(state.queue.clone().schedule_forever());
+    let heartbeat = state.replica_id.clone().map(|id| {
+        let listen = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        tokio::spawn(leader::heartbeat_forever(
+            state.queue.clone(),
+            id,
+            listen,
+            state.started_ms,
+        ))
+    });
     let upkeep = tokio::spawn(crate::prom::upkeep_forever());
     let app = router(state);
     let result = conn::serve_connections(listener, app, limits, tls, async move {
@@ -182,6 +202,9 @@ pub async fn serve(
     .await;
     sweeper.abort();
     scheduler.abort();
+    if let Some(h) = heartbeat {
+        h.abort();
+    }
     upkeep.abort();
     result
 }

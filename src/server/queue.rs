@@ -80,6 +80,8 @@ pub struct Queue {
     sched: Arc<tokio::sync::Notify>,
     /// The other replicas on the same PostgreSQL database, told of every wake-up.
     peers: Option<Arc<super::peers::Peers>>,
+    /// With replicas: whether this one does the once-only work now.
+    leadership: Option<Arc<super::leader::Leadership>>,
 }
 
 impl Queue {
@@ -91,18 +93,27 @@ impl Queue {
             shutdown,
             sched: Arc::default(),
             peers: None,
+            leadership: None,
         }
     }
 
-    /// Tells the replicas on the PostgreSQL database at `url` of every wake-up, and
-    /// listens for theirs.
-    pub fn with_peers(mut self, url: String) -> Queue {
+    /// One of the replicas on the PostgreSQL database at `url`: tells the others of every
+    /// wake-up and listens for theirs, and does the once-only work (the scheduler's
+    /// passes, sweeps, retention) only while it holds the leader lock.
+    pub fn replicated(mut self, url: String) -> Queue {
         self.peers = Some(super::peers::Peers::start(
-            url,
+            url.clone(),
             self.hub.clone(),
             self.sched.clone(),
         ));
+        self.leadership = Some(super::leader::Leadership::start(url));
         self
+    }
+
+    /// Whether this process does the once-only work now: always alone, with replicas
+    /// only the one holding the leader lock.
+    pub(super) fn leads(&self) -> bool {
+        self.leadership.as_ref().is_none_or(|l| l.held())
     }
 
     /// Asks the team scheduler for a pass (cheap; passes coalesce).
@@ -727,6 +738,9 @@ impl Queue {
         let mut last_compaction = tokio::time::Instant::now();
         loop {
             tick.tick().await;
+            if !self.leads() {
+                continue;
+            }
             if last_compaction.elapsed() >= every {
                 last_compaction = tokio::time::Instant::now();
                 self.compact(retention_ms, &files).await;

@@ -21,7 +21,9 @@ impl Queue {
             if *shutdown.borrow() {
                 return;
             }
-            if let Err(e) = self.schedule_once().await {
+            if self.leads()
+                && let Err(e) = self.schedule_once().await
+            {
                 tracing::warn!(error = %e, "team scheduler pass failed");
             }
             tokio::select! {

@@ -5,18 +5,37 @@ use axum::extract::{Path, State};
 
 use crate::api::status::{
     GoalCounts, SCRAPE_TOKEN_PREFIX, ScrapeToken, ScrapeTokenCreate, ScrapeTokenCreated, Status,
-    StatusFailure, StatusRunner, TurnCounts,
+    StatusFailure, StatusReplica, StatusRunner, TurnCounts,
 };
 use crate::server::AppState;
 use crate::server::auth::{self, Admin};
 use crate::server::error::ApiError;
 use crate::server::extract::Body;
-use crate::server::store::{overview, scrape_tokens};
+use crate::server::store::{overview, replicas, scrape_tokens};
 use crate::server::telemetry;
 use crate::timefmt::rfc3339_opt;
 
 pub async fn status(State(state): State<AppState>, _: Admin) -> Result<Json<Status>, ApiError> {
-    let o = state.store.call(|c| overview::read(c, true)).await?;
+    let (o, replicas) = state
+        .store
+        .call(|c| Ok((overview::read(c, true)?, replicas::list(c)?)))
+        .await?;
+    let now = crate::timefmt::now_ms();
+    let me = state.replica_id.as_deref();
+    let replicas = replicas
+        .into_iter()
+        .map(|r| StatusReplica {
+            state: if r.up(now) { "up" } else { "gone" }.into(),
+            this: Some(r.id.as_str()) == me,
+            started_at: crate::timefmt::rfc3339(r.started_at),
+            seen_at: crate::timefmt::rfc3339(r.seen_at),
+            id: r.id,
+            hostname: r.hostname,
+            listen: r.listen,
+            version: r.version,
+            leads: r.leads,
+        })
+        .collect();
     let runners = o
         .runners
         .iter()
@@ -68,6 +87,7 @@ pub async fn status(State(state): State<AppState>, _: Admin) -> Result<Json<Stat
             })
             .collect(),
         warnings: state.config.warnings.clone(),
+        replicas,
     }))
 }
 

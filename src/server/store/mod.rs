@@ -49,6 +49,7 @@ mod migrate;
 pub mod overview;
 pub mod pg;
 pub mod prompts;
+pub mod replicas;
 pub mod retention;
 pub mod runner_images;
 pub mod runner_tokens;

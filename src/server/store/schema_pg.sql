@@ -412,3 +412,14 @@ CREATE TABLE browser_controls (
     expires_at    bigint,
     paused        bigint NOT NULL DEFAULT 0 CHECK (paused IN (0, 1))
 );
+
+-- The `yy serve` processes on this database (migration 22).
+CREATE TABLE replicas (
+    id         text PRIMARY KEY,
+    hostname   text NOT NULL,
+    listen     text NOT NULL,
+    version    text NOT NULL,
+    leads      bigint NOT NULL DEFAULT 0 CHECK (leads IN (0, 1)),
+    started_at bigint NOT NULL,
+    seen_at    bigint NOT NULL
+);

@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/postgres/0019_agent_browser.sql"),
     include_str!("../../../../migrations/postgres/0020_browser_controls.sql"),
     include_str!("../../../../migrations/postgres/0021_turn_wait_order.sql"),
+    include_str!("../../../../migrations/postgres/0022_replicas.sql"),
 ];
 
 /// The advisory lock (`pg_advisory_xact_lock`) held while the schema changes: the ASCII
