@@ -21,7 +21,7 @@ start)
     as_postgres "$bin/initdb" -D "$dir/data" -A trust -U yy -E UTF8 --locale=C --no-sync >"$dir/initdb.log"
     port=$(free_port)
     as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-        -o "-h 127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+        -o "-h 127.0.0.1 -p $port -k $dir -c fsync=off -c full_page_writes=off" \
         start >/dev/null
     "$bin/createdb" -h 127.0.0.1 -p "$port" -U yy yy
     echo "postgres://yy@127.0.0.1:$port/yy"

@@ -137,3 +137,49 @@ fn replicas_are_listed_one_leads_and_the_lead_moves_when_it_dies() {
         "{after:?}"
     );
 }
+
+#[test]
+fn the_database_away_for_10_s_gives_503_and_loses_nothing() {
+    let Some(mut cluster) = Cluster::start() else {
+        return;
+    };
+    let env = env_on(&cluster);
+    env.create_admin("root");
+    let server = Server::start(&env, &env.path("replica-a"));
+    env.login(&server, "root");
+    let reg = env.register_runner(&server, "main", &[]);
+    let (_runner, _) = env.start_online(&reg, "runner", 0);
+    let before = env.json(&["runner", "ping", &reg.id, "--count", "3"]);
+    assert_eq!(before["summary"]["answered"], 3, "{before:#}");
+
+    // Down for 10 s (stopped at once, as a crash would) while the CLI asks: it is told the
+    // database is out of reach, and the server keeps running.
+    let down = std::thread::spawn(move || {
+        cluster.restart_after(Duration::from_secs(10));
+        cluster
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let refused = env.run(&["runner", "list", "--json"]);
+    assert_ne!(refused.code, 0, "{refused:?}");
+    assert!(refused.stderr.contains("out of reach"), "{refused:?}");
+    let _cluster = down.join().unwrap();
+
+    // Back: the server connects again, the Runner's next long-poll works, and every
+    // command acknowledged before is still there, answered.
+    let after = common::wait_for(Duration::from_secs(60), "pings answered again", || {
+        let out = env.run(&["runner", "ping", &reg.id, "--json"]);
+        (out.code == 0).then(|| out.json())
+    });
+    assert_eq!(after["summary"]["answered"], 1, "{after:#}");
+    let commands = env.json(&["runner", "commands", &reg.id]);
+    let done = commands
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["state"] == "done")
+        .count();
+    assert!(
+        done >= 4,
+        "the 3 pings before and the one after: {commands:#}"
+    );
+}

@@ -55,6 +55,10 @@ impl ApiError {
     }
 }
 
+/// When to retry while the database is out of reach (its connection is tried again at
+/// most this often).
+const DATABASE_RETRY_SECS: u64 = 5;
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -65,6 +69,17 @@ impl From<StoreError> for ApiError {
             StoreError::Forbidden(m) => ApiError::forbidden(m),
             StoreError::RunnerOnline(m) => {
                 ApiError::new(StatusCode::CONFLICT, codes::RUNNER_LIVE, m)
+            }
+            StoreError::Unavailable(m) => {
+                tracing::warn!(error = %m, "the database is out of reach");
+                ApiError {
+                    retry_after: Some(DATABASE_RETRY_SECS),
+                    ..ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "unavailable",
+                        "the control plane's database is out of reach; retry shortly",
+                    )
+                }
             }
             other => {
                 tracing::error!(error = %other, "database failure");

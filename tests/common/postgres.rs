@@ -135,6 +135,24 @@ impl Cluster {
         format!("postgres://{USER}@127.0.0.1:{}/{database}", self.port)
     }
 
+    /// Stops the server at once (as a crash would), waits `down`, and starts it again on
+    /// the same port and data.
+    pub fn restart_after(&mut self, down: Duration) {
+        stop(&self.bin, &self.dir.path().join("data"), &mut self.server);
+        std::thread::sleep(down);
+        let log_path = self
+            .dir
+            .path()
+            .join(format!("postgres-{}-again.log", self.port));
+        self.server = spawn_postgres(&self.bin, self.dir.path(), self.port, &log_path);
+        assert!(
+            wait_ready(&self.bin, self.port, &mut self.server),
+            "postgres did not come back on port {}: {}",
+            self.port,
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
+    }
+
     /// Creates another empty database (a scratch one for a test case) and returns its URL.
     #[track_caller]
     pub fn create_database(&self, name: &str) -> String {
@@ -163,8 +181,10 @@ fn spawn_postgres(bin: &Path, dir: &Path, port: u16, log_path: &Path) -> Child {
         // Only loopback, and the unix socket in the cluster's own directory.
         .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-k"])
         .arg(dir.join("sockets"))
-        // A test's cluster dies with the test: nothing needs to reach the disk.
-        .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+        // A test's cluster dies with the test: nothing needs to reach the disk. Commits
+        // still reach the operating system before they are acknowledged (the default
+        // synchronous_commit), so a crash of postgres alone loses nothing, as in production.
+        .args(["-c", "fsync=off"])
         .args(["-c", "full_page_writes=off"])
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())

@@ -44,7 +44,7 @@ pub(super) trait Job: Send {
     fn fail(&mut self, e: StoreError);
     /// Sends the result, or `lost` when the batch was not committed. A call that panicked
     /// has no result: its caller sees the reply channel close.
-    fn answer(self: Box<Self>, lost: Option<&str>);
+    fn answer(self: Box<Self>, lost: Option<Lost<'_>>);
 }
 
 /// [`super::Store::call`]'s job: the closure, then its result until the answer.
@@ -99,7 +99,7 @@ where
         self.result = Some(Err(e));
     }
 
-    fn answer(self: Box<Self>, lost: Option<&str>) {
+    fn answer(self: Box<Self>, lost: Option<Lost<'_>>) {
         let Call {
             work,
             result,
@@ -110,13 +110,35 @@ where
             // It panicked: the closed reply channel tells its caller.
             (_, None) if work.is_none() => return,
             // Run or not (the batch could not even begin), nothing of it is kept.
-            (Some(why), _) => Err(StoreError::Task(format!(
-                "the database did not commit this change ({why}); nothing of it was kept, retry it"
-            ))),
+            (Some(Lost { why, unreachable }), _) => {
+                let message = format!(
+                    "the database did not commit this change ({why}); nothing of it was kept, retry it"
+                );
+                Err(if unreachable {
+                    StoreError::Unavailable(message)
+                } else {
+                    StoreError::Task(message)
+                })
+            }
             (None, Some(r)) => r,
             (None, None) => return,
         };
         let _ = reply.send(result);
+    }
+}
+
+/// Why a batch's calls were not kept, and whether the database is out of reach (then they
+/// may be retried once it is back: 503).
+#[derive(Clone, Copy)]
+pub(super) struct Lost<'a> {
+    why: &'a str,
+    unreachable: bool,
+}
+
+fn lost<'a>(conn: &Db, why: &'a str) -> Lost<'a> {
+    Lost {
+        why,
+        unreachable: conn.unreachable(),
     }
 }
 
@@ -128,7 +150,15 @@ pub(super) fn run_jobs(conn: &Mutex<Db>, queue: &Receiver<Box<dyn Job>>) {
     while let Ok(first) = queue.recv() {
         let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut next = Some(first);
-        while let Some(job) = next {
+        while let Some(mut job) = next {
+            // A PostgreSQL connection that was lost is made again first; while the database
+            // is out of reach, calls are refused at once (503 with Retry-After).
+            if let Err(e) = guard.revive() {
+                job.fail(e);
+                job.answer(None);
+                next = queue.try_recv().ok();
+                continue;
+            }
             // Alone, a call's own commits are durable; a batch is as its first call.
             let durable = job.alone() || job.durable();
             if durable != syncing {
@@ -163,14 +193,14 @@ fn run_alone(conn: &mut Db, mut job: Box<dyn Job>) {
 /// One job in a transaction of its own.
 fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>) {
     if let Err(e) = conn.begin() {
-        return job.answer(Some(&e.to_string()));
+        return job.answer(Some(lost(conn, &e.to_string())));
     }
     run_in_savepoint(conn, job.as_mut());
     match conn.execute_batch("COMMIT") {
         Ok(()) => job.answer(None),
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
-            job.answer(Some(&e.to_string()));
+            job.answer(Some(lost(conn, &e.to_string())));
         }
     }
 }
@@ -187,7 +217,7 @@ fn run_batch(
 ) -> Option<Box<dyn Job>> {
     let started = Instant::now();
     if let Err(e) = conn.begin() {
-        first.answer(Some(&e.to_string()));
+        first.answer(Some(lost(conn, &e.to_string())));
         return queue.try_recv().ok();
     }
     let mut ran: Vec<Box<dyn Job>> = Vec::new();
@@ -203,7 +233,10 @@ fn run_batch(
         if conn.is_autocommit() {
             // The database ended the whole transaction (disk full, I/O error, a lost
             // connection): nothing of the batch is kept, so no call of it may say otherwise.
-            answer_all(ran, Some("the database rolled the transaction back"));
+            answer_all(
+                ran,
+                Some(lost(conn, "the database rolled the transaction back")),
+            );
             return queue.try_recv().ok();
         }
         if ran.len() < MAX_BATCH_CALLS && started.elapsed() < MAX_BATCH_TIME {
@@ -214,13 +247,14 @@ fn run_batch(
         Ok(()) => answer_all(ran, None),
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
-            answer_all(ran, Some(&e.to_string()));
+            let why = e.to_string();
+            answer_all(ran, Some(lost(conn, &why)));
         }
     }
     after.or_else(|| queue.try_recv().ok())
 }
 
-fn answer_all(jobs: Vec<Box<dyn Job>>, lost: Option<&str>) {
+fn answer_all(jobs: Vec<Box<dyn Job>>, lost: Option<Lost<'_>>) {
     for job in jobs {
         job.answer(lost);
     }

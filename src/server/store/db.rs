@@ -140,6 +140,23 @@ impl Db {
         }
     }
 
+    /// Connects again when a PostgreSQL connection was lost (not more often than its
+    /// back-off allows); [`StoreError::Unavailable`] while the database is out of reach.
+    pub fn revive(&mut self) -> Result<(), super::StoreError> {
+        match self {
+            Db::Sqlite(_) => Ok(()),
+            Db::Postgres(c) => c.revive(),
+        }
+    }
+
+    /// Whether the database cannot be reached now (a lost PostgreSQL connection).
+    pub fn unreachable(&self) -> bool {
+        match self {
+            Db::Sqlite(_) => false,
+            Db::Postgres(c) => c.is_closed(),
+        }
+    }
+
     /// Whether no transaction is open (SQLite ends one by itself on some errors).
     pub fn is_autocommit(&self) -> bool {
         match self {

@@ -106,6 +106,9 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("database task failed: {0}")]
     Task(String),
+    /// The database cannot be reached now (PostgreSQL down or its connection lost): retry.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// The database file inside a data directory.
@@ -188,7 +191,16 @@ impl Store {
                     pg::redacted(url)
                 )),
             })?;
-        Store::serve(Db::Postgres(Box::new(conn)))
+        let db = Db::Postgres(Box::new(conn));
+        let synchronous: String = db
+            .query_row("SHOW synchronous_commit", [], |r| r.get(0))
+            .unwrap_or_default();
+        if synchronous == "off" {
+            tracing::warn!(
+                "PostgreSQL's synchronous_commit is off: a crash of the database can lose changes yy already acknowledged; set it to on (or local) for yy's database"
+            );
+        }
+        Store::serve(db)
     }
 
     /// Starts the database thread on `conn`.

@@ -6,10 +6,13 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 use rusqlite::types::Value;
 use tokio_postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
+
+use crate::server::store::StoreError;
 
 /// Statements kept prepared per connection (each SQL once per kind of its parameters).
 const STATEMENT_CACHE: usize = 256;
@@ -28,7 +31,18 @@ pub struct PgConn {
     abort_cause: RefCell<Option<String>>,
     /// Whether [`PgConn::begin`]'s transactions wait for the disk at their commit.
     durable: Cell<bool>,
+    /// Where it connects again after losing its connection ([`PgConn::revive`]).
+    url: String,
+    /// When it may try again after a failed attempt, and the wait after the next failure.
+    retry_at: Option<Instant>,
+    retry_wait: Duration,
 }
+
+/// The first and the longest wait between attempts to connect again.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_LAST: Duration = Duration::from_secs(5);
+/// How long an attempt may take (a database host that drops packets).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The advisory lock every writing transaction of the store holds: the replicas' changes
 /// then run one at a time, as SQLite's do, and the store's read-then-write logic holds
@@ -46,14 +60,11 @@ impl PgConn {
             .enable_all()
             .build()
             .expect("a current-thread runtime");
-        let (client, connection) =
-            runtime.block_on(tokio_postgres::connect(url, tokio_postgres::NoTls))?;
-        runtime.spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::warn!(error = %super::describe(&e), "the PostgreSQL connection ended");
-            }
-        });
+        let client = open(&runtime, url)?;
         Ok(PgConn {
+            url: url.to_owned(),
+            retry_at: None,
+            retry_wait: RETRY_FIRST,
             runtime,
             client,
             statements: RefCell::new(HashMap::new()),
@@ -91,6 +102,38 @@ impl PgConn {
 
     pub fn aborted(&self) -> bool {
         self.aborted.get()
+    }
+
+    /// Connects again if the connection was lost, at most once per back-off step.
+    pub fn revive(&mut self) -> Result<(), StoreError> {
+        if !self.client.is_closed() {
+            return Ok(());
+        }
+        let unreachable = |why: &str| {
+            StoreError::Unavailable(format!(
+                "the PostgreSQL database {} is out of reach ({why})",
+                super::redacted(&self.url)
+            ))
+        };
+        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+            return Err(unreachable("waiting before the next attempt"));
+        }
+        match open(&self.runtime, &self.url) {
+            Ok(client) => {
+                tracing::info!("connected to PostgreSQL again");
+                self.client = client;
+                self.statements.borrow_mut().clear();
+                self.end_transaction();
+                self.retry_at = None;
+                self.retry_wait = RETRY_FIRST;
+                Ok(())
+            }
+            Err(e) => {
+                self.retry_at = Some(Instant::now() + self.retry_wait);
+                self.retry_wait = (self.retry_wait * 2).min(RETRY_LAST);
+                Err(unreachable(&super::describe(&e)))
+            }
+        }
     }
 
     pub fn in_transaction(&self) -> bool {
@@ -256,6 +299,24 @@ impl PgConn {
             to_sqlite_error(&e, None)
         })
     }
+}
+
+/// A client on `url`, its connection driven by `runtime` (while it runs a call).
+fn open(
+    runtime: &tokio::runtime::Runtime,
+    url: &str,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let mut config: tokio_postgres::Config = url.parse()?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    let (client, connection) = runtime.block_on(config.connect(tokio_postgres::NoTls))?;
+    runtime.spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %super::describe(&e), "the PostgreSQL connection ended");
+        }
+    });
+    Ok(client)
 }
 
 fn failure(message: String) -> rusqlite::Error {
