@@ -183,3 +183,46 @@ fn the_database_away_for_10_s_gives_503_and_loses_nothing() {
         "the 3 pings before and the one after: {commands:#}"
     );
 }
+
+#[test]
+fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_shared_blob_dir() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let env = env_on(&cluster);
+    env.create_admin("root");
+    let blobs = env.path("shared-blobs");
+    let blob_dir = ["--blob-dir", blobs.to_str().unwrap()];
+    let a = Server::start_with(&env, &env.path("replica-a"), "127.0.0.1:0", &blob_dir);
+    let b = Server::start_with(&env, &env.path("replica-b"), "127.0.0.1:0", &blob_dir);
+    env.login(&a, "root");
+    let root = env.path("roots");
+    std::fs::create_dir(&root).unwrap();
+    let file = root.join("report.txt");
+    std::fs::write(&file, b"made on the runner's host\n").unwrap();
+    let reg = env.register_runner(&a, "main", &["--artifact-root", root.to_str().unwrap()]);
+    let (_runner, _) = env.start_online(&reg, "runner", 0);
+    let fetched = env.path("fetched.txt");
+    env.run(&[
+        "runner",
+        "fetch",
+        &reg.id,
+        file.to_str().unwrap(),
+        "-o",
+        fetched.to_str().unwrap(),
+    ])
+    .ok();
+    let listed = run_on(&env, &b, &["artifact", "list", "--json"]).json();
+    let id = listed[0]["id"].as_str().unwrap().to_string();
+    let again = env.path("again.txt");
+    run_on(
+        &env,
+        &b,
+        &["artifact", "get", &id, "-o", again.to_str().unwrap()],
+    )
+    .ok();
+    assert_eq!(
+        std::fs::read(&again).unwrap(),
+        b"made on the runner's host\n"
+    );
+}

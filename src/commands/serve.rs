@@ -28,6 +28,11 @@ pub struct ServeArgs {
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
     pub database: super::database::DatabaseArgs,
+    /// Keep artifact files in DIR instead of DATA_DIR/artifacts: with several replicas on
+    /// one PostgreSQL database, a directory they all mount (NFS, a shared volume), so that
+    /// a file uploaded through one is served by every one
+    #[arg(long, value_name = "DIR", env = "YY_BLOB_DIR")]
+    pub blob_dir: Option<PathBuf>,
     /// Most commands that may wait in one Runner's queue
     #[arg(long, value_name = "N", default_value_t = QueueLimits::default().max_pending,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -178,10 +183,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         runner_token_lifetime: args.runner_token_lifetime,
         database_url: args.database.postgres_url()?.map(str::to_owned),
     };
-    let files = server::artifacts::ArtifactFiles::open(&data_dir).map_err(|e| {
+    let blob_dir = args
+        .blob_dir
+        .clone()
+        .unwrap_or_else(|| data_dir.join("artifacts"));
+    if args.database.database.is_some() && args.blob_dir.is_none() {
+        tracing::warn!(
+            "artifact files stay in {}: other replicas cannot serve them; give every replica one shared --blob-dir",
+            blob_dir.display()
+        );
+    }
+    let files = server::artifacts::ArtifactFiles::open_at(blob_dir.clone()).map_err(|e| {
         CliError::failure(format!(
-            "cannot create the artifact directory in {}: {e}",
-            data_dir.display()
+            "cannot create the artifact directory {}: {e}",
+            blob_dir.display()
         ))
     })?;
     let (state, stop) = AppState::new(store, config, files);

@@ -50,7 +50,12 @@ impl Drop for Busy {
 impl ArtifactFiles {
     /// The artifact directory inside `data_dir` (created, private).
     pub fn open(data_dir: &Path) -> std::io::Result<ArtifactFiles> {
-        let dir = data_dir.join("artifacts");
+        ArtifactFiles::open_at(data_dir.join("artifacts"))
+    }
+
+    /// The files in `dir` (`yy serve --blob-dir`: one directory that the replicas on a
+    /// PostgreSQL database share).
+    pub fn open_at(dir: PathBuf) -> std::io::Result<ArtifactFiles> {
         crate::fsutil::create_private_dir(&dir)?;
         Ok(ArtifactFiles {
             dir,
