@@ -242,18 +242,6 @@ macro_rules! params_for_arrays {
 }
 params_for_arrays!(1 2 3 4 5 6 7 8);
 
-/// Any number of values of one type (a list's ids).
-pub struct ParamsFromIter<T>(pub Vec<T>);
-
-impl<T: ToSql> Params for ParamsFromIter<T> {
-    fn each(
-        &self,
-        bind: &mut dyn FnMut(&dyn ToSql) -> rusqlite::Result<()>,
-    ) -> rusqlite::Result<()> {
-        self.0.iter().try_for_each(|v| bind(v))
-    }
-}
-
 /// A prepared statement of either database.
 pub struct Statement<'a>(Stmt<'a>);
 
@@ -326,16 +314,6 @@ impl<'a> Statement<'a> {
             unreachable!()
         };
         conn.execute(prepared, &values(&params)?)
-    }
-
-    /// Whether the query returns a row.
-    pub fn exists<P: Params>(&mut self, params: P) -> rusqlite::Result<bool> {
-        let mut found = false;
-        self.for_each_row(&params, &mut |_| {
-            found = true;
-            Ok(false)
-        })?;
-        Ok(found)
     }
 
     pub fn query_row<T, P, F>(&mut self, params: P, f: F) -> rusqlite::Result<T>

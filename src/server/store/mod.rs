@@ -215,14 +215,6 @@ impl Store {
         Ok(Store { conn, jobs })
     }
 
-    /// Which database this store is on.
-    pub fn dialect(&self) -> Dialect {
-        self.conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .dialect()
-    }
-
     /// Runs `f` on the connection off the async threads, and answers once its changes are
     /// durable.
     ///
