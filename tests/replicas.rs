@@ -226,3 +226,58 @@ fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_share
         b"made on the runner's host\n"
     );
 }
+
+/// Chat with the CLI on replica B and the Runner (with its Hermes and the scripted model)
+/// on replica A: the turn streams to the CLI through B and ends there.
+#[test]
+fn a_chat_through_one_replica_streams_from_the_runner_on_the_other() {
+    let Some(hermes) = common::require_hermes() else {
+        return;
+    };
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let env = env_on(&cluster);
+    env.create_admin("root");
+    let a = Server::start(&env, &env.path("replica-a"));
+    let b = Server::start(&env, &env.path("replica-b"));
+    env.login(&a, "root");
+    let model = common::hermes::FakeModel::start(
+        &env.path("model"),
+        serde_json::json!([
+            {"tool_call": {"name": "terminal", "arguments": {"command": "echo across"}}},
+            {"text": "Done on the other replica"}
+        ]),
+    );
+    let home = env.path("hermes-home");
+    common::hermes::write_config(&home, model.port, &env.path("work"), "off", "");
+    let reg = env.register_runner(&a, "main", &[]);
+    common::configure(
+        &reg,
+        serde_json::json!({ "hermesCommand": [hermes.display().to_string(), "serve"], "hermesHome": home }),
+    );
+    env.run(&[
+        "agent",
+        "create",
+        "bot",
+        "--profile",
+        "default",
+        "--env",
+        "host",
+    ])
+    .ok();
+    let (_runner, _) = env.start_online(&reg, "runner", 0);
+    let chat = run_on(&env, &b, &["chat", "bot", "run echo across"]);
+    chat.ok();
+    assert!(
+        chat.stdout.contains("Done on the other replica"),
+        "{chat:?}"
+    );
+    // The tool call's output reached B's stream too, and the session ended idle on both.
+    assert!(chat.stderr.contains("across"), "{chat:?}");
+    assert!(chat.stderr.contains("[tool terminal done]"), "{chat:?}");
+    for server in [&a, &b] {
+        let sessions = run_on(&env, server, &["session", "list", "--json"]).json();
+        assert_eq!(sessions[0]["state"], "idle", "{sessions:#}");
+    }
+}
