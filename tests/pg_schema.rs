@@ -79,6 +79,7 @@ const UNDO: &[&str] = &[
     "DROP TABLE browser_controls",
     "ALTER TABLE turn_waits DROP COLUMN seq",
     "DROP TABLE replicas",
+    "ALTER TABLE replicas DROP COLUMN peer_url, DROP COLUMN cert_sha256",
 ];
 
 #[tokio::test]

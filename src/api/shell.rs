@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 pub const MAX_FRAME: usize = 64 * 1024;
 /// How long the control plane waits for the Runner to connect its side of a relay.
 pub const RUNNER_CONNECT_TIMEOUT_MS: u64 = 30_000;
+/// Set by a replica that carries a Runner's relay leg on to the replica holding the relay
+/// (its value: the carrying replica's id); the holder then checks the Runner's generation
+/// in the database, since the Runner is connected to the other one.
+pub const HEADER_RELAYED_BY: &str = "yy-relayed-by";
 /// The key that detaches the CLI from the shell: Ctrl-] (as in telnet).
 pub const DETACH_BYTE: u8 = 0x1d;
 

@@ -192,6 +192,15 @@ pub struct RunnerConfig {
     pub protocol: u32,
     #[serde(rename = "serverURL")]
     pub server_url: String,
+    /// Every replica of the control plane, `serverURL` among them: the Runner moves to the
+    /// next when its replica stops answering (one scheme and one certificate for all).
+    #[serde(
+        rename = "serverURLs",
+        alias = "serverUrls",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub server_urls: Vec<String>,
     pub runner_id: String,
     pub token: String,
     #[serde(rename = "hermesURL")]
@@ -251,6 +260,20 @@ pub struct BrowserConfig {
 pub enum BrowserInstall {
     Auto,
     Never,
+}
+
+impl RunnerConfig {
+    /// The replicas to use, in order: `serverURL`, then the other `serverURLs`.
+    pub fn servers(&self) -> Vec<String> {
+        let mut all = vec![self.server_url.clone()];
+        for url in &self.server_urls {
+            let same = |u: &String| u.trim_end_matches('/') == url.trim_end_matches('/');
+            if !all.iter().any(same) {
+                all.push(url.clone());
+            }
+        }
+        all
+    }
 }
 
 impl std::fmt::Debug for RunnerConfig {

@@ -1,9 +1,11 @@
 //! The HTTP client every CLI command uses to talk to `yy serve`; its typed methods, one per
 //! endpoint, are in [`admin`] and [`status`].
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use reqwest::{Method, StatusCode, Url};
+use reqwest::{Method, RequestBuilder, StatusCode, Url};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::api::ErrorBody;
@@ -51,7 +53,10 @@ impl ClientError {
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
-    base: Url,
+    /// The server's replicas (one, unless the stored login names more); requests go to
+    /// `bases[current]`, and move on to the next when it cannot be reached.
+    bases: Arc<[Url]>,
+    current: Arc<AtomicUsize>,
     token: Option<String>,
     tls: Option<PinnedTls>,
     pin: Option<String>,
@@ -61,7 +66,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the token.
         f.debug_struct("Client")
-            .field("base", &self.base.as_str())
+            .field("base", &self.base().as_str())
             .finish()
     }
 }
@@ -79,20 +84,7 @@ impl Client {
         token: Option<String>,
         pin: Option<&str>,
     ) -> Result<Self, ClientError> {
-        let mut base = Url::parse(base).map_err(|e| ClientError::Connect {
-            url: base.to_string(),
-            reason: format!("not a URL ({e})"),
-        })?;
-        if !matches!(base.scheme(), "http" | "https") {
-            return Err(ClientError::Connect {
-                url: base.to_string(),
-                reason: "the server URL must start with http:// or https://".into(),
-            });
-        }
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
+        let base = parse_base(base)?;
         let (builder, tls) = pinned_builder(&base, pin);
         let http = builder
             .timeout(Duration::from_secs(120))
@@ -104,11 +96,71 @@ impl Client {
             })?;
         Ok(Client {
             http,
-            base,
+            bases: Arc::new([base]),
+            current: Arc::default(),
             token,
             tls,
             pin: pin.map(str::to_string),
         })
+    }
+
+    /// The same client with `others`, replicas of the server (same scheme, same
+    /// certificate), to try in order when the first cannot be reached.
+    pub fn with_replicas(mut self, others: &[String]) -> Result<Self, ClientError> {
+        let mut bases: Vec<Url> = self.bases.to_vec();
+        for other in others {
+            let url = parse_base(other)?;
+            if url.scheme() != bases[0].scheme() {
+                return Err(ClientError::Connect {
+                    url: other.clone(),
+                    reason: format!(
+                        "a replica of {} must be reached over {}:// too",
+                        self.base_url(),
+                        bases[0].scheme()
+                    ),
+                });
+            }
+            if !bases.contains(&url) {
+                bases.push(url);
+            }
+        }
+        self.bases = bases.into();
+        Ok(self)
+    }
+
+    fn base(&self) -> &Url {
+        &self.bases[self.current.load(Ordering::Relaxed) % self.bases.len()]
+    }
+
+    /// Sends the request `build` makes for the current replica's URL of `path`; when that
+    /// replica cannot be reached (nothing was sent), the next one gets it.
+    async fn send_request(
+        &self,
+        path: &str,
+        build: impl Fn(Url) -> RequestBuilder,
+    ) -> Result<(reqwest::Response, Url), ClientError> {
+        let mut others = self.bases.len() - 1;
+        loop {
+            let url = self.url(path);
+            match build(url.clone()).send().await {
+                Ok(resp) => return Ok((resp, url)),
+                Err(e) if e.is_connect() && others > 0 => {
+                    others -= 1;
+                    tracing::info!(server = %self.base_url(), error = %root_cause(&e), "cannot reach this replica; trying the next");
+                    self.current.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => return Err(self.connect_error(&e)),
+            }
+        }
+    }
+
+    /// A request to `url` with the token.
+    fn authed(&self, method: Method, url: Url) -> RequestBuilder {
+        let req = self.http.request(method, url);
+        match &self.token {
+            Some(token) => req.bearer_auth(token),
+            None => req,
+        }
     }
 
     /// The TLS connector for a WebSocket to this server (None over plain HTTP).
@@ -121,7 +173,7 @@ impl Client {
         &self,
         path: &str,
     ) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, ClientError> {
-        websocket_request(&self.base, path, self.token.as_deref()).map_err(|reason| {
+        websocket_request(self.base(), path, self.token.as_deref()).map_err(|reason| {
             ClientError::Connect {
                 url: self.base_url().to_string(),
                 reason,
@@ -139,11 +191,11 @@ impl Client {
     }
 
     pub fn base_url(&self) -> &str {
-        self.base.as_str().trim_end_matches('/')
+        self.base().as_str().trim_end_matches('/')
     }
 
     fn url(&self, path: &str) -> Url {
-        self.base
+        self.base()
             .join(path.trim_start_matches('/'))
             .expect("API paths are valid relative URLs")
     }
@@ -170,12 +222,9 @@ impl Client {
 
     /// A GET whose body the caller reads itself (a download); error answers are errors.
     pub async fn get_stream(&self, path: &str) -> Result<reqwest::Response, ClientError> {
-        let url = self.url(path);
-        let mut req = self.http.get(url.clone());
-        if let Some(token) = &self.token {
-            req = req.bearer_auth(token);
-        }
-        let resp = req.send().await.map_err(|e| self.connect_error(&e))?;
+        let (resp, url) = self
+            .send_request(path, |url| self.authed(Method::GET, url))
+            .await?;
         let status = resp.status();
         if status.is_success() {
             return Ok(resp);
@@ -191,19 +240,20 @@ impl Client {
         body: Vec<u8>,
         headers: &[(&str, &str)],
     ) -> Result<T, ClientError> {
-        let url = self.url(path);
-        let mut req = self
-            .http
-            .post(url.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(body);
-        if let Some(token) = &self.token {
-            req = req.bearer_auth(token);
-        }
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        self.answer(req, &url).await
+        let body = bytes::Bytes::from(body);
+        let sent = self
+            .send_request(path, |url| {
+                let mut req = self
+                    .authed(Method::POST, url)
+                    .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                    .body(body.clone());
+                for (k, v) in headers {
+                    req = req.header(*k, *v);
+                }
+                req
+            })
+            .await?;
+        self.answer(sent).await
     }
 
     fn connect_error(&self, e: &reqwest::Error) -> ClientError {
@@ -228,24 +278,23 @@ impl Client {
         path: &str,
         body: Option<&B>,
     ) -> Result<T, ClientError> {
-        let url = self.url(path);
-        let mut req = self.http.request(method, url.clone());
-        if let Some(token) = &self.token {
-            req = req.bearer_auth(token);
-        }
-        if let Some(body) = body {
-            req = req.json(body);
-        }
-        self.answer(req, &url).await
+        let sent = self
+            .send_request(path, |url| {
+                let req = self.authed(method.clone(), url);
+                match body {
+                    Some(body) => req.json(body),
+                    None => req,
+                }
+            })
+            .await?;
+        self.answer(sent).await
     }
 
-    /// Sends a request and reads its answer: the typed body, or the server's error.
+    /// Reads the answer to a request sent to `url`: the typed body, or the server's error.
     async fn answer<T: DeserializeOwned>(
         &self,
-        req: reqwest::RequestBuilder,
-        url: &Url,
+        (resp, url): (reqwest::Response, Url),
     ) -> Result<T, ClientError> {
-        let resp = req.send().await.map_err(|e| self.connect_error(&e))?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| self.connect_error(&e))?;
         if !status.is_success() {
@@ -259,6 +308,25 @@ impl Client {
             ),
         })
     }
+}
+
+/// A server URL as the base of API paths (ending in `/`).
+fn parse_base(raw: &str) -> Result<Url, ClientError> {
+    let mut base = Url::parse(raw).map_err(|e| ClientError::Connect {
+        url: raw.to_string(),
+        reason: format!("not a URL ({e})"),
+    })?;
+    if !matches!(base.scheme(), "http" | "https") {
+        return Err(ClientError::Connect {
+            url: base.to_string(),
+            reason: "the server URL must start with http:// or https://".into(),
+        });
+    }
+    if !base.path().ends_with('/') {
+        let path = format!("{}/", base.path());
+        base.set_path(&path);
+    }
+    Ok(base)
 }
 
 fn api_error(status: StatusCode, body: &[u8], path: &str) -> ClientError {

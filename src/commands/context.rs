@@ -17,6 +17,20 @@ pub struct StoredLogin {
     /// The server's self-signed certificate, trusted at login (SHA-256, hex).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert_sha256: Option<String>,
+    /// Other replicas of the same server (one database, one certificate), tried in order
+    /// when `server` cannot be reached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<String>,
+}
+
+impl StoredLogin {
+    /// True when `server` is this login's server or one of its replicas.
+    pub fn serves(&self, server: &str) -> bool {
+        let server = server.trim_end_matches('/');
+        std::iter::once(&self.server)
+            .chain(&self.replicas)
+            .any(|s| s.trim_end_matches('/') == server)
+    }
 }
 
 fn home() -> Option<PathBuf> {
@@ -102,6 +116,8 @@ struct Resolved {
     from: Option<&'static str>,
     /// The server the stored login is for, if any.
     stored_server: Option<String>,
+    /// The stored login's other replicas, when it serves `server`.
+    replicas: Vec<String>,
 }
 
 fn resolve() -> anyhow::Result<Resolved> {
@@ -119,8 +135,15 @@ fn resolve() -> anyhow::Result<Resolved> {
     let stored_server = stored
         .as_ref()
         .map(|l| l.server.trim_end_matches('/').to_string());
-    // A stored token (and pin) only ever serves the server it was issued by.
-    let same = stored.filter(|l| l.server.trim_end_matches('/') == server);
+    // A stored token (and pin) only ever serves the server it was issued by (any of its
+    // replicas).
+    let same = stored.filter(|l| l.serves(&server));
+    let replicas = same
+        .iter()
+        .flat_map(|l| std::iter::once(&l.server).chain(&l.replicas))
+        .map(|s| s.trim_end_matches('/').to_string())
+        .filter(|s| *s != server)
+        .collect();
     let pin = match env("YY_CERT_SHA256") {
         Some(p) => Some(
             crate::api::tls::parse_fingerprint(&p)
@@ -135,6 +158,7 @@ fn resolve() -> anyhow::Result<Resolved> {
         pin,
         from,
         stored_server,
+        replicas,
     })
 }
 
@@ -195,5 +219,5 @@ pub fn client() -> anyhow::Result<Client> {
         }
         .into());
     }
-    Ok(Client::pinned(&r.server, r.token, r.pin.as_deref())?)
+    Ok(Client::pinned(&r.server, r.token, r.pin.as_deref())?.with_replicas(&r.replicas)?)
 }

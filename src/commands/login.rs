@@ -15,6 +15,10 @@ pub struct LoginArgs {
     /// The server, e.g. https://yy.example.com:8420 (plain http:// only to a loopback
     /// address such as http://127.0.0.1:8420)
     pub url: String,
+    /// Other replicas of the same server (`yy serve` on one database, with the same
+    /// certificate): commands move on to the next when one cannot be reached
+    #[arg(value_name = "REPLICA_URL")]
+    pub replicas: Vec<String>,
     /// Account name
     #[arg(long)]
     pub username: String,
@@ -42,6 +46,7 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     let example = crate::api::names::SERVER_URL_EXAMPLE;
     crate::api::names::check_http_url("server URL", &args.url, example).map_err(CliError::usage)?;
     let url = reqwest::Url::parse(&args.url).map_err(|e| CliError::usage(e.to_string()))?;
+    let replicas = check_replicas(&url, &args.replicas)?;
     let previous = context::load_login().ok().flatten();
     let pin = trusted_certificate(&url, &args, previous.as_ref()).await?;
     let password = super::prompt::password(args.password_stdin, false)?;
@@ -64,6 +69,7 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
         username: result.account.username.clone(),
         token: result.token,
         cert_sha256: pin,
+        replicas,
     })?;
     output::print(&format!(
         "logged in to {} as {} (token stored in {})",
@@ -72,6 +78,38 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
         path.display()
     ))?;
     Ok(())
+}
+
+/// The replicas named after `url`, checked: each reached like `url` (plain http:// only to
+/// loopback), none named twice.
+fn check_replicas(url: &reqwest::Url, replicas: &[String]) -> Result<Vec<String>, CliError> {
+    let example = crate::api::names::SERVER_URL_EXAMPLE;
+    let mut seen = vec![url.as_str().trim_end_matches('/').to_string()];
+    for raw in replicas {
+        crate::api::names::check_http_url("replica URL", raw, example).map_err(CliError::usage)?;
+        let replica = reqwest::Url::parse(raw).map_err(|e| CliError::usage(e.to_string()))?;
+        if replica.scheme() != url.scheme() {
+            return Err(CliError::usage(format!(
+                "replica {raw} is {}:// and {url} is {}://: reach every replica the same way",
+                replica.scheme(),
+                url.scheme()
+            )));
+        }
+        let loopback = replica
+            .host()
+            .is_some_and(|h| crate::runner::config::is_loopback_literal(&h));
+        if replica.scheme() == "http" && !loopback {
+            return Err(CliError::usage(format!(
+                "replica {raw} is plain http:// to an address that is not loopback: the token would cross the network readable; use https://"
+            )));
+        }
+        let shown = replica.as_str().trim_end_matches('/').to_string();
+        if seen.contains(&shown) {
+            return Err(CliError::usage(format!("{raw} is named twice")));
+        }
+        seen.push(shown);
+    }
+    Ok(seen.split_off(1))
 }
 
 /// The certificate fingerprint to pin for `url`, decided before any password is sent:

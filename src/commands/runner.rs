@@ -174,10 +174,11 @@ pub struct RegisterArgs {
     /// A profile the Runner may execute; repeat for several
     #[arg(long = "profile", value_name = "PROFILE", required = true)]
     pub profiles: Vec<String>,
-    /// The control plane's URL as the Runner's machine reaches it [default: the server
-    /// this CLI talks to]
-    #[arg(long, value_name = "URL")]
-    pub server_url: Option<String>,
+    /// The control plane's URL as the Runner's machine reaches it; repeat it for each
+    /// replica (one database, one certificate): the Runner moves to the next when its
+    /// replica stops answering [default: the server this CLI talks to]
+    #[arg(long = "server-url", value_name = "URL")]
+    pub server_urls: Vec<String>,
     /// The local Hermes on the Runner's machine
     #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9119")]
     pub hermes_url: String,
@@ -491,11 +492,32 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
         }
     }
     let client = context::client()?;
-    let server_url = a
-        .server_url
-        .unwrap_or_else(|| client.base_url().to_string());
-    names::check_http_url("--server-url", &server_url, names::SERVER_URL_EXAMPLE)
-        .map_err(CliError::usage)?;
+    let mut server_urls: Vec<String> = Vec::new();
+    for url in a.server_urls {
+        let url = url.trim_end_matches('/').to_string();
+        if !server_urls.contains(&url) {
+            server_urls.push(url);
+        }
+    }
+    if server_urls.is_empty() {
+        server_urls.push(client.base_url().to_string());
+    }
+    for url in &server_urls {
+        names::check_http_url("--server-url", url, names::SERVER_URL_EXAMPLE)
+            .map_err(CliError::usage)?;
+    }
+    let scheme = |u: &str| u.split("://").next().unwrap_or_default().to_string();
+    if let Some(odd) = server_urls
+        .iter()
+        .find(|u| scheme(u) != scheme(&server_urls[0]))
+    {
+        return Err(CliError::usage(format!(
+            "--server-url {odd} and {} differ in scheme: reach every replica over https://, or every one over http://",
+            server_urls[0]
+        ))
+        .into());
+    }
+    let server_url = server_urls[0].clone();
     names::check_http_url("--hermes-url", &a.hermes_url, names::HERMES_URL_EXAMPLE)
         .map_err(CliError::usage)?;
     for root in &a.artifact_roots {
@@ -542,6 +564,9 @@ async fn register(a: RegisterArgs) -> anyhow::Result<()> {
     reg.config.hermes_command = hermes_command;
     reg.config.hermes_token_file = a.hermes_token_file;
     reg.config.hermes_home = a.hermes_home;
+    if server_urls.len() > 1 {
+        reg.config.server_urls = server_urls;
+    }
     let mut data = serde_json::to_vec_pretty(&reg.config)?;
     data.push(b'\n');
     if to_stdout {

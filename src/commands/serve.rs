@@ -33,6 +33,11 @@ pub struct ServeArgs {
     /// a file uploaded through one is served by every one
     #[arg(long, value_name = "DIR", env = "YY_BLOB_DIR")]
     pub blob_dir: Option<PathBuf>,
+    /// With --database: how the other replicas reach this one (an operator's shell relay
+    /// crosses from the replica a Runner is connected to into this one) [default: the
+    /// listen address, or this host's name when listening on every address]
+    #[arg(long, value_name = "URL", env = "YY_PEER_URL")]
+    pub peer_url: Option<String>,
     /// Most commands that may wait in one Runner's queue
     #[arg(long, value_name = "N", default_value_t = QueueLimits::default().max_pending,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -162,6 +167,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(n) => n as usize,
         None => fits,
     };
+    let peer_url = match args.database.database {
+        Some(_) => Some(peer_url(args.peer_url.as_deref(), scheme, addr)?),
+        None => None,
+    };
+    // The other replicas name this one as its peer URL says.
+    let mut allowed_hosts = args.allowed_hosts.clone();
+    if let Some(host) = peer_url
+        .as_deref()
+        .and_then(|u| reqwest::Url::parse(u).ok())
+        .and_then(|u| u.host_str().map(str::to_string))
+    {
+        allowed_hosts.push(host);
+    }
     tracing::info!(%addr, data_dir = %data_dir.display(), version = crate::VERSION,
         database = %args.database.describe(&data_dir), max_connections, nofile, "serving");
     let config = ServerConfig {
@@ -175,13 +193,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_connections,
             shutdown_grace: args.shutdown_grace,
         },
-        allowed_hosts: server::hosts::AllowedHosts::new(addr, &args.allowed_hosts),
+        allowed_hosts: server::hosts::AllowedHosts::new(addr, &allowed_hosts),
         token_lifetime: args.token_lifetime,
         retention: args.retention,
         tls,
         warnings,
         runner_token_lifetime: args.runner_token_lifetime,
         database_url: args.database.postgres_url()?.map(str::to_owned),
+        peer_url,
     };
     let blob_dir = args
         .blob_dir
@@ -206,6 +225,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("stopped");
     drop(instance);
     Ok(())
+}
+
+/// How the other replicas reach this one: `--peer-url` (checked), else the listen address
+/// (this host's name in place of a wildcard address).
+fn peer_url(given: Option<&str>, scheme: &str, addr: SocketAddr) -> Result<String, CliError> {
+    if let Some(url) = given {
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| CliError::usage(format!("--peer-url {url:?}: {e}")))?;
+        if parsed.scheme() != scheme || parsed.host().is_none() || parsed.path() != "/" {
+            return Err(CliError::usage(format!(
+                "--peer-url {url} must be {scheme}://HOST:PORT (this replica serves {scheme})"
+            )));
+        }
+        return Ok(url.trim_end_matches('/').to_string());
+    }
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() => crate::sys::hostname(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    Ok(format!("{scheme}://{host}:{}", addr.port()))
 }
 
 /// The certificate to serve with, if any, and the warnings of an insecure setup. Plain

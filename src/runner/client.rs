@@ -1,6 +1,7 @@
 //! The Runner's side of the machine protocol: every request carries the token, the
 //! instance UUID, the protocol version and (after connecting) the generation.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -54,12 +55,23 @@ impl MachineError {
             }
         }
     }
+    /// The replica is gone or going: unreachable, or shutting down. Another replica may
+    /// serve (a replica that answers anything else is alive, and so is its database).
+    pub fn replica_gone(&self) -> bool {
+        match self {
+            MachineError::Transport(_) => true,
+            MachineError::Api { code, .. } => code == crate::api::machine::codes::SHUTTING_DOWN,
+        }
+    }
 }
 
 #[derive(Clone)]
 pub struct MachineClient {
     http: reqwest::Client,
-    base: Url,
+    /// The control plane's replicas (runner.json `serverURL`, then `serverURLs`); requests go
+    /// to `bases[current]`, and [`Self::fail_over`] moves on to the next.
+    bases: Arc<[Url]>,
+    current: Arc<AtomicUsize>,
     tls: Option<crate::api::http::PinnedTls>,
     /// Swapped in place when the token is renewed (crate::runner::rotate); every clone
     /// shares it.
@@ -74,13 +86,40 @@ impl MachineClient {
     /// A client for the control plane at `server_url`; over `https://` its certificate must
     /// have the SHA-256 `pin` (runner.json's `serverCertSha256`) or be CA-issued.
     pub fn new(server_url: &str, token: String, pin: Option<&str>) -> Result<Self, MachineError> {
-        let mut base =
-            Url::parse(server_url).map_err(|e| MachineError::Transport(e.to_string()))?;
-        if !base.path().ends_with('/') {
-            let p = format!("{}/", base.path());
-            base.set_path(&p);
-        }
-        let (builder, tls) = crate::api::http::pinned_builder(&base, pin);
+        Self::with_servers(&[server_url.to_string()], token, pin)
+    }
+
+    /// A client for the Runner of `config`, with every replica it names.
+    pub fn for_config(config: &crate::api::views::RunnerConfig) -> Result<Self, MachineError> {
+        Self::with_servers(
+            &config.servers(),
+            config.token.clone(),
+            config.server_cert_sha256.as_deref(),
+        )
+    }
+
+    /// A client for a control plane with replicas at `servers` (one scheme, one
+    /// certificate pin), the first one in use.
+    pub fn with_servers(
+        servers: &[String],
+        token: String,
+        pin: Option<&str>,
+    ) -> Result<Self, MachineError> {
+        let bases = servers
+            .iter()
+            .map(|s| {
+                let mut base = Url::parse(s).map_err(|e| MachineError::Transport(e.to_string()))?;
+                if !base.path().ends_with('/') {
+                    let p = format!("{}/", base.path());
+                    base.set_path(&p);
+                }
+                Ok(base)
+            })
+            .collect::<Result<Vec<Url>, MachineError>>()?;
+        let first = bases
+            .first()
+            .ok_or_else(|| MachineError::Transport("no server URL".into()))?;
+        let (builder, tls) = crate::api::http::pinned_builder(first, pin);
         let http = builder
             .timeout(Duration::from_millis(LEASE_WAIT_MS + 15_000))
             .pool_idle_timeout(Duration::from_secs(60))
@@ -89,7 +128,8 @@ impl MachineClient {
             .map_err(|e| MachineError::Transport(e.to_string()))?;
         Ok(MachineClient {
             http,
-            base,
+            bases: bases.into(),
+            current: Arc::default(),
             tls,
             token: Arc::new(RwLock::new(token)),
             instance: uuid::Uuid::new_v4().to_string(),
@@ -104,6 +144,21 @@ impl MachineClient {
         self.previous_instance = previous_instance;
         self.replace = replace;
         self
+    }
+
+    /// The replica requests go to now.
+    pub fn server(&self) -> &Url {
+        &self.bases[self.current.load(Ordering::Relaxed) % self.bases.len()]
+    }
+
+    /// Moves on to the next replica, in this client and all its clones; false when there
+    /// is no other.
+    pub fn fail_over(&self) -> bool {
+        if self.bases.len() < 2 {
+            return false;
+        }
+        self.current.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// The TLS connector for a WebSocket to the control plane (None over plain HTTP).
@@ -126,7 +181,7 @@ impl MachineClient {
         path: &str,
         generation: i64,
     ) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, MachineError> {
-        let mut req = crate::api::http::websocket_request(&self.base, path, Some(&self.token()))
+        let mut req = crate::api::http::websocket_request(self.server(), path, Some(&self.token()))
             .map_err(MachineError::Transport)?;
         let h = req.headers_mut();
         for (name, value) in [
@@ -145,7 +200,7 @@ impl MachineClient {
     /// A request with the machine headers (and the generation, once connected).
     fn request(&self, method: Method, path: &str, generation: Option<i64>) -> RequestBuilder {
         let url = self
-            .base
+            .server()
             .join(path)
             .expect("machine paths are relative URLs");
         let mut req = self
@@ -323,10 +378,17 @@ impl MachineClient {
     }
 
     /// Who this token belongs to and when it expires (`yy doctor`); changes nothing.
+    /// Asks each replica in turn until one answers.
     pub async fn whoami(&self) -> Result<crate::api::machine::RunnerWhoami, MachineError> {
         let path = "runner/v1/whoami";
-        let req = self.request(Method::GET, path, None);
-        self.json_answer(path, req).await
+        let mut others = self.bases.len() - 1;
+        loop {
+            let req = self.request(Method::GET, path, None);
+            match self.json_answer(path, req).await {
+                Err(e) if e.replica_gone() && others > 0 && self.fail_over() => others -= 1,
+                answer => return answer,
+            }
+        }
     }
 
     /// `POST /runner/v1/commands/{id}/ACTION` for one command (`start` with `{}`,

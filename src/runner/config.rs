@@ -32,6 +32,26 @@ pub fn is_loopback_literal(host: &url::Host<&str>) -> bool {
     }
 }
 
+/// A server URL of runner.json: https://, or plain http:// to loopback (or anywhere with
+/// `allowInsecureLan`).
+fn check_server_url(name: &str, raw: &str, insecure_lan: bool) -> Result<url::Url, String> {
+    let url = url::Url::parse(raw).map_err(|e| format!("{name} {raw:?}: {e}"))?;
+    let host = url
+        .host()
+        .ok_or_else(|| format!("{name} {raw:?} has no host"))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if is_loopback_literal(&host) || insecure_lan => {}
+        "http" => {
+            return Err(format!(
+                "{name} {raw} is plain http:// to a host that is not loopback: use https://, or set \"allowInsecureLan\": true if this network is trusted"
+            ));
+        }
+        other => return Err(format!("{name} has unsupported scheme {other:?}")),
+    }
+    Ok(url)
+}
+
 pub fn load(path: &Path) -> Result<RunnerConfig, ConfigError> {
     let shown: PathBuf = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let shown = shown.display().to_string();
@@ -57,23 +77,16 @@ pub fn load(path: &Path) -> Result<RunnerConfig, ConfigError> {
             config.protocol
         )));
     }
-    let url = url::Url::parse(&config.server_url)
-        .map_err(|e| invalid(format!("serverURL {:?}: {e}", config.server_url)))?;
-    let host = url
-        .host()
-        .ok_or_else(|| invalid(format!("serverURL {:?} has no host", config.server_url)))?;
-    match url.scheme() {
-        "https" => {}
-        "http" if is_loopback_literal(&host) || config.allow_insecure_lan => {}
-        "http" => {
+    let url = check_server_url("serverURL", &config.server_url, config.allow_insecure_lan)
+        .map_err(invalid)?;
+    for other in &config.server_urls {
+        let u = check_server_url("serverURLs entry", other, config.allow_insecure_lan)
+            .map_err(invalid)?;
+        if u.scheme() != url.scheme() {
             return Err(invalid(format!(
-                "serverURL {} is plain http:// to a host that is not loopback: use https://, or set \"allowInsecureLan\": true if this network is trusted",
-                config.server_url
-            )));
-        }
-        other => {
-            return Err(invalid(format!(
-                "serverURL has unsupported scheme {other:?}"
+                "serverURLs entry {other} is {}:// and serverURL is {}://: the replicas of one control plane are reached one way",
+                u.scheme(),
+                url.scheme()
             )));
         }
     }
@@ -113,4 +126,51 @@ pub fn load(path: &Path) -> Result<RunnerConfig, ConfigError> {
         crate::api::names::check_absolute_path("artifactRoots entry", root).map_err(invalid)?;
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_with(servers: serde_json::Value) -> Result<RunnerConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runner.json");
+        let mut v = serde_json::json!({
+            "protocol": PROTOCOL_VERSION,
+            "serverURL": "https://a.example:8420",
+            "runnerId": "6f1c2a8e-8d5b-4c1e-9a3f-2b7d4e6c8a10",
+            "token": format!("{}x", crate::api::RUNNER_TOKEN_PREFIX),
+            "hermesURL": "http://127.0.0.1:9119",
+            "allowedProfiles": ["default"],
+            "artifactRoots": [],
+        });
+        v["serverURLs"] = servers;
+        crate::fsutil::write_atomic(&path, v.to_string().as_bytes(), 0o600).unwrap();
+        load(&path)
+    }
+
+    #[test]
+    fn every_replica_is_used_in_order_without_repeats() {
+        let c = config_with(serde_json::json!([
+            "https://a.example:8420/",
+            "https://b.example:8420"
+        ]))
+        .unwrap();
+        assert_eq!(
+            c.servers(),
+            ["https://a.example:8420", "https://b.example:8420"]
+        );
+    }
+
+    #[test]
+    fn replicas_reached_another_way_are_refused() {
+        let e = config_with(serde_json::json!(["http://127.0.0.1:8420"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reached one way"), "{e}");
+        let e = config_with(serde_json::json!(["https://"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("serverURLs entry"), "{e}");
+    }
 }

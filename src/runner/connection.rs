@@ -40,6 +40,14 @@ fn refused(e: &MachineError) -> Option<RunnerError> {
     Some(RunnerError::Refused(message))
 }
 
+/// After `e`, the next connection goes to another replica when there is one and this one
+/// is gone (a replica that answers with an error is alive, and shares the database).
+fn move_on(shared: &Shared, e: &MachineError) {
+    if e.replica_gone() && shared.client.fail_over() {
+        tracing::warn!(server = %shared.client.server(), "moving to another replica of the control plane");
+    }
+}
+
 pub(super) async fn lease_loop(
     shared: &Arc<Shared>,
     tasks: &TaskTracker,
@@ -64,7 +72,8 @@ pub(super) async fn lease_loop(
                 }
                 let wait = backoff(attempt);
                 attempt += 1;
-                tracing::warn!(error = %e, retry_in = ?wait, attempt, "cannot connect to the control plane; retrying");
+                tracing::warn!(error = %e, server = %shared.client.server(), retry_in = ?wait, attempt, "cannot connect to the control plane; retrying");
+                move_on(shared, &e);
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => continue 'connect,
                     _ = &mut *shutdown => return Ok(None),
@@ -109,6 +118,7 @@ pub(super) async fn lease_loop(
         }
         tracing::info!(
             runner = %connected.runner_id,
+            server = %shared.client.server(),
             generation,
             instance = %shared.client.instance,
             "connected to the control plane"
@@ -165,7 +175,8 @@ pub(super) async fn lease_loop(
                     }
                     let wait = backoff(attempt);
                     attempt += 1;
-                    tracing::warn!(error = %e, retry_in = ?wait, "lost the control plane; reconnecting");
+                    tracing::warn!(error = %e, server = %shared.client.server(), retry_in = ?wait, "lost the control plane; reconnecting");
+                    move_on(shared, &e);
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => continue 'connect,
                         _ = &mut *shutdown => return Ok(None),

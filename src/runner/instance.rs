@@ -31,11 +31,7 @@ pub async fn online_elsewhere(
     config: &RunnerConfig,
     previous: Option<&str>,
 ) -> Result<Option<String>, MachineError> {
-    let client = MachineClient::new(
-        &config.server_url,
-        config.token.clone(),
-        config.server_cert_sha256.as_deref(),
-    )?;
+    let client = MachineClient::for_config(config)?;
     let me = client.whoami().await?;
     Ok(me
         .online_instance

@@ -143,13 +143,9 @@ pub async fn run(
     {
         tracing::warn!(command = %id, "command was running when this Runner stopped; its outcome is uncertain and it will never run again");
     }
-    let client = MachineClient::new(
-        &opts.config.server_url,
-        opts.config.token.clone(),
-        opts.config.server_cert_sha256.as_deref(),
-    )
-    .map_err(|e| RunnerError::Local(e.to_string()))?
-    .takeover(instance::previous(&opts.data_dir), opts.replace);
+    let client = MachineClient::for_config(&opts.config)
+        .map_err(|e| RunnerError::Local(e.to_string()))?
+        .takeover(instance::previous(&opts.data_dir), opts.replace);
     let browser = start_browser(&opts.config, &opts.data_dir, opts.browser_idle)?;
     let hermes = HermesLink::new(&opts.config, &opts.data_dir, browser.as_ref())
         .await

@@ -83,6 +83,12 @@ async fn hold_forever(url: String, me: Arc<Leadership>) {
     }
 }
 
+/// How the other replicas reach this one.
+pub struct Peer {
+    pub url: Option<String>,
+    pub tls: Option<Arc<super::tls::ServerTls>>,
+}
+
 /// Writes this replica's row every [`replicas::HEARTBEAT_MS`] (with whether it leads), so
 /// that `yy status` on any replica lists them all.
 pub async fn heartbeat_forever(
@@ -90,6 +96,7 @@ pub async fn heartbeat_forever(
     id: Arc<str>,
     listen: String,
     started_at: i64,
+    peer: Peer,
 ) {
     let mut row = replicas::ReplicaRow {
         id: id.to_string(),
@@ -99,11 +106,15 @@ pub async fn heartbeat_forever(
         leads: false,
         started_at,
         seen_at: started_at,
+        peer_url: peer.url,
+        cert_sha256: None,
     };
     let mut tick = tokio::time::interval(Duration::from_millis(replicas::HEARTBEAT_MS as u64));
     loop {
         tick.tick().await;
         row.leads = queue.leads();
+        // A certificate reloaded on SIGHUP is pinned by the others from the next beat.
+        row.cert_sha256 = peer.tls.as_ref().map(|t| t.fingerprint());
         let me = row.clone();
         let written = queue
             .store()

@@ -53,6 +53,8 @@ pub struct ServerConfig {
     /// The PostgreSQL database the store is on, when it is: the replicas sharing it wake
     /// each other through it (`peers`). Never shown: it may hold a password.
     pub database_url: Option<String>,
+    /// How the other replicas reach this one (`--peer-url`), with a database.
+    pub peer_url: Option<String>,
 }
 
 impl ServerConfig {
@@ -68,6 +70,7 @@ impl ServerConfig {
             warnings: Vec::new(),
             runner_token_lifetime: DEFAULT_RUNNER_TOKEN_LIFETIME,
             database_url: None,
+            peer_url: None,
         }
     }
 }
@@ -191,6 +194,10 @@ pub async fn serve(
             id,
             listen,
             state.started_ms,
+            leader::Peer {
+                url: state.config.peer_url.clone(),
+                tls: state.config.tls.clone(),
+            },
         ))
     });
     let upkeep = tokio::spawn(crate::prom::upkeep_forever());

@@ -27,8 +27,11 @@ use super::AppState;
 use super::auth::Admin;
 use super::error::ApiError;
 use super::extract::Q;
-use super::machine::Current;
-use crate::api::shell::{Control, RUNNER_CONNECT_TIMEOUT_MS, ShellQuery};
+use super::machine::RunnerCaller;
+use super::queue::QueueError;
+use crate::api::ids::Generation;
+use crate::api::machine::{HEADER_GENERATION, HEADER_INSTANCE, HEADER_PROTOCOL};
+use crate::api::shell::{Control, HEADER_RELAYED_BY, RUNNER_CONNECT_TIMEOUT_MS, ShellQuery};
 
 /// Shells relayed at once by this control plane.
 pub const MAX_RELAYS: usize = 32;
@@ -160,7 +163,7 @@ pub async fn computer_shell(
             format!("{MAX_RELAYS} shells are open on this control plane already; try again when one ends"),
         )
     })?;
-    let relay_id = uuid::Uuid::new_v4().simple().to_string();
+    let relay_id = new_relay_id(&state);
     let account = caller.account.id.clone();
     // The relay waits before the command is queued: the Runner may connect at once.
     let key = id.clone();
@@ -201,20 +204,47 @@ pub async fn computer_shell(
 }
 
 /// `GET /runner/v1/shell/{relay_id}`: the Runner's side of a relay it was asked to open.
+/// The Runner connects to its own replica; a relay another replica holds (its id says
+/// which) is carried on to that one, and the frames pass through.
 pub async fn runner_shell(
     State(state): State<AppState>,
-    current: Current,
+    caller: RunnerCaller,
+    headers: HeaderMap,
     Path(relay_id): Path<String>,
     ws: WsUpgrade,
 ) -> Result<Response, ApiError> {
+    let generation = headers
+        .get(HEADER_GENERATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .map(Generation)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "missing or malformed {HEADER_GENERATION} header: connect first"
+            ))
+        })?;
+    let relayed = headers.contains_key(HEADER_RELAYED_BY);
+    if relayed {
+        // Carried on by the replica the Runner is connected to: the database says which
+        // generation is current.
+        current_in_database(&state, &caller, generation).await?;
+    } else {
+        state
+            .queue
+            .check_live(&caller.runner_id, generation, &caller.instance)
+            .await?;
+    }
     let waiting = {
         let mut map = state.shells.waiting();
         match map.get(&relay_id) {
-            Some(w) if w.runner_id == current.runner_id => map.remove(&relay_id),
+            Some(w) if w.runner_id == caller.runner_id => map.remove(&relay_id),
             _ => None,
         }
     };
     let Some(w) = waiting else {
+        if let Some(holder) = holder_elsewhere(&state, &relay_id).filter(|_| !relayed) {
+            return carry_on(&state, holder, &relay_id, &headers, ws).await;
+        }
         return Err(ApiError::not_found(format!(
             "no shell relay {relay_id:?} waits for this Runner (it ended, timed out or was already connected)"
         )));
@@ -225,6 +255,141 @@ pub async fn runner_shell(
             let _ = runner.close(None).await;
         }
     }))
+}
+
+/// A relay's id: the holding replica's id before a dot when the store has replicas.
+fn new_relay_id(state: &AppState) -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    match &state.replica_id {
+        Some(replica) => format!("{replica}.{random}"),
+        None => random,
+    }
+}
+
+/// The replica holding `relay_id`, when that is another one than this.
+fn holder_elsewhere(state: &AppState, relay_id: &str) -> Option<String> {
+    let me = state.replica_id.as_deref()?;
+    let (holder, _) = relay_id.split_once('.')?;
+    (holder != me).then(|| holder.to_string())
+}
+
+/// Ok when `generation` of the caller's instance is the one the database holds current.
+async fn current_in_database(
+    state: &AppState,
+    caller: &RunnerCaller,
+    generation: Generation,
+) -> Result<(), ApiError> {
+    let id = caller.runner_id.clone();
+    let row = state
+        .store
+        .call(move |c| super::store::runners::get(c, &id))
+        .await?;
+    if row.generation != generation || row.instance_id.as_deref() != Some(&caller.instance) {
+        return Err(QueueError::StaleGeneration(generation).into());
+    }
+    Ok(())
+}
+
+/// Opens the relay's leg to the replica `holder` with the Runner's own credentials (that
+/// replica checks them again), then passes frames both ways until either side ends.
+async fn carry_on(
+    state: &AppState,
+    holder: String,
+    relay_id: &str,
+    headers: &HeaderMap,
+    ws: WsUpgrade,
+) -> Result<Response, ApiError> {
+    let key = holder.clone();
+    let peer = state
+        .store
+        .call(move |c| super::store::replicas::get(c, &key))
+        .await?;
+    let now = crate::timefmt::now_ms();
+    let Some((peer, url)) = peer
+        .filter(|p| p.up(now))
+        .and_then(|p| p.peer_url.clone().map(|u| (p, u)))
+    else {
+        return Err(ApiError::not_found(format!(
+            "the replica {holder} that holds shell relay {relay_id:?} is gone"
+        )));
+    };
+    let gone = |why: String| {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "replica_unreachable",
+            format!("cannot reach replica {holder} at {url} for the shell relay: {why}"),
+        )
+    };
+    let base = reqwest::Url::parse(&format!("{url}/")).map_err(|e| gone(e.to_string()))?;
+    let mut request =
+        crate::api::http::websocket_request(&base, &format!("runner/v1/shell/{relay_id}"), None)
+            .map_err(gone)?;
+    for name in [
+        header::AUTHORIZATION.as_str(),
+        HEADER_PROTOCOL,
+        HEADER_INSTANCE,
+        HEADER_GENERATION,
+    ] {
+        if let Some(v) = headers.get(name) {
+            request.headers_mut().insert(name, v.clone());
+        }
+    }
+    let me = state.replica_id.as_deref().unwrap_or_default();
+    request.headers_mut().insert(
+        HEADER_RELAYED_BY,
+        me.parse().map_err(|_| gone("bad replica id".into()))?,
+    );
+    let connector = (base.scheme() == "https").then(|| {
+        let (config, _) = crate::api::tls::client_config(peer.cert_sha256.as_deref());
+        tokio_tungstenite::Connector::Rustls(config)
+    });
+    let upstream = match crate::api::shell::connect(request, connector).await {
+        Ok(ws) => ws,
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            let body = resp.body().clone().unwrap_or_default();
+            let status = resp.status();
+            return Err(
+                match serde_json::from_slice::<crate::api::ErrorBody>(&body) {
+                    Ok(b) => ApiError::new(
+                        status,
+                        "relay_refused",
+                        format!(
+                            "replica {holder} refused the shell relay: {}",
+                            b.error.message
+                        ),
+                    ),
+                    Err(_) => gone(format!("HTTP {status}")),
+                },
+            );
+        }
+        Err(e) => return Err(gone(e.to_string())),
+    };
+    tracing::info!(relay = %relay_id, replica = %holder, "shell relay carried on to the replica holding it");
+    Ok(ws.accept(move |runner| pass_through(runner, upstream)))
+}
+
+/// Frames both ways, one at a time, until either side ends; then both close.
+async fn pass_through(mut runner: Socket, mut upstream: crate::api::shell::RelaySocket) {
+    loop {
+        tokio::select! {
+            m = runner.next() => match m {
+                Some(Ok(m @ (Message::Binary(_) | Message::Text(_)))) => {
+                    if upstream.send(m).await.is_err() { break; }
+                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
+            m = upstream.next() => match m {
+                Some(Ok(m @ (Message::Binary(_) | Message::Text(_)))) => {
+                    if runner.send(m).await.is_err() { break; }
+                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    let _ = runner.close(None).await;
+    let _ = upstream.close(None).await;
 }
 
 struct Session {

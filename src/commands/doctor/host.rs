@@ -153,11 +153,7 @@ async fn token(c: &RunnerConfig, shown: &str) -> (Finding, Option<Option<String>
         "register the Runner again: `yy runner register --source SOURCE --profile PROFILE --server-url {} -o {shown}`",
         c.server_url
     );
-    let client = match MachineClient::new(
-        &c.server_url,
-        c.token.clone(),
-        c.server_cert_sha256.as_deref(),
-    ) {
+    let client = match MachineClient::for_config(c) {
         Ok(m) => m,
         Err(e) => return (Finding::fail(e.to_string(), register), None),
     };

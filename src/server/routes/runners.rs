@@ -117,6 +117,7 @@ pub async fn runner_register(
     let config = views::RunnerConfig {
         protocol: crate::api::machine::PROTOCOL_VERSION,
         server_url: row.server_url.clone(),
+        server_urls: Vec::new(),
         runner_id: row.id.to_string(),
         token,
         hermes_url: row.hermes_url.clone(),

@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0020_browser_controls.sql"),
     include_str!("../../../migrations/0021_turn_wait_order.sql"),
     include_str!("../../../migrations/0022_replicas.sql"),
+    include_str!("../../../migrations/0023_replica_peers.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.

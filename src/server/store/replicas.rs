@@ -22,6 +22,10 @@ pub struct ReplicaRow {
     pub leads: bool,
     pub started_at: i64,
     pub seen_at: i64,
+    /// How the other replicas reach this one (`yy serve --peer-url`).
+    pub peer_url: Option<String>,
+    /// The SHA-256 of its certificate, which they pin (none over plain HTTP).
+    pub cert_sha256: Option<String>,
 }
 
 impl ReplicaRow {
@@ -34,9 +38,11 @@ impl ReplicaRow {
 pub fn heartbeat(conn: &Db, me: &ReplicaRow, now: i64) -> Result<(), StoreError> {
     let tx = conn.savepoint()?;
     tx.prepare_cached(
-        "INSERT INTO replicas (id, hostname, listen, version, leads, started_at, seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (id) DO UPDATE SET leads = excluded.leads, seen_at = excluded.seen_at",
+        "INSERT INTO replicas
+             (id, hostname, listen, version, leads, started_at, seen_at, peer_url, cert_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (id) DO UPDATE SET leads = excluded.leads, seen_at = excluded.seen_at,
+             cert_sha256 = excluded.cert_sha256",
     )?
     .execute(params![
         me.id,
@@ -45,7 +51,9 @@ pub fn heartbeat(conn: &Db, me: &ReplicaRow, now: i64) -> Result<(), StoreError>
         me.version,
         me.leads,
         me.started_at,
-        now
+        now,
+        me.peer_url,
+        me.cert_sha256
     ])?;
     tx.prepare_cached("DELETE FROM replicas WHERE seen_at < ?1")?
         .execute([now - FORGET_AFTER_MS])?;
@@ -53,16 +61,29 @@ pub fn heartbeat(conn: &Db, me: &ReplicaRow, now: i64) -> Result<(), StoreError>
     Ok(())
 }
 
+const COLUMNS: &str =
+    "id, hostname, listen, version, leads, started_at, seen_at, peer_url, cert_sha256";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<ReplicaRow> {
+    from_columns!(r => ReplicaRow {
+        id, hostname, listen, version, leads, started_at, seen_at, peer_url, cert_sha256
+    })
+}
+
 /// Every replica seen in the last hour, the longest running first.
 pub fn list(conn: &Db) -> Result<Vec<ReplicaRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, hostname, listen, version, leads, started_at, seen_at FROM replicas
-         ORDER BY started_at, id",
-    )?;
-    let rows = stmt
-        .query_map([], |r: &Row<'_>| {
-            from_columns!(r => ReplicaRow { id, hostname, listen, version, leads, started_at, seen_at })
-        })?
-        .collect::<Result<_, _>>()?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM replicas ORDER BY started_at, id"
+    ))?;
+    let rows = stmt.query_map([], from_row)?.collect::<Result<_, _>>()?;
     Ok(rows)
+}
+
+/// The replica `id`, if it was seen in the last hour.
+pub fn get(conn: &Db, id: &str) -> Result<Option<ReplicaRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM replicas WHERE id = ?1"))?;
+    let mut rows = stmt
+        .query_map([id], from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows.pop())
 }

@@ -418,5 +418,7 @@ CREATE TABLE replicas (
     version    TEXT NOT NULL,
     leads      INTEGER NOT NULL DEFAULT 0 CHECK (leads IN (0, 1)), -- runs the once-only work
     started_at INTEGER NOT NULL,
-    seen_at    INTEGER NOT NULL
+    seen_at    INTEGER NOT NULL,
+    peer_url   TEXT,                                 -- how the other replicas reach it
+    cert_sha256 TEXT                                 -- its certificate, which they pin
 );

@@ -421,5 +421,7 @@ CREATE TABLE replicas (
     version    text NOT NULL,
     leads      bigint NOT NULL DEFAULT 0 CHECK (leads IN (0, 1)),
     started_at bigint NOT NULL,
-    seen_at    bigint NOT NULL
+    seen_at    bigint NOT NULL,
+    peer_url    text,
+    cert_sha256 text
 );
