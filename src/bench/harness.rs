@@ -104,6 +104,10 @@ impl Drop for Proc {
 pub(super) struct Harness {
     pub(super) runner: Option<Proc>,
     serve: Option<Proc>,
+    /// The other `yy serve` replicas on the same PostgreSQL database.
+    replicas: Vec<Proc>,
+    /// The PostgreSQL database of every yy this benchmark starts (`YY_DATABASE`).
+    database: Option<String>,
     /// Other helpers a benchmark starts (a scripted model server).
     pub(super) helpers: Vec<Proc>,
     dir: TempDir,
@@ -145,7 +149,11 @@ impl Harness {
             .env_remove("YY_SERVER")
             .env_remove("YY_TOKEN")
             .env_remove("YY_DATA_DIR")
+            .env_remove("YY_DATABASE")
             .stdin(Stdio::null());
+        if let Some(url) = &self.database {
+            cmd.env("YY_DATABASE", url);
+        }
         // Should the benchmark die without cleaning up (SIGKILL), its children go too. The
         // signal follows the thread that spawned them: the one running the benchmark's
         // future (the main thread or a runtime worker), which lives as long as it does.
@@ -171,9 +179,13 @@ pub(super) struct Setup {
     pub(super) h: Harness,
     pub(super) url: String,
     pub(super) admin: Client,
+    /// The admin client of each other replica ([`Options::replicas`]), the same token.
+    pub(super) replica_admins: Vec<Client>,
     pub(super) runner_id: String,
     /// The control plane's database (read-only use: final states and outcome times).
     pub(super) db: PathBuf,
+    /// The PostgreSQL database instead, when [`Options::database`].
+    pub(super) database: Option<String>,
     /// The admin's API token (for CLI processes the benchmark runs).
     pub(super) token: String,
     /// The Runner's runner.json.
@@ -216,6 +228,16 @@ impl Setup {
         self.h.serve.as_ref().expect("the control plane runs").pid()
     }
 
+    /// Every replica's process.
+    pub(super) fn control_plane_pids(&self) -> Vec<u32> {
+        self.h
+            .serve
+            .iter()
+            .chain(&self.h.replicas)
+            .map(Proc::pid)
+            .collect()
+    }
+
     pub(super) fn runner_pid(&self) -> Option<u32> {
         self.h.runner.as_ref().map(Proc::pid)
     }
@@ -225,6 +247,7 @@ impl Setup {
         for p in [self.h.serve.as_mut(), self.h.runner.as_mut()]
             .into_iter()
             .flatten()
+            .chain(self.h.replicas.iter_mut())
         {
             p.check_alive()?;
         }
@@ -237,9 +260,10 @@ impl Setup {
         &mut self,
         work: impl Future<Output = anyhow::Result<T>>,
     ) -> anyhow::Result<T> {
-        let pids: Vec<u32> = [Some(self.serve_pid()), self.runner_pid()]
+        let pids: Vec<u32> = self
+            .control_plane_pids()
             .into_iter()
-            .flatten()
+            .chain(self.runner_pid())
             .collect();
         let watch = async {
             loop {
@@ -278,6 +302,10 @@ pub(super) struct Options {
     pub tls: bool,
     /// Serve the Runner's own metrics on a free loopback port ([`Setup::runner_metrics`]).
     pub runner_metrics: bool,
+    /// Keep the state in this PostgreSQL database (empty) instead of a SQLite file.
+    pub database: Option<String>,
+    /// `yy serve` processes on that database besides the first (the Runner uses the first).
+    pub replicas: usize,
 }
 
 /// The temporary directory and nothing started yet (for helpers to go first).
@@ -285,6 +313,8 @@ pub(super) fn harness(bin: PathBuf) -> anyhow::Result<Harness> {
     Ok(Harness {
         runner: None,
         serve: None,
+        replicas: Vec::new(),
+        database: None,
         helpers: Vec::new(),
         dir: TempDir::new()?,
         bin,
@@ -294,6 +324,7 @@ pub(super) fn harness(bin: PathBuf) -> anyhow::Result<Harness> {
 /// Creates the data directory and its admin, starts the control plane, registers and
 /// starts the Runner, and waits until the Runner is online.
 pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup> {
+    h.database = opts.database.clone();
     let db_dir = h.path("serve-data");
     let data = db_dir.display().to_string();
 
@@ -335,60 +366,16 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
     // The control plane, with room in the queue for the whole throughput run.
     progress("starting the control plane");
     let max_pending = opts.max_pending.max(1000).to_string();
-    let mut serve_args = vec![
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        &data,
-        "--max-pending-commands",
-        &max_pending,
-    ];
-    if opts.tls {
-        serve_args.extend(["--tls", "self-signed"]);
-    }
-    let mut serve = h.spawn("control plane", &serve_args, Stdio::piped())?;
-    let stdout = serve.child.stdout.take().expect("piped");
+    let (serve, url, pin) = start_serve(&h, "control plane", &data, &max_pending, opts.tls).await?;
     h.serve = Some(serve);
-    // Its address, then (with TLS) its certificate's fingerprint.
-    let lines = if opts.tls { 2 } else { 1 };
-    let first = tokio::time::timeout(
-        Duration::from_secs(20),
-        tokio::task::spawn_blocking(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut out = Vec::new();
-            for _ in 0..lines {
-                let mut line = String::new();
-                reader.read_line(&mut line)?;
-                out.push(line);
-            }
-            Ok::<_, std::io::Error>(out)
-        }),
-    )
-    .await;
-    let printed = match first {
-        Ok(Ok(Ok(lines))) => lines,
-        _ => Vec::new(),
-    };
-    let line = printed.first().cloned().unwrap_or_default();
-    let pin = printed
-        .get(1)
-        .and_then(|l| l.trim().strip_prefix("certificate SHA-256 "))
-        .map(str::to_string);
-    let Some(url) = line
-        .trim()
-        .strip_prefix("listening on ")
-        .map(str::to_string)
-    else {
-        let serve = h.serve.as_mut().expect("started");
-        serve.check_alive()?;
-        return Err(CliError::failure(format!(
-            "the control plane did not say where it listens (first line {:?}); its log: {}",
-            line.trim(),
-            serve.log_tail()
-        ))
-        .into());
-    };
+    let mut replica_urls = Vec::new();
+    for (i, name) in REPLICA_NAMES.iter().take(opts.replicas).enumerate() {
+        progress(&format!("starting {name}"));
+        let dir = h.path(&format!("replica-{}", i + 2)).display().to_string();
+        let (proc, url, _) = start_serve(&h, name, &dir, &max_pending, opts.tls).await?;
+        h.replicas.push(proc);
+        replica_urls.push(url);
+    }
 
     let login = Client::pinned(&url, None, pin.as_deref())?
         .login(&params::LoginParams {
@@ -398,7 +385,11 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
         .await
         .context("logging in to the benchmark's control plane")?;
     let token = login.token.clone();
-    let admin = Client::pinned(&url, Some(login.token), pin.as_deref())?;
+    let admin = Client::pinned(&url, Some(login.token.clone()), pin.as_deref())?;
+    let replica_admins = replica_urls
+        .iter()
+        .map(|u| Client::pinned(u, Some(login.token.clone()), pin.as_deref()))
+        .collect::<Result<Vec<_>, _>>()?;
     admin
         .source_create(&params::SourceCreate {
             name: "bench".into(),
@@ -468,12 +459,15 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
     }
     let runner = h.spawn("Runner", &args, Stdio::null())?;
     h.runner = Some(runner);
+    let database = h.database.clone();
     let mut s = Setup {
         h,
         url,
         admin,
+        replica_admins,
         runner_id: runner_id.into(),
         db: crate::server::store::db_path(&db_dir),
+        database,
         token,
         runner_config: config_path,
         export_root,
@@ -484,6 +478,75 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
     let (admin, runner_id) = (s.admin.clone(), s.runner_id.clone());
     s.while_alive(wait_online(&admin, &runner_id)).await?;
     Ok(s)
+}
+
+/// What the replicas after the first are called in progress and errors.
+const REPLICA_NAMES: [&str; 3] = ["replica 2", "replica 3", "replica 4"];
+/// The most replicas besides the first.
+pub(super) const MAX_REPLICAS: usize = REPLICA_NAMES.len();
+
+/// Starts `yy serve` on `data`, and reads where it listens and (with TLS) its certificate's
+/// fingerprint from its first lines.
+async fn start_serve(
+    h: &Harness,
+    name: &'static str,
+    data: &str,
+    max_pending: &str,
+    tls: bool,
+) -> anyhow::Result<(Proc, String, Option<String>)> {
+    let mut serve_args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        data,
+        "--max-pending-commands",
+        max_pending,
+    ];
+    if tls {
+        serve_args.extend(["--tls", "self-signed"]);
+    }
+    let mut serve = h.spawn(name, &serve_args, Stdio::piped())?;
+    let stdout = serve.child.stdout.take().expect("piped");
+    // Its address, then (with TLS) its certificate's fingerprint.
+    let lines = if tls { 2 } else { 1 };
+    let first = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::task::spawn_blocking(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut out = Vec::new();
+            for _ in 0..lines {
+                let mut line = String::new();
+                reader.read_line(&mut line)?;
+                out.push(line);
+            }
+            Ok::<_, std::io::Error>(out)
+        }),
+    )
+    .await;
+    let printed = match first {
+        Ok(Ok(Ok(lines))) => lines,
+        _ => Vec::new(),
+    };
+    let line = printed.first().cloned().unwrap_or_default();
+    let pin = printed
+        .get(1)
+        .and_then(|l| l.trim().strip_prefix("certificate SHA-256 "))
+        .map(str::to_string);
+    let Some(url) = line
+        .trim()
+        .strip_prefix("listening on ")
+        .map(str::to_string)
+    else {
+        serve.check_alive()?;
+        return Err(CliError::failure(format!(
+            "{name} did not say where it listens (first line {:?}); its log: {}",
+            line.trim(),
+            serve.log_tail()
+        ))
+        .into());
+    };
+    Ok((serve, url, pin))
 }
 
 pub(super) async fn register(

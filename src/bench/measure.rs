@@ -19,6 +19,8 @@ use crate::api::params;
 use crate::api::states::CommandState;
 use crate::client::Client;
 use crate::error::CliError;
+use crate::server::store::Db;
+use crate::server::store::pg::conn::PgConn;
 use crate::timefmt::now_us;
 
 async fn enqueue_ping(
@@ -96,41 +98,102 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 /// stored, without loading the server with thousands of status requests.
 /// What the throughput run works with.
 pub(super) struct Run {
-    pub(super) admin: Client,
+    /// The admin client of each replica: the enqueuers take turns.
+    pub(super) admins: Vec<Client>,
     pub(super) runner_id: String,
+    /// Where the final states are read: the SQLite file, or the PostgreSQL database.
     pub(super) db: PathBuf,
-    /// Control plane, Runner, this process.
-    pub(super) pids: [u32; 3],
+    pub(super) database: Option<String>,
+    /// Every replica's process; the Runner's.
+    pub(super) control_plane: Vec<u32>,
+    pub(super) runner: u32,
+}
+
+impl Run {
+    /// The run of `s`, enqueueing through `admins`.
+    pub(super) fn of(s: &super::harness::Setup, admins: Vec<Client>) -> Run {
+        Run {
+            admins,
+            runner_id: s.runner_id.clone(),
+            db: s.db.clone(),
+            database: s.database.clone(),
+            control_plane: s.control_plane_pids(),
+            runner: s.runner_pid().expect("the Runner runs"),
+        }
+    }
+
+    /// Runs `work` on a read-only connection to the control plane's database, on a thread
+    /// of its own (PostgreSQL's connection runs its own runtime).
+    async fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Db) -> anyhow::Result<T> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        let (db_path, database) = (self.db.clone(), self.database.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let conn = match &database {
+                Some(url) => PgConn::connect(url)
+                    .map(|c| Db::Postgres(Box::new(c)))
+                    .map_err(|e| anyhow::anyhow!(crate::server::store::pg::describe(&e))),
+                None => rusqlite::Connection::open_with_flags(
+                    &db_path,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map(Db::Sqlite)
+                .map_err(anyhow::Error::from),
+            };
+            let _ = tx.send(conn.and_then(|c| work(&c)));
+        });
+        rx.await.context("the database reader ended")?
+    }
+}
+
+/// Pings of the run after `before` by state, and when the last one finished (ms).
+fn ping_states(conn: &Db, before: i64) -> anyhow::Result<(Vec<(String, u64)>, i64)> {
+    let mut stmt = conn.prepare(
+        "SELECT state, count(*), coalesce(max(finished_at), 0) FROM runner_commands
+         WHERE seq > ?1 AND kind = 'ping' GROUP BY state",
+    )?;
+    let rows: Vec<(String, u64, i64)> = stmt
+        .query_map([before], |r| {
+            Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let last = rows.iter().map(|r| r.2).max().unwrap_or(0);
+    Ok((rows.into_iter().map(|r| (r.0, r.1)).collect(), last))
 }
 
 pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Result<Throughput> {
-    let (admin, runner_id, pids) = (&run.admin, run.runner_id.as_str(), run.pids);
+    let runner_id = run.runner_id.as_str();
     // The last command waits for all before it: a minute plus 10 ms each is ample.
     let timeout_ms = (60_000 + n as u64 * 10).min(3_600_000);
-    let db_path = run.db.clone();
-    let open = move || {
-        rusqlite::Connection::open_with_flags(
-            &db_path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-    };
-    let conn = tokio::task::spawn_blocking(open.clone()).await??;
-    let before: i64 = conn.query_row(
-        "SELECT coalesce(max(seq), 0) FROM runner_commands",
-        [],
-        |r| r.get(0),
-    )?;
-    drop(conn);
+    let before: i64 = run
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT coalesce(max(seq), 0) FROM runner_commands",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+        .await?;
 
-    let cpu_before = pids.map(process_cpu_s);
+    let pids: Vec<u32> = run
+        .control_plane
+        .iter()
+        .copied()
+        .chain([run.runner, std::process::id()])
+        .collect();
+    let cpu_before: Vec<f64> = pids.iter().map(|&p| process_cpu_s(p)).collect();
     let machine_before = machine_cpu_s();
     let next = Arc::new(AtomicU32::new(0));
-    let last_id = Arc::new(std::sync::Mutex::new((0u32, String::new())));
+    let last_id = Arc::new(std::sync::Mutex::new((0u32, String::new(), 0usize)));
     let started_us = now_us();
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..enqueuers {
+    for e in 0..enqueuers as usize {
+        let which = e % run.admins.len();
         let (admin, runner_id, next, last_id) = (
-            admin.clone(),
+            run.admins[which].clone(),
             runner_id.to_string(),
             next.clone(),
             last_id.clone(),
@@ -144,7 +207,7 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
                 let cmd = enqueue_ping(&admin, &runner_id, timeout_ms).await?;
                 let mut last = last_id.lock().unwrap_or_else(|p| p.into_inner());
                 if i >= last.0 {
-                    *last = (i, cmd.id.into());
+                    *last = (i, cmd.id.into(), which);
                 }
             }
         });
@@ -153,47 +216,37 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
         r??;
     }
     let enqueued_us = now_us();
-    let last = last_id.lock().unwrap_or_else(|p| p.into_inner()).1.clone();
+    let (_, last, which) = last_id.lock().unwrap_or_else(|p| p.into_inner()).clone();
     // The queue is leased oldest first: when the last one is final, the rest nearly are.
-    admin.wait_command(&last, None).await?;
-    let cpu_after = pids.map(process_cpu_s);
+    run.admins[which].wait_command(&last, None).await?;
+    let cpu_after: Vec<f64> = pids.iter().map(|&p| process_cpu_s(p)).collect();
     let machine_after = machine_cpu_s();
 
-    let count = move |conn: &rusqlite::Connection| -> rusqlite::Result<(Vec<(String, u64)>, i64)> {
-        let mut stmt = conn.prepare(
-            "SELECT state, count(*), coalesce(max(finished_at), 0) FROM runner_commands
-             WHERE seq > ?1 AND kind = 'ping' GROUP BY state",
-        )?;
-        let rows: Vec<(String, u64, i64)> = stmt
-            .query_map([before], |r| {
-                Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?))
-            })?
-            .collect::<Result<_, _>>()?;
-        let last = rows.iter().map(|r| r.2).max().unwrap_or(0);
-        Ok((rows.into_iter().map(|r| (r.0, r.1)).collect(), last))
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (states, last_ms) = loop {
-        let o = open.clone();
-        let (states, last_ms) = tokio::task::spawn_blocking(move || count(&o()?)).await??;
-        let open_states = ["pending", "leased", "running"];
-        let unfinished: u64 = states
-            .iter()
-            .filter(|(s, _)| open_states.contains(&s.as_str()))
-            .map(|(_, c)| c)
-            .sum();
-        if unfinished == 0 {
-            break (states, last_ms);
-        }
-        if Instant::now() > deadline {
-            return Err(CliError::failure(format!(
-                "{unfinished} of {} still not final a minute after the last one ended",
-                crate::api::words::plural(n, "ping", "pings")
-            ))
-            .into());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let (states, last_ms) = run
+        .read(move |conn| {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let (states, last_ms) = ping_states(conn, before)?;
+                let open_states = ["pending", "leased", "running"];
+                let unfinished: u64 = states
+                    .iter()
+                    .filter(|(s, _)| open_states.contains(&s.as_str()))
+                    .map(|(_, c)| c)
+                    .sum();
+                if unfinished == 0 {
+                    return Ok((states, last_ms));
+                }
+                if Instant::now() > deadline {
+                    return Err(CliError::failure(format!(
+                        "{unfinished} of {} still not final a minute after the last one ended",
+                        crate::api::words::plural(n, "ping", "pings")
+                    ))
+                    .into());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+        .await?;
     let total: u64 = states.iter().map(|(_, c)| c).sum();
     let done = states
         .iter()
@@ -208,7 +261,10 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
         .into());
     }
     let seconds = ((last_ms * 1000 - started_us) as f64 / 1e6).max(1e-3);
-    let used: Vec<f64> = (0..3).map(|i| cpu_after[i] - cpu_before[i]).collect();
+    let used: Vec<f64> = (0..pids.len())
+        .map(|i| cpu_after[i] - cpu_before[i])
+        .collect();
+    let replicas = run.control_plane.len();
     let per_command = |s: f64| round3(s * 1000.0 / n as f64);
     let (busy, total) = (
         machine_after.0 - machine_before.0,
@@ -216,9 +272,9 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
     );
     Ok(Throughput {
         cpu_ms_per_command: CpuPerCommand {
-            control_plane: per_command(used[0]),
-            runner: per_command(used[1]),
-            client: per_command(used[2]),
+            control_plane: per_command(used[..replicas].iter().sum()),
+            runner: per_command(used[replicas]),
+            client: per_command(used[replicas + 1]),
         },
         machine_busy_percent: round2(100.0 * busy / total),
         other_processes_percent: round2(

@@ -14,6 +14,7 @@ mod computer_warm;
 pub mod egress;
 mod harness;
 mod measure;
+mod replicas;
 mod report;
 pub mod screen;
 pub mod screen_operator;
@@ -74,6 +75,22 @@ pub struct DispatchArgs {
     /// long-poll and memory figures are not taken)
     #[arg(long)]
     pub tls: bool,
+    /// Compare the control plane on this empty PostgreSQL database (several replicas, see
+    /// --replicas) with the embedded SQLite file: pickup through another replica than the
+    /// Runner's, and throughput with the enqueuers spread over the replicas. The database
+    /// is filled with the benchmark's admin, Runner and commands. A password only in
+    /// $YY_BENCH_DATABASE
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "YY_BENCH_DATABASE",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
+    /// `yy serve` replicas on --database
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "database",
+          value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub replicas: u32,
 }
 
 /// The dispatch targets (docs/benchmarks.md): issue 29's, with `synchronous=FULL`.
@@ -106,6 +123,13 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
     if args.tls {
         raise_fd_limit(1024)?;
         return tls::compare(&args, bin).await;
+    }
+    if let Some(url) = &args.database {
+        let from_env = std::env::var("YY_BENCH_DATABASE").ok().as_deref() == Some(url);
+        crate::server::store::pg::check_url("--database", "YY_BENCH_DATABASE", url, from_env)
+            .map_err(CliError::usage)?;
+        raise_fd_limit(1024)?;
+        return replicas::compare(&args, bin, url).await;
     }
     // 1 listener + the long-polls + a margin for the admin clients, on both sides (the
     // children inherit the limit).
@@ -148,12 +172,7 @@ pub async fn dispatch(args: DispatchArgs) -> anyhow::Result<()> {
                 "concurrent enqueuers"
             )
         ));
-        let run = Run {
-            admin: s.admin.clone(),
-            runner_id: s.runner_id.clone(),
-            db: s.db.clone(),
-            pids: [s.serve_pid(), runner_pid, std::process::id()],
-        };
+        let run = Run::of(&s, vec![s.admin.clone()]);
         let t = s
             .while_alive(throughput(&run, args.commands, args.enqueuers))
             .await?;

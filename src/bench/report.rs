@@ -391,6 +391,8 @@ mod tests {
             enqueuers: 1,
             bin: None,
             tls: false,
+            database: None,
+            replicas: 2,
         };
         let figures = Figures {
             pickup_latency: None,

@@ -52,16 +52,7 @@ async fn round(s: &mut Setup, args: &DispatchArgs) -> anyhow::Result<(f64, f64)>
     let l = s
         .while_alive(latency(&admin, &runner_id, args.latency_samples))
         .await?;
-    let run = Run {
-        admin: s.admin.clone(),
-        runner_id: s.runner_id.clone(),
-        db: s.db.clone(),
-        pids: [
-            s.serve_pid(),
-            s.runner_pid().expect("the Runner runs"),
-            std::process::id(),
-        ],
-    };
+    let run = Run::of(s, vec![s.admin.clone()]);
     let t = s
         .while_alive(throughput(&run, args.commands, args.enqueuers))
         .await?;

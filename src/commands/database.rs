@@ -61,28 +61,7 @@ impl DatabaseArgs {
 /// A PostgreSQL URL or key-value string; one from the command line must not hold a
 /// password (argv is readable by every user of the host).
 fn check_url(url: &str, from_env: bool) -> Result<(), CliError> {
-    let lower = url.to_ascii_lowercase();
-    let is_url = lower.starts_with("postgres://") || lower.starts_with("postgresql://");
-    let is_key_value = lower.contains('=') && !lower.contains("://");
-    if !is_url && !is_key_value {
-        return Err(CliError::usage(format!(
-            "--database {}: not a PostgreSQL URL; give postgres://USER@HOST:PORT/NAME (or leave --database out for the embedded SQLite file)",
-            pg::redacted(url)
-        )));
-    }
-    if url.parse::<tokio_postgres::Config>().is_err() {
-        return Err(CliError::usage(format!(
-            "--database {}: PostgreSQL cannot read this URL; give postgres://USER@HOST:PORT/NAME",
-            pg::redacted(url)
-        )));
-    }
-    let has_password = pg::redacted(url) != url;
-    if has_password && !from_env {
-        return Err(CliError::usage(format!(
-            "--database holds a password, which every user of this host can read in the process list: set {DATABASE_ENV} to the URL instead"
-        )));
-    }
-    Ok(())
+    pg::check_url("--database", DATABASE_ENV, url, from_env).map_err(CliError::usage)
 }
 
 #[cfg(test)]

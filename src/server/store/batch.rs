@@ -213,7 +213,7 @@ fn run_batch(
     conn: &mut Db,
     first: Box<dyn Job>,
     queue: &Receiver<Box<dyn Job>>,
-    syncing: bool,
+    mut syncing: bool,
 ) -> Option<Box<dyn Job>> {
     let started = Instant::now();
     if let Err(e) = conn.begin() {
@@ -224,6 +224,11 @@ fn run_batch(
     let mut next = Some(first);
     let mut after = None;
     while let Some(mut job) = next.take() {
+        // PostgreSQL decides at the COMMIT whether it waits for the disk: a durable call
+        // makes the whole batch durable instead of starting one of its own.
+        if job.durable() && !syncing && !job.alone() && conn.make_durable() {
+            syncing = true;
+        }
         if job.alone() || (job.durable() && !syncing) {
             after = Some(job);
             break;

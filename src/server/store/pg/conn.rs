@@ -31,6 +31,10 @@ pub struct PgConn {
     abort_cause: RefCell<Option<String>>,
     /// Whether [`PgConn::begin`]'s transactions wait for the disk at their commit.
     durable: Cell<bool>,
+    /// SAVEPOINT and RELEASE statements not sent yet: they go out in the same round trip
+    /// as the next statement (the connection keeps their order), which halves the round
+    /// trips of a store call (its batch's savepoint and its own, each taken and released).
+    deferred: RefCell<String>,
     /// Where it connects again after losing its connection ([`PgConn::revive`]).
     url: String,
     /// When it may try again after a failed attempt, and the wait after the next failure.
@@ -72,6 +76,7 @@ impl PgConn {
             aborted: Cell::new(false),
             abort_cause: RefCell::new(None),
             durable: Cell::new(true),
+            deferred: RefCell::new(String::new()),
         })
     }
 
@@ -98,6 +103,14 @@ impl PgConn {
         self.batch_execute(&format!(
             "BEGIN; {relaxed}SELECT pg_advisory_xact_lock({STORE_LOCK})"
         ))
+    }
+
+    /// The open transaction's commit waits for the disk after all (sent with the next
+    /// statement).
+    pub fn make_durable(&self) {
+        self.deferred
+            .borrow_mut()
+            .push_str("SET LOCAL synchronous_commit TO on; ");
     }
 
     pub fn aborted(&self) -> bool {
@@ -155,13 +168,24 @@ impl PgConn {
         let ends = (word.starts_with("COMMIT") || word.starts_with("ROLLBACK"))
             && !word.starts_with("ROLLBACK TO");
         if word.starts_with("COMMIT") && self.aborted.get() {
+            self.deferred.borrow_mut().clear();
             let _ = self.runtime.block_on(self.client.batch_execute("ROLLBACK"));
             self.end_transaction();
             return Err(failure(
                 "the transaction was rolled back: a statement in it had failed".into(),
             ));
         }
-        let result = self.runtime.block_on(self.client.batch_execute(sql));
+        if self.defers(sql) {
+            return Ok(());
+        }
+        // What was deferred goes first, in the same simple query.
+        let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+        let result = if deferred.is_empty() {
+            self.runtime.block_on(self.client.batch_execute(sql))
+        } else {
+            self.runtime
+                .block_on(self.client.batch_execute(&format!("{deferred}{sql}")))
+        };
         if word.starts_with("BEGIN") || word.starts_with("START TRANSACTION") {
             self.in_transaction.set(result.is_ok());
         } else if ends {
@@ -173,7 +197,40 @@ impl PgConn {
         self.checked(result, sql)
     }
 
+    /// Keeps `sql` for the next round trip when it is a savepoint's start or release in a
+    /// healthy transaction (nothing reads its answer; were it refused, the statement it
+    /// goes with fails too and says so).
+    fn defers(&self, sql: &str) -> bool {
+        let plain = sql.starts_with("SAVEPOINT ") || sql.starts_with("RELEASE ");
+        if !plain || sql.contains(';') || !self.in_transaction.get() || self.aborted.get() {
+            return false;
+        }
+        let mut deferred = self.deferred.borrow_mut();
+        deferred.push_str(sql);
+        deferred.push_str("; ");
+        true
+    }
+
+    /// Runs `work` after whatever was deferred, both sent before either answer is read.
+    fn after_deferred<T>(
+        &self,
+        work: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, tokio_postgres::Error> {
+        let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+        if deferred.is_empty() {
+            return self.runtime.block_on(work);
+        }
+        self.runtime.block_on(async {
+            // join polls in order: the deferred statements are queued on the connection
+            // before the work's, and PostgreSQL runs them in that order.
+            let (before, result) = futures_util::join!(self.client.batch_execute(&deferred), work);
+            before?;
+            result
+        })
+    }
+
     fn end_transaction(&self) {
+        self.deferred.borrow_mut().clear();
         self.in_transaction.set(false);
         self.aborted.set(false);
         self.abort_cause.borrow_mut().take();
@@ -184,9 +241,12 @@ impl PgConn {
         prepared: &Prepared,
         values: &[Value],
     ) -> rusqlite::Result<usize> {
+        if values.is_empty() && self.defers(&prepared.0) {
+            return Ok(0);
+        }
         let statement = self.prepared(&prepared.0, values)?;
         let params = params(values);
-        let result = self.runtime.block_on(
+        let result = self.after_deferred(
             self.client
                 .execute_raw(&statement, params.iter().map(|p| p as &dyn ToSql)),
         );
@@ -207,7 +267,7 @@ impl PgConn {
         let params = params(values);
         let refs: Vec<&(dyn ToSql + Sync)> =
             params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let rows = self.runtime.block_on(self.client.query(&statement, &refs));
+        let rows = self.after_deferred(self.client.query(&statement, &refs));
         let rows = self.checked(rows, &prepared.0)?;
         let rows = rows
             .iter()
@@ -232,6 +292,14 @@ impl PgConn {
         let key = format!("{kinds}:{sql}");
         if let Some(statement) = self.statements.borrow().get(&key) {
             return Ok(statement.clone());
+        }
+        // Preparing is a round trip of its own: what was deferred goes first.
+        let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+        if !deferred.is_empty() {
+            self.checked(
+                self.runtime.block_on(self.client.batch_execute(&deferred)),
+                &deferred,
+            )?;
         }
         let types: Vec<Type> = values.iter().map(param_type).collect();
         let guessing = types.iter().any(|t| t.oid() == 0) && self.in_transaction.get();

@@ -53,6 +53,32 @@ pub fn redacted(url: &str) -> String {
         .join(" ")
 }
 
+/// A PostgreSQL URL or key-value string given as `flag`; one from the command line
+/// (not from `env`) must not hold a password: argv is readable by every user of the host.
+pub fn check_url(flag: &str, env: &str, url: &str, from_env: bool) -> Result<(), String> {
+    let lower = url.to_ascii_lowercase();
+    let is_url = lower.starts_with("postgres://") || lower.starts_with("postgresql://");
+    let is_key_value = lower.contains('=') && !lower.contains("://");
+    if !is_url && !is_key_value {
+        return Err(format!(
+            "{flag} {}: not a PostgreSQL URL; give postgres://USER@HOST:PORT/NAME (or leave {flag} out for the embedded SQLite file)",
+            redacted(url)
+        ));
+    }
+    if url.parse::<tokio_postgres::Config>().is_err() {
+        return Err(format!(
+            "{flag} {}: PostgreSQL cannot read this URL; give postgres://USER@HOST:PORT/NAME",
+            redacted(url)
+        ));
+    }
+    if redacted(url) != url && !from_env {
+        return Err(format!(
+            "{flag} holds a password, which every user of this host can read in the process list: set {env} to the URL instead"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::redacted;
