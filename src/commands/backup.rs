@@ -100,7 +100,7 @@ pub struct RunnerRestoreArgs {
     pub json: bool,
 }
 
-fn cli(e: BackupError) -> anyhow::Error {
+pub fn cli(e: BackupError) -> anyhow::Error {
     CliError::new(crate::error::backup_exit(&e), e.to_string()).into()
 }
 
