@@ -71,37 +71,41 @@ fn sqlite_export(db: &Path) -> BTreeMap<String, Vec<Vec<String>>> {
     out
 }
 
-/// Every row of every table of a PostgreSQL database, as text, sorted.
+/// Every row of every table of a PostgreSQL database, as text, sorted; and where each
+/// sequence stands.
 fn postgres_export(url: &str) -> BTreeMap<String, Vec<Vec<Option<String>>>> {
-    let tables = simple_query(
+    let relations = simple_query(
         url,
-        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-         WHERE n.nspname = 'public' AND c.relkind = 'r' ORDER BY 1",
+        "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'public' AND c.relkind IN ('r', 'S') ORDER BY 1",
     );
-    tables
+    relations
         .into_iter()
         .map(|r| {
             let t = r[0].clone().unwrap();
-            let mut rows = simple_query(url, &format!("SELECT * FROM \"{t}\""));
+            let sql = match r[1].as_deref() {
+                Some("S") => format!("SELECT last_value, is_called FROM \"{t}\""),
+                _ => format!("SELECT * FROM \"{t}\""),
+            };
+            let mut rows = simple_query(url, &sql);
             rows.sort();
             (t, rows)
         })
         .collect()
 }
 
-/// Rows in the data tables of `export` (the server's identity left out).
+/// Rows in the data tables of `export` (the server's identity, the schema and the
+/// counters left out).
 fn data_rows<T>(export: &BTreeMap<String, Vec<T>>) -> usize {
+    let bookkeeping = [
+        "(schema)",
+        "server_identity",
+        "schema_version",
+        "sqlite_sequence",
+    ];
     export
         .iter()
-        .filter(|(t, _)| {
-            ![
-                "(schema)",
-                "server_identity",
-                "schema_version",
-                "sqlite_sequence",
-            ]
-            .contains(&t.as_str())
-        })
+        .filter(|(t, _)| !bookkeeping.contains(&t.as_str()) && !t.ends_with("_seq_seq"))
         .map(|(_, rows)| rows.len())
         .sum()
 }
@@ -348,4 +352,120 @@ fn passwords_stay_off_the_command_line_and_other_mistakes_are_one_line() {
         .fails(2, "--to");
     env.run(&["store", "migrate", "--from", &from, "--to", &from])
         .fails(2, "both name");
+}
+
+/// A sandbox whose control planes use the database at `url`.
+fn env_on(url: &str) -> Env {
+    let mut env = sqlite_env();
+    env.envs.push(("YY_DATABASE".into(), url.to_string()));
+    env
+}
+
+#[test]
+fn a_backup_of_a_postgres_control_plane_restores_into_a_fresh_database() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let live = cluster.create_database("live");
+    let env = env_on(&live);
+    let server = env.bootstrap();
+    let (agents, artifact, bytes) = populate(&env, &server);
+
+    // While it runs: one snapshot of the database, the artifact files beside it, and an
+    // archive `yy backup verify` takes as any other.
+    let running = env.path("running.yyb");
+    env.run(&[
+        "backup",
+        "create",
+        "--data-dir",
+        s(&env.data_dir()),
+        "-o",
+        s(&running),
+    ])
+    .ok();
+    let verified = env.json(&["backup", "verify", s(&running)]);
+    assert_eq!(verified["schema_version"], 22, "{verified:#}");
+    assert!(
+        verified["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("postgres://")
+    );
+    let paths: Vec<&str> = verified["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    let entry = format!("artifacts/{artifact}");
+    assert_eq!(
+        paths,
+        ["yy.db", "artifacts", entry.as_str()],
+        "{verified:#}"
+    );
+    assert_eq!(server.terminate(), 0);
+
+    // Stopped, so that nothing changes after the backup: restored into a fresh database,
+    // every row is the same (the replicas' heartbeats are not part of a backup).
+    let file = env.path("stopped.yyb");
+    env.run(&[
+        "backup",
+        "create",
+        "--data-dir",
+        s(&env.data_dir()),
+        "-o",
+        s(&file),
+    ])
+    .ok();
+    let fresh = cluster.create_database("fresh");
+    let blobs = env.path("fresh-blobs");
+    let restored = env.run(&[
+        "restore",
+        s(&file),
+        "--database",
+        &fresh,
+        "--blob-dir",
+        s(&blobs),
+        "--json",
+    ]);
+    restored.ok();
+    let summary = restored.json();
+    assert_eq!(summary["replaced_rows"], 0, "{summary:#}");
+    assert_eq!(summary["artifacts"]["files"], 1, "{summary:#}");
+    let without_replicas = |url: &str| {
+        let mut e = postgres_export(url);
+        e.remove("replicas");
+        e
+    };
+    let before = without_replicas(&live);
+    assert!(data_rows(&before) >= 15, "{before:#?}");
+    assert_eq!(without_replicas(&fresh), before);
+    assert_eq!(std::fs::read(blobs.join(&artifact)).unwrap(), bytes);
+
+    // The restored database serves; while it does, another restore into it is refused.
+    let replica = Server::start_with(
+        &env,
+        &env.path("replica"),
+        "127.0.0.1:0",
+        &["--database", &fresh, "--blob-dir", s(&blobs)],
+    );
+    env.login(&replica, "root");
+    assert_eq!(agent_names(&env), agents);
+    common::wait_for(Duration::from_secs(20), "the replica's heartbeat", || {
+        let status = env.json(&["status"]);
+        let up = status["replicas"]
+            .as_array()?
+            .iter()
+            .any(|r| r["state"] == "up");
+        up.then_some(())
+    });
+    env.run(&[
+        "restore",
+        s(&file),
+        "--database",
+        &fresh,
+        "--blob-dir",
+        s(&blobs),
+    ])
+    .fails(6, "stop every replica first");
 }

@@ -283,6 +283,11 @@ fn tables_with_rows(db: &Db, tables: &[tables::Table]) -> Result<Vec<(String, u6
     Ok(found)
 }
 
+/// The data tables of `db` that hold rows, with their counts (none: a fresh database).
+pub fn filled_tables(db: &Db) -> Result<Vec<(String, u64)>> {
+    tables_with_rows(db, &tables::read(db)?)
+}
+
 /// Copies everything `source` holds into `target` (see the module's description); the
 /// artifacts' files too when `blob_dirs` says where. `source` is an [`Endpoint::open_source`]
 /// connection already checked with [`check_version`] and [`check_no_replica`].
