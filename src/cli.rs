@@ -6,7 +6,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::commands::{
     account, admin, agent, artifact, backup, bench, browser, chat, computer, doctor, egress,
     generate, guest, image, login, metrics, profile, runner, serve, service, session, source,
-    status, token,
+    status, store, token,
 };
 use crate::commands::{goal, subtask, team};
 
@@ -82,6 +82,9 @@ pub enum Command {
     Backup(backup::BackupArgs),
     /// Restore the control plane's data directory from a backup (`yy serve` must be stopped)
     Restore(backup::RestoreArgs),
+    /// The control plane's database: migrate it between SQLite and PostgreSQL (`yy serve`
+    /// stopped)
+    Store(store::StoreArgs),
     /// Benchmarks on this machine: command dispatch, computers, the egress proxy, backup,
     /// computer agents' turns, artifacts, team scheduling and desktop screens
     Bench(bench::BenchArgs),

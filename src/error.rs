@@ -8,6 +8,7 @@ use std::fmt;
 use crate::backup::BackupError;
 use crate::client::ClientError;
 use crate::computer::ComputerError;
+use crate::server::store::transfer::TransferError;
 
 /// Documented exit codes (docs/cli.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +120,20 @@ pub fn backup_exit(e: &BackupError) -> Exit {
         | BackupError::Newer(_)
         | BackupError::Io(_)
         | BackupError::Db(_) => Exit::Failure,
+    }
+}
+
+/// The exit code of a failed `yy store migrate` (and of the transfers in a backup or a
+/// restore of a PostgreSQL database).
+pub fn transfer_exit(e: &TransferError) -> Exit {
+    match e {
+        TransferError::Invalid(_) => Exit::Usage,
+        TransferError::NotFound(_) => Exit::NotFound,
+        TransferError::Busy(_) | TransferError::NotEmpty(_) => Exit::Conflict,
+        TransferError::Schema(_)
+        | TransferError::Mismatch(_)
+        | TransferError::Db(_)
+        | TransferError::Io(_) => Exit::Failure,
     }
 }
 

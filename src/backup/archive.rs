@@ -190,6 +190,11 @@ impl<'p> ArchiveWriter<'p> {
         Ok(())
     }
 
+    /// The SHA-256 of the entry written last (none for a directory).
+    pub fn last_sha256(&self) -> Option<&str> {
+        self.entries.last()?.sha256.as_deref()
+    }
+
     /// Appends the manifest (`entries` and totals filled in) and the trailer, flushes and
     /// fsyncs. The caller renames the file into place.
     pub fn finish(mut self, mut manifest: Manifest) -> Result<Written> {

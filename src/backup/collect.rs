@@ -55,14 +55,16 @@ fn left_out(kind: Kind, name: &str) -> bool {
         }
 }
 
-enum Item {
+pub(super) enum Item {
     Dir(Entry),
     File(Entry, PathBuf),
     Symlink(Entry, Vec<u8>),
     Database(Entry, PathBuf),
+    /// A file whose content must have this SHA-256 (an artifact's, as its row records it).
+    Checked(Entry, PathBuf, String),
 }
 
-fn entry(path: String, meta: &std::fs::Metadata) -> Entry {
+pub(super) fn entry(path: String, meta: &std::fs::Metadata) -> Entry {
     Entry {
         path,
         kind: EntryType::File,
@@ -331,6 +333,29 @@ pub fn create(
             data_dir.display()
         )));
     }
+    write(
+        kind,
+        items,
+        data_dir.display().to_string(),
+        output,
+        stopped_computers,
+        show_progress,
+        started,
+    )
+}
+
+/// Writes `items` as an archive to `output` (already checked by [`check_output`]): a
+/// temporary file beside it, fsynced, then renamed into place. `source` is what the
+/// manifest says the backup was taken from.
+pub(super) fn write(
+    kind: Kind,
+    items: Vec<Item>,
+    source: String,
+    output: &Path,
+    stopped_computers: Vec<String>,
+    show_progress: bool,
+    started: Instant,
+) -> Result<Created> {
     let dir = output.parent().expect("checked output");
     let name = output
         .file_name()
@@ -373,7 +398,7 @@ pub fn create(
     for item in &items {
         match item {
             Item::Dir(_) => {}
-            Item::File(e, _) => {
+            Item::File(e, _) | Item::Checked(e, _, _) => {
                 total_bytes += e.size;
                 total_files += 1;
             }
@@ -406,6 +431,23 @@ pub fn create(
                 };
                 w.file(e, &mut f, &src)?;
             }
+            Item::Checked(e, src, want) => {
+                let mut f = File::open(&src).map_err(|err| match err.kind() {
+                    std::io::ErrorKind::NotFound => BackupError::NotFound(format!(
+                        "{} is gone since the database's snapshot listed it (removed by retention?); run the backup again",
+                        src.display()
+                    )),
+                    _ => io_error("reading", &src, err),
+                })?;
+                let path = e.path.clone();
+                w.file(e, &mut f, &src)?;
+                if w.last_sha256() != Some(want.as_str()) {
+                    return Err(BackupError::Corrupt(format!(
+                        "{} does not match the SHA-256 its database row records ({want}); it is not backed up (as {path})",
+                        src.display()
+                    )));
+                }
+            }
             Item::Database(mut e, _) => {
                 let snap = snapshot_of(&e.path);
                 let mut f = File::open(&snap).map_err(|err| io_error("reading", &snap, err))?;
@@ -424,7 +466,7 @@ pub fn create(
         schema_version,
         created_at: crate::timefmt::rfc3339(crate::timefmt::now_ms()),
         hostname: crate::sys::hostname(),
-        source: data_dir.display().to_string(),
+        source,
         file_count: 0,
         total_bytes: 0,
         stopped_computers,

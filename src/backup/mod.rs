@@ -8,6 +8,8 @@
 //!   maintenance takes it alone).
 //! * [`journal`]: the restore journal, and the rollback every start runs first.
 //! * [`restore`]: verify while staging, keep the old data, swap by rename, log.
+//! * [`postgres`]: the same archives of a control plane on PostgreSQL (its database as
+//!   `yy.db`, its blob directory's files), and their restore into such a database.
 //! * [`computers`]: a Runner's computers stopped and confirmed before maintenance.
 //! * [`progress`]: bars on a terminal, nothing otherwise.
 //! * [`bench`]: `yy bench backup` against `tar` and `sha256sum`.
@@ -21,6 +23,7 @@ pub mod computers;
 pub mod journal;
 pub mod lock;
 pub mod manifest;
+pub mod postgres;
 pub mod progress;
 pub mod restore;
 

@@ -346,29 +346,7 @@ pub fn restore(
     let started = Instant::now();
     let mut opened = archive::open(archive)?;
     let m = opened.manifest.clone();
-    if m.kind != kind {
-        let how = match m.kind {
-            Kind::ControlPlane => "yy restore",
-            Kind::Runner => "yy runner restore",
-        };
-        return Err(BackupError::Invalid(format!(
-            "{} is a {} backup: restore it with `{how}`",
-            archive.display(),
-            m.kind.as_str()
-        )));
-    }
-    let known = match kind {
-        Kind::ControlPlane => crate::server::store::LATEST_VERSION,
-        Kind::Runner => super::RUNNER_LAYOUT_VERSION,
-    };
-    if m.schema_version > known {
-        return Err(BackupError::Newer(format!(
-            "{} was made by yy {} with schema version {}, newer than this yy knows ({known}): restore it with that yy or a later one",
-            archive.display(),
-            m.yy_version,
-            m.schema_version
-        )));
-    }
+    check_manifest(kind, archive, &m)?;
     if kind == Kind::ControlPlane && !from_other_server {
         check_same_server(archive, &m, &s.dir)?;
     }
@@ -495,6 +473,34 @@ pub fn restore(
     })
 }
 
+/// Refuses an archive of the other kind, or from a newer schema than this yy knows.
+pub(super) fn check_manifest(kind: Kind, archive: &Path, m: &Manifest) -> Result<()> {
+    if m.kind != kind {
+        let how = match m.kind {
+            Kind::ControlPlane => "yy restore",
+            Kind::Runner => "yy runner restore",
+        };
+        return Err(BackupError::Invalid(format!(
+            "{} is a {} backup: restore it with `{how}`",
+            archive.display(),
+            m.kind.as_str()
+        )));
+    }
+    let known = match kind {
+        Kind::ControlPlane => crate::server::store::LATEST_VERSION,
+        Kind::Runner => super::RUNNER_LAYOUT_VERSION,
+    };
+    if m.schema_version > known {
+        return Err(BackupError::Newer(format!(
+            "{} was made by yy {} with schema version {}, newer than this yy knows ({known}): restore it with that yy or a later one",
+            archive.display(),
+            m.yy_version,
+            m.schema_version
+        )));
+    }
+    Ok(())
+}
+
 /// A control plane backup replaces every account of the server it is restored into: that
 /// is refused when the archive comes from another server (or does not say which), unless
 /// asked for. A directory without a database (or with one older than identities) is new.
@@ -503,7 +509,19 @@ fn check_same_server(archive: &Path, m: &Manifest, dir: &Path) -> Result<()> {
     if !db.symlink_metadata().is_ok_and(|m| m.is_file()) {
         return Ok(());
     }
-    let Some(here) = super::collect::server_identity_of(&db) else {
+    let here = super::collect::server_identity_of(&db);
+    same_server(archive, m, here, &dir.display().to_string())
+}
+
+/// Refuses `archive` when it is not a backup of the server whose identity is `here` (in
+/// `into`), unless there is none to compare with.
+pub(super) fn same_server(
+    archive: &Path,
+    m: &Manifest,
+    here: Option<String>,
+    into: &str,
+) -> Result<()> {
+    let Some(here) = here else {
         return Ok(());
     };
     let from = match &m.server_id {
@@ -512,9 +530,8 @@ fn check_same_server(archive: &Path, m: &Manifest, dir: &Path) -> Result<()> {
         None => "a server it does not name (made by an older yy)".to_string(),
     };
     Err(BackupError::Invalid(format!(
-        "{} is a backup of {from}: restoring it into {} replaces every account there; pass --from-other-server if that is what you want",
+        "{} is a backup of {from}: restoring it into {into} replaces every account there; pass --from-other-server if that is what you want",
         archive.display(),
-        dir.display()
     )))
 }
 
@@ -570,7 +587,7 @@ fn swap(
 }
 
 /// Unpacks and verifies into `staging`, syncs it and checks its databases.
-fn stage(
+pub(super) fn stage(
     opened: &mut archive::Opened,
     staging: &Path,
     m: &Manifest,
@@ -613,7 +630,7 @@ fn stage(
 }
 
 /// Brings a restored control plane database to this yy's schema.
-fn migrate(dir: &Path) -> Result<Option<(i64, i64)>> {
+pub(super) fn migrate(dir: &Path) -> Result<Option<(i64, i64)>> {
     let path = crate::server::store::db_path(dir);
     let db_err = |e: rusqlite::Error| {
         BackupError::Db(format!(

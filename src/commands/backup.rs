@@ -14,6 +14,7 @@ use crate::backup::{self, BackupError, Kind, Siblings, archive, journal};
 use crate::computer::workspaces;
 use crate::error::CliError;
 use crate::output;
+use crate::server::store::transfer;
 
 #[derive(Debug, Args)]
 pub struct BackupArgs {
@@ -36,6 +37,12 @@ pub struct CreateArgs {
     /// Data directory of `yy serve` [default: $XDG_DATA_HOME/yy]
     #[arg(long, value_name = "DIR", env = "YY_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub database: super::database::DatabaseArgs,
+    /// With --database: the directory of the artifact files (`yy serve --blob-dir`)
+    /// [default: DATA_DIR/artifacts]
+    #[arg(long, value_name = "DIR")]
+    pub blob_dir: Option<PathBuf>,
     #[command(flatten)]
     pub archive: ArchiveOut,
 }
@@ -74,6 +81,12 @@ pub struct RestoreArgs {
     /// from): every account of this server is replaced by the archive's
     #[arg(long)]
     pub from_other_server: bool,
+    #[command(flatten)]
+    pub database: super::database::DatabaseArgs,
+    /// With --database: where the artifact files go (`yy serve --blob-dir`) [default:
+    /// DATA_DIR/artifacts]
+    #[arg(long, value_name = "DIR")]
+    pub blob_dir: Option<PathBuf>,
     /// Print the summary as JSON
     #[arg(long)]
     pub json: bool,
@@ -100,7 +113,7 @@ pub struct RunnerRestoreArgs {
     pub json: bool,
 }
 
-fn cli(e: BackupError) -> anyhow::Error {
+pub fn cli(e: BackupError) -> anyhow::Error {
     CliError::new(crate::error::backup_exit(&e), e.to_string()).into()
 }
 
@@ -170,6 +183,17 @@ fn print_created(c: &Created, as_json: bool) -> anyhow::Result<()> {
 async fn create(a: CreateArgs) -> anyhow::Result<()> {
     let dir = data_dir_or_default(a.data_dir)?;
     let json = a.archive.json;
+    if let Some(url) = a.database.postgres_url()?.map(str::to_owned) {
+        let blobs = a
+            .blob_dir
+            .unwrap_or_else(|| transfer::default_blob_dir(&dir));
+        let created = blocking(move || {
+            let out = collect::check_output(&blobs, &a.archive.output, a.archive.force)?;
+            backup::postgres::create(&url, &blobs, &out, true)
+        })
+        .await?;
+        return print_created(&created, json);
+    }
     let created = blocking(move || {
         let out = collect::check_output(&dir, &a.archive.output, a.archive.force)?;
         let s = Siblings::of(&dir)?;
@@ -351,6 +375,52 @@ fn print_restored(r: &Restored, as_json: bool) -> anyhow::Result<()> {
     ))?)
 }
 
+fn print_restored_postgres(r: &backup::postgres::Restored, as_json: bool) -> anyhow::Result<()> {
+    let t = &r.report;
+    if as_json {
+        return output::json(&json!({
+            "database": r.database,
+            "sha256": r.sha256,
+            "kind": r.manifest.kind,
+            "file_count": r.manifest.file_count,
+            "total_bytes": r.manifest.total_bytes,
+            "schema_version": r.manifest.schema_version,
+            "migrated_to": r.migrated.map(|(_, to)| to),
+            "created_at": r.manifest.created_at,
+            "rows": t.rows,
+            "replaced_rows": t.replaced_rows,
+            "tables": t.tables,
+            "artifacts": t.artifacts,
+            "seconds": r.elapsed.as_secs_f64(),
+        }));
+    }
+    let migrated = r
+        .migrated
+        .map(|(a, b)| format!(", database migrated from schema {a} to {b}"))
+        .unwrap_or_default();
+    let files = match &t.artifacts {
+        Some(c) if c.same_directory => String::new(),
+        Some(c) if c.files > 0 => format!(
+            "; {} ({}) written to {}",
+            plural(c.files, "artifact file", "artifact files"),
+            human_bytes(c.bytes),
+            c.to.display()
+        ),
+        _ => String::new(),
+    };
+    Ok(output::print(&format!(
+        "restored {} ({}) into {} in {:.1}s{migrated}: {} in {}, in place of {}{files}; every table read back with the same rows and SHA-256; sha256 {}",
+        plural(r.manifest.file_count, "file", "files"),
+        human_bytes(r.manifest.total_bytes),
+        r.database,
+        r.elapsed.as_secs_f64(),
+        plural(t.rows, "row", "rows"),
+        plural(t.tables.len(), "table", "tables"),
+        plural(t.replaced_rows, "row", "rows"),
+        r.sha256
+    ))?)
+}
+
 fn note(said: Option<String>) {
     if let Some(said) = said {
         eprintln!("note: {said}");
@@ -359,6 +429,15 @@ fn note(said: Option<String>) {
 
 pub async fn restore(a: RestoreArgs) -> anyhow::Result<()> {
     let dir = data_dir_or_default(a.data_dir)?;
+    if let Some(url) = a.database.postgres_url()?.map(str::to_owned) {
+        let blobs = a
+            .blob_dir
+            .unwrap_or_else(|| transfer::default_blob_dir(&dir));
+        let (file, other) = (a.file, a.from_other_server);
+        let restored =
+            blocking(move || backup::postgres::restore(&file, &url, &blobs, other, true)).await?;
+        return print_restored_postgres(&restored, a.json);
+    }
     let file = a.file;
     let other = a.from_other_server;
     let restored = blocking(move || {

@@ -36,6 +36,7 @@ pub mod service;
 pub mod session;
 pub mod source;
 pub mod status;
+pub mod store;
 pub mod subtask;
 pub mod team;
 pub mod token;
@@ -274,6 +275,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Artifact(args) => artifact::run(args).await,
         Command::Backup(args) => backup::run(args).await,
         Command::Restore(args) => backup::restore(args).await,
+        Command::Store(args) => store::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Image(args) => image::run(args).await,
         Command::Service(args) => service::run(args).await,

@@ -65,6 +65,7 @@ pub mod team_tools;
 pub mod teams;
 #[cfg(test)]
 mod tests;
+pub mod transfer;
 pub mod turn_waits;
 #[cfg(test)]
 mod wait_tests;
@@ -284,6 +285,24 @@ impl Store {
         let result = f(&mut guard);
         let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
         guard.execute_batch(end)?;
+        result
+    }
+
+    /// Runs `f` in one transaction of its own on the calling thread (between the database
+    /// thread's batches), committed when it returns Ok and rolled back otherwise: for work
+    /// on the whole database ([`transfer`]). On PostgreSQL it holds the store's lock.
+    pub fn transaction<R, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&Db) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        guard.begin().map_err(StoreError::from)?;
+        let result = f(&guard);
+        if result.is_err() {
+            let _ = guard.execute_batch("ROLLBACK");
+            return result;
+        }
+        guard.execute_batch("COMMIT").map_err(StoreError::from)?;
         result
     }
 }

@@ -47,6 +47,19 @@ pub fn redacted(url: &str) -> String {
         }
         return parsed.to_string();
     }
+    if let Some((scheme, rest)) = url.split_once("://") {
+        // A URL the parser refused (a bad port, say) may still hold a password: keep only
+        // the user of its `user:password@`.
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(end);
+        return match authority.rsplit_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split(':').next().unwrap_or_default();
+                format!("{scheme}://{user}@{host}{tail}")
+            }
+            None => url.to_string(),
+        };
+    }
     url.split_whitespace()
         .filter(|kv| !kv.to_ascii_lowercase().starts_with("password="))
         .collect::<Vec<_>>()
@@ -92,6 +105,10 @@ mod tests {
         assert_eq!(
             redacted("host=/run/pg user=yy password=s3cret dbname=yy"),
             "host=/run/pg user=yy dbname=yy"
+        );
+        assert_eq!(
+            redacted("postgres://yy:s3cret@db.example:bad/yy?x=1"),
+            "postgres://yy@db.example:bad/yy?x=1"
         );
         assert_eq!(
             redacted("postgres://127.0.0.1/yy"),
