@@ -136,6 +136,20 @@ impl FromRequestParts<AppState> for RunnerCaller {
     }
 }
 
+/// The connection generation a machine request carries.
+pub fn generation_header(headers: &axum::http::HeaderMap) -> Result<Generation, ApiError> {
+    headers
+        .get(HEADER_GENERATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .map(Generation)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "missing or malformed {HEADER_GENERATION} header: connect first"
+            ))
+        })
+}
+
 fn unknown_runner() -> ApiError {
     ApiError::new(
         StatusCode::UNAUTHORIZED,
@@ -149,14 +163,7 @@ impl FromRequestParts<AppState> for Current {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = RunnerCaller::from_request_parts(parts, state).await?;
-        let generation = header(parts, HEADER_GENERATION)
-            .and_then(|v| v.parse().ok())
-            .map(Generation)
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "missing or malformed {HEADER_GENERATION} header: connect first"
-                ))
-            })?;
+        let generation = generation_header(&parts.headers)?;
         state
             .queue
             .check_live(&caller.runner_id, generation, &caller.instance)

@@ -213,16 +213,7 @@ pub async fn runner_shell(
     Path(relay_id): Path<String>,
     ws: WsUpgrade,
 ) -> Result<Response, ApiError> {
-    let generation = headers
-        .get(HEADER_GENERATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
-        .map(Generation)
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "missing or malformed {HEADER_GENERATION} header: connect first"
-            ))
-        })?;
+    let generation = super::machine::generation_header(&headers)?;
     let relayed = headers.contains_key(HEADER_RELAYED_BY);
     if relayed {
         // Carried on by the replica the Runner is connected to: the database says which
