@@ -1,6 +1,6 @@
 //! Artifact records: provenance, size, SHA-256 and how much of an upload is verified. The
-//! bytes are files (see `server::artifacts`); a row is `ready` only once the whole file was
-//! checked and renamed into place.
+//! bytes are files or rows of `artifact_chunks` (see `server::artifacts`); a row is `ready`
+//! only once the whole file was checked and sealed.
 
 use super::db::{Db, Row};
 use rusqlite::{OptionalExtension, params};
@@ -383,9 +383,14 @@ pub fn record_received(conn: &Db, id: &str, received: i64) -> Result<(), StoreEr
     Ok(())
 }
 
-/// Back to the start: the stored part did not match what was recorded.
+/// Back to the start: the stored part did not match what was recorded. Chunks kept in the
+/// database (`artifact_chunks`) go too.
 pub fn restart(conn: &Db, id: &str) -> Result<(), StoreError> {
-    record_received(conn, id, 0)
+    let tx = conn.savepoint()?;
+    record_received(&tx, id, 0)?;
+    tx.execute("DELETE FROM artifact_chunks WHERE artifact_id = ?1", [id])?;
+    tx.commit()?;
+    Ok(())
 }
 
 /// The whole file was verified (its SHA-256 `sha256`) and renamed into place.
@@ -443,7 +448,11 @@ pub fn attachable(
     let mut out: Vec<wire::AttachmentRef> = Vec::new();
     for key in keys {
         let a = get(conn, key)?;
-        if a.kind != ArtifactKind::Input || a.account_id.as_deref() != Some(account_id) {
+        // Not while it uploads (an attached file whose bytes go into the database).
+        if a.kind != ArtifactKind::Input
+            || a.account_id.as_deref() != Some(account_id)
+            || !a.is_ready()
+        {
             return Err(no_artifact(key));
         }
         if a.turn_id.is_some() || out.iter().any(|o| o.artifact_id == a.id) {

@@ -24,6 +24,7 @@ macro_rules! from_columns {
 
 pub mod accounts;
 pub mod agents;
+pub mod artifact_chunks;
 #[cfg(test)]
 mod artifact_tests;
 pub mod artifacts;
