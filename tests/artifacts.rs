@@ -101,15 +101,28 @@ fn an_exported_binary_comes_back_byte_identical() {
     s.env
         .run(&["artifact", "get", id, "-o", dest.to_str().unwrap()])
         .fails(2, "already exists");
-    // The bytes are a file of the data directory, nothing partial is left beside it.
-    let stored = s.env.data_dir().join("artifacts").join(id);
-    assert_eq!(std::fs::metadata(&stored).unwrap().len(), 9_000_000);
-    let parts: Vec<_> = std::fs::read_dir(s.env.data_dir().join("artifacts"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
-        .collect();
-    assert!(parts.is_empty(), "{parts:?}");
+    // The bytes are kept whole, nothing partial beside them: a file of the data directory
+    // (SQLite), or chunks in the database (PostgreSQL without --blob-dir), 4 MiB each.
+    let dir = s.env.data_dir().join("artifacts");
+    if s.env.on_postgres() {
+        let chunks = s.env.sql(&format!(
+            "SELECT count(*), sum(length(data)) FROM artifact_chunks WHERE artifact_id = '{id}'"
+        ));
+        assert_eq!(
+            chunks,
+            [[Some("3".to_string()), Some("9000000".to_string())]]
+        );
+        assert_eq!(std::fs::read_dir(&dir).map_or(0, |d| d.count()), 0);
+    } else {
+        let stored = dir.join(id);
+        assert_eq!(std::fs::metadata(&stored).unwrap().len(), 9_000_000);
+        let parts: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+            .collect();
+        assert!(parts.is_empty(), "{parts:?}");
+    }
     assert_eq!(s.model.steps().len(), 5);
 }
 
@@ -175,6 +188,52 @@ fn an_attached_file_is_in_the_guest_workspace_before_the_model_starts() {
     s.env
         .run(&["chat", "box", "x", "--attach", big.to_str().unwrap()])
         .fails(6, "at most 16 MiB");
+}
+
+/// `POST /api/v1/uploads` (what `yy chat --attach` sends): a damaged body is refused and
+/// leaves nothing behind; an intact one larger than a chunk of the database comes back
+/// byte-identical.
+#[test]
+fn an_attached_file_is_kept_whole_or_not_at_all() {
+    let env = Env::new();
+    let server = env.bootstrap();
+    let auth = format!("Bearer {}", env.stored_token());
+    // Text (the raw HTTP helper sends strings), over one 4 MiB chunk.
+    let data: String = (0..(5 * 1024 * 1024 + 123))
+        .map(|i| (b'a' + (i * 11 % 26) as u8) as char)
+        .collect();
+    let upload = |sha: &str| {
+        http(
+            &server.addr(),
+            "POST",
+            "/api/v1/uploads?name=notes.txt",
+            &[("Authorization", auth.as_str()), ("yy-sha256", sha)],
+            &data,
+        )
+        .unwrap()
+    };
+    let (status, body) = upload(&sha256_hex(b"other bytes"));
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("arrived damaged"), "{body}");
+    assert_eq!(env.json(&["artifact", "list"]), json!([]));
+    let dir = env.data_dir().join("artifacts");
+    assert_eq!(std::fs::read_dir(&dir).map_or(0, |d| d.count()), 0);
+    if env.on_postgres() {
+        assert_eq!(env.sql_number("SELECT count(*) FROM artifact_chunks"), 0);
+    }
+
+    let (status, body) = upload(&sha256_hex(data.as_bytes()));
+    assert_eq!(status, 200, "{body}");
+    let a: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(a["state"], "ready", "{a}");
+    assert_eq!(a["kind"], "input", "{a}");
+    assert_eq!(a["size"], data.len(), "{a}");
+    let id = a["id"].as_str().unwrap();
+    assert_eq!(stored_len(&env, id, id), data.len() as u64);
+    let dest = env.path("notes.out");
+    env.run(&["artifact", "get", id, "-o", dest.to_str().unwrap()])
+        .ok();
+    assert!(std::fs::read(&dest).unwrap() == data.as_bytes());
 }
 
 /// A Runner driven by hand over the machine API: connected, with a running `fetch`.
@@ -286,16 +345,24 @@ impl Raw {
         )
     }
 
+    /// The bytes of upload `id` the control plane holds: its part file, or its chunks in
+    /// the database.
     fn part_len(&self, id: &str) -> u64 {
-        std::fs::metadata(
-            self.env
-                .data_dir()
-                .join("artifacts")
-                .join(format!("{id}.part")),
-        )
+        stored_len(&self.env, id, &format!("{id}.part"))
+    }
+}
+
+/// The bytes the control plane holds of artifact `id`: the file `name` of its artifact
+/// directory (SQLite), or its chunks in the database (PostgreSQL without --blob-dir).
+fn stored_len(env: &Env, id: &str, name: &str) -> u64 {
+    if env.on_postgres() {
+        return env.sql_number(&format!(
+            "SELECT coalesce(sum(length(data)), 0) FROM artifact_chunks WHERE artifact_id = '{id}'"
+        )) as u64;
+    }
+    std::fs::metadata(env.data_dir().join("artifacts").join(name))
         .map(|m| m.len())
         .unwrap_or(0)
-    }
 }
 
 #[test]
@@ -427,10 +494,7 @@ fn an_upload_whose_whole_file_does_not_match_starts_over() {
     assert_eq!(shown["state"], "uploading");
     assert_eq!(shown["received"], 0);
     assert_eq!(r.part_len(&id), 0);
-    assert!(
-        !r.env.data_dir().join("artifacts").join(&id).exists(),
-        "never in place"
-    );
+    assert_eq!(stored_len(&r.env, &id, &id), 0, "never in place");
     // Stale generations transfer nothing.
     let (status, body) = machine(
         &r.server,
