@@ -25,6 +25,7 @@ macro_rules! from_columns {
 pub mod accounts;
 pub mod agents;
 pub mod artifact_chunks;
+mod artifact_inputs;
 #[cfg(test)]
 mod artifact_tests;
 pub mod artifacts;
