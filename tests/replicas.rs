@@ -313,6 +313,8 @@ fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_datab
     };
     let size = data.len().to_string();
     assert_eq!(chunks(&id), [[Some("2".to_string()), Some(size)]]);
+    let status = run_on(&env, &b, &["status", "--json"]).json();
+    assert_eq!(status["artifacts"], "database", "{status:#}");
     for replica in ["replica-a", "replica-b"] {
         let dir = env.path(replica).join("artifacts");
         assert!(
