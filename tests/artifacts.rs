@@ -3,16 +3,17 @@
 //! verified chunks and fetched back byte-identical; the machine API's refusals of corrupt
 //! and out-of-order chunks; resumed uploads; the limits; `yy chat --attach`.
 
+mod artifact_support;
 mod common;
 mod computer_support;
 
 use std::os::unix::fs::PermissionsExt;
 
+use artifact_support::{ask_follow, follow, follow_answer, raw_runner, sha256_hex, stored_len};
 use common::hermes::{WorkerSetup, worker_setup};
-use common::{Env, Out, STATUS, Server, http, machine, session_of};
+use common::{Env, Out, http, machine, session_of};
 use computer_support::test_image;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 type Setup = WorkerSetup;
 
@@ -25,10 +26,6 @@ fn tools(s: &Setup, chat: &Out) -> Vec<Value> {
     let shown = s.env.json(&["session", "show", &session_of(chat)]);
     assert_eq!(shown["turns"][0]["state"], "complete", "{shown}");
     shown["turns"][0]["tools"].as_array().unwrap().clone()
-}
-
-fn sha256_hex(data: &[u8]) -> String {
-    hex::encode(Sha256::digest(data))
 }
 
 #[test]
@@ -101,15 +98,28 @@ fn an_exported_binary_comes_back_byte_identical() {
     s.env
         .run(&["artifact", "get", id, "-o", dest.to_str().unwrap()])
         .fails(2, "already exists");
-    // The bytes are a file of the data directory, nothing partial is left beside it.
-    let stored = s.env.data_dir().join("artifacts").join(id);
-    assert_eq!(std::fs::metadata(&stored).unwrap().len(), 9_000_000);
-    let parts: Vec<_> = std::fs::read_dir(s.env.data_dir().join("artifacts"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
-        .collect();
-    assert!(parts.is_empty(), "{parts:?}");
+    // The bytes are kept whole, nothing partial beside them: a file of the data directory
+    // (SQLite), or chunks in the database (PostgreSQL without --blob-dir), 4 MiB each.
+    let dir = s.env.data_dir().join("artifacts");
+    if s.env.on_postgres() {
+        let chunks = s.env.sql(&format!(
+            "SELECT count(*), sum(length(data)) FROM artifact_chunks WHERE artifact_id = '{id}'"
+        ));
+        assert_eq!(
+            chunks,
+            [[Some("3".to_string()), Some("9000000".to_string())]]
+        );
+        assert_eq!(std::fs::read_dir(&dir).map_or(0, |d| d.count()), 0);
+    } else {
+        let stored = dir.join(id);
+        assert_eq!(std::fs::metadata(&stored).unwrap().len(), 9_000_000);
+        let parts: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+            .collect();
+        assert!(parts.is_empty(), "{parts:?}");
+    }
     assert_eq!(s.model.steps().len(), 5);
 }
 
@@ -177,125 +187,50 @@ fn an_attached_file_is_in_the_guest_workspace_before_the_model_starts() {
         .fails(6, "at most 16 MiB");
 }
 
-/// A Runner driven by hand over the machine API: connected, with a running `fetch`.
-struct Raw {
-    env: Env,
-    server: Server,
-    token: String,
-    instance: String,
-    generation: i64,
-    command: String,
-}
-
-fn raw_runner() -> Raw {
+/// `POST /api/v1/uploads` (what `yy chat --attach` sends): a damaged body is refused and
+/// leaves nothing behind; an intact one larger than a chunk of the database comes back
+/// byte-identical.
+#[test]
+fn an_attached_file_is_kept_whole_or_not_at_all() {
     let env = Env::new();
     let server = env.bootstrap();
-    let reg = env.register_runner(&server, "main", &[]);
-    let instance = uuid::Uuid::new_v4().to_string();
-    let (status, connected) = machine(
-        &server,
-        "/runner/v1/connect",
-        &reg.token,
-        &instance,
-        None,
-        &[],
-        STATUS,
-    );
-    assert_eq!(status, 200, "{connected}");
-    let generation = connected["generation"].as_i64().unwrap();
     let auth = format!("Bearer {}", env.stored_token());
-    let (status, body) = http(
-        &server.addr(),
-        "POST",
-        &format!("/api/v1/runners/{}/fetch", reg.id),
-        &[
-            ("Authorization", auth.as_str()),
-            ("Content-Type", "application/json"),
-        ],
-        r#"{"path": "/srv/out.txt"}"#,
-    )
-    .unwrap();
-    assert_eq!(status, 200, "{body}");
-    let command = serde_json::from_str::<Value>(&body).unwrap()["id"]
-        .as_str()
+    // Text (the raw HTTP helper sends strings), over one 4 MiB chunk.
+    let data: String = (0..(5 * 1024 * 1024 + 123))
+        .map(|i| (b'a' + (i * 11 % 26) as u8) as char)
+        .collect();
+    let upload = |sha: &str| {
+        http(
+            &server.addr(),
+            "POST",
+            "/api/v1/uploads?name=notes.txt",
+            &[("Authorization", auth.as_str()), ("yy-sha256", sha)],
+            &data,
+        )
         .unwrap()
-        .to_string();
-    let call = |path: &str, body: &str| {
-        machine(
-            &server,
-            path,
-            &reg.token,
-            &instance,
-            Some(generation),
-            &[],
-            body,
-        )
     };
-    let (status, leased) = call("/runner/v1/lease", r#"{"max": 1, "wait_ms": 0}"#);
-    assert_eq!(status, 200, "{leased}");
-    let (status, started) = call(&format!("/runner/v1/commands/{command}/start"), "{}");
-    assert_eq!(status, 200, "{started}");
-    Raw {
-        env,
-        server,
-        token: reg.token,
-        instance,
-        generation,
-        command,
-    }
-}
-
-impl Raw {
-    fn post(&self, path: &str, body: &str) -> (u16, Value) {
-        machine(
-            &self.server,
-            path,
-            &self.token,
-            &self.instance,
-            Some(self.generation),
-            &[],
-            body,
-        )
+    let (status, body) = upload(&sha256_hex(b"other bytes"));
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("arrived damaged"), "{body}");
+    assert_eq!(env.json(&["artifact", "list"]), json!([]));
+    let dir = env.data_dir().join("artifacts");
+    assert_eq!(std::fs::read_dir(&dir).map_or(0, |d| d.count()), 0);
+    if env.on_postgres() {
+        assert_eq!(env.sql_number("SELECT count(*) FROM artifact_chunks"), 0);
     }
 
-    fn chunk(&self, id: &str, n: u64, data: &str, sha: &str) -> (u16, Value) {
-        self.chunk_checked(id, n, data, ("yy-sha256", sha))
-    }
-
-    /// A chunk with the given checksum header (`yy-sha256` or `yy-crc32`).
-    fn chunk_checked(&self, id: &str, n: u64, data: &str, check: (&str, &str)) -> (u16, Value) {
-        let g = self.generation.to_string();
-        let auth = format!("Bearer {}", self.token);
-        let (status, text) = http(
-            &self.server.addr(),
-            "PUT",
-            &format!("/runner/v1/artifacts/{id}/chunks/{n}"),
-            &[
-                ("Authorization", auth.as_str()),
-                ("yy-protocol", "1"),
-                ("yy-runner-instance", self.instance.as_str()),
-                ("yy-generation", g.as_str()),
-                check,
-            ],
-            data,
-        )
-        .unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    fn part_len(&self, id: &str) -> u64 {
-        std::fs::metadata(
-            self.env
-                .data_dir()
-                .join("artifacts")
-                .join(format!("{id}.part")),
-        )
-        .map(|m| m.len())
-        .unwrap_or(0)
-    }
+    let (status, body) = upload(&sha256_hex(data.as_bytes()));
+    assert_eq!(status, 200, "{body}");
+    let a: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(a["state"], "ready", "{a}");
+    assert_eq!(a["kind"], "input", "{a}");
+    assert_eq!(a["size"], data.len(), "{a}");
+    let id = a["id"].as_str().unwrap();
+    assert_eq!(stored_len(&env, id, id), data.len() as u64);
+    let dest = env.path("notes.out");
+    env.run(&["artifact", "get", id, "-o", dest.to_str().unwrap()])
+        .ok();
+    assert!(std::fs::read(&dest).unwrap() == data.as_bytes());
 }
 
 #[test]
@@ -427,10 +362,7 @@ fn an_upload_whose_whole_file_does_not_match_starts_over() {
     assert_eq!(shown["state"], "uploading");
     assert_eq!(shown["received"], 0);
     assert_eq!(r.part_len(&id), 0);
-    assert!(
-        !r.env.data_dir().join("artifacts").join(&id).exists(),
-        "never in place"
-    );
+    assert_eq!(stored_len(&r.env, &id, &id), 0, "never in place");
     // Stale generations transfer nothing.
     let (status, body) = machine(
         &r.server,
@@ -495,55 +427,6 @@ fn an_upload_begun_without_its_sha256_is_checked_against_the_one_the_finish_carr
         .run(&["artifact", "get", &id, "-o", dest.to_str().unwrap()])
         .ok();
     assert_eq!(std::fs::read(&dest).unwrap(), data.as_bytes());
-}
-
-/// `GET /api/v1/commands/{id}/artifact` on a raw connection: its status, Content-Length,
-/// and the stream positioned at the body.
-fn follow(
-    addr: &str,
-    token: &str,
-    command: &str,
-) -> (u16, u64, std::io::BufReader<std::net::TcpStream>) {
-    follow_answer(ask_follow(addr, token, command))
-}
-
-/// Sends the follow request of [`follow`].
-fn ask_follow(addr: &str, token: &str, command: &str) -> std::net::TcpStream {
-    use std::io::Write;
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /api/v1/commands/{command}/artifact HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    stream
-}
-
-/// Reads the answer of [`ask_follow`] up to its body.
-fn follow_answer(
-    stream: std::net::TcpStream,
-) -> (u16, u64, std::io::BufReader<std::net::TcpStream>) {
-    use std::io::BufRead;
-    let mut reader = std::io::BufReader::new(stream);
-    let (mut status, mut length) = (0, 0);
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(s) = line.strip_prefix("HTTP/1.1 ") {
-            status = s[..3].parse().unwrap();
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length: ") {
-            length = v.parse().unwrap();
-        }
-    }
-    (status, length, reader)
 }
 
 #[test]

@@ -80,6 +80,7 @@ const UNDO: &[&str] = &[
     "ALTER TABLE turn_waits DROP COLUMN seq",
     "DROP TABLE replicas",
     "ALTER TABLE replicas DROP COLUMN peer_url, DROP COLUMN cert_sha256",
+    "DROP TABLE artifact_chunks",
 ];
 
 #[tokio::test]

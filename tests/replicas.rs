@@ -196,6 +196,14 @@ fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_share
     let blob_dir = ["--blob-dir", blobs.to_str().unwrap()];
     let a = Server::start_with(&env, &env.path("replica-a"), "127.0.0.1:0", &blob_dir);
     let b = Server::start_with(&env, &env.path("replica-b"), "127.0.0.1:0", &blob_dir);
+    let log = b.log();
+    assert!(
+        log.contains(&format!(
+            "artifact bytes are kept in files in {}",
+            blobs.display()
+        )),
+        "{log}"
+    );
     env.login(&a, "root");
     let root = env.path("roots");
     std::fs::create_dir(&root).unwrap();
@@ -226,6 +234,107 @@ fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_share
         std::fs::read(&again).unwrap(),
         b"made on the runner's host\n"
     );
+    // With --blob-dir the bytes are files there, none in the database.
+    assert!(blobs.join(&id).exists());
+    let rows =
+        common::postgres::simple_query(&cluster.url(), "SELECT count(*) FROM artifact_chunks");
+    assert_eq!(rows, [[Some("0".to_string())]]);
+}
+
+/// Without --blob-dir the bytes are kept in the database: a file fetched through replica A
+/// (the Runner and the CLI on A) is downloaded through replica B byte-identical, with nothing
+/// shared but the database, and its chunks go with the artifact when the retention removes
+/// it.
+#[test]
+fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_database() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let env = env_on(&cluster);
+    env.create_admin("root");
+    // A fetched file stays for the retention at most: 30 s here, to see it go.
+    let retention = ["--retention", "30s"];
+    let a = Server::start_with(&env, &env.path("replica-a"), "127.0.0.1:0", &retention);
+    let b = Server::start_with(&env, &env.path("replica-b"), "127.0.0.1:0", &retention);
+    for server in [&a, &b] {
+        let log = server.log();
+        assert!(
+            log.contains("artifact bytes are kept in the database"),
+            "{log}"
+        );
+        assert!(!log.contains("cannot serve"), "{log}");
+    }
+    env.login(&a, "root");
+    let root = env.path("roots");
+    std::fs::create_dir(&root).unwrap();
+    let file = root.join("report.bin");
+    // More than one chunk (the Runner sends 4 MiB ones), not a multiple of it.
+    let data: Vec<u8> = (0..5 * 1024 * 1024 + 17)
+        .map(|_| rand::random::<u8>())
+        .collect();
+    std::fs::write(&file, &data).unwrap();
+    let reg = env.register_runner(&a, "main", &["--artifact-root", root.to_str().unwrap()]);
+    let (_runner, _) = env.start_online(&reg, "runner", 0);
+    let fetched = env.path("fetched.bin");
+    env.run(&[
+        "runner",
+        "fetch",
+        &reg.id,
+        file.to_str().unwrap(),
+        "-o",
+        fetched.to_str().unwrap(),
+    ])
+    .ok();
+    assert!(
+        std::fs::read(&fetched).unwrap() == data,
+        "fetched through A"
+    );
+    let listed = run_on(&env, &b, &["artifact", "list", "--json"]).json();
+    let id = listed[0]["id"].as_str().unwrap().to_string();
+    let again = env.path("again.bin");
+    run_on(
+        &env,
+        &b,
+        &["artifact", "get", &id, "-o", again.to_str().unwrap()],
+    )
+    .ok();
+    assert!(
+        std::fs::read(&again).unwrap() == data,
+        "downloaded through B"
+    );
+    // In the database, as two chunks; no replica has a file of it.
+    let chunks = |id: &str| {
+        common::postgres::simple_query(
+            &cluster.url(),
+            &format!(
+                "SELECT count(*), coalesce(sum(length(data)), 0) FROM artifact_chunks WHERE artifact_id = '{id}'"
+            ),
+        )
+    };
+    let size = data.len().to_string();
+    assert_eq!(chunks(&id), [[Some("2".to_string()), Some(size)]]);
+    let status = run_on(&env, &b, &["status", "--json"]).json();
+    assert_eq!(status["artifacts"], "database", "{status:#}");
+    for replica in ["replica-a", "replica-b"] {
+        let dir = env.path(replica).join("artifacts");
+        assert!(
+            std::fs::read_dir(&dir).map_or(0, |d| d.count()) == 0,
+            "{replica} keeps artifact files"
+        );
+    }
+
+    // The retention removes the artifact, and its chunks with it.
+    common::wait_for(Duration::from_secs(90), "the artifact removed", || {
+        let shown = run_on(&env, &b, &["artifact", "show", &id]);
+        (shown.code != 0).then_some(())
+    });
+    assert_eq!(
+        chunks(&id),
+        [[Some("0".to_string()), Some("0".to_string())]]
+    );
+    let left =
+        common::postgres::simple_query(&cluster.url(), "SELECT count(*) FROM artifact_chunks");
+    assert_eq!(left, [[Some("0".to_string())]]);
 }
 
 /// Chat with the CLI on replica B and the Runner (with its Hermes and the scripted model)

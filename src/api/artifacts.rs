@@ -1,6 +1,7 @@
 //! Artifacts: files that leave an agent's computer (or a Runner's host) through the control
 //! plane, verified chunk by chunk and as a whole, and files that go in (`--attach`).
-//! The bytes live in files under the control plane's data directory, never in SQLite.
+//! The control plane keeps the bytes as files (its artifact directory), or, on PostgreSQL
+//! without `yy serve --blob-dir`, as chunks in its database.
 
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +37,7 @@ super::states::word_enum! {
 }
 
 super::states::word_enum! {
-    /// An artifact is `ready` only once the whole file was checked and renamed into place.
+    /// An artifact is `ready` only once the whole file was checked and sealed.
     ArtifactState {
         Uploading = "uploading",
         Ready = "ready",

@@ -27,6 +27,10 @@ pub struct Status {
     /// (empty with the embedded SQLite file).
     #[serde(default)]
     pub replicas: Vec<StatusReplica>,
+    /// Where artifact bytes are kept: `files` (a directory of this replica: DATA_DIR/artifacts
+    /// or `--blob-dir`) or `database` (PostgreSQL, which every replica serves from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -28,9 +28,9 @@ pub struct ServeArgs {
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
     pub database: super::database::DatabaseArgs,
-    /// Keep artifact files in DIR instead of DATA_DIR/artifacts: with several replicas on
-    /// one PostgreSQL database, a directory they all mount (NFS, a shared volume), so that
-    /// a file uploaded through one is served by every one
+    /// Keep artifact bytes as files in DIR [default: with --database, in the PostgreSQL
+    /// database, which every replica serves from; else DATA_DIR/artifacts]. With several
+    /// replicas, a directory they all mount (NFS, a shared volume)
     #[arg(long, value_name = "DIR", env = "YY_BLOB_DIR")]
     pub blob_dir: Option<PathBuf>,
     /// With --database: how the other replicas reach this one (an operator's shell relay
@@ -202,22 +202,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         database_url: args.database.postgres_url()?.map(str::to_owned),
         peer_url,
     };
-    let blob_dir = args
-        .blob_dir
-        .clone()
-        .unwrap_or_else(|| data_dir.join("artifacts"));
-    if args.database.database.is_some() && args.blob_dir.is_none() {
-        tracing::warn!(
-            "artifact files stay in {}: other replicas cannot serve them; give every replica one shared --blob-dir",
-            blob_dir.display()
-        );
-    }
-    let files = server::artifacts::ArtifactFiles::open_at(blob_dir.clone()).map_err(|e| {
-        CliError::failure(format!(
-            "cannot create the artifact directory {}: {e}",
-            blob_dir.display()
-        ))
-    })?;
+    let files = artifact_files(&args, &data_dir)?;
+    tracing::info!("artifact bytes are kept in {}", files.blobs().describe());
     let (state, stop) = AppState::new(store, config, files);
     server::serve(listener, state, stop, shutdown)
         .await
@@ -225,6 +211,36 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("stopped");
     drop(instance);
     Ok(())
+}
+
+/// Where artifact bytes are kept: `--blob-dir` when given; else in the PostgreSQL database
+/// (every replica then serves every artifact), or with SQLite in `DATA_DIR/artifacts`.
+fn artifact_files(
+    args: &ServeArgs,
+    data_dir: &std::path::Path,
+) -> Result<server::artifacts::ArtifactFiles, CliError> {
+    let dir = match (&args.blob_dir, args.database.database.is_some()) {
+        (Some(dir), _) => dir.clone(),
+        (None, true) => {
+            let old = data_dir.join("artifacts");
+            let left = std::fs::read_dir(&old).map_or(0, |d| d.count());
+            if left > 0 {
+                tracing::warn!(
+                    "{} holds {left} artifact files from before: artifact bytes are kept in the database now, and those are not served; start with --blob-dir {} to serve them",
+                    old.display(),
+                    old.display()
+                );
+            }
+            return Ok(server::artifacts::ArtifactFiles::in_database());
+        }
+        (None, false) => data_dir.join("artifacts"),
+    };
+    server::artifacts::ArtifactFiles::open_at(dir.clone()).map_err(|e| {
+        CliError::failure(format!(
+            "cannot create the artifact directory {}: {e}",
+            dir.display()
+        ))
+    })
 }
 
 /// How the other replicas reach this one: `--peer-url` (checked), else the listen address

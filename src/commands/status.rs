@@ -51,8 +51,14 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
 /// The screen. Everything a Runner reported (engines, versions, errors) goes through the
 /// table's cleaning or [`clean`]: it is untrusted text on a terminal.
 pub fn render(s: &Status) -> String {
+    let artifacts = match s.artifacts.as_deref() {
+        Some("database") => ", artifacts in the database".to_string(),
+        Some("files") => ", artifacts in files".to_string(),
+        Some(other) => format!(", artifacts in {}", clean(other)),
+        None => String::new(),
+    };
     let mut out = format!(
-        "yy {} up {} (since {}), database {}\n",
+        "yy {} up {} (since {}), database {}{artifacts}\n",
         clean(&s.version),
         crate::timefmt::duration_words(i64::try_from(s.uptime_ms).unwrap_or(i64::MAX)),
         s.started_at,
@@ -209,6 +215,7 @@ mod tests {
                 started_at: "2026-01-01T00:00:00Z".into(),
                 seen_at: "2026-01-01T01:29:58Z".into(),
             }],
+            artifacts: Some("database".into()),
         };
         let text = render(&s);
         assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text}");
@@ -222,6 +229,7 @@ mod tests {
             "boom\\x07",
             "up, leads",
             "cp-2",
+            "MiB, artifacts in the database",
         ] {
             assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
         }

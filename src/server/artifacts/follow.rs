@@ -154,7 +154,7 @@ pub async fn command_artifact(
         artifact: row.id.clone(),
         following,
         restarts,
-        file: None,
+        source: None,
         sent: 0,
         size,
         last_move: tokio::time::Instant::now(),
@@ -179,7 +179,7 @@ struct Follow {
     artifact: String,
     following: Following,
     restarts: u64,
-    file: Option<Arc<std::fs::File>>,
+    source: Option<super::Source>,
     sent: u64,
     size: u64,
     last_move: tokio::time::Instant,
@@ -230,26 +230,17 @@ impl Follow {
 
     /// Up to a piece of the bytes between `sent` and `upto`.
     async fn read(&mut self, row: &ArtifactRow, upto: u64) -> std::io::Result<bytes::Bytes> {
-        let file = match &self.file {
-            Some(f) => f.clone(),
+        let source = match &self.source {
+            Some(s) => s.clone(),
             None => {
-                // The part file, or the artifact itself once it was sealed (a file opened
-                // while it was the part stays the same file after the rename).
-                let files = self.state.artifacts.clone();
-                let (part, whole, ready) =
-                    (files.part(&row.id), files.path(&row.id), row.is_ready());
-                let f = tokio::task::spawn_blocking(move || {
-                    std::fs::File::open(if ready { whole } else { part })
-                })
-                .await
-                .map_err(std::io::Error::other)??;
-                let f = Arc::new(f);
-                self.file = Some(f.clone());
-                f
+                let s = self.state.artifacts.source(&self.state.store, row).await?;
+                self.source = Some(s.clone());
+                s
             }
         };
-        let len = (upto - self.sent).min(super::SEND_PIECE as u64) as usize;
-        let bytes = super::read_piece(file, self.sent, len)
+        let len = source.piece(self.sent, upto);
+        let bytes = source
+            .read(self.sent, len)
             .await
             .map_err(std::io::Error::other)??;
         if bytes.is_empty() {

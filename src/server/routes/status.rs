@@ -59,7 +59,12 @@ pub async fn status(State(state): State<AppState>, _: Admin) -> Result<Json<Stat
         .collect();
     let turn = |s: &str| o.turns.get(s).copied().unwrap_or(0);
     let goal = |s: &str| o.goals.get(s).copied().unwrap_or(0);
+    let artifacts = match state.artifacts.blobs() {
+        crate::server::artifacts::Blobs::Dir(_) => "files",
+        crate::server::artifacts::Blobs::Database => "database",
+    };
     Ok(Json(Status {
+        artifacts: Some(artifacts.into()),
         version: crate::VERSION.into(),
         started_at: crate::timefmt::rfc3339(state.started_ms),
         uptime_ms: u64::try_from(state.started.elapsed().as_millis()).unwrap_or(u64::MAX),

@@ -6,7 +6,7 @@ use super::commands::{self, QueueLimits};
 use super::sessions::{self, Admission};
 use super::tests::{World, world};
 use super::{StoreError, agents, retention};
-use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, UploadBegin};
+use crate::api::artifacts::{CHUNK_BYTES, MAX_ARTIFACT_BYTES, MIN_CHUNK_BYTES, UploadBegin};
 use crate::api::capabilities;
 use crate::api::ids::{CommandId, Generation};
 use crate::api::machine::{FetchPayload, Outcome, RunnerCommand};
@@ -276,4 +276,139 @@ fn attachments_go_with_one_computer_turn_and_only_its_runner_downloads_them() {
         QueueLimits::default(),
     );
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+}
+
+/// A fetch command running in a new generation, and the upload it began of `size` bytes
+/// in chunks of 64 KiB: (generation, command, artifact id).
+fn fetch_upload(w: &mut World, size: u64) -> (Generation, CommandId, String) {
+    let generation = connect_worker(w);
+    let fetch = RunnerCommand::Fetch(FetchPayload {
+        path: "/srv/out.bin".into(),
+        artifact_roots: vec!["/srv".into()],
+    });
+    let runner = w.runner.clone();
+    let cmd =
+        commands::enqueue(&mut w.conn, &runner, &fetch, None, QueueLimits::default()).unwrap();
+    w.run(generation, &cmd.id);
+    let mut b = begin(&cmd.id, "out.bin", size);
+    b.chunk_size = MIN_CHUNK_BYTES;
+    let a = artifacts::begin(&mut w.conn, &runner, generation, &b).unwrap();
+    (generation, cmd.id, a.id)
+}
+
+fn chunk_rows(w: &World, id: &str) -> i64 {
+    w.conn
+        .query_row(
+            "SELECT count(*) FROM artifact_chunks WHERE artifact_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+#[test]
+fn chunks_in_the_database_are_stored_with_their_progress_and_sealed_only_when_whole() {
+    use super::artifact_chunks::{self as chunks, Put};
+    let mut w = world();
+    let chunk = MIN_CHUNK_BYTES as usize;
+    let data: Vec<u8> = (0..2 * chunk + 100).map(|i| (i * 7 % 251) as u8).collect();
+    let (first, second, last) = (&data[..chunk], &data[chunk..2 * chunk], &data[2 * chunk..]);
+    let (_, _, id) = fetch_upload(&mut w, data.len() as u64);
+
+    // Appended with its progress, in one step.
+    assert_eq!(
+        chunks::put(&w.conn, &id, 0, 0, first).unwrap(),
+        Put::Stored(chunk as u64)
+    );
+    assert_eq!(artifacts::get(&w.conn, &id).unwrap().received, chunk as i64);
+    assert_eq!(chunks::stored_bytes(&w.conn, &id).unwrap(), chunk as u64);
+    // Sent again: compared, not stored twice; other bytes are refused.
+    assert_eq!(
+        chunks::put(&w.conn, &id, 0, 0, first).unwrap(),
+        Put::Repeated
+    );
+    assert_eq!(
+        chunks::put(&w.conn, &id, 0, 0, second).unwrap(),
+        Put::Differs
+    );
+    // Past the next one: refused, nothing stored.
+    let at = 2 * chunk as u64;
+    assert_eq!(
+        chunks::put(&w.conn, &id, 2, at, last).unwrap(),
+        Put::OutOfOrder(chunk as u64)
+    );
+    assert_eq!(chunk_rows(&w, &id), 1);
+    // Not ready while bytes are missing.
+    let early = chunks::seal(&w.conn, &id, data.len() as u64, SHA);
+    assert!(matches!(early, Err(StoreError::Conflict(_))), "{early:?}");
+    chunks::put(&w.conn, &id, 1, chunk as u64, second).unwrap();
+    chunks::put(&w.conn, &id, 2, at, last).unwrap();
+    assert_eq!(
+        chunks::stored_bytes(&w.conn, &id).unwrap(),
+        data.len() as u64
+    );
+    // Read back chunk by chunk, byte-identical.
+    let mut back = Vec::new();
+    for n in 0..chunks::chunks_of(data.len() as u64, chunk as u64) {
+        back.extend(chunks::chunk(&w.conn, &id, n).unwrap().unwrap());
+    }
+    assert_eq!(back, data);
+    assert_eq!(chunks::chunk(&w.conn, &id, 3).unwrap(), None);
+
+    // A restart takes the chunks with the progress.
+    artifacts::restart(&w.conn, &id).unwrap();
+    assert_eq!(chunk_rows(&w, &id), 0);
+    assert_eq!(artifacts::get(&w.conn, &id).unwrap().received, 0);
+    for (n, piece) in [first, second, last].iter().enumerate() {
+        let put = chunks::put(&w.conn, &id, n as u64, (n * chunk) as u64, piece).unwrap();
+        assert!(matches!(put, Put::Stored(_)), "{put:?}");
+    }
+    let sealed = chunks::seal(&w.conn, &id, data.len() as u64, SHA).unwrap();
+    assert!(sealed.is_ready());
+    assert_eq!(sealed.sha256, SHA);
+    assert_eq!(chunks::put(&w.conn, &id, 0, 0, first).unwrap(), Put::Ready);
+}
+
+#[test]
+fn chunks_in_the_database_go_with_their_artifact() {
+    use super::artifact_chunks as chunks;
+    let mut w = world();
+    let (generation, command, id) = fetch_upload(&mut w, 10);
+    chunks::put(&w.conn, &id, 0, 0, b"0123456789").unwrap();
+    chunks::seal(&w.conn, &id, 10, SHA).unwrap();
+    w.complete(generation, &command, Outcome::Done).unwrap();
+    // A fetched file goes with the retention (here at once), and its chunks with it.
+    let gone = retention::compact(&mut w.conn, 1, crate::timefmt::now_ms() + 10).unwrap();
+    assert_eq!(gone.artifacts, vec![id.clone()]);
+    assert_eq!(chunk_rows(&w, &id), 0);
+
+    // An attached file: its row stands for it while it uploads, and a discarded one goes
+    // with its chunks; a sealed one stays.
+    let account = w.account.clone();
+    chunks::begin_input(&w.conn, "in-1", &account, "a.txt", 0, MIN_CHUNK_BYTES).unwrap();
+    chunks::put(&w.conn, "in-1", 0, 0, b"abc").unwrap();
+    let uploading = artifacts::get(&w.conn, "in-1").unwrap();
+    assert_eq!(
+        (uploading.state, uploading.kind),
+        (ArtifactState::Uploading, ArtifactKind::Input)
+    );
+    // Not attachable while it uploads.
+    let early = artifacts::attachable(&w.conn, &account, &["in-1".into()]);
+    assert!(matches!(early, Err(StoreError::NotFound(_))), "{early:?}");
+    chunks::discard(&w.conn, "in-1").unwrap();
+    assert!(artifacts::get(&w.conn, "in-1").is_err());
+    assert_eq!(chunk_rows(&w, "in-1"), 0);
+    chunks::begin_input(&w.conn, "in-2", &account, "b.txt", 3, MIN_CHUNK_BYTES).unwrap();
+    chunks::put(&w.conn, "in-2", 0, 0, b"abc").unwrap();
+    let input = chunks::seal(&w.conn, "in-2", 3, SHA).unwrap();
+    assert!(input.is_ready());
+    assert_eq!((input.size, input.received), (3, 3));
+    chunks::discard(&w.conn, "in-2").unwrap();
+    assert!(artifacts::get(&w.conn, "in-2").unwrap().is_ready());
+    assert_eq!(
+        artifacts::attachable(&w.conn, &account, &["in-2".into()])
+            .unwrap()
+            .len(),
+        1
+    );
 }

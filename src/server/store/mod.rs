@@ -24,6 +24,8 @@ macro_rules! from_columns {
 
 pub mod accounts;
 pub mod agents;
+pub mod artifact_chunks;
+mod artifact_inputs;
 #[cfg(test)]
 mod artifact_tests;
 pub mod artifacts;

@@ -422,3 +422,12 @@ CREATE TABLE replicas (
     peer_url   TEXT,                                 -- how the other replicas reach it
     cert_sha256 TEXT                                 -- its certificate, which they pin
 );
+
+-- Artifact bytes in the database (issue 27), one row per verified chunk: used with
+-- PostgreSQL and no `yy serve --blob-dir`; SQLite keeps files and leaves it empty.
+CREATE TABLE artifact_chunks (
+    artifact_id TEXT NOT NULL REFERENCES artifacts(id) ON DELETE CASCADE,
+    n           INTEGER NOT NULL,                -- bytes from n * the artifact's chunk_size
+    data        BLOB NOT NULL,
+    PRIMARY KEY (artifact_id, n)
+);

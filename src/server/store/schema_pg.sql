@@ -425,3 +425,12 @@ CREATE TABLE replicas (
     peer_url    text,
     cert_sha256 text
 );
+
+-- Artifact bytes in the database (migration 24), one row per verified chunk: used without
+-- `yy serve --blob-dir`.
+CREATE TABLE artifact_chunks (
+    artifact_id text NOT NULL REFERENCES artifacts(id) ON DELETE CASCADE,
+    n           bigint NOT NULL,
+    data        bytea NOT NULL,
+    PRIMARY KEY (artifact_id, n)
+);
