@@ -194,17 +194,10 @@ fn a_control_plane_moves_to_postgres_and_back_with_every_row() {
     assert!(postgres_export(&moved).is_empty());
     assert_eq!(server.terminate(), 0);
 
-    let blobs = env.path("shared-blobs");
+    // Without --to-blob-dir the artifact's bytes go into PostgreSQL, as `yy serve
+    // --database` keeps them without --blob-dir.
     let there = env.run(&[
-        "store",
-        "migrate",
-        "--from",
-        &from,
-        "--to",
-        &moved,
-        "--to-blob-dir",
-        s(&blobs),
-        "--json",
+        "store", "migrate", "--from", &from, "--to", &moved, "--json",
     ]);
     there.ok();
     let report = there.json();
@@ -226,35 +219,29 @@ fn a_control_plane_moves_to_postgres_and_back_with_every_row() {
         "{report:#}"
     );
     assert_eq!(report["artifacts"]["files"], 1, "{report:#}");
-    assert_eq!(std::fs::read(blobs.join(&artifact)).unwrap(), bytes);
     let original = sqlite_export(&env.data_dir().join("yy.db"));
     assert!(data_rows(&original) >= 15, "{original:#?}");
     let on_postgres = postgres_export(&moved);
-    assert_eq!(data_rows(&on_postgres), data_rows(&original));
+    let chunks = on_postgres["artifact_chunks"].len();
+    assert!(
+        chunks >= 1,
+        "the artifact's bytes as chunks: {on_postgres:#?}"
+    );
+    assert_eq!(data_rows(&on_postgres), data_rows(&original) + chunks);
 
     // A filled target: refused, exit 6, and not a row changes.
-    env.run(&[
-        "store",
-        "migrate",
-        "--from",
-        &from,
-        "--to",
-        &moved,
-        "--to-blob-dir",
-        s(&env.path("other-blobs")),
-    ])
-    .fails(6, "is not empty");
+    env.run(&["store", "migrate", "--from", &from, "--to", &moved])
+        .fails(6, "is not empty");
     assert_eq!(postgres_export(&moved), on_postgres);
 
-    // On to a new SQLite file: the same rows in every table, and the same counters.
+    // On to a new SQLite file: the same rows in every table, the same counters, and the
+    // chunks written out as the artifact's file.
     let back = env.path("back");
     let home = env.run(&[
         "store",
         "migrate",
         "--from",
         &moved,
-        "--from-blob-dir",
-        s(&blobs),
         "--to",
         &format!("sqlite:{}/yy.db", s(&back)),
     ]);
@@ -273,7 +260,7 @@ fn a_control_plane_moves_to_postgres_and_back_with_every_row() {
         &env,
         &env.path("replica"),
         "127.0.0.1:0",
-        &["--database", &moved, "--blob-dir", s(&blobs)],
+        &["--database", &moved],
     );
     env.login(&replica, "root");
     assert_eq!(agent_names(&env), agents);
@@ -296,8 +283,6 @@ fn a_control_plane_moves_to_postgres_and_back_with_every_row() {
         "migrate",
         "--from",
         &moved,
-        "--from-blob-dir",
-        s(&blobs),
         "--to",
         &format!("sqlite:{}", s(&elsewhere)),
     ])
@@ -371,8 +356,9 @@ fn a_backup_of_a_postgres_control_plane_restores_into_a_fresh_database() {
     let server = env.bootstrap();
     let (agents, artifact, bytes) = populate(&env, &server);
 
-    // While it runs: one snapshot of the database, the artifact files beside it, and an
-    // archive `yy backup verify` takes as any other.
+    // While it runs: one snapshot of the database, the artifact's bytes (chunks in the
+    // database) written out beside it as its file, and an archive `yy backup verify` takes
+    // as any other.
     let running = env.path("running.yyb");
     env.run(&[
         "backup",
@@ -384,7 +370,11 @@ fn a_backup_of_a_postgres_control_plane_restores_into_a_fresh_database() {
     ])
     .ok();
     let verified = env.json(&["backup", "verify", s(&running)]);
-    assert_eq!(verified["schema_version"], 22, "{verified:#}");
+    assert_eq!(
+        verified["schema_version"],
+        yy::server::store::LATEST_VERSION,
+        "{verified:#}"
+    );
     assert!(
         verified["source"]
             .as_str()
@@ -417,17 +407,9 @@ fn a_backup_of_a_postgres_control_plane_restores_into_a_fresh_database() {
         s(&file),
     ])
     .ok();
+    // Without --blob-dir the file goes back into the database as the same chunks.
     let fresh = cluster.create_database("fresh");
-    let blobs = env.path("fresh-blobs");
-    let restored = env.run(&[
-        "restore",
-        s(&file),
-        "--database",
-        &fresh,
-        "--blob-dir",
-        s(&blobs),
-        "--json",
-    ]);
+    let restored = env.run(&["restore", s(&file), "--database", &fresh, "--json"]);
     restored.ok();
     let summary = restored.json();
     assert_eq!(summary["replaced_rows"], 0, "{summary:#}");
@@ -439,18 +421,21 @@ fn a_backup_of_a_postgres_control_plane_restores_into_a_fresh_database() {
     };
     let before = without_replicas(&live);
     assert!(data_rows(&before) >= 15, "{before:#?}");
+    assert!(!before["artifact_chunks"].is_empty(), "{before:#?}");
     assert_eq!(without_replicas(&fresh), before);
-    assert_eq!(std::fs::read(blobs.join(&artifact)).unwrap(), bytes);
 
     // The restored database serves; while it does, another restore into it is refused.
     let replica = Server::start_with(
         &env,
         &env.path("replica"),
         "127.0.0.1:0",
-        &["--database", &fresh, "--blob-dir", s(&blobs)],
+        &["--database", &fresh],
     );
     env.login(&replica, "root");
     assert_eq!(agent_names(&env), agents);
+    let got = env.path("got.bin");
+    env.run(&["artifact", "get", &artifact, "-o", s(&got)]).ok();
+    assert_eq!(std::fs::read(&got).unwrap(), bytes);
     common::wait_for(Duration::from_secs(20), "the replica's heartbeat", || {
         let status = env.json(&["status"]);
         let up = status["replicas"]
@@ -459,13 +444,6 @@ fn a_backup_of_a_postgres_control_plane_restores_into_a_fresh_database() {
             .any(|r| r["state"] == "up");
         up.then_some(())
     });
-    env.run(&[
-        "restore",
-        s(&file),
-        "--database",
-        &fresh,
-        "--blob-dir",
-        s(&blobs),
-    ])
-    .fails(6, "stop every replica first");
+    env.run(&["restore", s(&file), "--database", &fresh])
+        .fails(6, "stop every replica first");
 }

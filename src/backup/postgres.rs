@@ -1,10 +1,12 @@
 //! Backup and restore of a control plane on PostgreSQL (issue 27). Archives have one format
 //! whatever the backend: the database goes in as the SQLite database `yy.db`, copied from
 //! one snapshot (`REPEATABLE READ READ ONLY`) by the transfer of `yy store migrate`, and the
-//! finished artifacts' files from the blob directory as `artifacts/ID`. `yy backup verify`
+//! finished artifacts' bytes as `artifacts/ID` (from the blob directory, or written out of
+//! the database's `artifact_chunks` by the same transfer). `yy backup verify`
 //! reads such an archive as any other. A restore stages and verifies the archive as for a
 //! data directory, then replaces the database's rows with the archive's in one transaction
-//! (refused while a replica is up) and writes the artifact files into the blob directory.
+//! (refused while a replica is up) and writes the artifact bytes into the blob directory, or
+//! as chunks into the database.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -13,7 +15,9 @@ use std::time::{Duration, Instant};
 use super::collect::{self, Created, Item};
 use super::manifest::Manifest;
 use super::{BackupError, Kind, Result, archive, io_error, restore};
-use crate::server::store::transfer::{self, BlobDirs, Endpoint, Mode, Report, TransferError};
+use crate::server::store::transfer::{
+    self, BlobDirs, BlobPlace, Endpoint, Mode, Report, TransferError,
+};
 use crate::server::store::{db_path, server_identity};
 
 impl From<TransferError> for BackupError {
@@ -55,9 +59,9 @@ fn metadata(path: &Path) -> Result<std::fs::Metadata> {
     std::fs::metadata(path).map_err(|e| io_error("reading", path, e))
 }
 
-/// Backs up the PostgreSQL database at `url` and the artifact files in `blob_dir` to
+/// Backs up the PostgreSQL database at `url` and the artifact bytes kept in `blobs` to
 /// `output` (already checked by [`collect::check_output`]). `yy serve` replicas may go on.
-pub fn create(url: &str, blob_dir: &Path, output: &Path, show_progress: bool) -> Result<Created> {
+pub fn create(url: &str, blobs: &BlobPlace, output: &Path, show_progress: bool) -> Result<Created> {
     let started = Instant::now();
     let endpoint = Endpoint::Postgres(url.to_string());
     let shown = endpoint.describe();
@@ -73,8 +77,28 @@ pub fn create(url: &str, blob_dir: &Path, output: &Path, show_progress: bool) ->
     files.sort_by(|a, b| a.id.cmp(&b.id));
     let snapshot = Endpoint::Sqlite(work.0.clone());
     let store = snapshot.open_target()?;
-    transfer::transfer(&source, &store, &snapshot.describe(), Mode::Empty, None)?;
+    // Bytes in the database are written out as files beside the snapshot, from the same
+    // snapshot: the archive holds files whatever the backend kept.
+    let (blob_dir, dirs) = match blobs {
+        BlobPlace::Dir(dir) => (dir.clone(), None),
+        BlobPlace::Database => {
+            let dir = work.0.join("artifacts");
+            let dirs = BlobDirs {
+                from: BlobPlace::Database,
+                to: BlobPlace::Dir(dir.clone()),
+            };
+            (dir, Some(dirs))
+        }
+    };
+    transfer::transfer(
+        &source,
+        &store,
+        &snapshot.describe(),
+        Mode::Empty,
+        dirs.as_ref(),
+    )?;
     drop((store, source));
+    let blob_dir = blob_dir.as_path();
 
     let db = db_path(&work.0);
     let mut items = vec![Item::Database(
@@ -133,11 +157,11 @@ pub struct Restored {
 }
 
 /// Restores the control plane backup `archive` into the PostgreSQL database at `url`, and
-/// its artifact files into `blob_dir`.
+/// its artifact bytes into `blobs`.
 pub fn restore(
     archive_path: &Path,
     url: &str,
-    blob_dir: &Path,
+    blobs: &BlobPlace,
     from_other_server: bool,
     show_progress: bool,
 ) -> Result<Restored> {
@@ -174,8 +198,8 @@ pub fn restore(
     let source = source_side.open_source()?;
     transfer::check_version(&source, &source_side.describe())?;
     let dirs = BlobDirs {
-        from: staging.0.join("artifacts"),
-        to: blob_dir.to_path_buf(),
+        from: BlobPlace::Dir(staging.0.join("artifacts")),
+        to: blobs.clone(),
     };
     let report = transfer::transfer(&source, &store, &shown, Mode::Replace, Some(&dirs))?;
     Ok(Restored {

@@ -40,7 +40,8 @@ pub struct CreateArgs {
     #[command(flatten)]
     pub database: super::database::DatabaseArgs,
     /// With --database: the directory of the artifact files (`yy serve --blob-dir`)
-    /// [default: DATA_DIR/artifacts]
+    /// [default: the bytes are in the database, as `yy serve --database` keeps them without
+    /// --blob-dir]
     #[arg(long, value_name = "DIR")]
     pub blob_dir: Option<PathBuf>,
     #[command(flatten)]
@@ -83,8 +84,8 @@ pub struct RestoreArgs {
     pub from_other_server: bool,
     #[command(flatten)]
     pub database: super::database::DatabaseArgs,
-    /// With --database: where the artifact files go (`yy serve --blob-dir`) [default:
-    /// DATA_DIR/artifacts]
+    /// With --database: where the artifact files go (`yy serve --blob-dir`) [default: into
+    /// the database, as `yy serve --database` keeps them without --blob-dir]
     #[arg(long, value_name = "DIR")]
     pub blob_dir: Option<PathBuf>,
     /// Print the summary as JSON
@@ -180,15 +181,24 @@ fn print_created(c: &Created, as_json: bool) -> anyhow::Result<()> {
     ))?)
 }
 
+/// Where a control plane on PostgreSQL keeps its artifact bytes: in `--blob-dir`, else in
+/// the database (as `yy serve --database` does).
+fn place(blob_dir: Option<PathBuf>) -> transfer::BlobPlace {
+    blob_dir.map_or(transfer::BlobPlace::Database, transfer::BlobPlace::Dir)
+}
+
 async fn create(a: CreateArgs) -> anyhow::Result<()> {
     let dir = data_dir_or_default(a.data_dir)?;
     let json = a.archive.json;
     if let Some(url) = a.database.postgres_url()?.map(str::to_owned) {
-        let blobs = a
-            .blob_dir
-            .unwrap_or_else(|| transfer::default_blob_dir(&dir));
+        let blobs = place(a.blob_dir);
         let created = blocking(move || {
-            let out = collect::check_output(&blobs, &a.archive.output, a.archive.force)?;
+            // Never inside the directory it backs up.
+            let inside = match &blobs {
+                transfer::BlobPlace::Dir(d) => d.clone(),
+                transfer::BlobPlace::Database => dir,
+            };
+            let out = collect::check_output(&inside, &a.archive.output, a.archive.force)?;
             backup::postgres::create(&url, &blobs, &out, true)
         })
         .await?;
@@ -404,7 +414,7 @@ fn print_restored_postgres(r: &backup::postgres::Restored, as_json: bool) -> any
             "; {} ({}) written to {}",
             plural(c.files, "artifact file", "artifact files"),
             human_bytes(c.bytes),
-            c.to.display()
+            c.to
         ),
         _ => String::new(),
     };
@@ -430,9 +440,7 @@ fn note(said: Option<String>) {
 pub async fn restore(a: RestoreArgs) -> anyhow::Result<()> {
     let dir = data_dir_or_default(a.data_dir)?;
     if let Some(url) = a.database.postgres_url()?.map(str::to_owned) {
-        let blobs = a
-            .blob_dir
-            .unwrap_or_else(|| transfer::default_blob_dir(&dir));
+        let blobs = place(a.blob_dir);
         let (file, other) = (a.file, a.from_other_server);
         let restored =
             blocking(move || backup::postgres::restore(&file, &url, &blobs, other, true)).await?;

@@ -14,7 +14,7 @@ use crate::error::CliError;
 use crate::output;
 use crate::server::store::pg;
 use crate::server::store::transfer::{
-    self, BlobDirs, Endpoint, Mode, Report, TransferError, blobs,
+    self, BlobDirs, BlobPlace, Endpoint, Mode, Report, TransferError,
 };
 
 #[derive(Debug, Args)]
@@ -51,12 +51,12 @@ pub struct MigrateArgs {
     #[arg(long, value_name = "VAR")]
     pub to_env: Option<String>,
     /// The source's artifact files (`yy serve --blob-dir`) [default for sqlite:
-    /// DATA_DIR/artifacts; needed for PostgreSQL when it lists artifacts]
+    /// DATA_DIR/artifacts; for PostgreSQL: the bytes are in its database]
     #[arg(long, value_name = "DIR")]
     pub from_blob_dir: Option<PathBuf>,
-    /// Where the artifact files go [default for sqlite: DATA_DIR/artifacts; needed for
-    /// PostgreSQL when the source lists artifacts]. The same directory as the source's:
-    /// nothing is copied
+    /// Where the artifact files go [default for sqlite: DATA_DIR/artifacts; for PostgreSQL:
+    /// into its database, as `yy serve --database` keeps them without --blob-dir]. The
+    /// same directory as the source's: nothing is copied
     #[arg(long, value_name = "DIR")]
     pub to_blob_dir: Option<PathBuf>,
     /// Print every table's figures as JSON
@@ -106,12 +106,14 @@ fn endpoint(
     Ok(e)
 }
 
-/// The blob directory of a side: the flag's, else a SQLite side's default.
-fn blob_dir(given: Option<PathBuf>, side: &Endpoint) -> Option<PathBuf> {
-    given.or_else(|| match side {
-        Endpoint::Sqlite(dir) => Some(transfer::default_blob_dir(dir)),
-        Endpoint::Postgres(_) => None,
-    })
+/// Where a side keeps its artifact bytes: the flag's directory, else a SQLite side's
+/// default directory, else (PostgreSQL) its database, as `yy serve` does.
+fn blob_place(given: Option<PathBuf>, side: &Endpoint) -> BlobPlace {
+    match (given, side) {
+        (Some(dir), _) => BlobPlace::Dir(dir),
+        (None, Endpoint::Sqlite(dir)) => BlobPlace::Dir(transfer::default_blob_dir(dir)),
+        (None, Endpoint::Postgres(_)) => BlobPlace::Database,
+    }
 }
 
 /// A SQLite side's data directory, held exclusively (so `yy serve` cannot run on it, and
@@ -162,10 +164,10 @@ async fn migrate(a: MigrateArgs) -> anyhow::Result<()> {
         .into());
     }
     let started = Instant::now();
-    let (from_blobs, to_blobs) = (
-        blob_dir(a.from_blob_dir, &from),
-        blob_dir(a.to_blob_dir, &to),
-    );
+    let dirs = BlobDirs {
+        from: blob_place(a.from_blob_dir, &from),
+        to: blob_place(a.to_blob_dir, &to),
+    };
     let (shown_from, shown_to) = (from.describe(), to.describe());
     let report = tokio::task::spawn_blocking(move || -> anyhow::Result<Report> {
         if let Endpoint::Sqlite(dir) = &from
@@ -181,28 +183,11 @@ async fn migrate(a: MigrateArgs) -> anyhow::Result<()> {
         let source = from.open_source().map_err(cli)?;
         transfer::check_version(&source, &from.describe()).map_err(cli)?;
         transfer::check_no_replica(&source, &from.describe()).map_err(cli)?;
-        let listed = blobs::ready(&source).map_err(cli)?.len();
-        let dirs = match (from_blobs, to_blobs) {
-            (Some(from), Some(to)) => Some(BlobDirs { from, to }),
-            _ if listed == 0 => None,
-            (None, _) => return Err(missing_blob_dir("--from-blob-dir", listed, &from)),
-            (_, None) => return Err(missing_blob_dir("--to-blob-dir", listed, &from)),
-        };
         let target = to.open_target().map_err(cli)?;
-        transfer::transfer(&source, &target, &to.describe(), Mode::Empty, dirs.as_ref())
-            .map_err(cli)
+        transfer::transfer(&source, &target, &to.describe(), Mode::Empty, Some(&dirs)).map_err(cli)
     })
     .await??;
     print(&report, &shown_from, &shown_to, started, a.json)
-}
-
-fn missing_blob_dir(flag: &str, listed: usize, from: &Endpoint) -> anyhow::Error {
-    CliError::usage(format!(
-        "{flag} DIR is needed: {} lists {} and a PostgreSQL side keeps its files in the directory `yy serve --blob-dir` names",
-        from.describe(),
-        plural(listed, "artifact file", "artifact files")
-    ))
-    .into()
 }
 
 fn print(r: &Report, from: &str, to: &str, started: Instant, as_json: bool) -> anyhow::Result<()> {
@@ -231,15 +216,14 @@ fn print(r: &Report, from: &str, to: &str, started: Instant, as_json: bool) -> a
         .collect();
     output::print(&output::table(&["table", "rows", "sha256"], rows))?;
     let files = match &r.artifacts {
-        Some(c) if c.same_directory => format!(
-            "; the artifact files stay in {} (the same directory)",
-            c.to.display()
-        ),
+        Some(c) if c.same_directory => {
+            format!("; the artifact files stay in {} (the same directory)", c.to)
+        }
         Some(c) => format!(
             "; {} ({}) copied to {} and checked",
             plural(c.files, "artifact file", "artifact files"),
             super::backup::human_bytes(c.bytes),
-            c.to.display()
+            c.to
         ),
         None => String::new(),
     };

@@ -249,11 +249,28 @@ pub enum Mode {
     Replace,
 }
 
-/// Where the artifact files are read and written.
+/// Where one side keeps its artifact bytes: files in a directory (SQLite, `yy serve
+/// --blob-dir`), or chunks in its database's `artifact_chunks` (PostgreSQL without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlobPlace {
+    Dir(PathBuf),
+    Database,
+}
+
+/// Where the artifact bytes are read and written.
 #[derive(Debug, Clone)]
 pub struct BlobDirs {
-    pub from: PathBuf,
-    pub to: PathBuf,
+    pub from: BlobPlace,
+    pub to: BlobPlace,
+}
+
+impl BlobDirs {
+    /// The bytes stay rows of `artifact_chunks` on both sides: that table is copied (and
+    /// checked) like any other. Otherwise they are moved between files and chunks, and the
+    /// table is left to that.
+    fn chunks_as_rows(dirs: Option<&BlobDirs>) -> bool {
+        dirs.is_none_or(|d| d.from == BlobPlace::Database && d.to == BlobPlace::Database)
+    }
 }
 
 /// What a transfer did, read back.
@@ -299,6 +316,7 @@ pub fn transfer(
     blob_dirs: Option<&BlobDirs>,
 ) -> Result<Report> {
     let source_tables = tables::read(source)?;
+    let chunks_as_rows = BlobDirs::chunks_as_rows(blob_dirs);
     let artifacts = match blob_dirs {
         Some(_) => blobs::ready(source)?,
         None => vec![],
@@ -334,13 +352,21 @@ pub fn transfer(
                     .map_err(|e| db_error(&format!("emptying table {}", t.name), e))?;
             }
         }
-        // The files before the rows: a missing or damaged one refuses the whole transfer.
-        let copied = match blob_dirs {
-            Some(dirs) => Some(blobs::copy(&artifacts, &dirs.from, &dirs.to)?),
-            None => None,
+        // Files before the rows: a missing or damaged one refuses the whole transfer.
+        let mut copied = match blob_dirs.map(|d| (&d.from, &d.to)) {
+            Some((BlobPlace::Dir(from), BlobPlace::Dir(to))) => {
+                Some(blobs::copy(&artifacts, from, to)?)
+            }
+            Some((BlobPlace::Database, BlobPlace::Dir(to))) => {
+                Some(blobs::chunks_to_files(source, &artifacts, to)?)
+            }
+            _ => None,
         };
         let mut sums = Vec::new();
         for t in &source_tables {
+            if t.name == blobs::CHUNKS_TABLE && !chunks_as_rows {
+                continue;
+            }
             let into = target_tables
                 .iter()
                 .find(|x| x.name == t.name)
@@ -368,12 +394,21 @@ pub fn transfer(
             }
             sums.push(sum);
         }
+        // Chunks after the rows: they refer to their artifact's.
+        if let Some(BlobDirs {
+            from: BlobPlace::Dir(from),
+            to: BlobPlace::Database,
+        }) = blob_dirs
+        {
+            copied = Some(blobs::files_to_chunks(&artifacts, from, db)?);
+        }
         Ok((sums, target_tables, replaced, copied))
     })?;
     // Read back what was committed.
     let read_back = target.transaction(|db| {
         target_tables
             .iter()
+            .filter(|t| chunks_as_rows || t.name != blobs::CHUNKS_TABLE)
             .map(|t| {
                 let mut sum = rows::scan(db, t, |_| Ok(()))?;
                 sum.counter = rows::counter(db, t)?;
