@@ -241,10 +241,10 @@ fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_share
     assert_eq!(rows, [[Some("0".to_string())]]);
 }
 
-/// Without --blob-dir the bytes are kept in the database: a file fetched through replica A
-/// (the Runner and the CLI on A) is downloaded through replica B byte-identical, with nothing
-/// shared but the database, and its chunks go with the artifact when the retention removes
-/// it.
+/// Without --blob-dir the bytes are kept in the database: a file the Runner on replica A
+/// uploads is fetched (followed while it uploads) and downloaded again through replica B
+/// byte-identical, with nothing shared but the database, and its chunks go with the
+/// artifact when the retention removes it.
 #[test]
 fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_database() {
     let Some(cluster) = Cluster::start() else {
@@ -275,19 +275,25 @@ fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_datab
     std::fs::write(&file, &data).unwrap();
     let reg = env.register_runner(&a, "main", &["--artifact-root", root.to_str().unwrap()]);
     let (_runner, _) = env.start_online(&reg, "runner", 0);
+    // Fetched through B while the Runner uploads through A: the CLI follows the upload's
+    // chunks as B finds them in the database.
     let fetched = env.path("fetched.bin");
-    env.run(&[
-        "runner",
-        "fetch",
-        &reg.id,
-        file.to_str().unwrap(),
-        "-o",
-        fetched.to_str().unwrap(),
-    ])
+    run_on(
+        &env,
+        &b,
+        &[
+            "runner",
+            "fetch",
+            &reg.id,
+            file.to_str().unwrap(),
+            "-o",
+            fetched.to_str().unwrap(),
+        ],
+    )
     .ok();
     assert!(
         std::fs::read(&fetched).unwrap() == data,
-        "fetched through A"
+        "fetched through B"
     );
     let listed = run_on(&env, &b, &["artifact", "list", "--json"]).json();
     let id = listed[0]["id"].as_str().unwrap().to_string();
