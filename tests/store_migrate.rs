@@ -177,6 +177,32 @@ fn agent_names(env: &Env) -> Vec<String> {
     names
 }
 
+/// `yy serve` on the PostgreSQL database `url` (artifact bytes in it): the admin logs in,
+/// `agents` are listed and `artifact` downloads as `bytes`; returned once its heartbeat
+/// says it is up.
+fn serve_copy(env: &Env, url: &str, agents: &[String], artifact: &str, bytes: &[u8]) -> Server {
+    let replica = Server::start_with(
+        env,
+        &env.path("replica"),
+        "127.0.0.1:0",
+        &["--database", url],
+    );
+    env.login(&replica, "root");
+    assert_eq!(agent_names(env), agents);
+    let got = env.path("got.bin");
+    env.run(&["artifact", "get", artifact, "-o", s(&got)]).ok();
+    assert_eq!(std::fs::read(&got).unwrap(), bytes);
+    common::wait_for(Duration::from_secs(20), "the replica's heartbeat", || {
+        let status = env.json(&["status"]);
+        let up = status["replicas"]
+            .as_array()?
+            .iter()
+            .any(|r| r["state"] == "up");
+        up.then_some(())
+    });
+    replica
+}
+
 #[test]
 fn a_control_plane_moves_to_postgres_and_back_with_every_row() {
     let Some(cluster) = Cluster::start() else {
@@ -256,27 +282,8 @@ fn a_control_plane_moves_to_postgres_and_back_with_every_row() {
 
     // `yy serve` on the PostgreSQL copy: the admin logs in, the agents and the artifact
     // are there.
-    let replica = Server::start_with(
-        &env,
-        &env.path("replica"),
-        "127.0.0.1:0",
-        &["--database", &moved],
-    );
-    env.login(&replica, "root");
-    assert_eq!(agent_names(&env), agents);
-    let got = env.path("got.bin");
-    env.run(&["artifact", "get", &artifact, "-o", s(&got)]).ok();
-    assert_eq!(std::fs::read(&got).unwrap(), bytes);
-
     // While that replica is up, the database is refused as a source, naming it.
-    common::wait_for(Duration::from_secs(20), "the replica's heartbeat", || {
-        let status = env.json(&["status"]);
-        let up = status["replicas"]
-            .as_array()?
-            .iter()
-            .any(|r| r["state"] == "up");
-        up.then_some(())
-    });
+    let _replica = serve_copy(&env, &moved, &agents, &artifact, &bytes);
     let elsewhere = env.path("elsewhere");
     env.run(&[
         "store",
@@ -425,25 +432,7 @@ fn a_backup_of_a_postgres_control_plane_restores_into_a_fresh_database() {
     assert_eq!(without_replicas(&fresh), before);
 
     // The restored database serves; while it does, another restore into it is refused.
-    let replica = Server::start_with(
-        &env,
-        &env.path("replica"),
-        "127.0.0.1:0",
-        &["--database", &fresh],
-    );
-    env.login(&replica, "root");
-    assert_eq!(agent_names(&env), agents);
-    let got = env.path("got.bin");
-    env.run(&["artifact", "get", &artifact, "-o", s(&got)]).ok();
-    assert_eq!(std::fs::read(&got).unwrap(), bytes);
-    common::wait_for(Duration::from_secs(20), "the replica's heartbeat", || {
-        let status = env.json(&["status"]);
-        let up = status["replicas"]
-            .as_array()?
-            .iter()
-            .any(|r| r["state"] == "up");
-        up.then_some(())
-    });
+    let _replica = serve_copy(&env, &fresh, &agents, &artifact, &bytes);
     env.run(&["restore", s(&file), "--database", &fresh])
         .fails(6, "stop every replica first");
 }

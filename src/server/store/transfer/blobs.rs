@@ -139,19 +139,24 @@ impl Drop for Temp {
     }
 }
 
-fn copy_one(f: &ArtifactFile, from: &Path, to: &Path) -> Result<()> {
+/// The file of `f` in `from`, open, and its path.
+fn open_file(f: &ArtifactFile, from: &Path) -> Result<(File, PathBuf)> {
     let src = from.join(&f.id);
-    let mut input = match File::open(&src) {
-        Ok(file) => file,
+    match File::open(&src) {
+        Ok(file) => Ok((file, src)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(TransferError::NotFound(format!(
+            Err(TransferError::NotFound(format!(
                 "the file of artifact {} is missing: {} does not exist",
                 f.id,
                 src.display()
-            )));
+            )))
         }
-        Err(e) => return Err(io("reading", &src, e)),
-    };
+        Err(e) => Err(io("reading", &src, e)),
+    }
+}
+
+fn copy_one(f: &ArtifactFile, from: &Path, to: &Path) -> Result<()> {
+    let (mut input, src) = open_file(f, from)?;
     let mut buf = vec![0u8; 1 << 20];
     write_checked(f, to, &src.display().to_string(), || {
         let n = input.read(&mut buf).map_err(|e| io("reading", &src, e))?;
@@ -263,18 +268,14 @@ pub fn files_to_chunks(files: &[ArtifactFile], from: &Path, target: &Db) -> Resu
     };
     let fail = |e| db_error("storing an artifact's chunk", e);
     for f in files {
-        let src = from.join(&f.id);
-        let bytes = match std::fs::read(&src) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(TransferError::NotFound(format!(
-                    "the file of artifact {} is missing: {} does not exist",
-                    f.id,
-                    src.display()
-                )));
-            }
-            Err(e) => return Err(io("reading", &src, e)),
-        };
+        let (input, src) = open_file(f, from)?;
+        // At most one byte past the record: a longer file is refused below, unread.
+        let limit = f.size.min(crate::api::artifacts::MAX_ARTIFACT_BYTES) + 1;
+        let mut bytes = Vec::new();
+        input
+            .take(limit)
+            .read_to_end(&mut bytes)
+            .map_err(|e| io("reading", &src, e))?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         if bytes.len() as u64 != f.size || sha256 != f.sha256 {
             return Err(mismatch(
