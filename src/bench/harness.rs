@@ -1,7 +1,7 @@
 //! The dispatch benchmark's processes: temporary directory, children, setup and /proc readings.
 
 use std::future::Future;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command as Process, Stdio};
 use std::time::{Duration, Instant};
@@ -62,7 +62,7 @@ impl Proc {
     }
 
     /// Fails when the process has exited (with its last log lines).
-    fn check_alive(&mut self) -> anyhow::Result<()> {
+    pub(super) fn check_alive(&mut self) -> anyhow::Result<()> {
         if let Some(status) = self.child.try_wait()? {
             return Err(CliError::failure(format!(
                 "the benchmark's {} exited ({status}); its last log lines: {}",
@@ -161,7 +161,12 @@ impl Harness {
         cmd
     }
 
-    fn spawn(&self, name: &'static str, args: &[&str], stdout: Stdio) -> anyhow::Result<Proc> {
+    pub(super) fn spawn(
+        &self,
+        name: &'static str,
+        args: &[&str],
+        stdout: Stdio,
+    ) -> anyhow::Result<Proc> {
         let log = self.path(&format!("{name}.log"));
         let stderr = std::fs::File::create(&log)?;
         let child = self
@@ -366,13 +371,18 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
     // The control plane, with room in the queue for the whole throughput run.
     progress("starting the control plane");
     let max_pending = opts.max_pending.max(1000).to_string();
-    let (serve, url, pin) = start_serve(&h, "control plane", &data, &max_pending, opts.tls).await?;
+    let (serve, url, pin) =
+        super::serve::start(&h, "control plane", &data, &max_pending, opts.tls).await?;
     h.serve = Some(serve);
     let mut replica_urls = Vec::new();
-    for (i, name) in REPLICA_NAMES.iter().take(opts.replicas).enumerate() {
+    for (i, name) in super::serve::REPLICA_NAMES
+        .iter()
+        .take(opts.replicas)
+        .enumerate()
+    {
         progress(&format!("starting {name}"));
         let dir = h.path(&format!("replica-{}", i + 2)).display().to_string();
-        let (proc, url, _) = start_serve(&h, name, &dir, &max_pending, opts.tls).await?;
+        let (proc, url, _) = super::serve::start(&h, name, &dir, &max_pending, opts.tls).await?;
         h.replicas.push(proc);
         replica_urls.push(url);
     }
@@ -478,75 +488,6 @@ pub(super) async fn setup(mut h: Harness, opts: Options) -> anyhow::Result<Setup
     let (admin, runner_id) = (s.admin.clone(), s.runner_id.clone());
     s.while_alive(wait_online(&admin, &runner_id)).await?;
     Ok(s)
-}
-
-/// What the replicas after the first are called in progress and errors.
-const REPLICA_NAMES: [&str; 3] = ["replica 2", "replica 3", "replica 4"];
-/// The most replicas besides the first.
-pub(super) const MAX_REPLICAS: usize = REPLICA_NAMES.len();
-
-/// Starts `yy serve` on `data`, and reads where it listens and (with TLS) its certificate's
-/// fingerprint from its first lines.
-async fn start_serve(
-    h: &Harness,
-    name: &'static str,
-    data: &str,
-    max_pending: &str,
-    tls: bool,
-) -> anyhow::Result<(Proc, String, Option<String>)> {
-    let mut serve_args = vec![
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        data,
-        "--max-pending-commands",
-        max_pending,
-    ];
-    if tls {
-        serve_args.extend(["--tls", "self-signed"]);
-    }
-    let mut serve = h.spawn(name, &serve_args, Stdio::piped())?;
-    let stdout = serve.child.stdout.take().expect("piped");
-    // Its address, then (with TLS) its certificate's fingerprint.
-    let lines = if tls { 2 } else { 1 };
-    let first = tokio::time::timeout(
-        Duration::from_secs(20),
-        tokio::task::spawn_blocking(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut out = Vec::new();
-            for _ in 0..lines {
-                let mut line = String::new();
-                reader.read_line(&mut line)?;
-                out.push(line);
-            }
-            Ok::<_, std::io::Error>(out)
-        }),
-    )
-    .await;
-    let printed = match first {
-        Ok(Ok(Ok(lines))) => lines,
-        _ => Vec::new(),
-    };
-    let line = printed.first().cloned().unwrap_or_default();
-    let pin = printed
-        .get(1)
-        .and_then(|l| l.trim().strip_prefix("certificate SHA-256 "))
-        .map(str::to_string);
-    let Some(url) = line
-        .trim()
-        .strip_prefix("listening on ")
-        .map(str::to_string)
-    else {
-        serve.check_alive()?;
-        return Err(CliError::failure(format!(
-            "{name} did not say where it listens (first line {:?}); its log: {}",
-            line.trim(),
-            serve.log_tail()
-        ))
-        .into());
-    };
-    Ok((serve, url, pin))
 }
 
 pub(super) async fn register(

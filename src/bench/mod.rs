@@ -18,6 +18,7 @@ mod replicas;
 mod report;
 pub mod screen;
 pub mod screen_operator;
+mod serve;
 mod tls;
 
 use std::io::Write;

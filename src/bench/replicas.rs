@@ -6,9 +6,10 @@
 
 use serde::Serialize;
 
-use super::harness::{self, MAX_REPLICAS, Setup, setup};
+use super::harness::{self, Setup, setup};
 use super::measure::{Run, latency, throughput};
 use super::report::{Latency, Throughput};
+use super::serve::MAX_REPLICAS;
 use super::{DispatchArgs, progress};
 use crate::error::CliError;
 use crate::output;

@@ -4,6 +4,7 @@
 
 pub mod conn;
 pub mod migrate;
+mod values;
 
 pub use migrate::{MIGRATION_LOCK, migrate, schema_version};
 
