@@ -122,10 +122,15 @@ pub fn copy(files: &[ArtifactFile], from: &Path, to: &Path) -> Result<Copied> {
         done.files += 1;
         done.bytes += f.size;
     }
-    File::open(to)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io("syncing", to, e))?;
+    sync_dir(to)?;
     Ok(done)
+}
+
+/// Makes the renames into `dir` durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io("syncing", dir, e))
 }
 
 /// A temporary file removed when dropped, unless it was renamed into place.
@@ -251,9 +256,7 @@ pub fn chunks_to_files(source: &Db, files: &[ArtifactFile], to: &Path) -> Result
         done.files += 1;
         done.bytes += f.size;
     }
-    File::open(to)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io("syncing", to, e))?;
+    sync_dir(to)?;
     Ok(done)
 }
 
