@@ -214,6 +214,10 @@ pub async fn runner_shell(
     ws: WsUpgrade,
 ) -> Result<Response, ApiError> {
     let generation = super::machine::generation_header(&headers)?;
+    // Only ids of the shape this side mints: the id goes into a URL when carried on.
+    if !is_relay_id(&relay_id) {
+        return Err(ApiError::not_found("no such shell relay"));
+    }
     let relayed = headers.contains_key(HEADER_RELAYED_BY);
     if relayed {
         // Carried on by the replica the Runner is connected to: the database says which
@@ -255,6 +259,13 @@ fn new_relay_id(state: &AppState) -> String {
         Some(replica) => format!("{replica}.{random}"),
         None => random,
     }
+}
+
+/// True for what [`new_relay_id`] makes: hex digits, and one dot after a replica's id.
+fn is_relay_id(id: &str) -> bool {
+    let (holder, random) = id.split_once('.').unwrap_or(("", id));
+    let hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit());
+    random.len() == 32 && hex(random) && holder.len() <= 32 && hex(holder)
 }
 
 /// The replica holding `relay_id`, when that is another one than this.
@@ -523,5 +534,28 @@ impl Session {
             .call(move |c| super::store::control::check_holder(c, &account, &id, fence).map(|_| ()))
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_relay_id;
+
+    #[test]
+    fn only_minted_relay_ids_are_taken() {
+        let random = "0123456789abcdef0123456789abcdef";
+        assert!(is_relay_id(random));
+        assert!(is_relay_id(&format!("a1b2c3d4.{random}")));
+        for bad in [
+            "",
+            "a1b2c3d4.",
+            "a1b2c3d4.short",
+            &format!("a1b2c3d4.{random}/../../api"),
+            &format!("a1/../b.{random}"),
+            &format!("a.b.{random}"),
+            &format!("{random}?x=1"),
+        ] {
+            assert!(!is_relay_id(bad), "{bad:?}");
+        }
     }
 }
