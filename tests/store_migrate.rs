@@ -154,15 +154,7 @@ fn populate(env: &Env, server: &Server) -> (Vec<String>, String, Vec<u8>) {
     .ok();
     let artifacts = env.json(&["artifact", "list"]);
     let id = artifacts[0]["id"].as_str().unwrap().to_string();
-    let mut agents: Vec<String> = env
-        .json(&["agent", "list"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["name"].as_str().unwrap().to_string())
-        .collect();
-    agents.sort();
-    (agents, id, bytes)
+    (agent_names(env), id, bytes)
 }
 
 fn agent_names(env: &Env) -> Vec<String> {

@@ -122,31 +122,40 @@ impl Run {
         }
     }
 
-    /// Runs `work` on a read-only connection to the control plane's database, on a thread
-    /// of its own (PostgreSQL's connection runs its own runtime).
+    /// Runs `work` on a read-only connection to the control plane's database.
     async fn read<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Db) -> anyhow::Result<T> + Send + 'static,
     ) -> anyhow::Result<T> {
-        let (db_path, database) = (self.db.clone(), self.database.clone());
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        std::thread::spawn(move || {
-            let conn = match &database {
-                Some(url) => PgConn::connect(url)
-                    .map(|c| Db::Postgres(Box::new(c)))
-                    .map_err(|e| anyhow::anyhow!(crate::server::store::pg::describe(&e))),
-                None => rusqlite::Connection::open_with_flags(
-                    &db_path,
-                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
-                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                )
-                .map(Db::Sqlite)
-                .map_err(anyhow::Error::from),
-            };
-            let _ = tx.send(conn.and_then(|c| work(&c)));
-        });
-        rx.await.context("the database reader ended")?
+        read_db(self.database.clone(), self.db.clone(), work).await
     }
+}
+
+/// Runs `work` on a connection to the PostgreSQL database `database`, else read-only to
+/// the SQLite file `db_path`, on a thread of its own (PostgreSQL's connection runs its
+/// own runtime).
+pub(super) async fn read_db<T: Send + 'static>(
+    database: Option<String>,
+    db_path: PathBuf,
+    work: impl FnOnce(&Db) -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let conn = match &database {
+            Some(url) => PgConn::connect(url)
+                .map(|c| Db::Postgres(Box::new(c)))
+                .map_err(|e| anyhow::anyhow!(crate::server::store::pg::describe(&e))),
+            None => rusqlite::Connection::open_with_flags(
+                &db_path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map(Db::Sqlite)
+            .map_err(anyhow::Error::from),
+        };
+        let _ = tx.send(conn.and_then(|c| work(&c)));
+    });
+    rx.await.context("the database reader ended")?
 }
 
 /// Pings of the run after `before` by state, and when the last one finished (ms).

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::harness::{self, Setup, setup};
-use super::measure::{Run, latency, throughput};
+use super::measure::{Run, latency, read_db, throughput};
 use super::report::{Latency, Throughput};
 use super::serve::MAX_REPLICAS;
 use super::{DispatchArgs, progress};
@@ -46,19 +46,15 @@ struct Comparison {
 /// The benchmark fills the database with its own admin, Runner and commands: an empty one
 /// only (no yy schema yet, or no account in it).
 async fn check_empty(url: &str) -> anyhow::Result<()> {
-    let url = url.to_string();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let found = crate::server::store::pg::conn::PgConn::connect(&url)
-            .map_err(|e| crate::server::store::pg::describe(&e))
-            .map(|c| {
-                let db = crate::server::store::Db::Postgres(Box::new(c));
-                db.query_row("SELECT count(*) FROM accounts", [], |r| r.get::<_, i64>(0))
-                    .unwrap_or(0)
-            });
-        let _ = tx.send(found);
-    });
-    match rx.await? {
+    // No yy schema yet reads as no account.
+    let accounts = read_db(Some(url.to_string()), Default::default(), |db| {
+        Ok(db
+            .query_row("SELECT count(*) FROM accounts", [], |r| r.get::<_, i64>(0))
+            .unwrap_or(0))
+    })
+    .await
+    .map_err(|e| e.to_string());
+    match accounts {
         Err(why) => Err(CliError::failure(format!("cannot connect to --database: {why}")).into()),
         Ok(0) => Ok(()),
         Ok(n) => Err(CliError::new(

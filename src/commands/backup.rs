@@ -350,30 +350,48 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What every restore's JSON says of the archive it restored.
+fn restored_fields(
+    m: &backup::manifest::Manifest,
+    sha256: &str,
+    migrated: Option<(i64, i64)>,
+    elapsed: std::time::Duration,
+) -> serde_json::Map<String, serde_json::Value> {
+    let fields = json!({
+        "sha256": sha256,
+        "kind": m.kind,
+        "file_count": m.file_count,
+        "total_bytes": m.total_bytes,
+        "schema_version": m.schema_version,
+        "migrated_to": migrated.map(|(_, to)| to),
+        "created_at": m.created_at,
+        "seconds": elapsed.as_secs_f64(),
+    });
+    match fields {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!("an object literal"),
+    }
+}
+
+fn migrated_words(migrated: Option<(i64, i64)>) -> String {
+    migrated
+        .map(|(a, b)| format!(", database migrated from schema {a} to {b}"))
+        .unwrap_or_default()
+}
+
 fn print_restored(r: &Restored, as_json: bool) -> anyhow::Result<()> {
     if as_json {
-        return output::json(&json!({
-            "data_dir": r.target,
-            "sha256": r.sha256,
-            "kind": r.manifest.kind,
-            "file_count": r.manifest.file_count,
-            "total_bytes": r.manifest.total_bytes,
-            "schema_version": r.manifest.schema_version,
-            "migrated_to": r.migrated.map(|(_, to)| to),
-            "created_at": r.manifest.created_at,
-            "old_copy": r.old_copy,
-            "log": r.log,
-            "seconds": r.elapsed.as_secs_f64(),
-        }));
+        let mut out = restored_fields(&r.manifest, &r.sha256, r.migrated, r.elapsed);
+        out.insert("data_dir".into(), json!(r.target));
+        out.insert("old_copy".into(), json!(r.old_copy));
+        out.insert("log".into(), json!(r.log));
+        return output::json(&out);
     }
     let kept = match &r.old_copy {
         Some(o) => format!("the data from before is in {}", o.display()),
         None => "the directory was new".into(),
     };
-    let migrated = r
-        .migrated
-        .map(|(a, b)| format!(", database migrated from schema {a} to {b}"))
-        .unwrap_or_default();
+    let migrated = migrated_words(r.migrated);
     Ok(output::print(&format!(
         "restored {} ({}) into {} in {:.1}s{migrated}; {kept}; sha256 {}; log {}",
         plural(r.manifest.file_count, "file", "files"),
@@ -388,26 +406,15 @@ fn print_restored(r: &Restored, as_json: bool) -> anyhow::Result<()> {
 fn print_restored_postgres(r: &backup::postgres::Restored, as_json: bool) -> anyhow::Result<()> {
     let t = &r.report;
     if as_json {
-        return output::json(&json!({
-            "database": r.database,
-            "sha256": r.sha256,
-            "kind": r.manifest.kind,
-            "file_count": r.manifest.file_count,
-            "total_bytes": r.manifest.total_bytes,
-            "schema_version": r.manifest.schema_version,
-            "migrated_to": r.migrated.map(|(_, to)| to),
-            "created_at": r.manifest.created_at,
-            "rows": t.rows,
-            "replaced_rows": t.replaced_rows,
-            "tables": t.tables,
-            "artifacts": t.artifacts,
-            "seconds": r.elapsed.as_secs_f64(),
-        }));
+        let mut out = restored_fields(&r.manifest, &r.sha256, r.migrated, r.elapsed);
+        out.insert("database".into(), json!(r.database));
+        out.insert("rows".into(), json!(t.rows));
+        out.insert("replaced_rows".into(), json!(t.replaced_rows));
+        out.insert("tables".into(), json!(t.tables));
+        out.insert("artifacts".into(), json!(t.artifacts));
+        return output::json(&out);
     }
-    let migrated = r
-        .migrated
-        .map(|(a, b)| format!(", database migrated from schema {a} to {b}"))
-        .unwrap_or_default();
+    let migrated = migrated_words(r.migrated);
     let files = match &t.artifacts {
         Some(c) if c.same_directory => String::new(),
         Some(c) if c.files > 0 => format!(

@@ -24,12 +24,17 @@ pub struct StoredLogin {
 }
 
 impl StoredLogin {
+    /// The login's server, then its replicas, without a final `/`.
+    fn servers(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(&self.server)
+            .chain(&self.replicas)
+            .map(|s| s.trim_end_matches('/'))
+    }
+
     /// True when `server` is this login's server or one of its replicas.
     pub fn serves(&self, server: &str) -> bool {
         let server = server.trim_end_matches('/');
-        std::iter::once(&self.server)
-            .chain(&self.replicas)
-            .any(|s| s.trim_end_matches('/') == server)
+        self.servers().any(|s| s == server)
     }
 }
 
@@ -140,9 +145,9 @@ fn resolve() -> anyhow::Result<Resolved> {
     let same = stored.filter(|l| l.serves(&server));
     let replicas = same
         .iter()
-        .flat_map(|l| std::iter::once(&l.server).chain(&l.replicas))
-        .map(|s| s.trim_end_matches('/').to_string())
+        .flat_map(StoredLogin::servers)
         .filter(|s| *s != server)
+        .map(str::to_string)
         .collect();
     let pin = match env("YY_CERT_SHA256") {
         Some(p) => Some(

@@ -80,6 +80,14 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// True for a plain http:// URL whose host is not a loopback address literal.
+fn plain_http_off_loopback(url: &reqwest::Url) -> bool {
+    url.scheme() == "http"
+        && !url
+            .host()
+            .is_some_and(|h| crate::runner::config::is_loopback_literal(&h))
+}
+
 /// The replicas named after `url`, checked: each reached like `url` (plain http:// only to
 /// loopback), none named twice.
 fn check_replicas(url: &reqwest::Url, replicas: &[String]) -> Result<Vec<String>, CliError> {
@@ -95,10 +103,7 @@ fn check_replicas(url: &reqwest::Url, replicas: &[String]) -> Result<Vec<String>
                 url.scheme()
             )));
         }
-        let loopback = replica
-            .host()
-            .is_some_and(|h| crate::runner::config::is_loopback_literal(&h));
-        if replica.scheme() == "http" && !loopback {
+        if plain_http_off_loopback(&replica) {
             return Err(CliError::usage(format!(
                 "replica {raw} is plain http:// to an address that is not loopback: the token would cross the network readable; use https://"
             )));
@@ -122,10 +127,7 @@ async fn trusted_certificate(
     previous: Option<&StoredLogin>,
 ) -> anyhow::Result<Option<String>> {
     if url.scheme() == "http" {
-        let loopback = url
-            .host()
-            .is_some_and(|h| crate::runner::config::is_loopback_literal(&h));
-        if !loopback {
+        if plain_http_off_loopback(url) {
             return Err(CliError::usage(format!(
                 "{} is plain http:// to an address that is not loopback: the password would cross the network readable; use https:// (`yy serve --tls self-signed`)",
                 args.url
@@ -229,4 +231,32 @@ pub async fn whoami(args: WhoamiArgs) -> anyhow::Result<()> {
             ("token id", me.token_id.clone()),
         ],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_replicas;
+
+    #[test]
+    fn replicas_are_reached_like_the_server_and_named_once() {
+        let https = reqwest::Url::parse("https://a.example:8420").unwrap();
+        let ok = check_replicas(&https, &["https://b.example:8420/".into()]).unwrap();
+        assert_eq!(ok, ["https://b.example:8420"]);
+        for (bad, says) in [
+            ("http://127.0.0.1:8420", "the same way"),
+            ("https://a.example:8420/", "named twice"),
+            ("ftp://b.example", "replica URL"),
+        ] {
+            let e = check_replicas(&https, &[bad.into()])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let http = reqwest::Url::parse("http://127.0.0.1:8420").unwrap();
+        assert!(check_replicas(&http, &["http://127.0.0.2:8420".into()]).is_ok());
+        let e = check_replicas(&http, &["http://10.1.2.3:8420".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not loopback"), "{e}");
+    }
 }

@@ -67,13 +67,18 @@ pub fn redacted(url: &str) -> String {
         .join(" ")
 }
 
+/// `postgres://...` (or `postgresql://`), or PostgreSQL's key-value form.
+pub fn looks_like_url(spec: &str) -> bool {
+    let lower = spec.to_ascii_lowercase();
+    lower.starts_with("postgres://")
+        || lower.starts_with("postgresql://")
+        || (lower.contains('=') && !lower.contains("://"))
+}
+
 /// A PostgreSQL URL or key-value string given as `flag`; one from the command line
 /// (not from `env`) must not hold a password: argv is readable by every user of the host.
 pub fn check_url(flag: &str, env: &str, url: &str, from_env: bool) -> Result<(), String> {
-    let lower = url.to_ascii_lowercase();
-    let is_url = lower.starts_with("postgres://") || lower.starts_with("postgresql://");
-    let is_key_value = lower.contains('=') && !lower.contains("://");
-    if !is_url && !is_key_value {
+    if !looks_like_url(url) {
         return Err(format!(
             "{flag} {}: not a PostgreSQL URL; give postgres://USER@HOST:PORT/NAME (or leave {flag} out for the embedded SQLite file)",
             redacted(url)

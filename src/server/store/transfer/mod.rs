@@ -101,10 +101,7 @@ impl Endpoint {
             }
             return Ok(Endpoint::Sqlite(path));
         }
-        let lower = spec.to_ascii_lowercase();
-        let url = lower.starts_with("postgres://") || lower.starts_with("postgresql://");
-        let key_value = lower.contains('=') && !lower.contains("://");
-        if (url || key_value) && spec.parse::<tokio_postgres::Config>().is_ok() {
+        if pg::looks_like_url(spec) && spec.parse::<tokio_postgres::Config>().is_ok() {
             return Ok(Endpoint::Postgres(spec.to_string()));
         }
         Err(TransferError::Invalid(format!(
