@@ -97,6 +97,18 @@ pub(super) async fn compare(
         ))
         .into());
     }
+    // The comparison is of both figures: neither part can be skipped here.
+    for (flag, n) in [
+        ("--latency-samples", args.latency_samples),
+        ("--commands", args.commands),
+    ] {
+        if n == 0 {
+            return Err(CliError::usage(format!(
+                "{flag} 0: the comparison with --database measures pickup and throughput on both backends; give at least 1"
+            ))
+            .into());
+        }
+    }
     check_empty(url).await?;
     let options = |database: Option<String>, replicas: usize| harness::Options {
         max_pending: args.commands as u64 + 1000,
