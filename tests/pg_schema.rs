@@ -81,6 +81,13 @@ const UNDO: &[&str] = &[
     "DROP TABLE replicas",
     "ALTER TABLE replicas DROP COLUMN peer_url, DROP COLUMN cert_sha256",
     "DROP TABLE artifact_chunks",
+    "DROP INDEX runner_commands_pending_deadline;
+     DROP TRIGGER runner_commands_pending_added ON runner_commands;
+     DROP TRIGGER runner_commands_pending_left ON runner_commands;
+     DROP TRIGGER runner_commands_pending_entered ON runner_commands;
+     DROP TRIGGER runner_commands_pending_deleted ON runner_commands;
+     DROP FUNCTION runner_commands_pending();
+     ALTER TABLE runners DROP COLUMN pending_commands, DROP COLUMN pending_bytes",
 ];
 
 #[tokio::test]
@@ -236,6 +243,7 @@ async fn sqlite_and_postgres_have_one_logical_schema() {
     assert!(runners.uniques.contains(&vec!["token_hash".to_string()]));
     assert_eq!(runners.foreign_keys.len(), 1);
     assert!(sqlite["runner_commands"].columns[0].auto_increment);
+    assert_eq!(sqlite["runner_commands"].triggers.len(), 4);
     assert_eq!(sqlite["session_events"].primary_key, ["session_id", "seq"]);
 
     // The comparison names what one side lacks: drop parts of a scratch database.
@@ -247,7 +255,8 @@ async fn sqlite_and_postgres_have_one_logical_schema() {
              DROP INDEX turn_waits_session;
              ALTER TABLE accounts DROP CONSTRAINT accounts_admin_check;
              ALTER TABLE computers ALTER COLUMN network DROP DEFAULT;
-             ALTER TABLE api_tokens DROP CONSTRAINT api_tokens_token_hash_key;",
+             ALTER TABLE api_tokens DROP CONSTRAINT api_tokens_token_hash_key;
+             DROP TRIGGER runner_commands_pending_deleted ON runner_commands;",
         )
         .await
         .unwrap();
@@ -263,6 +272,7 @@ async fn sqlite_and_postgres_have_one_logical_schema() {
         "table accounts: check \"adminin0,1\": only in sqlite",
         "table computers: column network: sqlite text NOT NULL DEFAULT 'none', postgres text NOT NULL",
         "table api_tokens: unique [\"token_hash\"]: only in sqlite",
+        "table runner_commands: trigger \"runner_commands_pending_deleted\": only in sqlite",
     ];
     assert_eq!(found, sorted(&expected), "{}", found.join("\n"));
 }

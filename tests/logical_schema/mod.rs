@@ -65,6 +65,8 @@ pub struct Table {
     pub checks: BTreeSet<String>,
     pub foreign_keys: BTreeSet<ForeignKey>,
     pub indexes: BTreeMap<String, Index>,
+    /// Trigger names (the bodies are in each dialect's own language).
+    pub triggers: BTreeSet<String>,
 }
 
 pub type Schema = BTreeMap<String, Table>;
@@ -129,6 +131,15 @@ pub fn differences(
             "foreign key",
             l_fks,
             r_fks,
+            left_name,
+            right_name,
+        );
+        one_sided(
+            &mut out,
+            &at,
+            "trigger",
+            &l.triggers,
+            &r.triggers,
             left_name,
             right_name,
         );

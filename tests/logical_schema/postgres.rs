@@ -125,6 +125,11 @@ pub async fn schema(client: &Client) -> Schema {
             };
             table.indexes.insert(ix.get(0), entry);
         }
+        let triggers = "SELECT tgname::text FROM pg_catalog.pg_trigger
+                        WHERE tgrelid = to_regclass($1) AND NOT tgisinternal";
+        for t in client.query(triggers, &[&name]).await.unwrap() {
+            table.triggers.insert(t.get(0));
+        }
         schema.insert(name, table);
     }
     schema

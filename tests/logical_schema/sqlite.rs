@@ -123,6 +123,13 @@ pub fn schema(conn: &rusqlite::Connection) -> Schema {
         pk.sort();
         table.primary_key = pk.into_iter().map(|(_, c)| c).collect();
         table.checks = checks(&create).iter().map(|c| normalize_sql(c)).collect();
+        table.triggers = query(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?1",
+            &name,
+        )
+        .iter()
+        .filter_map(|r| text(&r[0]))
+        .collect();
         for ix in query(
             "SELECT il.name, il.\"unique\", il.origin, m.sql FROM pragma_index_list(?1) il
              LEFT JOIN sqlite_master m ON m.type = 'index' AND m.name = il.name",

@@ -156,6 +156,19 @@ pub fn enqueue(
     Ok(row)
 }
 
+/// Sets every Runner's pending counts from its rows, for a copy whose rows arrived with
+/// their counts already (`yy store migrate`, a restore): the triggers counted them again.
+pub fn recount_pending(conn: &Db) -> rusqlite::Result<usize> {
+    conn.execute(
+        "UPDATE runners SET
+             pending_commands = (SELECT count(*) FROM runner_commands c
+                                 WHERE c.runner_id = runners.id AND c.state = 'pending'),
+             pending_bytes = (SELECT coalesce(sum(c.payload_bytes), 0) FROM runner_commands c
+                              WHERE c.runner_id = runners.id AND c.state = 'pending')",
+        [],
+    )
+}
+
 /// [`enqueue`] inside the caller's transaction. The deadline is the kind's
 /// ([`CommandKind::deadline`]); `timeout_ms` only for a kind whose caller chooses it.
 pub(crate) fn enqueue_in(
@@ -170,9 +183,13 @@ pub(crate) fn enqueue_in(
         .deadline()
         .resolve(timeout_ms)
         .map_err(StoreError::Invalid)? as i64;
-    let disabled: Option<i64> = not_found(
-        conn.prepare_cached("SELECT disabled_at FROM runners WHERE id = ?1")?
-            .query_row([runner_id], |r| r.get(0)),
+    // What waits already is kept beside the Runner (migration 25's triggers): counting the
+    // pending rows here would cost time in proportion to the backlog.
+    let (disabled, count, bytes): (Option<i64>, u32, i64) = not_found(
+        conn.prepare_cached(
+            "SELECT disabled_at, pending_commands, pending_bytes FROM runners WHERE id = ?1",
+        )?
+        .query_row([runner_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))),
         || format!("no runner {runner_id:?}"),
     )?;
     if disabled.is_some() {
@@ -183,12 +200,6 @@ pub(crate) fn enqueue_in(
     let payload = command.payload().to_string();
     // Stopping work must never be refused for lack of room.
     if !kind.is_stop() {
-        let (count, bytes): (u32, i64) = conn
-            .prepare_cached(
-                "SELECT count(*), coalesce(sum(payload_bytes), 0) FROM runner_commands
-             WHERE runner_id = ?1 AND state = 'pending'",
-            )?
-            .query_row([runner_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
         if count >= limits.max_pending {
             return Err(StoreError::Limit(format!(
                 "runner {runner_id} already has {}, the limit: wait until it catches up (is it online? `yy runner show {runner_id}`)",

@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0022_replicas.sql"),
     include_str!("../../../migrations/0023_replica_peers.sql"),
     include_str!("../../../migrations/0024_artifact_chunks.sql"),
+    include_str!("../../../migrations/0025_pending_counts.sql"),
 ];
 
 /// The current schema, equal to what all migrations produce from an empty database.

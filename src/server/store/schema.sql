@@ -85,7 +85,10 @@ CREATE TABLE runners (
     token_issued_at      INTEGER,
     next_token_hash      TEXT,
     next_token_issued_at INTEGER,
-    rotate_requested_at  INTEGER
+    rotate_requested_at  INTEGER,
+    -- What waits for it (migration 25), kept by the triggers on runner_commands.
+    pending_commands INTEGER NOT NULL DEFAULT 0,
+    pending_bytes    INTEGER NOT NULL DEFAULT 0
 );
 -- One enabled Runner per source, enforced by the database itself.
 CREATE UNIQUE INDEX runners_one_enabled_per_source ON runners(source_id) WHERE disabled_at IS NULL;
@@ -111,6 +114,37 @@ CREATE TABLE runner_commands (
     delivered_at        INTEGER                            -- first time an admin got the result
 );
 CREATE INDEX runner_commands_queue ON runner_commands(runner_id, state, seq);
+CREATE TRIGGER runner_commands_pending_added AFTER INSERT ON runner_commands
+WHEN NEW.state = 'pending'
+BEGIN
+    UPDATE runners SET pending_commands = pending_commands + 1,
+                       pending_bytes = pending_bytes + NEW.payload_bytes
+    WHERE id = NEW.runner_id;
+END;
+CREATE TRIGGER runner_commands_pending_left AFTER UPDATE OF state, runner_id, payload_bytes ON runner_commands
+WHEN OLD.state = 'pending'
+BEGIN
+    UPDATE runners SET pending_commands = pending_commands - 1,
+                       pending_bytes = pending_bytes - OLD.payload_bytes
+    WHERE id = OLD.runner_id;
+END;
+CREATE TRIGGER runner_commands_pending_entered AFTER UPDATE OF state, runner_id, payload_bytes ON runner_commands
+WHEN NEW.state = 'pending'
+BEGIN
+    UPDATE runners SET pending_commands = pending_commands + 1,
+                       pending_bytes = pending_bytes + NEW.payload_bytes
+    WHERE id = NEW.runner_id;
+END;
+CREATE TRIGGER runner_commands_pending_deleted AFTER DELETE ON runner_commands
+WHEN OLD.state = 'pending'
+BEGIN
+    UPDATE runners SET pending_commands = pending_commands - 1,
+                       pending_bytes = pending_bytes - OLD.payload_bytes
+    WHERE id = OLD.runner_id;
+END;
+-- A Runner's pending commands past their deadline, found by the lease without reading the
+-- whole backlog (the sweep reads only the pending commands' entries).
+CREATE INDEX runner_commands_pending_deadline ON runner_commands(runner_id, deadline_at) WHERE state = 'pending';
 CREATE TABLE sessions (
     id                TEXT PRIMARY KEY,
     account_id        TEXT NOT NULL REFERENCES accounts(id),

@@ -88,7 +88,10 @@ CREATE TABLE runners (
     token_issued_at      bigint,
     next_token_hash      text,
     next_token_issued_at bigint,
-    rotate_requested_at  bigint
+    rotate_requested_at  bigint,
+    -- What waits for it (migration 25), kept by the triggers on runner_commands.
+    pending_commands bigint NOT NULL DEFAULT 0,
+    pending_bytes    bigint NOT NULL DEFAULT 0
 );
 -- One enabled Runner per source, enforced by the database itself.
 CREATE UNIQUE INDEX runners_one_enabled_per_source ON runners(source_id) WHERE disabled_at IS NULL;
@@ -114,6 +117,35 @@ CREATE TABLE runner_commands (
     delivered_at        bigint                            -- first time an admin got the result
 );
 CREATE INDEX runner_commands_queue ON runner_commands(runner_id, state, seq);
+CREATE FUNCTION runner_commands_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- Nested: OLD is not there for an INSERT, nor NEW for a DELETE.
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        IF OLD.state = 'pending' THEN
+            UPDATE runners SET pending_commands = pending_commands - 1,
+                               pending_bytes = pending_bytes - OLD.payload_bytes
+            WHERE id = OLD.runner_id;
+        END IF;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        IF NEW.state = 'pending' THEN
+            UPDATE runners SET pending_commands = pending_commands + 1,
+                               pending_bytes = pending_bytes + NEW.payload_bytes
+            WHERE id = NEW.runner_id;
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER runner_commands_pending_added AFTER INSERT ON runner_commands
+    FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION runner_commands_pending();
+CREATE TRIGGER runner_commands_pending_left AFTER UPDATE OF state, runner_id, payload_bytes ON runner_commands
+    FOR EACH ROW WHEN (OLD.state = 'pending') EXECUTE FUNCTION runner_commands_pending();
+CREATE TRIGGER runner_commands_pending_entered AFTER UPDATE OF state, runner_id, payload_bytes ON runner_commands
+    FOR EACH ROW WHEN (NEW.state = 'pending' AND OLD.state <> 'pending') EXECUTE FUNCTION runner_commands_pending();
+CREATE TRIGGER runner_commands_pending_deleted AFTER DELETE ON runner_commands
+    FOR EACH ROW WHEN (OLD.state = 'pending') EXECUTE FUNCTION runner_commands_pending();
+CREATE INDEX runner_commands_pending_deadline ON runner_commands(runner_id, deadline_at) WHERE state = 'pending';
 CREATE TABLE sessions (
     id                text PRIMARY KEY,
     account_id        text NOT NULL REFERENCES accounts(id),

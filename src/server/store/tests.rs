@@ -443,13 +443,91 @@ fn a_full_queue_refuses_work_but_never_a_stop() {
         commands::enqueue(&mut w.conn, &w.runner, &list, None, limits),
         Err(StoreError::Limit(_))
     ));
-    // Cancelling goes through even now.
+    // Cancelling goes through even now, and makes room.
     commands::cancel(&mut w.conn, &first.id).unwrap();
+    let third = w.ping(limits).unwrap();
+    assert!(matches!(w.ping(limits), Err(StoreError::Limit(_))));
+    let generation = w.connect();
+    commands::lease(&mut w.conn, &w.runner, generation, 1).unwrap();
+    w.ping(limits).unwrap();
+    commands::cancel(&mut w.conn, &third.id).unwrap();
     runners::disable(&w.conn, &w.runner).unwrap();
     assert!(matches!(
         w.ping(QueueLimits::default()),
         Err(StoreError::Conflict(_))
     ));
+}
+
+/// The Runner's kept pending counts, and the same counted from its rows.
+fn pending_counts(w: &World) -> ((i64, i64), (i64, i64)) {
+    let kept = w
+        .conn
+        .query_row(
+            "SELECT pending_commands, pending_bytes FROM runners WHERE id = ?1",
+            [&w.runner],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let counted = w
+        .conn
+        .query_row(
+            "SELECT count(*), coalesce(sum(payload_bytes), 0) FROM runner_commands
+             WHERE runner_id = ?1 AND state = 'pending'",
+            [&w.runner],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    (kept, counted)
+}
+
+#[test]
+fn the_kept_pending_counts_follow_every_change_of_a_command() {
+    let mut w = world();
+    let generation = w.connect();
+    let check = |w: &World, commands: i64, why: &str| {
+        let (kept, counted) = pending_counts(w);
+        assert_eq!(kept, counted, "{why}");
+        assert_eq!(kept.0, commands, "{why}");
+    };
+    check(&w, 0, "none yet");
+    let pings: Vec<_> = (0..5)
+        .map(|_| w.ping(QueueLimits::default()).unwrap())
+        .collect();
+    check(&w, 5, "enqueued");
+    assert!(pending_counts(&w).0.1 > 0, "the bytes are counted");
+    commands::lease(&mut w.conn, &w.runner, generation, 2).unwrap();
+    check(&w, 3, "two leased");
+    commands::cancel(&mut w.conn, &pings[4].id).unwrap();
+    check(&w, 2, "one dequeued");
+    // A new generation puts what was leased and never started back in the queue.
+    let generation = w.connect();
+    check(&w, 4, "the leased ones requeued");
+    w.conn
+        .execute(
+            "UPDATE runner_commands SET deadline_at = 0 WHERE id = ?1",
+            [&pings[3].id],
+        )
+        .unwrap();
+    commands::sweep(&mut w.conn).unwrap();
+    check(&w, 3, "one expired");
+    w.conn
+        .execute(
+            "UPDATE runner_commands SET payload_bytes = payload_bytes + 100 WHERE id = ?1",
+            [&pings[2].id],
+        )
+        .unwrap();
+    check(&w, 3, "a pending command's bytes changed");
+    w.conn
+        .execute("DELETE FROM runner_commands WHERE id = ?1", [&pings[2].id])
+        .unwrap();
+    check(&w, 2, "one deleted");
+    let leased = commands::lease(&mut w.conn, &w.runner, generation, 10).unwrap();
+    assert_eq!(leased.len(), 2);
+    check(&w, 0, "all leased");
+    // What counting again finds is what was kept.
+    let before = pending_counts(&w).0;
+    commands::recount_pending(&w.conn).unwrap();
+    assert_eq!(pending_counts(&w).0, before);
 }
 
 #[test]

@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/postgres/0022_replicas.sql"),
     include_str!("../../../../migrations/postgres/0023_replica_peers.sql"),
     include_str!("../../../../migrations/postgres/0024_artifact_chunks.sql"),
+    include_str!("../../../../migrations/postgres/0025_pending_counts.sql"),
 ];
 
 /// The advisory lock (`pg_advisory_xact_lock`) held while the schema changes: the ASCII

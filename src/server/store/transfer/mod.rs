@@ -391,6 +391,10 @@ pub fn transfer(
             }
             sums.push(sum);
         }
+        // The rows of runner_commands were counted by its triggers on top of the counts
+        // copied with the runners: set them from the rows, as the source has them.
+        super::commands::recount_pending(db)
+            .map_err(|e| db_error("counting the Runners' pending commands", e))?;
         // Chunks after the rows: they refer to their artifact's.
         if let Some(BlobDirs {
             from: BlobPlace::Dir(from),
