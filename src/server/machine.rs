@@ -106,7 +106,7 @@ impl FromRequestParts<AppState> for RunnerCaller {
         let lifetime = state.runner_token_lifetime_ms();
         let found = state
             .store
-            .call(move |c| runner_tokens::authenticate(c, &hash, lifetime))
+            .call_unlocked(move |c| runner_tokens::authenticate(c, &hash, lifetime))
             .await?;
         match found {
             None => Err(unknown_runner()),

@@ -465,12 +465,18 @@ impl Queue {
         wait: Duration,
     ) -> Result<CommandRow, StoreError> {
         let key = id.clone();
-        let first = self.store.call(move |c| commands::get(c, &key)).await?;
+        let first = self
+            .store
+            .call_unlocked(move |c| commands::get(c, &key))
+            .await?;
         let (row, _) = self
             .wait_for(Some(&first.runner_id), Signal::Changed, wait, || {
                 let id = id.clone();
                 async move {
-                    let row = self.store.call(move |c| commands::get(c, &id)).await?;
+                    let row = self
+                        .store
+                        .call_unlocked(move |c| commands::get(c, &id))
+                        .await?;
                     let ended = row.is_final();
                     Ok::<_, StoreError>((row, ended))
                 }

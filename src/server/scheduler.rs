@@ -37,6 +37,16 @@ impl Queue {
     /// One pass: settle ended turns, admit ready work, stop and remove what ended.
     pub async fn schedule_once(&self) -> Result<usize, super::store::StoreError> {
         let limits = self.limits();
+        // Most passes find nothing to do: that is one statement, read without the store's
+        // lock (a wake-up from another replica asks for a pass every time).
+        if !self
+            .store()
+            .call_unlocked(|c| schedule::any_work(c))
+            .await?
+        {
+            super::telemetry::scheduler_pass();
+            return Ok(0);
+        }
         let pass = self
             .store()
             .call(move |c| schedule::pass(c, limits))

@@ -167,6 +167,6 @@ pub fn runner_wait(state: &AppState, runner_id: &RunnerId, what: &str) -> String
 async fn resolve(state: &AppState, key: String) -> Result<CommandId, ApiError> {
     Ok(state
         .store
-        .call(move |c| ids::resolve(c, ids::Kind::Command, &key).map(CommandId::from))
+        .call_unlocked(move |c| ids::resolve(c, ids::Kind::Command, &key).map(CommandId::from))
         .await?)
 }

@@ -36,6 +36,9 @@ pub(super) trait Job: Send {
     fn alone(&self) -> bool;
     /// Whether its answer waits for the disk (all but [`super::Store::call_relaxed`]).
     fn durable(&self) -> bool;
+    /// Whether it needs the store's lock on PostgreSQL (all but
+    /// [`super::Store::call_unlocked`]).
+    fn locks(&self) -> bool;
     /// Runs the work and keeps its result for [`Job::answer`].
     fn run(&mut self, conn: &mut Db);
     /// Whether it ran and returned an error.
@@ -54,12 +57,13 @@ pub(super) struct Call<F, R> {
     reply: tokio::sync::oneshot::Sender<Result<R, StoreError>>,
     alone: bool,
     durable: bool,
+    locks: bool,
 }
 
 type Reply<R> = tokio::sync::oneshot::Receiver<Result<R, StoreError>>;
 
 impl<F, R> Call<F, R> {
-    pub(super) fn new(work: F, alone: bool, durable: bool) -> (Call<F, R>, Reply<R>) {
+    pub(super) fn new(work: F, alone: bool, durable: bool, locks: bool) -> (Call<F, R>, Reply<R>) {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let call = Call {
             work: Some(work),
@@ -67,6 +71,7 @@ impl<F, R> Call<F, R> {
             reply,
             alone,
             durable,
+            locks,
         };
         (call, answer)
     }
@@ -83,6 +88,10 @@ where
 
     fn durable(&self) -> bool {
         self.durable
+    }
+
+    fn locks(&self) -> bool {
+        self.locks
     }
 
     fn run(&mut self, conn: &mut Db) {
@@ -192,7 +201,7 @@ fn run_alone(conn: &mut Db, mut job: Box<dyn Job>) {
 
 /// One job in a transaction of its own.
 fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>) {
-    if let Err(e) = conn.begin() {
+    if let Err(e) = conn.begin(true) {
         return job.answer(Some(lost(conn, &e.to_string())));
     }
     run_in_savepoint(conn, job.as_mut());
@@ -207,8 +216,12 @@ fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>) {
 
 /// Runs `first` and whatever arrives meanwhile (up to the bounds) in one transaction,
 /// commits it and answers each. Returns the next job to run: one that must run alone, a
-/// durable one when the batch does not sync, or the first that arrived after the batch
-/// closed.
+/// durable one when the batch does not sync, one that needs the store's lock when the
+/// batch runs without it, or the first that arrived after the batch closed.
+///
+/// A batch without the lock (its first call is [`super::Store::call_unlocked`]) takes only
+/// such calls: were it to take the lock after one of them changed a row, it could wait for
+/// a replica whose transaction waits for that row.
 fn run_batch(
     conn: &mut Db,
     first: Box<dyn Job>,
@@ -216,7 +229,8 @@ fn run_batch(
     mut syncing: bool,
 ) -> Option<Box<dyn Job>> {
     let started = Instant::now();
-    if let Err(e) = conn.begin() {
+    let locked = first.locks();
+    if let Err(e) = conn.begin(locked) {
         first.answer(Some(lost(conn, &e.to_string())));
         return queue.try_recv().ok();
     }
@@ -224,12 +238,15 @@ fn run_batch(
     let mut next = Some(first);
     let mut after = None;
     while let Some(mut job) = next.take() {
+        // An unlocked call joins a batch as it is: what it may change (a token promoted,
+        // its last use) is as safe to lose in a power failure as a lease.
+        let syncs = job.durable() && job.locks();
         // PostgreSQL decides at the COMMIT whether it waits for the disk: a durable call
         // makes the whole batch durable instead of starting one of its own.
-        if job.durable() && !syncing && !job.alone() && conn.make_durable() {
+        if syncs && !syncing && !job.alone() && conn.make_durable() {
             syncing = true;
         }
-        if job.alone() || (job.durable() && !syncing) {
+        if job.alone() || (syncs && !syncing) || (job.locks() && !locked) {
             after = Some(job);
             break;
         }

@@ -361,3 +361,55 @@ async fn relaxed_calls_commit_without_syncing_and_a_durable_one_behind_them_sync
     assert_eq!(last.await.unwrap().unwrap(), 2, "joins the durable batch");
     assert_eq!(committed_rows(&dir), ["d", "r1", "r2"]);
 }
+
+/// On PostgreSQL (the store tests' database, see `tests::POSTGRES_ENV`): a call made with
+/// `call_unlocked` goes on while another session holds the store's lock, and an ordinary
+/// call waits for it; an unlocked batch does not take a locking call in.
+#[test]
+fn on_postgres_an_unlocked_call_does_not_wait_for_the_store_lock() {
+    use super::pg::conn::{PgConn, STORE_LOCK};
+    let Ok(url) = std::env::var(super::tests::POSTGRES_ENV) else {
+        return;
+    };
+    let schema = format!("w_{}", uuid::Uuid::new_v4().simple());
+    PgConn::connect(&url)
+        .unwrap()
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .unwrap();
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{separator}options=-csearch_path%3D{schema}");
+    let store = Store::open_postgres(&url).unwrap();
+    let holder = PgConn::connect(&url).unwrap();
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({STORE_LOCK})"
+        ))
+        .unwrap();
+    let count =
+        |c: &mut Db| Ok(c.query_row("SELECT count(*) FROM runners", [], |r| r.get::<_, i64>(0))?);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let unlocked = runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(5), store.call_unlocked(count)).await
+    });
+    assert_eq!(unlocked.expect("not held up by the lock").unwrap(), 0);
+    let locked = runtime.spawn({
+        let store = store.clone();
+        async move { store.call(count).await }
+    });
+    // Queued behind the locking call: it runs in a batch of its own after it.
+    let behind = runtime.spawn({
+        let store = store.clone();
+        async move { store.call_unlocked(count).await }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!locked.is_finished(), "a locking call waits for the lock");
+    holder.batch_execute("COMMIT").unwrap();
+    runtime.block_on(async {
+        let done = tokio::time::timeout(Duration::from_secs(5), locked).await;
+        assert_eq!(
+            done.expect("runs once the lock is free").unwrap().unwrap(),
+            0
+        );
+        assert_eq!(behind.await.unwrap().unwrap(), 0);
+    });
+}

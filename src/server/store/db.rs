@@ -135,11 +135,12 @@ impl Db {
     }
 
     /// Opens a writing transaction. On PostgreSQL it first takes the store's advisory
-    /// lock, so that the transactions of every replica run one at a time, as SQLite's do.
-    pub fn begin(&self) -> rusqlite::Result<()> {
+    /// lock when `locked`, so that the transactions of every replica run one at a time, as
+    /// SQLite's do (see [`super::Store::call_unlocked`] for those that need not).
+    pub fn begin(&self, locked: bool) -> rusqlite::Result<()> {
         match self {
             Db::Sqlite(c) => c.execute_batch("BEGIN IMMEDIATE"),
-            Db::Postgres(c) => c.begin(),
+            Db::Postgres(c) => c.begin(locked),
         }
     }
 

@@ -231,7 +231,21 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
-        self.send(f, false, true).await
+        self.send(f, false, true, true).await
+    }
+
+    /// [`Store::call`] without the store's lock on PostgreSQL ([`pg::conn::STORE_LOCK`]), so
+    /// that it neither waits for nor holds up other replicas' transactions: only for calls
+    /// that are right without it, whose every statement stands on its own (one read, or a
+    /// change whose condition is in its own WHERE): authentication, reading one command.
+    /// It joins a relaxed batch without making it wait for the disk (see [`batch`]). On
+    /// SQLite it is otherwise [`Store::call`].
+    pub async fn call_unlocked<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.send(f, false, true, false).await
     }
 
     /// [`Store::call`], answered once committed without waiting for the disk: for changes
@@ -243,7 +257,7 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
-        self.send(f, false, false).await
+        self.send(f, false, false, true).await
     }
 
     /// [`Store::call`] outside any batch, in SQLite's autocommit mode: for work SQLite
@@ -254,15 +268,21 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
-        self.send(f, true, true).await
+        self.send(f, true, true, true).await
     }
 
-    async fn send<R, F>(&self, f: F, alone: bool, durable: bool) -> Result<R, StoreError>
+    async fn send<R, F>(
+        &self,
+        f: F,
+        alone: bool,
+        durable: bool,
+        locks: bool,
+    ) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
-        let (job, reply) = batch::Call::new(f, alone, durable);
+        let (job, reply) = batch::Call::new(f, alone, durable, locks);
         self.jobs
             .send(Box::new(job))
             .map_err(|_| StoreError::Task("the database thread has stopped".into()))?;
@@ -283,7 +303,7 @@ impl Store {
             return f(&mut guard);
         }
         // PostgreSQL has no autocommit mode for savepoints: one transaction around it all.
-        guard.begin()?;
+        guard.begin(true)?;
         let result = f(&mut guard);
         let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
         guard.execute_batch(end)?;
@@ -298,7 +318,7 @@ impl Store {
         f: impl FnOnce(&Db) -> Result<R, E>,
     ) -> Result<R, E> {
         let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        guard.begin().map_err(StoreError::from)?;
+        guard.begin(true).map_err(StoreError::from)?;
         let result = f(&guard);
         if result.is_err() {
             let _ = guard.execute_batch("ROLLBACK");

@@ -42,8 +42,9 @@ pub fn authenticate(
     hash: &str,
     lifetime_ms: i64,
 ) -> Result<Option<RunnerAuth>, StoreError> {
-    // Nearly every request only reads; the rare promotion writes inside the same savepoint
-    // (one database thread, so nothing can take the write lock meanwhile).
+    // Nearly every request only reads; the rare promotion writes inside the same savepoint.
+    // It runs without the store's lock (Store::call_unlocked): the promotion's own WHERE
+    // decides, so a token replaced meanwhile through another replica is not promoted.
     let tx = conn.savepoint()?;
     type Found = (
         RunnerId,
@@ -83,12 +84,17 @@ pub fn authenticate(
     } else {
         let next_issued = next_issued.unwrap_or(now);
         if disabled_at.is_none() {
-            tx.execute(
+            let changed = tx.execute(
                 "UPDATE runners SET token_hash = next_token_hash, token_issued_at = next_token_issued_at,
                      next_token_hash = NULL, next_token_issued_at = NULL, rotate_requested_at = NULL
                  WHERE id = ?1 AND next_token_hash = ?2",
                 params![runner_id, hash],
             )?;
+            if changed == 0 {
+                // Replaced by a newer pending token between the read and the change: this
+                // one is neither current nor pending any more.
+                return Ok(None);
+            }
             promoted = true;
         }
         (next_issued, false)
@@ -159,8 +165,9 @@ pub fn rotation_waiting(conn: &Db, runner_id: &RunnerId) -> Result<bool, StoreEr
 /// the current and pending tokens stop working at once and the Runner is disabled (its
 /// token may have leaked): it must be registered again.
 pub fn request(conn: &mut Db, key: &str, revoke: bool) -> Result<RunnerRow, StoreError> {
-    // Nearly every request only reads; the rare promotion writes inside the same savepoint
-    // (one database thread, so nothing can take the write lock meanwhile).
+    // Nearly every request only reads; the rare promotion writes inside the same savepoint.
+    // It runs without the store's lock (Store::call_unlocked): the promotion's own WHERE
+    // decides, so a token replaced meanwhile through another replica is not promoted.
     let tx = conn.savepoint()?;
     let runner = runners::get(&tx, key)?;
     if runner.disabled_at.is_some() {

@@ -94,16 +94,26 @@ impl PgConn {
         self.durable.set(durable);
     }
 
-    /// BEGIN, the store's lock (see [`STORE_LOCK`]), and the durability asked for.
-    pub fn begin(&self) -> rusqlite::Result<()> {
+    /// BEGIN, the store's lock (see [`STORE_LOCK`]) when `locked`, and the durability
+    /// asked for, all sent with the transaction's first statement: nothing reads their
+    /// answers, and were one refused (the database gone), that statement fails too and
+    /// says so.
+    pub fn begin(&self, locked: bool) -> rusqlite::Result<()> {
         let relaxed = if self.durable.get() {
             ""
         } else {
             "SET LOCAL synchronous_commit TO off; "
         };
-        self.batch_execute(&format!(
-            "BEGIN; {relaxed}SELECT pg_advisory_xact_lock({STORE_LOCK})"
-        ))
+        let lock = if locked {
+            format!("SELECT pg_advisory_xact_lock({STORE_LOCK}); ")
+        } else {
+            String::new()
+        };
+        let mut deferred = self.deferred.borrow_mut();
+        deferred.clear();
+        deferred.push_str(&format!("BEGIN; {relaxed}{lock}"));
+        self.in_transaction.set(true);
+        Ok(())
     }
 
     /// The open transaction's commit waits for the disk after all (sent with the next
