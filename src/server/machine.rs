@@ -267,7 +267,7 @@ async fn machine_lease(
         let (id, lifetime) = (current.runner_id.clone(), state.runner_token_lifetime_ms());
         state
             .store
-            .call(move |c| runner_tokens::rotate_due(c, &id, lifetime))
+            .call_unlocked(move |c| runner_tokens::rotate_due(c, &id, lifetime))
             .await?
     } else {
         current.token.rotate

@@ -18,7 +18,7 @@ use super::hub::Hub;
 use crate::api::ids::RunnerId;
 
 /// The channel replicas notify each other on.
-const CHANNEL: &str = "yy_wake";
+const CHANNEL: &str = super::store::pg::conn::WAKE_CHANNEL;
 /// Wake-ups waiting to be sent; more are dropped (see the module's comment).
 const QUEUE: usize = 4096;
 /// At most this many distinct wake-ups go in one statement.
@@ -33,24 +33,36 @@ pub struct Peers {
 }
 
 impl Peers {
-    /// Starts the sending and the listening task on the database at `url`.
-    pub fn start(url: String, hub: Arc<Hub>, sched: Arc<Notify>) -> Arc<Peers> {
+    /// Starts the sending and the listening task on the database at `url`. `store_pid`
+    /// holds the backend pid of the store's own connection, whose commits notify too
+    /// ([`super::store::Db::notify_peers`]).
+    pub fn start(
+        url: String,
+        hub: Arc<Hub>,
+        sched: Arc<Notify>,
+        store_pid: Arc<AtomicI32>,
+    ) -> Arc<Peers> {
         let (outbox, inbox) = mpsc::channel(QUEUE);
         // The backend pid of the connection that sends: its own notifications come back to
         // the listener and are skipped (the local wake-up happened already).
         let sender_pid = Arc::new(AtomicI32::new(0));
         tokio::spawn(send_forever(url.clone(), inbox, sender_pid.clone()));
-        tokio::spawn(listen_forever(url, hub, sched, sender_pid));
+        tokio::spawn(listen_forever(url, hub, sched, [sender_pid, store_pid]));
         Arc::new(Peers { outbox })
     }
 
     /// Tells the other replicas that `runner` has new work (`enqueued`) or a changed
     /// command.
     pub fn publish(&self, runner: &RunnerId, enqueued: bool) {
-        let kind = if enqueued { 'w' } else { 'd' };
         // Full: dropped; the waits' own timeouts recover it.
-        let _ = self.outbox.try_send(format!("{kind}:{}", runner.as_str()));
+        let _ = self.outbox.try_send(payload(runner, enqueued));
     }
+}
+
+/// The wake-up for `runner` as it travels: new work (`enqueued`) or a changed command.
+pub fn payload(runner: &RunnerId, enqueued: bool) -> String {
+    let kind = if enqueued { 'w' } else { 'd' };
+    format!("{kind}:{}", runner.as_str())
 }
 
 /// A wake-up as the listener reads it.
@@ -119,7 +131,9 @@ async fn send_forever(url: String, mut inbox: mpsc::Receiver<String>, pid: Arc<A
     }
 }
 
-async fn listen_forever(url: String, hub: Arc<Hub>, sched: Arc<Notify>, sender: Arc<AtomicI32>) {
+/// `own`: the backend pids of this replica's connections that notify (their wake-ups
+/// happened here already).
+async fn listen_forever(url: String, hub: Arc<Hub>, sched: Arc<Notify>, own: [Arc<AtomicI32>; 2]) {
     let mut retry = RETRY_FIRST;
     loop {
         let (client, mut connection) = match tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -163,7 +177,8 @@ async fn listen_forever(url: String, hub: Arc<Hub>, sched: Arc<Notify>, sender: 
                     break;
                 }
             };
-            if notification.process_id() == sender.load(Ordering::Relaxed) {
+            let pid = notification.process_id();
+            if own.iter().any(|p| p.load(Ordering::Relaxed) == pid) {
                 continue;
             }
             let Some(wake) = parse(notification.payload()) else {

@@ -105,6 +105,7 @@ impl Queue {
             url.clone(),
             self.hub.clone(),
             self.sched.clone(),
+            self.store.backend_pid(),
         ));
         self.leadership = Some(super::leader::Leadership::start(url));
         self
@@ -146,9 +147,25 @@ impl Queue {
         F: FnOnce(&mut Db, QueueLimits) -> Result<R, StoreError> + Send + 'static,
     {
         let limits = self.limits;
-        let done = self.store.call(move |c| f(c, limits)).await?;
+        // With replicas the others hear of the change from its own commit: the NOTIFY goes
+        // out with the COMMIT (no round trip, and none for a change that is rolled back).
+        let in_commit = self.peers.is_some();
+        let done = self
+            .store
+            .call(move |c| {
+                let done = f(c, limits)?;
+                if in_commit && let Some(runner) = done.touches() {
+                    c.notify_peers(&super::peers::payload(&runner, true));
+                }
+                Ok(done)
+            })
+            .await?;
         if let Some(runner) = done.touches() {
-            self.wake(&runner, true);
+            if in_commit {
+                self.wake_here(&runner, true);
+            } else {
+                self.wake(&runner, true);
+            }
         }
         Ok(done)
     }
@@ -162,6 +179,11 @@ impl Queue {
         if let Some(peers) = &self.peers {
             peers.publish(runner_id, enqueued);
         }
+        self.wake_here(runner_id, enqueued);
+    }
+
+    /// [`Queue::wake`] of this replica's own waiters only.
+    fn wake_here(&self, runner_id: &RunnerId, enqueued: bool) {
         self.sched.notify_one();
         let signals = self.hub.signals(runner_id);
         if enqueued {
@@ -181,8 +203,14 @@ impl Queue {
         timeout_ms: Option<u64>,
     ) -> Result<CommandRow, StoreError> {
         self.change(move |c, limits| {
-            let runner_id = RunnerId::new(runners::resolve(c, &runner_key)?);
-            commands::enqueue(c, &runner_id, &command, timeout_ms, limits)
+            // A full id first (what scripts and the CLI send): no separate look-up.
+            match commands::enqueue(c, &RunnerId::new(&runner_key), &command, timeout_ms, limits) {
+                Err(StoreError::NotFound(_)) => {
+                    let runner_id = RunnerId::new(runners::resolve(c, &runner_key)?);
+                    commands::enqueue(c, &runner_id, &command, timeout_ms, limits)
+                }
+                other => other,
+            }
         })
         .await
     }

@@ -107,6 +107,14 @@ impl Db {
         })
     }
 
+    /// Tells the other replicas `payload` when the open transaction commits (PostgreSQL's
+    /// `NOTIFY`, sent with the COMMIT); nothing on SQLite, which has no replicas.
+    pub fn notify_peers(&self, payload: &str) {
+        if let Db::Postgres(c) = self {
+            c.notify(payload);
+        }
+    }
+
     /// Makes the open transaction's commit wait for the disk; false where that cannot
     /// change inside a transaction (SQLite).
     pub fn make_durable(&self) -> bool {

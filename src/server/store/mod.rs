@@ -135,6 +135,8 @@ pub struct Store {
     conn: Arc<Mutex<Db>>,
     /// Work for the database thread, which runs [`Store::call`]s in batches.
     jobs: std::sync::mpsc::Sender<Box<dyn batch::Job>>,
+    /// PostgreSQL: the backend pid of the store's connection ([`Store::backend_pid`]).
+    backend_pid: Arc<std::sync::atomic::AtomicI32>,
 }
 
 impl Store {
@@ -194,6 +196,7 @@ impl Store {
                     pg::redacted(url)
                 )),
             })?;
+        let backend_pid = conn.backend_pid();
         let db = Db::Postgres(Box::new(conn));
         let synchronous: String = db
             .query_row("SHOW synchronous_commit", [], |r| r.get(0))
@@ -203,7 +206,16 @@ impl Store {
                 "PostgreSQL's synchronous_commit is off: a crash of the database can lose changes yy already acknowledged; set it to on (or local) for yy's database"
             );
         }
-        Store::serve(db)
+        let mut store = Store::serve(db)?;
+        store.backend_pid = backend_pid;
+        Ok(store)
+    }
+
+    /// Where the backend pid of the store's PostgreSQL connection is kept (0 on SQLite): its
+    /// commits notify the replicas ([`Db::notify_peers`]), and this replica's listener
+    /// skips what it sent itself.
+    pub fn backend_pid(&self) -> Arc<std::sync::atomic::AtomicI32> {
+        self.backend_pid.clone()
     }
 
     /// Starts the database thread on `conn`.
@@ -215,7 +227,11 @@ impl Store {
             .name("yy-store".into())
             .spawn(move || batch::run_jobs(&worker, &queue))
             .map_err(|e| StoreError::Task(format!("cannot start the database thread: {e}")))?;
-        Ok(Store { conn, jobs })
+        Ok(Store {
+            conn,
+            jobs,
+            backend_pid: Arc::default(),
+        })
     }
 
     /// Runs `f` on the connection off the async threads, and answers once its changes are

@@ -6,6 +6,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use rusqlite::types::Value;
@@ -41,6 +43,9 @@ pub struct PgConn {
     /// When it may try again after a failed attempt, and the wait after the next failure.
     retry_at: Option<Instant>,
     retry_wait: Duration,
+    /// The server's process for this connection (0 until known): the replica's listener
+    /// skips the notifications this connection's commits send.
+    backend_pid: Arc<AtomicI32>,
 }
 
 /// The first and the longest wait between attempts to connect again.
@@ -48,6 +53,9 @@ const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_LAST: Duration = Duration::from_secs(5);
 /// How long an attempt may take (a database host that drops packets).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The channel on which replicas wake each other (`server::peers`).
+pub const WAKE_CHANNEL: &str = "yy_wake";
 
 /// The advisory lock every writing transaction of the store holds: the replicas' changes
 /// then run one at a time, as SQLite's do, and the store's read-then-write logic holds
@@ -66,7 +74,10 @@ impl PgConn {
             .build()
             .expect("a current-thread runtime");
         let client = open(&runtime, url)?;
+        let backend_pid = Arc::new(AtomicI32::new(0));
+        backend_pid.store(pid_of(&runtime, &client)?, Ordering::Relaxed);
         Ok(PgConn {
+            backend_pid,
             url: url.to_owned(),
             retry_at: None,
             retry_wait: RETRY_FIRST,
@@ -116,6 +127,21 @@ impl PgConn {
         Ok(())
     }
 
+    /// Where this connection's backend pid is kept (it changes when it connects again).
+    pub fn backend_pid(&self) -> Arc<AtomicI32> {
+        self.backend_pid.clone()
+    }
+
+    /// `NOTIFY` on [`WAKE_CHANNEL`] with `payload` in the open transaction, sent with its
+    /// next statement (its COMMIT, as a rule): PostgreSQL delivers it when the transaction
+    /// commits, and never if it is rolled back.
+    pub fn notify(&self, payload: &str) {
+        let quoted = payload.replace('\'', "''");
+        self.deferred
+            .borrow_mut()
+            .push_str(&format!("SELECT pg_notify('{WAKE_CHANNEL}', '{quoted}'); "));
+    }
+
     /// The open transaction's commit waits for the disk after all (sent with the next
     /// statement).
     pub fn make_durable(&self) {
@@ -145,6 +171,8 @@ impl PgConn {
         match open(&self.runtime, &self.url) {
             Ok(client) => {
                 tracing::info!("connected to PostgreSQL again");
+                let pid = pid_of(&self.runtime, &client).unwrap_or(0);
+                self.backend_pid.store(pid, Ordering::Relaxed);
                 self.client = client;
                 self.statements.borrow_mut().clear();
                 self.end_transaction();
@@ -378,6 +406,15 @@ impl PgConn {
             to_sqlite_error(&e, None)
         })
     }
+}
+
+/// The backend pid of `client`'s connection.
+fn pid_of(
+    runtime: &tokio::runtime::Runtime,
+    client: &tokio_postgres::Client,
+) -> Result<i32, tokio_postgres::Error> {
+    let row = runtime.block_on(client.query_one("SELECT pg_backend_pid()", &[]))?;
+    Ok(row.get(0))
 }
 
 /// A client on `url`, its connection driven by `runtime` (while it runs a call).
