@@ -219,9 +219,10 @@ fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>) {
 /// durable one when the batch does not sync, one that needs the store's lock when the
 /// batch runs without it, or the first that arrived after the batch closed.
 ///
-/// A batch without the lock (its first call is [`super::Store::call_unlocked`]) takes only
-/// such calls: were it to take the lock after one of them changed a row, it could wait for
-/// a replica whose transaction waits for that row.
+/// On PostgreSQL a batch without the lock (its first call is
+/// [`super::Store::call_unlocked`]) takes only such calls: were it to take the lock after
+/// one of them changed a row, it could wait for a replica whose transaction waits for that
+/// row.
 fn run_batch(
     conn: &mut Db,
     first: Box<dyn Job>,
@@ -229,7 +230,8 @@ fn run_batch(
     mut syncing: bool,
 ) -> Option<Box<dyn Job>> {
     let started = Instant::now();
-    let locked = first.locks();
+    // SQLite has one writer and no store lock: every batch there takes every call.
+    let locked = first.locks() || conn.dialect() == Dialect::Sqlite;
     if let Err(e) = conn.begin(locked) {
         first.answer(Some(lost(conn, &e.to_string())));
         return queue.try_recv().ok();
