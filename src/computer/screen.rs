@@ -526,7 +526,8 @@ pub fn act(cwd: &Path, action: &ScreenAction) -> Result<ScreenResult, OpError> {
     }
     s.sync()?;
     // A window manager may hold pointer events under a synchronous grab for a moment (a
-    // click to focus): answer once the pointer is where the action put it.
+    // click to focus): answer once the pointer is where the action put it. On a loaded
+    // host Openbox has taken more than half a second to release such a grab.
     let target = match action {
         ScreenAction::LeftClick { x, y }
         | ScreenAction::RightClick { x, y }
@@ -540,7 +541,7 @@ pub fn act(cwd: &Path, action: &ScreenAction) -> Result<ScreenResult, OpError> {
         } => Some((*x, *y)),
         _ => None,
     };
-    let deadline = Instant::now() + Duration::from_millis(500);
+    let deadline = Instant::now() + Duration::from_secs(5);
     let (x, y) = loop {
         let at = s.cursor()?;
         if target.is_none_or(|t| t == at) || Instant::now() > deadline {
