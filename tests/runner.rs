@@ -159,6 +159,62 @@ fn queue_pings(env: &Env, server: &Server, runner: &str, n: usize) -> Vec<String
 }
 
 #[test]
+fn a_waiting_lease_answers_its_headers_at_once_and_its_commands_when_work_arrives() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let env = Env::new();
+    let server = env.bootstrap();
+    let a = env.register_runner(&server, "alpha", &[]);
+    let (status, conn) = machine(
+        &server,
+        "/runner/v1/connect",
+        &a.token,
+        NEW_INSTANCE,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 200, "{conn}");
+    let g = conn["generation"].as_i64().unwrap();
+    // By hand, to see when the headers arrive and when the body does.
+    let body = r#"{"max":1,"wait_ms":20000}"#;
+    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+    write!(
+        stream,
+        "POST /runner/v1/lease HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nyy-protocol: 1\r\nyy-runner-instance: {}\r\n\
+         yy-generation: {g}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        server.addr(),
+        a.token,
+        NEW_INSTANCE,
+        body.len()
+    )
+    .unwrap();
+    let sent = Instant::now();
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    assert!(status_line.starts_with("HTTP/1.1 200"), "{status_line}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "the headers came at once, not after the wait"
+    );
+    // Work for the waiting lease: it ends the wait and is the body.
+    let ids = queue_pings(&env, &server, &a.id, 1);
+    let mut rest = String::new();
+    reader.read_to_string(&mut rest).unwrap();
+    assert!(
+        sent.elapsed() < Duration::from_secs(15),
+        "the body came with the work"
+    );
+    let json_start = rest.find("{\"commands\"").expect("a lease answer");
+    let json_end = rest.rfind('}').unwrap();
+    let leased: serde_json::Value = serde_json::from_str(&rest[json_start..=json_end]).unwrap();
+    let commands = leased["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{leased}");
+    assert_eq!(commands[0]["id"], ids[0].as_str());
+}
+
+#[test]
 fn a_batch_answers_each_command_as_its_own_request_would() {
     let env = Env::new();
     let server = env.bootstrap();

@@ -380,6 +380,7 @@ pub(super) async fn long_poll_rss(
         .await
         .into_iter()
         .collect::<Result<_, _>>()?;
+    let connected_rss = rss_mb(pid)?;
 
     let returned = Arc::new(AtomicUsize::new(0));
     let first_error = Arc::new(std::sync::Mutex::new(None::<String>));
@@ -394,8 +395,12 @@ pub(super) async fn long_poll_rss(
                 })
                 .send()
                 .await;
+            // A waiting poll answers its headers at once and its body when the wait ends:
+            // only the body says it returned.
             let problem = match r {
-                Ok(resp) if resp.status().is_success() => None,
+                Ok(resp) if resp.status().is_success() => {
+                    resp.bytes().await.err().map(|e| e.to_string())
+                }
                 Ok(resp) => Some(format!(
                     "HTTP {}: {}",
                     resp.status(),
@@ -438,7 +443,7 @@ pub(super) async fn long_poll_rss(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    // Let every request reach its handler, then take the peak over a short window.
+    // Let every request reach its wait, then take the peak over a short window.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut peak = 0f64;
     for _ in 0..15 {
@@ -468,6 +473,7 @@ pub(super) async fn long_poll_rss(
     Ok(LongPolls {
         long_polls: count,
         control_plane_rss_mb_before: round2(before),
+        control_plane_rss_mb_connected: round2(connected_rss),
         control_plane_rss_mb: round2(peak),
         control_plane_sockets: sockets,
     })

@@ -61,7 +61,7 @@ pub struct DispatchArgs {
     pub latency_samples: u32,
     /// Idle long-polls held against the control plane, one registered Runner each (0 skips
     /// it)
-    #[arg(long, value_name = "N", default_value_t = 1000,
+    #[arg(long, value_name = "N", default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(0..=20_000))]
     pub long_polls: u32,
     /// Concurrent enqueuers in the throughput run
@@ -102,7 +102,7 @@ pub mod targets {
     pub const RUNNER_IDLE_RSS_MB: f64 = 12.0;
     pub const LONG_POLLS_RSS_MB: f64 = 150.0;
     /// The long-poll target is stated for this many long-polls.
-    pub const LONG_POLLS: u32 = 1000;
+    pub const LONG_POLLS: u32 = 10_000;
 }
 
 /// stdout is the report; progress goes to stderr in both modes.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 
@@ -19,8 +20,8 @@ use super::store::runner_tokens;
 use crate::api::ids::{CommandId, Generation, RunnerId};
 use crate::api::machine::{
     self, CompleteParams, Connected, HEADER_GENERATION, HEADER_INSTANCE, HEADER_PREVIOUS_INSTANCE,
-    HEADER_PROTOCOL, HEADER_REPLACE, LEASE_WAIT_MS, LeaseParams, Leased, PROTOCOL_VERSION,
-    RunnerStatus, StartGranted, TokenRenewed, codes,
+    HEADER_PROTOCOL, HEADER_REPLACE, LEASE_WAIT_MS, LeaseParams, Leased, LeasedCommand,
+    PROTOCOL_VERSION, RunnerStatus, StartGranted, TokenRenewed, codes,
 };
 
 pub fn routes() -> Router<AppState> {
@@ -234,11 +235,17 @@ async fn machine_disconnect(
 }
 
 /// Long-poll: answers as soon as work is queued, or with none after the wait.
+///
+/// A poll that has to wait answers its status and headers at once and its body when the
+/// wait ends, so that only the wait itself is held meanwhile, not the request's handler
+/// and middleware (what 10,000 idle Runners cost the control plane). An error found after
+/// the wait began (the Runner disabled or replaced, the server shutting down) ends it with
+/// no commands; the next lease, refused at once, reports it.
 async fn machine_lease(
     State(state): State<AppState>,
     current: Current,
     Body(p): Body<LeaseParams>,
-) -> Result<Json<Leased>, ApiError> {
+) -> Result<Response, ApiError> {
     let mut wait = Duration::from_millis(p.wait_ms.unwrap_or(LEASE_WAIT_MS).min(LEASE_WAIT_MS));
     // Answer by the time the token is due for renewal, so the answer can say so while the
     // token still works (matters for short --runner-token-lifetime).
@@ -250,32 +257,86 @@ async fn machine_lease(
             wait = wait.min(Duration::from_millis(until as u64 + 10));
         }
     }
-    let commands = state
-        .queue
-        .lease(
-            &current.runner_id,
-            current.generation,
-            &current.instance,
-            p.max,
-            wait,
-        )
-        .await?;
-    // Read again after a wait that brought nothing: an admin may have asked for a
-    // rotation meanwhile (that ends the wait). A busy Runner, which gets commands at once,
-    // costs no second read: its next lease carries what its token says.
-    let rotate_token = if commands.is_empty() && !current.token.rotate {
-        let (id, lifetime) = (current.runner_id.clone(), state.runner_token_lifetime_ms());
+    let (parked_tx, parked) = tokio::sync::oneshot::channel();
+    let mut lease = Box::pin({
+        let (queue, id, instance) = (
+            state.queue.clone(),
+            current.runner_id.clone(),
+            current.instance.clone(),
+        );
+        async move {
+            queue
+                .lease(
+                    &id,
+                    current.generation,
+                    &instance,
+                    p.max,
+                    wait,
+                    Some(parked_tx),
+                )
+                .await
+        }
+    });
+    tokio::select! {
+        biased;
+        commands = &mut lease => {
+            let answer =
+                lease_answer(&state, &current.runner_id, current.token.rotate, commands?).await?;
+            return Ok(Json(answer).into_response());
+        }
+        Ok(()) = parked => {}
+    }
+    let (runner_id, rotate) = (current.runner_id, current.token.rotate);
+    let body = futures_util::stream::once(async move {
+        let commands = lease.await.unwrap_or_else(|e| {
+            tracing::debug!(runner = %runner_id, error = %e, "a parked lease ended without commands");
+            Vec::new()
+        });
+        let answer = match lease_answer(&state, &runner_id, rotate, commands).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(runner = %runner_id, error = %e.message, "a parked lease could not read the token's rotation");
+                Leased {
+                    commands: Vec::new(),
+                    rotate_token: rotate,
+                }
+            }
+        };
+        let json = serde_json::to_vec(&answer).expect("a lease answer serializes");
+        Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(json))
+    });
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response())
+}
+
+/// The lease's answer. A wait that brought nothing reads the token again: an admin may
+/// have asked for a rotation meanwhile (that ends the wait). A busy Runner, which gets
+/// commands at once, costs no second read: its next lease carries what its token says.
+async fn lease_answer(
+    state: &AppState,
+    runner_id: &RunnerId,
+    rotate: bool,
+    commands: Vec<LeasedCommand>,
+) -> Result<Leased, ApiError> {
+    let rotate_token = if commands.is_empty() && !rotate {
+        let (id, lifetime) = (runner_id.clone(), state.runner_token_lifetime_ms());
         state
             .store
             .call_unlocked(move |c| runner_tokens::rotate_due(c, &id, lifetime))
             .await?
     } else {
-        current.token.rotate
+        rotate
     };
-    Ok(Json(Leased {
+    Ok(Leased {
         commands,
         rotate_token,
-    }))
+    })
 }
 
 /// Who the token belongs to and when it expires; no generation needed and none changed, so

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::hub::{GenerationError, Hub, RunnerSignals};
 use super::store::agents::{self, AgentRow};
@@ -498,7 +498,7 @@ impl Queue {
             .call_unlocked(move |c| commands::get(c, &key))
             .await?;
         let (row, _) = self
-            .wait_for(Some(&first.runner_id), Signal::Changed, wait, || {
+            .wait_for(Some(&first.runner_id), Signal::Changed, wait, None, || {
                 let id = id.clone();
                 async move {
                     let row = self
@@ -525,14 +525,17 @@ impl Queue {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(T, bool), E>>,
     {
-        self.wait_for(runner, Signal::Changed, wait, look).await
+        self.wait_for(runner, Signal::Changed, wait, None, look)
+            .await
     }
 
+    /// `parked` hears once when the first look found nothing and the wait begins.
     async fn wait_for<T, E, F, Fut>(
         &self,
         runner: Option<&str>,
         signal: Signal,
         wait: Duration,
+        mut parked: Option<oneshot::Sender<()>>,
         mut look: F,
     ) -> Result<(T, WaitEnd), E>
     where
@@ -561,6 +564,9 @@ impl Queue {
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok((found, WaitEnd::TimedOut));
+            }
+            if let Some(p) = parked.take() {
+                let _ = p.send(());
             }
             let woken = async {
                 match notified {
@@ -636,6 +642,7 @@ impl Queue {
     }
 
     /// Long-poll: up to `max` commands as soon as there are any, or none after `wait`.
+    /// `parked` hears when the first look found nothing and the wait begins.
     pub async fn lease(
         &self,
         runner_id: &RunnerId,
@@ -643,10 +650,11 @@ impl Queue {
         instance: &str,
         max: u32,
         wait: Duration,
+        parked: Option<oneshot::Sender<()>>,
     ) -> Result<Vec<LeasedCommand>, QueueError> {
         let _open = self.hub.signals(runner_id).polling();
         let (leased, end) = self
-            .wait_for(Some(runner_id), Signal::Work, wait, || {
+            .wait_for(Some(runner_id), Signal::Work, wait, parked, || {
                 self.lease_now(runner_id, generation, instance, max)
             })
             .await?;
