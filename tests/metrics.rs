@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, PASSWORD, Server, http, wait_for};
+use common::{Env, PASSWORD, STATUS, Server, http, machine, wait_for};
 use openmetrics_parser::prometheus::parse_prometheus;
 use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
 
@@ -282,4 +282,94 @@ fn runner_metrics_listen_is_checked() {
     ]);
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stderr.contains("is not HOST:PORT"), "{out:?}");
+}
+
+/// Writes a Runner's lease request by hand, on a connection the test holds.
+fn send_lease(
+    stream: &mut std::net::TcpStream,
+    server: &Server,
+    token: &str,
+    g: i64,
+    wait_ms: u64,
+) {
+    use std::io::Write;
+    let body = format!(r#"{{"max":1,"wait_ms":{wait_ms}}}"#);
+    write!(
+        stream,
+        "POST /runner/v1/lease HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nyy-protocol: 1\r\nyy-runner-instance: {RUNNER_INSTANCE}\r\n\
+         yy-generation: {g}\r\nContent-Length: {}\r\n\r\n{body}",
+        server.addr(),
+        body.len()
+    )
+    .unwrap();
+}
+
+const RUNNER_INSTANCE: &str = "00000000-0000-4000-8000-000000000002";
+
+/// A waiting lease holds almost nothing of its connection (vendor/README.md: hyper reads
+/// for the peer's EOF into a small buffer): a Runner that hangs up is still noticed at
+/// once, and a request sent behind the waiting one, longer than that buffer, is answered
+/// whole when the wait ends.
+#[test]
+fn a_waiting_lease_notices_its_runner_hang_up_and_answers_a_request_sent_behind_it() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let env = Env::new();
+    let server = env.bootstrap();
+    let admin = env.stored_token();
+    let a = env.register_runner(&server, "alpha", &[]);
+    let (status, conn) = machine(
+        &server,
+        "/runner/v1/connect",
+        &a.token,
+        RUNNER_INSTANCE,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 200, "{conn}");
+    let g = conn["generation"].as_i64().unwrap();
+    let open_polls = || value(&scrape(&server, &admin), "yy_longpolls", &[]);
+
+    // Hang up while the lease waits: the wait ends with the connection.
+    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+    send_lease(&mut stream, &server, &a.token, g, 20_000);
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    assert!(status_line.starts_with("HTTP/1.1 200"), "{status_line}");
+    wait_for(Duration::from_secs(5), "the long-poll counted", || {
+        (open_polls() == 1.0).then_some(())
+    });
+    drop(reader);
+    stream.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(stream);
+    wait_for(
+        Duration::from_secs(5),
+        "the hung-up long-poll let go",
+        || (open_polls() == 0.0).then_some(()),
+    );
+
+    // A request sent behind a waiting lease, once its headers are in.
+    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+    send_lease(&mut stream, &server, &a.token, g, 2_000);
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    assert!(status_line.starts_with("HTTP/1.1 200"), "{status_line}");
+    let padding = "p".repeat(3000);
+    write!(
+        stream,
+        "GET /healthz HTTP/1.1\r\nHost: {}\r\nX-Padding: {padding}\r\nConnection: close\r\n\r\n",
+        server.addr()
+    )
+    .unwrap();
+    let mut rest = String::new();
+    reader.read_to_string(&mut rest).unwrap();
+    let second = rest
+        .find("HTTP/1.1 ")
+        .unwrap_or_else(|| panic!("no second answer after the lease's: {rest}"));
+    assert!(rest[..second].contains(r#""commands":[]"#), "{rest}");
+    assert!(rest[second..].starts_with("HTTP/1.1 200"), "{rest}");
+    assert!(rest[second..].contains(r#""status":"ok""#), "{rest}");
 }

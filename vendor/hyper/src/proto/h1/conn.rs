@@ -467,7 +467,7 @@ where
             return Poll::Ready(Err(crate::Error::new_unexpected_message()));
         }
 
-        let num_read = ready!(self.force_io_read(cx)).map_err(crate::Error::new_io)?;
+        let num_read = ready!(self.force_io_read(cx, usize::MAX)).map_err(crate::Error::new_io)?;
 
         if num_read == 0 {
             let ret = if self.should_error_on_eof() {
@@ -498,7 +498,9 @@ where
             return Poll::Pending;
         }
 
-        let num_read = ready!(self.force_io_read(cx)).map_err(crate::Error::new_io)?;
+        // Only the peer's EOF (or its next request's first bytes) is expected here, and a
+        // response may be held for long: a small buffer is enough.
+        let num_read = ready!(self.force_io_read(cx, 512)).map_err(crate::Error::new_io)?;
 
         if num_read == 0 {
             trace!("found unexpected EOF on busy connection: {:?}", self.state);
@@ -509,10 +511,10 @@ where
         }
     }
 
-    fn force_io_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    fn force_io_read(&mut self, cx: &mut Context<'_>, limit: usize) -> Poll<io::Result<usize>> {
         debug_assert!(!self.state.is_read_closed());
 
-        let result = ready!(self.io.poll_read_from_io(cx));
+        let result = ready!(self.io.poll_read_from_io_up_to(cx, limit));
         Poll::Ready(result.map_err(|e| {
             trace!(error = %e, "force_io_read; io error");
             self.state.close();

@@ -229,15 +229,29 @@ where
     }
 
     pub(crate) fn poll_read_from_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        self.poll_read_from_io_up_to(cx, usize::MAX)
+    }
+
+    /// Reads into at most `limit` bytes of fresh buffer space. An empty buffer that has
+    /// grown beyond that is given up first, so a connection that only waits to notice its
+    /// peer closing holds a small buffer.
+    pub(crate) fn poll_read_from_io_up_to(
+        &mut self,
+        cx: &mut Context<'_>,
+        limit: usize,
+    ) -> Poll<io::Result<usize>> {
+        if self.read_buf.is_empty() && self.read_buf.capacity() > limit {
+            self.read_buf = BytesMut::new();
+        }
         self.read_blocked = false;
         // Get the next amount to allocate, but make sure we don't go over
         // the max read buf size configured.
-        let next = cmp::min(
+        let next = cmp::min(limit, cmp::min(
             self.read_buf_strategy.next(),
             self.read_buf_strategy
                 .max()
                 .saturating_sub(self.read_buf.len()),
-        );
+        ));
         if self.read_buf_remaining_mut() < next {
             self.read_buf.reserve(next);
         }
@@ -535,7 +549,7 @@ pub(super) struct WriteBuf<B> {
 impl<B: Buf> WriteBuf<B> {
     fn new(strategy: WriteStrategy) -> WriteBuf<B> {
         WriteBuf {
-            headers: Cursor::new(Vec::with_capacity(INIT_BUFFER_SIZE)),
+            headers: Cursor::new(Vec::new()),
             max_buf_size: DEFAULT_MAX_BUFFER_SIZE,
             queue: BufList::new(),
             strategy,
@@ -891,6 +905,9 @@ mod tests {
         let b = |s: &str| Cursor::new(s.as_bytes().to_vec());
 
         let mut write_buf = WriteBuf::<Cursor<Vec<u8>>>::new(WriteStrategy::Flatten);
+        // The buffer starts empty; give it room as a grown one would have.
+        write_buf.headers.bytes.reserve(INIT_BUFFER_SIZE);
+        let grown = write_buf.headers.bytes.capacity();
 
         write_buf.buffer(b("hello "));
         write_buf.buffer(b("world, "));
@@ -902,7 +919,7 @@ mod tests {
 
         assert_eq!(write_buf.chunk(), b", ");
         assert_eq!(write_buf.headers.pos, 11);
-        assert_eq!(write_buf.headers.bytes.capacity(), INIT_BUFFER_SIZE);
+        assert_eq!(write_buf.headers.bytes.capacity(), grown);
 
         // there's still room in the headers buffer, so just push on the end
         write_buf.buffer(b("it's hyper!"));
