@@ -64,8 +64,9 @@ pub struct DispatchArgs {
     #[arg(long, value_name = "N", default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(0..=20_000))]
     pub long_polls: u32,
-    /// Concurrent enqueuers in the throughput run
-    #[arg(long, value_name = "N", default_value_t = 8,
+    /// Concurrent enqueuers in the throughput run (enough that they enqueue faster than one
+    /// Runner's dispatch, so the run measures the dispatch)
+    #[arg(long, value_name = "N", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub enqueuers: u32,
     /// The yy executable to run as control plane and Runner [default: this one]
