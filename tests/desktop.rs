@@ -189,14 +189,18 @@ fn pixel(png_data: &[u8], x: usize, y: usize) -> [u8; 3] {
     [buf[at], buf[at + 1], buf[at + 2]]
 }
 
+/// The file's text once its line is whole: the shell's `>` creates the file before the
+/// command writes to it, so an empty or unfinished file is read again.
 async fn wait_for_file(s: &GuestSession, path: &str) -> String {
     for _ in 0..100 {
-        if let Ok((_, data)) = s.read(path, None).await {
+        if let Ok((_, data)) = s.read(path, None).await
+            && data.ends_with(b"\n")
+        {
             return String::from_utf8_lossy(&data).into_owned();
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("{path} never appeared");
+    panic!("{path} never held a whole line");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, PASSWORD, STATUS, Server, http, machine, wait_for};
+use common::{Env, PASSWORD, STATUS, Server, http, machine, send_lease, wait_for};
 use openmetrics_parser::prometheus::parse_prometheus;
 use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
 
@@ -284,27 +284,6 @@ fn runner_metrics_listen_is_checked() {
     assert!(out.stderr.contains("is not HOST:PORT"), "{out:?}");
 }
 
-/// Writes a Runner's lease request by hand, on a connection the test holds.
-fn send_lease(
-    stream: &mut std::net::TcpStream,
-    server: &Server,
-    token: &str,
-    g: i64,
-    wait_ms: u64,
-) {
-    use std::io::Write;
-    let body = format!(r#"{{"max":1,"wait_ms":{wait_ms}}}"#);
-    write!(
-        stream,
-        "POST /runner/v1/lease HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nyy-protocol: 1\r\nyy-runner-instance: {RUNNER_INSTANCE}\r\n\
-         yy-generation: {g}\r\nContent-Length: {}\r\n\r\n{body}",
-        server.addr(),
-        body.len()
-    )
-    .unwrap();
-}
-
 const RUNNER_INSTANCE: &str = "00000000-0000-4000-8000-000000000002";
 
 /// A waiting lease holds almost nothing of its connection (vendor/README.md: hyper reads
@@ -333,7 +312,13 @@ fn a_waiting_lease_notices_its_runner_hang_up_and_answers_a_request_sent_behind_
 
     // Hang up while the lease waits: the wait ends with the connection.
     let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
-    send_lease(&mut stream, &server, &a.token, g, 20_000);
+    send_lease(
+        &mut stream,
+        &server,
+        (&a.token, RUNNER_INSTANCE, g),
+        20_000,
+        false,
+    );
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut status_line = String::new();
     reader.read_line(&mut status_line).unwrap();
@@ -352,7 +337,13 @@ fn a_waiting_lease_notices_its_runner_hang_up_and_answers_a_request_sent_behind_
 
     // A request sent behind a waiting lease, once its headers are in.
     let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
-    send_lease(&mut stream, &server, &a.token, g, 2_000);
+    send_lease(
+        &mut stream,
+        &server,
+        (&a.token, RUNNER_INSTANCE, g),
+        2_000,
+        false,
+    );
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut status_line = String::new();
     reader.read_line(&mut status_line).unwrap();

@@ -160,7 +160,7 @@ fn queue_pings(env: &Env, server: &Server, runner: &str, n: usize) -> Vec<String
 
 #[test]
 fn a_waiting_lease_answers_its_headers_at_once_and_its_commands_when_work_arrives() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufRead, BufReader, Read};
     let env = Env::new();
     let server = env.bootstrap();
     let a = env.register_runner(&server, "alpha", &[]);
@@ -176,19 +176,14 @@ fn a_waiting_lease_answers_its_headers_at_once_and_its_commands_when_work_arrive
     assert_eq!(status, 200, "{conn}");
     let g = conn["generation"].as_i64().unwrap();
     // By hand, to see when the headers arrive and when the body does.
-    let body = r#"{"max":1,"wait_ms":20000}"#;
     let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
-    write!(
-        stream,
-        "POST /runner/v1/lease HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: application/json\r\nyy-protocol: 1\r\nyy-runner-instance: {}\r\n\
-         yy-generation: {g}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        server.addr(),
-        a.token,
-        NEW_INSTANCE,
-        body.len()
-    )
-    .unwrap();
+    common::send_lease(
+        &mut stream,
+        &server,
+        (&a.token, NEW_INSTANCE, g),
+        20_000,
+        true,
+    );
     let sent = Instant::now();
     let mut reader = BufReader::new(stream);
     let mut status_line = String::new();

@@ -807,6 +807,30 @@ pub fn machine(
 pub const STATUS: &str =
     r#"{"version":"test","capabilities":[],"computers_capacity":0,"hostname":"t"}"#;
 
+/// Writes a lease request as Runner `token` / `instance` by hand, on a connection the test
+/// holds (to see when the headers and the body of a waiting lease arrive). With `close`,
+/// the server closes the connection after its answer.
+pub fn send_lease(
+    stream: &mut std::net::TcpStream,
+    server: &Server,
+    (token, instance, generation): (&str, &str, i64),
+    wait_ms: u64,
+    close: bool,
+) {
+    use std::io::Write;
+    let body = format!(r#"{{"max":1,"wait_ms":{wait_ms}}}"#);
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    write!(
+        stream,
+        "POST /runner/v1/lease HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nyy-protocol: 1\r\nyy-runner-instance: {instance}\r\n\
+         yy-generation: {generation}\r\nContent-Length: {}\r\n{connection}\r\n{body}",
+        server.addr(),
+        body.len()
+    )
+    .unwrap();
+}
+
 /// Says on the terminal that the calling test did not run, and why. Written to the stderr
 /// file itself, not through `eprintln!`: the test harness captures that (and shows it only
 /// for failures), and a skip must not pass for a pass.
