@@ -168,8 +168,10 @@ pub(super) fn run_jobs(conn: &Mutex<Db>, queue: &Receiver<Box<dyn Job>>) {
                 next = queue.try_recv().ok();
                 continue;
             }
-            // Alone, a call's own commits are durable; a batch is as its first call.
-            let durable = job.alone() || job.durable();
+            // Alone, a call's own commits are durable; a batch is as its first call, and an
+            // unlocked call makes nothing wait for the disk (see `run_batch`): a read that
+            // came first must not make the relaxed lease behind it wait for an fsync.
+            let durable = job.alone() || (job.durable() && job.locks());
             if durable != syncing {
                 // Outside any transaction here (SQLite refuses the change inside one).
                 match guard.set_durable(durable) {

@@ -318,6 +318,10 @@ async fn relaxed_calls_commit_without_syncing_and_a_durable_one_behind_them_sync
     let (dir, store) = store().await;
     assert_eq!(store.call_relaxed(synchronous).await.unwrap(), 1, "NORMAL");
     assert_eq!(store.call(synchronous).await.unwrap(), 2, "FULL");
+    // An unlocked call (a read, an authentication) neither syncs nor makes the relaxed
+    // calls that join its batch sync.
+    assert_eq!(store.call_unlocked(synchronous).await.unwrap(), 1, "NORMAL");
+    assert_eq!(store.call(synchronous).await.unwrap(), 2, "FULL again");
 
     let (release, held) = mpsc::channel::<()>();
     let (started, running) = tokio::sync::oneshot::channel();
