@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, PASSWORD, STATUS, Server, http, machine, send_lease, wait_for};
+use common::{Env, PASSWORD, Server, http, send_lease, wait_for};
 use openmetrics_parser::prometheus::parse_prometheus;
 use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
 
@@ -297,17 +297,7 @@ fn a_waiting_lease_notices_its_runner_hang_up_and_answers_a_request_sent_behind_
     let server = env.bootstrap();
     let admin = env.stored_token();
     let a = env.register_runner(&server, "alpha", &[]);
-    let (status, conn) = machine(
-        &server,
-        "/runner/v1/connect",
-        &a.token,
-        RUNNER_INSTANCE,
-        None,
-        &[],
-        STATUS,
-    );
-    assert_eq!(status, 200, "{conn}");
-    let g = conn["generation"].as_i64().unwrap();
+    let g = common::connect_runner(&server, &a.token, RUNNER_INSTANCE);
     let open_polls = || value(&scrape(&server, &admin), "yy_longpolls", &[]);
 
     // Hang up while the lease waits: the wait ends with the connection.

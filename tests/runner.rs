@@ -164,17 +164,7 @@ fn a_waiting_lease_answers_its_headers_at_once_and_its_commands_when_work_arrive
     let env = Env::new();
     let server = env.bootstrap();
     let a = env.register_runner(&server, "alpha", &[]);
-    let (status, conn) = machine(
-        &server,
-        "/runner/v1/connect",
-        &a.token,
-        NEW_INSTANCE,
-        None,
-        &[],
-        STATUS,
-    );
-    assert_eq!(status, 200, "{conn}");
-    let g = conn["generation"].as_i64().unwrap();
+    let g = common::connect_runner(&server, &a.token, NEW_INSTANCE);
     // By hand, to see when the headers arrive and when the body does.
     let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
     common::send_lease(
@@ -594,17 +584,7 @@ fn a_runner_sees_only_its_own_commands() {
         .unwrap()
         .to_string();
 
-    let (status, conn) = machine(
-        &server,
-        "/runner/v1/connect",
-        &b.token,
-        NEW_INSTANCE,
-        None,
-        &[],
-        STATUS,
-    );
-    assert_eq!(status, 200, "{conn}");
-    let g = conn["generation"].as_i64().unwrap();
+    let g = common::connect_runner(&server, &b.token, NEW_INSTANCE);
     let (status, leased) = machine(
         &server,
         "/runner/v1/lease",

@@ -807,6 +807,22 @@ pub fn machine(
 pub const STATUS: &str =
     r#"{"version":"test","capabilities":[],"computers_capacity":0,"hostname":"t"}"#;
 
+/// Connects as Runner `token` / `instance` (the `STATUS` report) and returns the
+/// connection's generation; anything but 200 fails the test.
+pub fn connect_runner(server: &Server, token: &str, instance: &str) -> i64 {
+    let (status, conn) = machine(
+        server,
+        "/runner/v1/connect",
+        token,
+        instance,
+        None,
+        &[],
+        STATUS,
+    );
+    assert_eq!(status, 200, "{conn}");
+    conn["generation"].as_i64().unwrap()
+}
+
 /// Writes a lease request as Runner `token` / `instance` by hand, on a connection the test
 /// holds (to see when the headers and the body of a waiting lease arrive). With `close`,
 /// the server closes the connection after its answer.
