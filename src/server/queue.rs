@@ -150,15 +150,26 @@ impl Queue {
         // With replicas the others hear of the change from its own commit: the NOTIFY goes
         // out with the COMMIT (no round trip, and none for a change that is rolled back).
         let in_commit = self.peers.is_some();
+        // This replica's long-poll of that Runner hears of it at the commit, before the
+        // disk confirms it (see `Store::call_on_commit`); whoever waits for the change
+        // itself hears after the answer, below.
+        let hub = self.hub.clone();
         let done = self
             .store
-            .call(move |c| {
-                let done = f(c, limits)?;
-                if in_commit && let Some(runner) = done.touches() {
-                    c.notify_peers(&super::peers::payload(&runner, true));
-                }
-                Ok(done)
-            })
+            .call_on_commit(
+                move |c| {
+                    let done = f(c, limits)?;
+                    if in_commit && let Some(runner) = done.touches() {
+                        c.notify_peers(&super::peers::payload(&runner, true));
+                    }
+                    Ok(done)
+                },
+                move |done: &R| {
+                    if let Some(runner) = done.touches() {
+                        hub.signals(&runner).work.notify_waiters();
+                    }
+                },
+            )
             .await?;
         if let Some(runner) = done.touches() {
             if in_commit {

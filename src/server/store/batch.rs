@@ -1,15 +1,23 @@
 //! Group commit on the database thread. The calls that wait while one runs are taken
-//! together: one IMMEDIATE transaction for the batch, a savepoint per call, one COMMIT (one
-//! fsync under `synchronous=FULL`), and only then the answers. So a caller never hears
-//! "done" for a change that is not on disk yet, and concurrent callers share the fsync.
+//! together: one IMMEDIATE transaction for the batch, a savepoint per call, one COMMIT, and
+//! only then the answers. So a caller never hears "done" for a change that is not on disk
+//! yet, and concurrent callers share the fsync.
+//!
+//! The flush is not the database thread's: the connection commits without waiting for the
+//! disk (SQLite `synchronous=NORMAL`, PostgreSQL `synchronous_commit` off), and the durable
+//! calls of a batch are answered by the sync thread ([`super::wal_sync`]) once a flush of
+//! the write-ahead log that began after their COMMIT has ended. The database thread
+//! meanwhile runs the next batch, so the Runner's lease of a command just enqueued does
+//! not wait for the enqueue's flush (the lease cannot outlive the enqueue: the log is
+//! written in order), and on PostgreSQL the store's lock is not held during a flush.
 //!
 //! A relaxed call ([`super::Store::call_relaxed`]) is answered once committed, without
-//! waiting for the disk: a batch of relaxed calls only commits under `synchronous=NORMAL`
-//! (WAL: no fsync), and a durable call that arrives meanwhile starts the next batch, under
-//! `FULL`, whose fsync takes the relaxed frames before it down too (the WAL is written in
-//! order). A process crash loses nothing either way; a power loss may lose relaxed commits
-//! that no durable one followed, which the protocol recovers from (docs/protocol.md,
-//! "Durability").
+//! waiting for the disk. A power loss (on PostgreSQL also a crash of the database) may lose
+//! relaxed commits that no durable one followed, which the protocol recovers from
+//! (docs/protocol.md, "Durability").
+//!
+//! A call may ask to hear of its commit before its answer ([`super::Store::call_on_commit`]):
+//! a wake-up of the Runner whose work it queued goes out then, not after the fsync.
 //!
 //! A call that returns an error keeps what its store functions committed (their savepoints
 //! released), exactly as when each committed alone: some record a refusal and then return
@@ -23,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use super::StoreError;
 use super::db::{Db, Dialect};
+use super::wal_sync::WalSync;
 
 /// At most this many calls share a commit, so the first of them is not kept waiting
 /// behind a long queue.
@@ -39,6 +48,14 @@ pub(super) trait Job: Send {
     /// Whether it needs the store's lock on PostgreSQL (all but
     /// [`super::Store::call_unlocked`]).
     fn locks(&self) -> bool;
+    /// Whether its answer waits for the disk: durable, and not an unlocked call (an
+    /// unlocked call joins any batch: its changes, a token promoted or its last use, are
+    /// as safe to lose in a power failure as a lease).
+    fn syncs(&self) -> bool {
+        self.durable() && self.locks()
+    }
+    /// Tells its hook, if it has one, that its change is committed (not yet synced).
+    fn committed(&mut self);
     /// Runs the work and keeps its result for [`Job::answer`].
     fn run(&mut self, conn: &mut Db);
     /// Whether it ran and returned an error.
@@ -55,20 +72,31 @@ pub(super) struct Call<F, R> {
     work: Option<F>,
     result: Option<Result<R, StoreError>>,
     reply: tokio::sync::oneshot::Sender<Result<R, StoreError>>,
+    on_commit: Option<OnCommit<R>>,
     alone: bool,
     durable: bool,
     locks: bool,
 }
 
+/// What a call runs with its result once committed ([`super::Store::call_on_commit`]).
+pub(super) type OnCommit<R> = Box<dyn FnOnce(&R) + Send>;
+
 type Reply<R> = tokio::sync::oneshot::Receiver<Result<R, StoreError>>;
 
 impl<F, R> Call<F, R> {
-    pub(super) fn new(work: F, alone: bool, durable: bool, locks: bool) -> (Call<F, R>, Reply<R>) {
+    pub(super) fn new(
+        work: F,
+        on_commit: Option<OnCommit<R>>,
+        alone: bool,
+        durable: bool,
+        locks: bool,
+    ) -> (Call<F, R>, Reply<R>) {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let call = Call {
             work: Some(work),
             result: None,
             reply,
+            on_commit,
             alone,
             durable,
             locks,
@@ -92,6 +120,12 @@ where
 
     fn locks(&self) -> bool {
         self.locks
+    }
+
+    fn committed(&mut self) {
+        if let (Some(hook), Some(Ok(result))) = (self.on_commit.take(), &self.result) {
+            hook(result);
+        }
     }
 
     fn run(&mut self, conn: &mut Db) {
@@ -152,10 +186,17 @@ fn lost<'a>(conn: &Db, why: &'a str) -> Lost<'a> {
 }
 
 /// The database thread: runs jobs until every [`super::Store`] is gone. Jobs that arrive
-/// while a batch runs are taken under the same lock, without a wake-up in between.
-pub(super) fn run_jobs(conn: &Mutex<Db>, queue: &Receiver<Box<dyn Job>>) {
-    // The connection starts with `synchronous=FULL` (configure()).
-    let mut syncing = true;
+/// while a batch runs are taken under the same lock, without a wake-up in between. Every
+/// commit is made without waiting for the disk; the durable answers wait for `wal`.
+pub(super) fn run_jobs(conn: &Mutex<Db>, queue: &Receiver<Box<dyn Job>>, wal: WalSync) {
+    // The connection starts durable (migrations); from here on `wal` syncs.
+    if let Err(e) = conn
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .set_durable(false)
+    {
+        tracing::error!(error = %e, "cannot leave the syncing to the sync thread");
+    }
     while let Ok(first) = queue.recv() {
         let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut next = Some(first);
@@ -168,47 +209,36 @@ pub(super) fn run_jobs(conn: &Mutex<Db>, queue: &Receiver<Box<dyn Job>>) {
                 next = queue.try_recv().ok();
                 continue;
             }
-            // Alone, a call's own commits are durable; a batch is as its first call, and an
-            // unlocked call makes nothing wait for the disk (see `run_batch`): a read that
-            // came first must not make the relaxed lease behind it wait for an fsync.
-            let durable = job.alone() || (job.durable() && job.locks());
-            if durable != syncing {
-                // Outside any transaction here (SQLite refuses the change inside one).
-                match guard.set_durable(durable) {
-                    Ok(()) => syncing = durable,
-                    Err(e) => tracing::error!(error = %e, "cannot change synchronous"),
-                }
-            }
             next = if job.alone() {
-                run_alone(&mut guard, job);
+                run_alone(&mut guard, job, &wal);
                 queue.try_recv().ok()
             } else {
-                run_batch(&mut guard, job, queue, syncing)
+                run_batch(&mut guard, job, queue, &wal)
             };
         }
     }
 }
 
-fn run_alone(conn: &mut Db, mut job: Box<dyn Job>) {
+fn run_alone(conn: &mut Db, mut job: Box<dyn Job>, wal: &WalSync) {
     if conn.dialect() == Dialect::Postgres {
         // Only SQLite has an autocommit mode the store uses (checkpoints); on PostgreSQL
         // the store's savepoints need a transaction around them.
-        return run_in_transaction(conn, job);
+        return run_in_transaction(conn, job, wal);
     }
     // A panicking job drops its reply channel (the caller gets an error) and must not take
     // the thread, and so the whole server, down with it.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(conn)));
-    job.answer(None);
+    committed(vec![job], wal);
 }
 
 /// One job in a transaction of its own.
-fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>) {
+fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>, wal: &WalSync) {
     if let Err(e) = conn.begin(true) {
         return job.answer(Some(lost(conn, &e.to_string())));
     }
     run_in_savepoint(conn, job.as_mut());
     match conn.execute_batch("COMMIT") {
-        Ok(()) => job.answer(None),
+        Ok(()) => committed(vec![job], wal),
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
             job.answer(Some(lost(conn, &e.to_string())));
@@ -216,10 +246,22 @@ fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>) {
     }
 }
 
+/// After the COMMIT of `jobs`: their hooks now, the relaxed answers now, the durable ones
+/// after the sync (which starts first).
+fn committed(mut jobs: Vec<Box<dyn Job>>, wal: &WalSync) {
+    for job in &mut jobs {
+        job.committed();
+    }
+    let (synced, relaxed): (Vec<_>, Vec<_>) =
+        jobs.into_iter().partition(|j| j.alone() || j.syncs());
+    wal.answer_when_synced(synced);
+    answer_all(relaxed, None);
+}
+
 /// Runs `first` and whatever arrives meanwhile (up to the bounds) in one transaction,
-/// commits it and answers each. Returns the next job to run: one that must run alone, a
-/// durable one when the batch does not sync, one that needs the store's lock when the
-/// batch runs without it, or the first that arrived after the batch closed.
+/// commits it and answers each (see [`committed`]). Returns the next job to run: one that
+/// must run alone, one that needs the store's lock when the batch runs without it, or the
+/// first that arrived after the batch closed.
 ///
 /// On PostgreSQL a batch without the lock (its first call is
 /// [`super::Store::call_unlocked`]) takes only such calls: were it to take the lock after
@@ -229,7 +271,7 @@ fn run_batch(
     conn: &mut Db,
     first: Box<dyn Job>,
     queue: &Receiver<Box<dyn Job>>,
-    mut syncing: bool,
+    wal: &WalSync,
 ) -> Option<Box<dyn Job>> {
     let started = Instant::now();
     // SQLite has one writer and no store lock: every batch there takes every call.
@@ -242,15 +284,7 @@ fn run_batch(
     let mut next = Some(first);
     let mut after = None;
     while let Some(mut job) = next.take() {
-        // An unlocked call joins a batch as it is: what it may change (a token promoted,
-        // its last use) is as safe to lose in a power failure as a lease.
-        let syncs = job.durable() && job.locks();
-        // PostgreSQL decides at the COMMIT whether it waits for the disk: a durable call
-        // makes the whole batch durable instead of starting one of its own.
-        if syncs && !syncing && !job.alone() && conn.make_durable() {
-            syncing = true;
-        }
-        if job.alone() || (syncs && !syncing) || (job.locks() && !locked) {
+        if job.alone() || (job.locks() && !locked) {
             after = Some(job);
             break;
         }
@@ -270,7 +304,7 @@ fn run_batch(
         }
     }
     match conn.execute_batch("COMMIT") {
-        Ok(()) => answer_all(ran, None),
+        Ok(()) => committed(ran, wal),
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
             let why = e.to_string();

@@ -257,11 +257,15 @@ async fn a_checkpoint_runs_alone_not_in_a_batch() {
     assert_eq!(store.call_alone(checkpoint).await.unwrap(), 0);
 }
 
+/// The database thread commits without an fsync (NORMAL); the sync thread makes the
+/// durable answers wait for the disk (see the gated tests below); a blocking call outside
+/// the thread syncs its own commits (FULL), and leaves the connection as it found it.
 #[tokio::test(flavor = "current_thread")]
-async fn the_database_syncs_every_commit() {
+async fn the_database_thread_commits_without_syncing_and_blocking_calls_sync() {
     let (_dir, store) = store().await;
-    let synchronous: i64 = store.call(synchronous).await.unwrap();
-    assert_eq!(synchronous, 2, "synchronous=FULL");
+    assert_eq!(store.call(synchronous).await.unwrap(), 1, "NORMAL");
+    assert_eq!(store.call_blocking(synchronous).unwrap(), 2, "FULL");
+    assert_eq!(store.call_relaxed(synchronous).await.unwrap(), 1, "NORMAL");
 }
 
 /// A cached statement whose plan could depend on a bound value (`LIMIT ?`, as the lease
@@ -310,60 +314,135 @@ fn synchronous(c: &mut Db) -> Result<i64, StoreError> {
         .pragma_query_value(None, "synchronous", |r| r.get(0))?)
 }
 
-/// A relaxed call commits without an fsync (NORMAL), a durable one with it (FULL); a
-/// durable call queued behind relaxed ones starts a batch of its own, which later relaxed
-/// calls may join (they are synced then too).
-#[tokio::test(flavor = "current_thread")]
-async fn relaxed_calls_commit_without_syncing_and_a_durable_one_behind_them_syncs() {
-    let (dir, store) = store().await;
-    assert_eq!(store.call_relaxed(synchronous).await.unwrap(), 1, "NORMAL");
-    assert_eq!(store.call(synchronous).await.unwrap(), 2, "FULL");
-    // An unlocked call (a read, an authentication) neither syncs nor makes the relaxed
-    // calls that join its batch sync.
-    assert_eq!(store.call_unlocked(synchronous).await.unwrap(), 1, "NORMAL");
-    assert_eq!(store.call(synchronous).await.unwrap(), 2, "FULL again");
+/// A store whose durable answers wait for a sync that the test lets through: each sync
+/// sends its number on the returned receiver and waits for the sender's word (`false`: fail).
+async fn gated_store() -> (
+    tempfile::TempDir,
+    Store,
+    mpsc::Receiver<u32>,
+    mpsc::Sender<bool>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let (began, syncs) = mpsc::channel();
+    let (let_through, gate) = mpsc::channel::<bool>();
+    let mut count = 0;
+    let sync: super::wal_sync::SyncFn = Box::new(move || {
+        count += 1;
+        let _ = began.send(count);
+        match gate.recv() {
+            Ok(true) => Ok(()),
+            _ => Err(std::io::Error::other("the test's disk failed").into()),
+        }
+    });
+    let store = Store::open_with_sync(dir.path(), sync).unwrap();
+    let table = spawn_call(&store, |c| {
+        Ok(c.execute_batch("CREATE TABLE t (v TEXT NOT NULL)")?)
+    });
+    assert_eq!(syncs.recv().unwrap(), 1);
+    let_through.send(true).unwrap();
+    table.await.unwrap().unwrap();
+    (dir, store, syncs, let_through)
+}
 
-    let (release, held) = mpsc::channel::<()>();
-    let (started, running) = tokio::sync::oneshot::channel();
-    let holder = store.clone();
-    let held_call = tokio::spawn(async move {
-        holder
-            .call_relaxed(move |c| {
-                let _ = started.send(());
-                let _ = held.recv();
-                synchronous(c)
-            })
+/// Waits up to 2 s for `task` to end; None if it is still running.
+async fn within<R>(task: &mut tokio::task::JoinHandle<R>) -> Option<R> {
+    tokio::time::timeout(Duration::from_secs(2), task)
+        .await
+        .ok()
+        .map(|r| r.unwrap())
+}
+
+/// A durable call's change is committed (others can read it, its commit hook has run)
+/// while its answer waits for a sync that began after the commit; a relaxed call and an
+/// unlocked one are answered meanwhile; a later durable call shares the next sync with
+/// whatever else committed before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_answer_waits_for_the_sync_and_nothing_else_does() {
+    let (dir, store, syncs, let_through) = gated_store().await;
+    let (hooked, committed) = tokio::sync::oneshot::channel();
+    let hook_store = store.clone();
+    let mut durable = tokio::spawn(async move {
+        hook_store
+            .call_on_commit(
+                |c| insert(c, "d1").map(|_| 7),
+                move |r: &i32| {
+                    let _ = hooked.send(*r);
+                },
+            )
             .await
     });
-    running.await.unwrap();
-    let relaxed = |v: &'static str| {
-        let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .call_relaxed(move |c| {
-                    insert(c, v)?;
-                    synchronous(c)
-                })
-                .await
-        })
+    assert_eq!(
+        committed.await.unwrap(),
+        7,
+        "the hook sees the result at the commit"
+    );
+    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 2);
+    assert_eq!(committed_rows(&dir), ["d1"], "committed before the sync");
+    // The database thread goes on while the disk works.
+    store.call_relaxed(|c| insert(c, "r1")).await.unwrap();
+    store.call_unlocked(|c| insert(c, "u1")).await.unwrap();
+    assert!(
+        within(&mut durable).await.is_none(),
+        "answered before its sync ended"
+    );
+    let mut second = spawn_call(&store, |c| insert(c, "d2"));
+    let_through.send(true).unwrap();
+    durable.await.unwrap().unwrap();
+    // The second durable call needs a sync of its own (it committed after the first began).
+    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 3);
+    assert!(within(&mut second).await.is_none());
+    let_through.send(true).unwrap();
+    second.await.unwrap().unwrap();
+    assert_eq!(committed_rows(&dir), ["d1", "d2", "r1", "u1"]);
+}
+
+/// A sync that fails: the caller hears that the disk did not confirm the change, never
+/// that it is kept; the next sync serves the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sync_is_an_error_for_the_calls_that_waited_for_it() {
+    let (_dir, store, syncs, let_through) = gated_store().await;
+    let call = spawn_call(&store, |c| insert(c, "x"));
+    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 2);
+    let_through.send(false).unwrap();
+    let message = call.await.unwrap().unwrap_err().to_string();
+    assert!(
+        message.contains("did not confirm that it is on disk"),
+        "{message}"
+    );
+    assert!(message.contains("the test's disk failed"), "{message}");
+    let next = spawn_call(&store, |c| insert(c, "y"));
+    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 3);
+    let_through.send(true).unwrap();
+    next.await.unwrap().unwrap();
+}
+
+/// Relaxed and durable calls share one batch: a durable call no longer starts a batch of
+/// its own.
+#[tokio::test(flavor = "current_thread")]
+async fn relaxed_and_durable_calls_share_a_batch() {
+    let (dir, store) = store().await;
+    let release = hold_the_thread(&store).await;
+    let batch_of = |c: &mut Db, v: &str| -> Result<i64, StoreError> {
+        insert(c, v)?;
+        // The batch's transaction: every call of one batch sees the same data version.
+        Ok(c.sqlite()
+            .unwrap()
+            .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))?)
     };
-    let first = relaxed("r1");
-    let durable = spawn_call(&store, |c| {
-        insert(c, "d")?;
-        synchronous(c)
-    });
-    let last = relaxed("r2");
+    let relaxed = {
+        let store = store.clone();
+        tokio::spawn(async move { store.call_relaxed(move |c| batch_of(c, "r")).await })
+    };
+    let durable = spawn_call(&store, move |c| batch_of(c, "d"));
     let_them_queue().await;
     drop(release);
-    assert_eq!(held_call.await.unwrap().unwrap(), 1);
-    assert_eq!(first.await.unwrap().unwrap(), 1, "joins the relaxed batch");
+    assert_eq!(relaxed.await.unwrap().unwrap(), 1);
     assert_eq!(
         durable.await.unwrap().unwrap(),
         2,
-        "a batch of its own, synced"
+        "in the same transaction"
     );
-    assert_eq!(last.await.unwrap().unwrap(), 2, "joins the durable batch");
-    assert_eq!(committed_rows(&dir), ["d", "r1", "r2"]);
+    assert_eq!(committed_rows(&dir), ["d", "r"]);
 }
 
 /// On PostgreSQL (the store tests' database, see `tests::POSTGRES_ENV`): a call made with

@@ -115,18 +115,6 @@ impl Db {
         }
     }
 
-    /// Makes the open transaction's commit wait for the disk; false where that cannot
-    /// change inside a transaction (SQLite).
-    pub fn make_durable(&self) -> bool {
-        match self {
-            Db::Sqlite(_) => false,
-            Db::Postgres(c) => {
-                c.make_durable();
-                true
-            }
-        }
-    }
-
     /// Whether the next transactions' commits wait for the disk: SQLite's `synchronous`
     /// (FULL or NORMAL; it cannot change inside a transaction), PostgreSQL's
     /// `synchronous_commit` for each transaction [`Db::begin`] opens.

@@ -71,6 +71,7 @@ pub mod transfer;
 pub mod turn_waits;
 #[cfg(test)]
 mod wait_tests;
+mod wal_sync;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -142,6 +143,22 @@ pub struct Store {
 impl Store {
     /// Opens (creating if needed) and migrates the database in `data_dir`.
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        Store::open_syncing(data_dir, wal_sync::WalSync::start)
+    }
+
+    /// [`Store::open`] whose durable answers wait for `sync` instead of the WAL's fsync.
+    #[cfg(test)]
+    pub(in crate::server::store) fn open_with_sync(
+        data_dir: &Path,
+        sync: wal_sync::SyncFn,
+    ) -> Result<Store, StoreError> {
+        Store::open_syncing(data_dir, |_| wal_sync::WalSync::with(sync))
+    }
+
+    fn open_syncing(
+        data_dir: &Path,
+        start_sync: impl FnOnce(&Path) -> std::io::Result<wal_sync::WalSync>,
+    ) -> Result<Store, StoreError> {
         crate::fsutil::create_private_dir(data_dir).map_err(|e| {
             StoreError::Invalid(format!(
                 "cannot create the data directory {}: {e}",
@@ -167,7 +184,10 @@ impl Store {
             other => other,
         })?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        Store::serve(Db::Sqlite(conn))
+        let wal = start_sync(&path).map_err(|e| {
+            StoreError::Task(format!("cannot start the database's sync thread: {e}"))
+        })?;
+        Store::serve(Db::Sqlite(conn), wal)
     }
 
     /// Connects to the PostgreSQL database at `url` and migrates it (issue 27). Several
@@ -206,7 +226,18 @@ impl Store {
                 "PostgreSQL's synchronous_commit is off: a crash of the database can lose changes yy already acknowledged; set it to on (or local) for yy's database"
             );
         }
-        let mut store = Store::serve(db)?;
+        // The barrier that makes commits durable runs on a connection of its own.
+        let barrier = pg::conn::PgConn::connect(url).map_err(|e| {
+            StoreError::Invalid(format!(
+                "cannot connect to the PostgreSQL database {}: {}",
+                pg::redacted(url),
+                pg::describe(&e)
+            ))
+        })?;
+        let wal = wal_sync::WalSync::postgres(barrier).map_err(|e| {
+            StoreError::Task(format!("cannot start the database's sync thread: {e}"))
+        })?;
+        let mut store = Store::serve(db, wal)?;
         store.backend_pid = backend_pid;
         Ok(store)
     }
@@ -218,14 +249,14 @@ impl Store {
         self.backend_pid.clone()
     }
 
-    /// Starts the database thread on `conn`.
-    fn serve(conn: Db) -> Result<Store, StoreError> {
+    /// Starts the database thread on `conn`; its durable answers wait for `wal`'s syncs.
+    fn serve(conn: Db, wal: wal_sync::WalSync) -> Result<Store, StoreError> {
         let conn = Arc::new(Mutex::new(conn));
         let (jobs, queue) = std::sync::mpsc::channel();
         let worker = conn.clone();
         std::thread::Builder::new()
             .name("yy-store".into())
-            .spawn(move || batch::run_jobs(&worker, &queue))
+            .spawn(move || batch::run_jobs(&worker, &queue, wal))
             .map_err(|e| StoreError::Task(format!("cannot start the database thread: {e}")))?;
         Ok(Store {
             conn,
@@ -247,7 +278,21 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
-        self.send(f, false, true, true).await
+        self.send(f, None, false, true, true).await
+    }
+
+    /// [`Store::call`] that also runs `on_commit` with its result as soon as its change is
+    /// committed, before the disk has confirmed it and so before the answer: for a wake-up
+    /// of a Runner whose work it queued (the lease that follows commits after it, so a
+    /// power loss cannot keep the lease and lose the work). Never for telling a person.
+    pub async fn call_on_commit<R, F, H>(&self, f: F, on_commit: H) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
+        H: FnOnce(&R) + Send + 'static,
+    {
+        self.send(f, Some(Box::new(on_commit)), false, true, true)
+            .await
     }
 
     /// [`Store::call`] without the store's lock on PostgreSQL ([`pg::conn::STORE_LOCK`]), so
@@ -261,7 +306,7 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
-        self.send(f, false, true, false).await
+        self.send(f, None, false, true, false).await
     }
 
     /// [`Store::call`], answered once committed without waiting for the disk: for changes
@@ -273,7 +318,7 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
-        self.send(f, false, false, true).await
+        self.send(f, None, false, false, true).await
     }
 
     /// [`Store::call`] outside any batch, in SQLite's autocommit mode: for work SQLite
@@ -284,12 +329,13 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
-        self.send(f, true, true, true).await
+        self.send(f, None, true, true, true).await
     }
 
     async fn send<R, F>(
         &self,
         f: F,
+        on_commit: Option<batch::OnCommit<R>>,
         alone: bool,
         durable: bool,
         locks: bool,
@@ -298,7 +344,7 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
-        let (job, reply) = batch::Call::new(f, alone, durable, locks);
+        let (job, reply) = batch::Call::new(f, on_commit, alone, durable, locks);
         self.jobs
             .send(Box::new(job))
             .map_err(|_| StoreError::Task("the database thread has stopped".into()))?;
@@ -315,14 +361,22 @@ impl Store {
         f: impl FnOnce(&mut Db) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.dialect() == Dialect::Sqlite {
-            return f(&mut guard);
-        }
-        // PostgreSQL has no autocommit mode for savepoints: one transaction around it all.
-        guard.begin(true)?;
-        let result = f(&mut guard);
-        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-        guard.execute_batch(end)?;
+        // Its commits are answered by returning: each waits for the disk itself (the
+        // database thread's leave that to the sync thread).
+        guard.set_durable(true)?;
+        let result = if guard.dialect() == Dialect::Sqlite {
+            f(&mut guard)
+        } else {
+            // PostgreSQL has no autocommit mode for savepoints: one transaction around it.
+            (|| {
+                guard.begin(true)?;
+                let result = f(&mut guard);
+                let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+                guard.execute_batch(end)?;
+                result
+            })()
+        };
+        guard.set_durable(false)?;
         result
     }
 
@@ -334,15 +388,26 @@ impl Store {
         f: impl FnOnce(&Db) -> Result<R, E>,
     ) -> Result<R, E> {
         let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        guard.begin(true).map_err(StoreError::from)?;
-        let result = f(&guard);
-        if result.is_err() {
-            let _ = guard.execute_batch("ROLLBACK");
-            return result;
-        }
-        guard.execute_batch("COMMIT").map_err(StoreError::from)?;
+        guard.set_durable(true).map_err(StoreError::from)?;
+        let result = in_transaction(&guard, f);
+        guard.set_durable(false).map_err(StoreError::from)?;
         result
     }
+}
+
+/// `f` in a transaction that holds the store's lock, committed when it returns Ok.
+fn in_transaction<R, E: From<StoreError>>(
+    db: &Db,
+    f: impl FnOnce(&Db) -> Result<R, E>,
+) -> Result<R, E> {
+    db.begin(true).map_err(StoreError::from)?;
+    let result = f(db);
+    if result.is_err() {
+        let _ = db.execute_batch("ROLLBACK");
+        return result;
+    }
+    db.execute_batch("COMMIT").map_err(StoreError::from)?;
+    result
 }
 
 /// Prepared statements kept per connection (the hot paths use `prepare_cached`).
@@ -360,9 +425,9 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // A burst of big writes must not leave a big WAL behind after its checkpoint.
     conn.pragma_update(None, "journal_size_limit", 16 * 1024 * 1024)?;
-    // FULL: a call is answered after its commit, and under NORMAL a power loss could still
-    // roll back commits already answered. The fsync per commit is shared by a whole batch
-    // of calls (batch.rs; docs/benchmarks.md, "Durability").
+    // FULL while migrating. The database thread then commits under NORMAL and its durable
+    // answers wait for the sync thread's fsync of the WAL, one for all the commits before it
+    // (batch.rs, wal_sync.rs; docs/benchmarks.md, "Durability").
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // Plans that do not depend on bound values: otherwise SQLite prepares a statement with

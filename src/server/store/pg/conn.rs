@@ -142,14 +142,6 @@ impl PgConn {
             .push_str(&format!("SELECT pg_notify('{WAKE_CHANNEL}', '{quoted}'); "));
     }
 
-    /// The open transaction's commit waits for the disk after all (sent with the next
-    /// statement).
-    pub fn make_durable(&self) {
-        self.deferred
-            .borrow_mut()
-            .push_str("SET LOCAL synchronous_commit TO on; ");
-    }
-
     pub fn aborted(&self) -> bool {
         self.aborted.get()
     }
