@@ -1,7 +1,8 @@
 //! kill -9 of the control plane during a burst of commands loses no command it
-//! acknowledged: the database thread answers a call only after the COMMIT of the batch it
-//! ran in (with `synchronous=FULL`, after the fsync). A real `yy serve` on SQLite, real
-//! admin clients on loopback, a real SIGKILL, the same data directory started again.
+//! acknowledged: a call is answered only after the COMMIT of the batch it ran in and a sync
+//! of the WAL that began after it (the sync thread's fsync, as `synchronous=FULL` would).
+//! A real `yy serve` on SQLite, real admin clients on loopback, a real SIGKILL, the same
+//! data directory started again.
 
 mod common;
 
