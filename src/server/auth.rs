@@ -119,7 +119,7 @@ pub async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Api
     let lifetime = state.token_lifetime_ms();
     let found = state
         .store
-        .call_unlocked(move |c| accounts::authenticate(c, &hash, lifetime))
+        .call_unlocked_relaxed(move |c| accounts::authenticate(c, &hash, lifetime))
         .await?;
     match found {
         Some((account, token_id)) => Ok(Caller { account, token_id }),

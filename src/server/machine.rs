@@ -107,7 +107,7 @@ impl FromRequestParts<AppState> for RunnerCaller {
         let lifetime = state.runner_token_lifetime_ms();
         let found = state
             .store
-            .call_unlocked(move |c| runner_tokens::authenticate(c, &hash, lifetime))
+            .call_unlocked_relaxed(move |c| runner_tokens::authenticate(c, &hash, lifetime))
             .await?;
         match found {
             None => Err(unknown_runner()),
@@ -328,7 +328,7 @@ async fn lease_answer(
         let (id, lifetime) = (runner_id.clone(), state.runner_token_lifetime_ms());
         state
             .store
-            .call_unlocked(move |c| runner_tokens::rotate_due(c, &id, lifetime))
+            .call_unlocked_relaxed(move |c| runner_tokens::rotate_due(c, &id, lifetime))
             .await?
     } else {
         rotate

@@ -41,7 +41,7 @@ impl Queue {
         // lock (a wake-up from another replica asks for a pass every time).
         if !self
             .store()
-            .call_unlocked(|c| schedule::any_work(c))
+            .call_unlocked_relaxed(|c| schedule::any_work(c))
             .await?
         {
             super::telemetry::scheduler_pass();

@@ -43,17 +43,12 @@ pub(super) const MAX_BATCH_TIME: Duration = Duration::from_millis(2);
 pub(super) trait Job: Send {
     /// Whether it must run outside a batch ([`super::Store::call_alone`]).
     fn alone(&self) -> bool;
-    /// Whether its answer waits for the disk (all but [`super::Store::call_relaxed`]).
+    /// Whether its answer waits until every change it could have seen is on disk (all but
+    /// [`super::Store::call_relaxed`] and [`super::Store::call_unlocked_relaxed`]).
     fn durable(&self) -> bool;
     /// Whether it needs the store's lock on PostgreSQL (all but
     /// [`super::Store::call_unlocked`]).
     fn locks(&self) -> bool;
-    /// Whether its answer waits for the disk: durable, and not an unlocked call (an
-    /// unlocked call joins any batch: its changes, a token promoted or its last use, are
-    /// as safe to lose in a power failure as a lease).
-    fn syncs(&self) -> bool {
-        self.durable() && self.locks()
-    }
     /// Tells its hook, if it has one, that its change is committed (not yet synced).
     fn committed(&mut self);
     /// Runs the work and keeps its result for [`Job::answer`].
@@ -228,17 +223,19 @@ fn run_alone(conn: &mut Db, mut job: Box<dyn Job>, wal: &WalSync) {
     // A panicking job drops its reply channel (the caller gets an error) and must not take
     // the thread, and so the whole server, down with it.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(conn)));
-    committed(vec![job], wal);
+    // Its own commits may change what no row count shows (a vacuum): counted as a change.
+    committed(vec![job], true, wal);
 }
 
 /// One job in a transaction of its own.
 fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>, wal: &WalSync) {
+    let changes = conn.total_changes();
     if let Err(e) = conn.begin(true) {
         return job.answer(Some(lost(conn, &e.to_string())));
     }
     run_in_savepoint(conn, job.as_mut());
-    match conn.execute_batch("COMMIT") {
-        Ok(()) => committed(vec![job], wal),
+    match conn.commit(changes) {
+        Ok(wrote) => committed(vec![job], wrote, wal),
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
             job.answer(Some(lost(conn, &e.to_string())));
@@ -246,15 +243,15 @@ fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>, wal: &WalSync) {
     }
 }
 
-/// After the COMMIT of `jobs`: their hooks now, the relaxed answers now, the durable ones
-/// after the sync (which starts first).
-fn committed(mut jobs: Vec<Box<dyn Job>>, wal: &WalSync) {
+/// After the COMMIT of `jobs` (`wrote`: it changed something): their hooks now, the
+/// relaxed answers now, the others once every change they could have seen is synced.
+fn committed(mut jobs: Vec<Box<dyn Job>>, wrote: bool, wal: &WalSync) {
+    let upto = wal.committed(wrote);
     for job in &mut jobs {
         job.committed();
     }
-    let (synced, relaxed): (Vec<_>, Vec<_>) =
-        jobs.into_iter().partition(|j| j.alone() || j.syncs());
-    wal.answer_when_synced(synced);
+    let (durable, relaxed): (Vec<_>, Vec<_>) = jobs.into_iter().partition(|j| j.durable());
+    wal.answer_when_synced(durable, upto);
     answer_all(relaxed, None);
 }
 
@@ -274,6 +271,7 @@ fn run_batch(
     wal: &WalSync,
 ) -> Option<Box<dyn Job>> {
     let started = Instant::now();
+    let changes = conn.total_changes();
     // SQLite has one writer and no store lock: every batch there takes every call.
     let locked = first.locks() || conn.dialect() == Dialect::Sqlite;
     if let Err(e) = conn.begin(locked) {
@@ -303,8 +301,8 @@ fn run_batch(
             next = queue.try_recv().ok();
         }
     }
-    match conn.execute_batch("COMMIT") {
-        Ok(()) => committed(ran, wal),
+    match conn.commit(changes) {
+        Ok(wrote) => committed(ran, wrote, wal),
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
             let why = e.to_string();

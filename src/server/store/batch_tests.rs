@@ -335,12 +335,11 @@ async fn gated_store() -> (
         }
     });
     let store = Store::open_with_sync(dir.path(), sync).unwrap();
-    let table = spawn_call(&store, |c| {
-        Ok(c.execute_batch("CREATE TABLE t (v TEXT NOT NULL)")?)
-    });
-    assert_eq!(syncs.recv().unwrap(), 1);
-    let_through.send(true).unwrap();
-    table.await.unwrap().unwrap();
+    // A schema change counts no row: answered without a sync.
+    store
+        .call(|c| Ok(c.execute_batch("CREATE TABLE t (v TEXT NOT NULL)")?))
+        .await
+        .unwrap();
     (dir, store, syncs, let_through)
 }
 
@@ -352,10 +351,14 @@ async fn within<R>(task: &mut tokio::task::JoinHandle<R>) -> Option<R> {
         .map(|r| r.unwrap())
 }
 
+fn count_rows(c: &mut Db) -> Result<i64, StoreError> {
+    Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?)
+}
+
 /// A durable call's change is committed (others can read it, its commit hook has run)
 /// while its answer waits for a sync that began after the commit; a relaxed call and an
-/// unlocked one are answered meanwhile; a later durable call shares the next sync with
-/// whatever else committed before it.
+/// authentication are answered meanwhile, a read that could see the change is not; a
+/// later change needs a sync of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_answer_waits_for_the_sync_and_nothing_else_does() {
     let (dir, store, syncs, let_through) = gated_store().await;
@@ -376,24 +379,55 @@ async fn a_durable_answer_waits_for_the_sync_and_nothing_else_does() {
         7,
         "the hook sees the result at the commit"
     );
-    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 2);
+    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 1);
     assert_eq!(committed_rows(&dir), ["d1"], "committed before the sync");
     // The database thread goes on while the disk works.
     store.call_relaxed(|c| insert(c, "r1")).await.unwrap();
-    store.call_unlocked(|c| insert(c, "u1")).await.unwrap();
+    assert_eq!(store.call_unlocked_relaxed(count_rows).await.unwrap(), 2);
+    let mut read = {
+        let store = store.clone();
+        tokio::spawn(async move { store.call_unlocked(count_rows).await })
+    };
     assert!(
         within(&mut durable).await.is_none(),
         "answered before its sync ended"
     );
-    let mut second = spawn_call(&store, |c| insert(c, "d2"));
+    assert!(
+        within(&mut read).await.is_none(),
+        "a read answered with what is not on disk yet"
+    );
+    // A second change, committed while the first sync runs.
+    let (hooked, committed) = tokio::sync::oneshot::channel();
+    let hook_store = store.clone();
+    let mut second = tokio::spawn(async move {
+        hook_store
+            .call_on_commit(
+                |c| insert(c, "d2"),
+                move |_: &()| {
+                    let _ = hooked.send(());
+                },
+            )
+            .await
+    });
+    committed.await.unwrap();
     let_through.send(true).unwrap();
     durable.await.unwrap().unwrap();
-    // The second durable call needs a sync of its own (it committed after the first began).
-    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 3);
+    // The read saw r1 and the second change came after the first sync began: one more
+    // sync covers both.
+    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 2);
     assert!(within(&mut second).await.is_none());
+    assert!(within(&mut read).await.is_none());
     let_through.send(true).unwrap();
     second.await.unwrap().unwrap();
-    assert_eq!(committed_rows(&dir), ["d1", "d2", "r1", "u1"]);
+    assert_eq!(read.await.unwrap().unwrap(), 2);
+    assert_eq!(committed_rows(&dir), ["d1", "d2", "r1"]);
+    // Nothing pending: a read, and a change that changes no row, need no sync.
+    assert_eq!(store.call(count_rows).await.unwrap(), 3);
+    store
+        .call(|c| Ok(c.execute("DELETE FROM t WHERE v = 'none'", [])?))
+        .await
+        .unwrap();
+    assert!(syncs.try_recv().is_err(), "no sync was needed");
 }
 
 /// A sync that fails: the caller hears that the disk did not confirm the change, never
@@ -402,7 +436,7 @@ async fn a_durable_answer_waits_for_the_sync_and_nothing_else_does() {
 async fn a_failed_sync_is_an_error_for_the_calls_that_waited_for_it() {
     let (_dir, store, syncs, let_through) = gated_store().await;
     let call = spawn_call(&store, |c| insert(c, "x"));
-    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 2);
+    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 1);
     let_through.send(false).unwrap();
     let message = call.await.unwrap().unwrap_err().to_string();
     assert!(
@@ -411,7 +445,7 @@ async fn a_failed_sync_is_an_error_for_the_calls_that_waited_for_it() {
     );
     assert!(message.contains("the test's disk failed"), "{message}");
     let next = spawn_call(&store, |c| insert(c, "y"));
-    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 3);
+    assert_eq!(syncs.recv_timeout(Duration::from_secs(5)).unwrap(), 2);
     let_through.send(true).unwrap();
     next.await.unwrap().unwrap();
 }
@@ -495,4 +529,38 @@ fn on_postgres_an_unlocked_call_does_not_wait_for_the_store_lock() {
         );
         assert_eq!(behind.await.unwrap().unwrap(), 0);
     });
+}
+
+/// A COMMIT says whether its transaction changed anything, on both backends: a sync is
+/// owed only for those (`Db::commit`).
+#[test]
+fn a_commit_says_whether_it_changed_anything() {
+    fn check(db: &Db) {
+        db.execute_batch("CREATE TABLE c (v TEXT)").unwrap();
+        let cases = [
+            ("SELECT count(*) FROM c", false),
+            ("INSERT INTO c (v) VALUES ('x')", true),
+            ("UPDATE c SET v = 'y' WHERE v = 'none'", false),
+            ("DELETE FROM c", true),
+        ];
+        for (sql, changes) in cases {
+            let before = db.total_changes();
+            db.begin(true).unwrap();
+            db.execute_batch(sql).unwrap();
+            assert_eq!(db.commit(before).unwrap(), changes, "{sql}");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    check(&Db::Sqlite(
+        rusqlite::Connection::open(dir.path().join("c.db")).unwrap(),
+    ));
+    if let Ok(url) = std::env::var(super::tests::POSTGRES_ENV) {
+        let pg = super::pg::conn::PgConn::connect(&url).unwrap();
+        let schema = format!("c_{}", uuid::Uuid::new_v4().simple());
+        pg.batch_execute(&format!(
+            "CREATE SCHEMA {schema}; SET search_path TO {schema}"
+        ))
+        .unwrap();
+        check(&Db::Postgres(Box::new(pg)));
+    }
 }

@@ -115,6 +115,28 @@ impl Db {
         }
     }
 
+    /// Rows changed on this connection so far (SQLite; 0 on PostgreSQL): what [`Db::commit`]
+    /// compares with.
+    pub fn total_changes(&self) -> u64 {
+        match self {
+            Db::Sqlite(c) => c.total_changes(),
+            Db::Postgres(_) => 0,
+        }
+    }
+
+    /// COMMIT, and whether the transaction changed anything: rows on SQLite (against
+    /// `changes_before`, [`Db::total_changes`] at its BEGIN, triggers' changes included), an
+    /// id assigned to it on PostgreSQL.
+    pub fn commit(&self, changes_before: u64) -> rusqlite::Result<bool> {
+        match self {
+            Db::Sqlite(c) => {
+                c.execute_batch("COMMIT")?;
+                Ok(c.total_changes() != changes_before)
+            }
+            Db::Postgres(c) => c.commit_reporting_writes(),
+        }
+    }
+
     /// Whether the next transactions' commits wait for the disk: SQLite's `synchronous`
     /// (FULL or NORMAL; it cannot change inside a transaction), PostgreSQL's
     /// `synchronous_commit` for each transaction [`Db::begin`] opens.

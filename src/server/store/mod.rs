@@ -298,15 +298,27 @@ impl Store {
     /// [`Store::call`] without the store's lock on PostgreSQL ([`pg::conn::STORE_LOCK`]), so
     /// that it neither waits for nor holds up other replicas' transactions: only for calls
     /// that are right without it, whose every statement stands on its own (one read, or a
-    /// change whose condition is in its own WHERE): authentication, reading one command.
-    /// It joins a relaxed batch without making it wait for the disk (see [`batch`]). On
-    /// SQLite it is otherwise [`Store::call`].
+    /// change whose condition is in its own WHERE): reading one command. On SQLite it is
+    /// otherwise [`Store::call`].
     pub async fn call_unlocked<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
         self.send(f, None, false, true, false).await
+    }
+
+    /// [`Store::call_unlocked`] answered once committed, without waiting for any change to
+    /// reach the disk: for checks whose answer tells nothing a power loss could take back.
+    /// An authentication: a token is presented only after the answer that handed it out,
+    /// which waited for the disk; what the check itself may change (a token promoted, its
+    /// last use) is as safe to lose as a lease.
+    pub async fn call_unlocked_relaxed<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.send(f, None, false, false, false).await
     }
 
     /// [`Store::call`], answered once committed without waiting for the disk: for changes

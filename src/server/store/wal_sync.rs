@@ -7,6 +7,11 @@
 //! came before it, also those that arrived while the previous one ran. Both logs are
 //! written in order, so what is durable is always a prefix of what was committed.
 //!
+//! The thread counts the commits that changed something and how many of them are synced.
+//! A call waits only while a change it could have seen is not synced yet: a read when
+//! nothing is pending, or a change that changed nothing, is answered at once, as a plain
+//! COMMIT of a read would have been.
+//!
 //! SQLite: an fsync of the WAL file. In WAL mode a commit is its frames in that file;
 //! `synchronous=FULL` means exactly "sync the WAL at each commit". A checkpoint (under
 //! NORMAL too) syncs the WAL before it copies pages into the database file and syncs that
@@ -23,6 +28,8 @@
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 
 use super::StoreError;
@@ -65,7 +72,17 @@ impl From<std::io::Error> for SyncFailed {
 
 /// The handle of the syncing thread: committed calls that wait for the disk go here.
 pub(super) struct WalSync {
-    jobs: Sender<Vec<Box<dyn Job>>>,
+    /// Calls and the count of changing commits they wait for.
+    jobs: Sender<(u64, Vec<Box<dyn Job>>)>,
+    progress: Arc<Progress>,
+}
+
+/// Commits that changed something, counted by the database thread, and how many of them
+/// the last finished sync covered.
+#[derive(Default)]
+struct Progress {
+    committed: AtomicU64,
+    synced: AtomicU64,
 }
 
 impl WalSync {
@@ -95,20 +112,38 @@ impl WalSync {
 
     /// Starts the thread with `sync` as the way to reach the disk.
     pub(super) fn with(mut sync: SyncFn) -> std::io::Result<WalSync> {
-        let (jobs, queue) = std::sync::mpsc::channel::<Vec<Box<dyn Job>>>();
+        let (jobs, queue) = std::sync::mpsc::channel();
+        let progress = Arc::new(Progress::default());
+        let counts = progress.clone();
         std::thread::Builder::new()
             .name("yy-store-sync".into())
-            .spawn(move || answer_after_syncs(&mut sync, &queue))?;
-        Ok(WalSync { jobs })
+            .spawn(move || answer_after_syncs(&mut sync, &queue, &counts))?;
+        Ok(WalSync { jobs, progress })
     }
 
-    /// Answers `jobs` once a sync that begins after this call has ended. They must have
-    /// been committed already.
-    pub(super) fn answer_when_synced(&self, jobs: Vec<Box<dyn Job>>) {
+    /// Counts a COMMIT that just ended (`wrote`: it changed something) and returns how
+    /// many changing commits a call answered now could have seen.
+    pub(super) fn committed(&self, wrote: bool) -> u64 {
+        if wrote {
+            self.progress.committed.fetch_add(1, Ordering::AcqRel) + 1
+        } else {
+            self.progress.committed.load(Ordering::Acquire)
+        }
+    }
+
+    /// Answers `jobs`, committed already, once the first `upto` changing commits are
+    /// synced: at once when they are.
+    pub(super) fn answer_when_synced(&self, jobs: Vec<Box<dyn Job>>, upto: u64) {
         if jobs.is_empty() {
             return;
         }
-        if let Err(unsent) = self.jobs.send(jobs) {
+        if self.progress.synced.load(Ordering::Acquire) >= upto {
+            for job in jobs {
+                job.answer(None);
+            }
+            return;
+        }
+        if let Err(unsent) = self.jobs.send((upto, jobs)) {
             // The thread is gone (it never exits while this handle lives, but a panic
             // could end it): never answer as if synced.
             let mut gone = || {
@@ -117,18 +152,37 @@ impl WalSync {
                     unreachable: false,
                 })
             };
-            answer_after_one_sync(&mut gone, unsent.0);
+            answer_after_one_sync(&mut gone, unsent.0.1);
         }
     }
 }
 
-/// The thread: takes everything waiting, syncs once, answers it all.
-fn answer_after_syncs(sync: &mut SyncFn, queue: &Receiver<Vec<Box<dyn Job>>>) {
-    while let Ok(mut jobs) = queue.recv() {
-        while let Ok(more) = queue.try_recv() {
+/// The thread: takes everything waiting, syncs once (unless a sync since covered it),
+/// answers it all.
+fn answer_after_syncs(
+    sync: &mut SyncFn,
+    queue: &Receiver<(u64, Vec<Box<dyn Job>>)>,
+    progress: &Progress,
+) {
+    while let Ok((mut upto, mut jobs)) = queue.recv() {
+        while let Ok((more_upto, more)) = queue.try_recv() {
+            upto = upto.max(more_upto);
             jobs.extend(more);
         }
-        answer_after_one_sync(sync, jobs);
+        if progress.synced.load(Ordering::Acquire) >= upto {
+            for job in jobs {
+                job.answer(None);
+            }
+            continue;
+        }
+        // Every commit counted by now has written its log: the sync covers them all.
+        let target = progress.committed.load(Ordering::Acquire);
+        let mut counted = || {
+            sync()?;
+            progress.synced.fetch_max(target, Ordering::AcqRel);
+            Ok(())
+        };
+        answer_after_one_sync(&mut counted, jobs);
     }
 }
 

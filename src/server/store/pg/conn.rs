@@ -228,6 +228,23 @@ impl PgConn {
         self.checked(result, sql)
     }
 
+    /// COMMIT, and whether the transaction wrote anything (PostgreSQL gave it an id): only
+    /// such a commit needs a flush before it is answered. One round trip, as a plain COMMIT.
+    pub fn commit_reporting_writes(&self) -> rusqlite::Result<bool> {
+        if self.aborted.get() {
+            // Rolled back and refused, as a plain COMMIT would be.
+            return self.batch_execute("COMMIT").map(|()| false);
+        }
+        let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+        let sql = format!("{deferred}SELECT txid_current_if_assigned() IS NOT NULL; COMMIT");
+        let result = self.runtime.block_on(self.client.simple_query(&sql));
+        self.end_transaction();
+        let messages = self.checked(result, "COMMIT")?;
+        Ok(messages.iter().any(|m| {
+            matches!(m, tokio_postgres::SimpleQueryMessage::Row(row) if row.get(0) == Some("t"))
+        }))
+    }
+
     /// Keeps `sql` for the next round trip when it is a savepoint's start or release in a
     /// healthy transaction (nothing reads its answer; were it refused, the statement it
     /// goes with fails too and says so).
