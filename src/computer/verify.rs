@@ -7,8 +7,9 @@ use std::path::Path;
 
 use bollard::models::ContainerInspectResponse;
 
-use super::docker::{MAIN_CMD, tmpfs_for, ulimits};
+use super::docker::{tmpfs_for, ulimits};
 use super::engine::Engine;
+use super::launch::MainProcess;
 use super::{ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GuestNetwork};
 
 /// What the engine shows beyond Docker's inspect answer, for the checks it presents
@@ -154,14 +155,16 @@ fn mount_row(
     )
 }
 
-/// Every difference between `c` and `spec`, whose workspace is at `workspace` (real path),
-/// as `view`'s engine presents it. Podman shows some settings differently from Docker;
-/// each such place below says why its reading is the same property.
+/// Every difference between `c` and `spec`, whose workspace is at `workspace` (real path)
+/// and whose main process is `main`, as `view`'s engine presents it. Podman shows some
+/// settings differently from Docker; each such place below says why its reading is the
+/// same property.
 pub fn drifts(
     c: &ContainerInspectResponse,
     spec: &ComputerSpec,
     workspace: &Path,
     view: &EngineView,
+    main: MainProcess,
 ) -> Vec<Drift> {
     let podman = view.engine() == Engine::Podman;
     let mut k = Checker(Vec::new());
@@ -190,9 +193,36 @@ pub fn drifts(
         Some(spec.guest_cwd.as_str()),
         config.working_dir.as_deref(),
     );
-    let cmd: Vec<String> = MAIN_CMD.iter().map(|s| s.to_string()).collect();
-    k.eq("Config.Cmd", Some(&cmd), config.cmd.as_ref());
+    k.eq(
+        "Config.Cmd",
+        Some(main.cmd(&spec.guest_cwd)),
+        config.cmd.clone(),
+    );
     k.empty("Config.Entrypoint", &config.entrypoint);
+    // The main process's stdio: the guest agent's stdin is open for its one attach (closed
+    // when that detaches), with no TTY; `sleep` has none. Docker's flags of the attach
+    // itself are checked where they mean something (Podman's are not, it keeps `sleep`).
+    let attached = main.attached();
+    k.eq("Config.Tty", false, config.tty.unwrap_or(false));
+    k.eq(
+        "Config.OpenStdin",
+        attached,
+        config.open_stdin.unwrap_or(false),
+    );
+    k.eq(
+        "Config.StdinOnce",
+        attached,
+        config.stdin_once.unwrap_or(false),
+    );
+    if attached {
+        for (field, v) in [
+            ("Config.AttachStdin", config.attach_stdin),
+            ("Config.AttachStdout", config.attach_stdout),
+            ("Config.AttachStderr", config.attach_stderr),
+        ] {
+            k.eq(field, true, v.unwrap_or(false));
+        }
+    }
     let have = config.labels.unwrap_or_default();
     for (key, want) in spec.labels() {
         k.eq(
@@ -267,6 +297,14 @@ pub fn drifts(
         h.privileged.unwrap_or(false),
     );
     k.eq("HostConfig.Init", Some(true), h.init);
+    // The guest agent's output is its session: no log may keep it.
+    if let Some(driver) = main.log_driver() {
+        k.eq(
+            "HostConfig.LogConfig.Type",
+            Some(driver),
+            h.log_config.as_ref().and_then(|l| l.typ.as_deref()),
+        );
+    }
     let tmpfs: BTreeMap<String, String> = h
         .tmpfs
         .clone()

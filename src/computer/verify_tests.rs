@@ -21,9 +21,39 @@ fn matching_spec(spec: ComputerSpec) -> (ComputerSpec, ContainerInspectResponse)
     matching_on(spec, Engine::Docker)
 }
 
+/// The main process each engine's computers get in these tests (Podman keeps `sleep`).
+fn main_of(view: &EngineView) -> MainProcess {
+    match view {
+        EngineView::Docker => MainProcess::GuestAgent,
+        EngineView::Podman { .. } => MainProcess::Sleep,
+    }
+}
+
+/// [`drifts`] with the main process of `view`'s engine.
+fn check(
+    c: &ContainerInspectResponse,
+    spec: &ComputerSpec,
+    ws: &Path,
+    view: &EngineView,
+) -> Vec<Drift> {
+    drifts(c, spec, ws, view, main_of(view))
+}
+
 fn matching_on(spec: ComputerSpec, engine: Engine) -> (ComputerSpec, ContainerInspectResponse) {
+    let main = match engine {
+        Engine::Docker => MainProcess::GuestAgent,
+        Engine::Podman => MainProcess::Sleep,
+    };
+    matching_as(spec, engine, main)
+}
+
+fn matching_as(
+    spec: ComputerSpec,
+    engine: Engine,
+    main: MainProcess,
+) -> (ComputerSpec, ContainerInspectResponse) {
     let ws = Path::new("/var/tmp/yy/ws/x");
-    let body = super::super::docker::create_body(&spec, ws, engine);
+    let body = super::super::docker::create_body(&spec, ws, engine, main);
     let mut labels: HashMap<String, String> = body.labels.clone().unwrap();
     labels.insert("yy.version".into(), "0.1.0".into()); // merged in from the image
     let inspect = ContainerInspectResponse {
@@ -34,6 +64,12 @@ fn matching_on(spec: ComputerSpec, engine: Engine) -> (ComputerSpec, ContainerIn
             user: body.user.clone(),
             working_dir: body.working_dir.clone(),
             cmd: body.cmd.clone(),
+            tty: Some(false),
+            open_stdin: Some(body.open_stdin.unwrap_or(false)),
+            stdin_once: Some(body.stdin_once.unwrap_or(false)),
+            attach_stdin: Some(body.attach_stdin.unwrap_or(false)),
+            attach_stdout: Some(body.attach_stdout.unwrap_or(false)),
+            attach_stderr: Some(body.attach_stderr.unwrap_or(false)),
             labels: Some(labels),
             env: Some(
                 [
@@ -68,7 +104,7 @@ fn matching_on(spec: ComputerSpec, engine: Engine) -> (ComputerSpec, ContainerIn
 fn a_faithful_container_has_no_drift() {
     let (spec, inspect) = matching();
     assert_eq!(
-        drifts(
+        check(
             &inspect,
             &spec,
             Path::new("/var/tmp/yy/ws/x"),
@@ -102,7 +138,7 @@ fn assert_each_detected(
     for (field, mutate) in cases {
         let mut c = base.clone();
         mutate(&mut c);
-        let d = drifts(&c, spec, Path::new("/var/tmp/yy/ws/x"), view);
+        let d = check(&c, spec, Path::new("/var/tmp/yy/ws/x"), view);
         assert!(
             d.iter().any(|d| d.field == field),
             "{field} not detected: {d:?}"
@@ -165,9 +201,91 @@ fn each_kind_of_drift_is_named() {
         ),
     ];
     assert_each_detected(&base, &spec, &EngineView::Docker, cases);
-    let d = drifts(&base, &spec, Path::new("/elsewhere"), &EngineView::Docker);
+    let d = check(&base, &spec, Path::new("/elsewhere"), &EngineView::Docker);
     assert!(d.iter().any(|d| d.field == "Mounts"), "{d:?}");
     assert!(d[0].to_string().contains("expected"), "{}", d[0]);
+}
+
+/// The main process is checked exactly: its command, its stdin (open for one attach of
+/// the guest agent's, none for `sleep`), and for the agent that no log keeps its output.
+/// Each container passes as what it was made for, and not as the other.
+#[test]
+fn the_main_process_is_the_one_asked_for_with_its_stdio() {
+    let ws = Path::new("/var/tmp/yy/ws/x");
+    let spec = super::super::tests::spec();
+    let (_, agent) = matching_as(spec.clone(), Engine::Docker, MainProcess::GuestAgent);
+    let (_, sleep) = matching_as(spec.clone(), Engine::Docker, MainProcess::Sleep);
+    let docker = &EngineView::Docker;
+    let fields = |c: &ContainerInspectResponse, main| {
+        drifts(c, &spec, ws, docker, main)
+            .into_iter()
+            .map(|d| d.field)
+            .collect::<Vec<_>>()
+    };
+    assert!(fields(&agent, MainProcess::GuestAgent).is_empty());
+    assert!(fields(&sleep, MainProcess::Sleep).is_empty());
+    assert_eq!(
+        fields(&sleep, MainProcess::GuestAgent),
+        [
+            "Config.Cmd",
+            "Config.OpenStdin",
+            "Config.StdinOnce",
+            "Config.AttachStdin",
+            "Config.AttachStdout",
+            "Config.AttachStderr",
+            "HostConfig.LogConfig.Type"
+        ]
+    );
+    assert_eq!(
+        fields(&agent, MainProcess::Sleep),
+        ["Config.Cmd", "Config.OpenStdin", "Config.StdinOnce"]
+    );
+    fn config(c: &mut ContainerInspectResponse) -> &mut ContainerConfig {
+        c.config.as_mut().unwrap()
+    }
+    let cases: Vec<(&str, Mutation)> = vec![
+        (
+            "Config.Cmd",
+            Box::new(|c| {
+                let cmd = config(c).cmd.as_mut().unwrap();
+                cmd.retain(|a| a != "--main-process");
+            }),
+        ),
+        (
+            "Config.Cmd",
+            Box::new(|c| {
+                let cmd = config(c).cmd.as_mut().unwrap();
+                cmd[4] = "/".into(); // --workspace /
+            }),
+        ),
+        ("Config.Tty", Box::new(|c| config(c).tty = Some(true))),
+        // A stdin that stays open for a second attach.
+        (
+            "Config.StdinOnce",
+            Box::new(|c| config(c).stdin_once = Some(false)),
+        ),
+        (
+            "Config.OpenStdin",
+            Box::new(|c| config(c).open_stdin = None),
+        ),
+        (
+            "Config.AttachStdout",
+            Box::new(|c| config(c).attach_stdout = Some(false)),
+        ),
+        (
+            "HostConfig.LogConfig.Type",
+            Box::new(|c| host(c).log_config.as_mut().unwrap().typ = Some("json-file".into())),
+        ),
+        (
+            "HostConfig.LogConfig.Type",
+            Box::new(|c| host(c).log_config = None),
+        ),
+    ];
+    assert_each_detected(&agent, &spec, docker, cases);
+    // `sleep` with a stdin someone could attach to.
+    let mut open = sleep.clone();
+    config(&mut open).open_stdin = Some(true);
+    assert_eq!(fields(&open, MainProcess::Sleep), ["Config.OpenStdin"]);
 }
 
 #[test]
@@ -179,7 +297,7 @@ fn a_public_web_computer_must_have_its_network_proxy_and_no_ipv6() {
         proxy: "172.19.0.3:3128".parse().unwrap(),
     };
     let (spec, base) = matching_spec(spec);
-    assert_eq!(drifts(&base, &spec, ws, &EngineView::Docker), vec![]);
+    assert_eq!(check(&base, &spec, ws, &EngineView::Docker), vec![]);
     let h = base.host_config.as_ref().unwrap();
     assert_eq!(h.network_mode.as_deref(), Some("yy-egress-net-comp1"));
     assert_eq!(h.sysctls.as_ref().unwrap().len(), 2);
@@ -215,7 +333,7 @@ fn a_public_web_computer_must_have_its_network_proxy_and_no_ipv6() {
         "1".to_string(),
     )]));
     assert!(
-        drifts(&c, &spec, ws, &EngineView::Docker)
+        check(&c, &spec, ws, &EngineView::Docker)
             .iter()
             .any(|d| d.field == "HostConfig.Sysctls")
     );
@@ -289,14 +407,14 @@ fn a_workspace_mount_of_its_own_passes_on_podman_and_another_source_not() {
         &mut c,
         "/var/tmp/yy/ws/x:/workspace:rw,rprivate,nosuid,nodev,rbind",
     );
-    assert_eq!(drifts(&c, &spec, ws, &podman_caps()), vec![]);
+    assert_eq!(check(&c, &spec, ws, &podman_caps()), vec![]);
     for bad in [
         "/var/tmp/yy/ws/y:/workspace:rw,rprivate,nosuid,nodev,rbind",
         "/var/tmp/yy/ws/x:/workspace:rw,rshared,nosuid,rbind",
         "/var/tmp/yy/ws/x:/workspace:rw,rprivate,suid,rbind",
     ] {
         binds(&mut c, bad);
-        let d = drifts(&c, &spec, ws, &podman_caps());
+        let d = check(&c, &spec, ws, &podman_caps());
         assert!(d.iter().any(|d| d.field == "HostConfig.Binds"), "{bad}");
     }
 }
@@ -305,16 +423,16 @@ fn a_workspace_mount_of_its_own_passes_on_podman_and_another_source_not() {
 fn podman_shows_the_same_hardening_its_own_way() {
     let ws = Path::new("/var/tmp/yy/ws/x");
     let (spec, c) = as_podman_shows_it();
-    assert_eq!(drifts(&c, &spec, ws, &podman_caps()), vec![]);
+    assert_eq!(check(&c, &spec, ws, &podman_caps()), vec![]);
     // Before the start it shows the owner as asked: `U`.
     let mut created = c.clone();
     for o in host(&mut created).tmpfs.as_mut().unwrap().values_mut() {
         *o = o.replace("uid=1000,gid=1000", "U");
     }
     assert_ne!(created, c);
-    assert_eq!(drifts(&created, &spec, ws, &podman_caps()), vec![]);
+    assert_eq!(check(&created, &spec, ws, &podman_caps()), vec![]);
     // Read as Docker's, the same answer is refused (no `ALL` in CapDrop, Binds, ...).
-    let d = drifts(&c, &spec, ws, &EngineView::Docker);
+    let d = check(&c, &spec, ws, &EngineView::Docker);
     for field in ["HostConfig.CapDrop", "HostConfig.Binds", "HostConfig.Tmpfs"] {
         assert!(d.iter().any(|d| d.field == field), "{field}: {d:?}");
     }
@@ -326,7 +444,7 @@ fn podman_shows_the_same_hardening_its_own_way() {
         bounding_caps: vec!["CAP_KILL".into()],
         effective_caps,
     };
-    let d = drifts(&c, &spec, ws, &kept);
+    let d = check(&c, &spec, ws, &kept);
     assert_eq!(d.len(), 1, "{d:?}");
     assert_eq!(d[0].field, "BoundingCaps (podman)");
     let cases: Vec<(&str, Mutation)> = vec![
