@@ -113,7 +113,13 @@ pub fn main() -> i32 {
             return Exit::Failure.code();
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    let command = match cli.command {
+        Command::Guest(args) if args.is_main_process() => {
+            guest::serve_as_main_process(runtime, args)
+        }
+        other => other,
+    };
+    match runtime.block_on(run(command)) {
         Ok(()) => Exit::Ok.code(),
         Err(err) if err.downcast_ref::<error::PassThrough>().is_some() => {
             let pass = err.downcast_ref::<error::PassThrough>().expect("checked");

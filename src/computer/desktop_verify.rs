@@ -149,6 +149,5 @@ async fn recreate(
 ) -> Result<GuestSession, ComputerError> {
     provider.remove(id).await?;
     let created = provider.create(spec).await?;
-    provider.start(&created.id).await?;
-    provider.guest_at(&created.id, &spec.guest_cwd).await
+    provider.start_with_guest(&created, &spec.guest_cwd).await
 }

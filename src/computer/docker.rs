@@ -1,5 +1,6 @@
 //! The Docker provider (bollard): create a hardened container for a [`ComputerSpec`],
-//! verify it, start, stop, remove, list a Runner's containers and open guest sessions.
+//! verify it, start, stop, remove and list a Runner's containers. Launching one and its
+//! guest sessions are in [`super::launch`].
 
 use std::collections::HashMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -7,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::exec::StartExecResults;
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ExecConfig, HostConfig, Mount, MountBindOptions,
     MountBindOptionsPropagationEnum, MountType, ResourcesUlimits,
@@ -19,16 +20,12 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::engine::{self, Engine, EngineInfo};
-use super::host_read::HostWorkspace;
-use super::session::{GuestSession, Output};
+use super::launch::MainProcess;
 use super::verify::{self, Drift, EngineView};
 use super::{
-    ComputerError, ComputerSpec, GUEST_AGENT_CAPS, GUEST_AGENT_START_USER, GUEST_AGENT_UID,
-    GUEST_BINARY, GUEST_HOME, GUEST_UID, GUEST_USER, labels, without_capabilities,
+    ComputerError, ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GUEST_USER, labels,
+    without_capabilities,
 };
-
-/// The container's main process; `Init` (tini) is PID 1 above it and reaps orphans.
-pub const MAIN_CMD: [&str; 2] = ["sleep", "infinity"];
 
 /// A computer container as listed for reconcile.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -53,6 +50,8 @@ pub struct RawExec {
 pub struct Created {
     pub id: String,
     pub name: String,
+    /// What it runs as its main process (so how its first guest session opens).
+    pub main_process: MainProcess,
 }
 
 #[derive(Clone)]
@@ -200,17 +199,16 @@ impl Provider {
     /// [`Provider::create`]; with `slot`, the workspace mount is a slave of the host
     /// directory's (`rslave`): a workspace mounted there later appears in the container (a
     /// warm computer's, claimed by an agent). The directory must be a shared mount point.
-    async fn create_as(&self, spec: &ComputerSpec, slot: bool) -> Result<Created, ComputerError> {
+    pub(super) async fn create_as(
+        &self,
+        spec: &ComputerSpec,
+        slot: bool,
+    ) -> Result<Created, ComputerError> {
         spec.validate()?;
         let workspace = prepare_workspace(&spec.workspace_host_dir)?;
-        match self.docker.inspect_image(&spec.image_id).await {
-            Ok(_) => {}
-            Err(e) => {
-                return Err(self.image_error(&spec.image_id, e));
-            }
-        }
+        let main_process = self.main_process_for(&spec.image_id).await?;
         let name = spec.name();
-        let mut body = create_body(spec, &workspace, self.engine.engine);
+        let mut body = create_body(spec, &workspace, self.engine.engine, main_process);
         if slot
             && let Some(m) = body
                 .host_config
@@ -239,7 +237,7 @@ impl Provider {
             }
             Err(e) => return Err(e.into()),
         };
-        let drifts = match self.verify(&id, spec).await {
+        let drifts = match self.verify_as(&id, spec, main_process).await {
             Ok(d) => d,
             Err(e) => {
                 let _ = self.remove(&id).await;
@@ -254,7 +252,11 @@ impl Provider {
                 drifts,
             });
         }
-        Ok(Created { id, name })
+        Ok(Created {
+            id,
+            name,
+            main_process,
+        })
     }
 
     pub async fn inspect(
@@ -267,12 +269,22 @@ impl Provider {
             .await?)
     }
 
-    /// Every way the container differs from `spec` (empty: it matches). The Runner calls
-    /// this for containers it adopts, too.
+    /// Every way the container differs from `spec` (empty: it matches), its main process
+    /// being the one a computer of its image gets ([`Provider::main_process_for`]).
     pub async fn verify(
         &self,
         container: &str,
         spec: &ComputerSpec,
+    ) -> Result<Vec<Drift>, ComputerError> {
+        let main_process = self.main_process_for(&spec.image_id).await?;
+        self.verify_as(container, spec, main_process).await
+    }
+
+    async fn verify_as(
+        &self,
+        container: &str,
+        spec: &ComputerSpec,
+        main_process: MainProcess,
     ) -> Result<Vec<Drift>, ComputerError> {
         let inspect = self.inspect(container).await?;
         let workspace = std::fs::canonicalize(&spec.workspace_host_dir)
@@ -280,7 +292,13 @@ impl Provider {
         let view = self
             .engine_view(inspect.id.as_deref().unwrap_or(container))
             .await?;
-        Ok(verify::drifts(&inspect, spec, &workspace, &view))
+        Ok(verify::drifts(
+            &inspect,
+            spec,
+            &workspace,
+            &view,
+            main_process,
+        ))
     }
 
     /// What the engine shows of the container beyond Docker's inspect: on Podman, its
@@ -397,108 +415,6 @@ impl Provider {
             .collect())
     }
 
-    /// Opens a guest session on a running computer, its workspace being the container's
-    /// working directory (one inspect; use [`Provider::guest_at`] when it is known). The
-    /// session knows the workspace's bind mount on the host, for bulk reads.
-    pub async fn guest(&self, container: &str) -> Result<GuestSession, ComputerError> {
-        let inspect = self.inspect(container).await?;
-        let cwd = inspect
-            .config
-            .and_then(|c| c.working_dir)
-            .filter(|w| w.starts_with('/'))
-            .ok_or_else(|| {
-                ComputerError::Invalid(format!("container {container} has no working directory"))
-            })?;
-        let bind =
-            inspect.mounts.unwrap_or_default().into_iter().find(|m| {
-                m.typ.as_deref() == Some("bind") && m.destination.as_deref() == Some(&cwd)
-            });
-        let session = self.guest_at(container, &cwd).await?;
-        Ok(match bind.and_then(|m| m.source) {
-            Some(source) => session.with_host_workspace(HostWorkspace {
-                host_dir: source.into(),
-                guest_cwd: cwd,
-            }),
-            None => session,
-        })
-    }
-
-    /// Opens a guest session: `yy guest serve --workspace GUEST_CWD --user 1000:1000` by an
-    /// attached exec that starts as root (with the container's few capabilities); the agent
-    /// takes its own identity at once and runs every command as uid 1000 (see
-    /// [`GUEST_AGENT_UID`]). Keep it open for the computer's life: a request is then one
-    /// line each way.
-    pub async fn guest_at(
-        &self,
-        container: &str,
-        guest_cwd: &str,
-    ) -> Result<GuestSession, ComputerError> {
-        let config = ExecConfig {
-            attach_stdin: Some(true),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            tty: Some(false),
-            user: Some(GUEST_AGENT_START_USER.into()),
-            working_dir: Some(guest_cwd.into()),
-            env: Some(vec!["YY_LOG=warn".into(), format!("HOME={GUEST_HOME}")]),
-            cmd: Some(
-                [
-                    GUEST_BINARY,
-                    "guest",
-                    "serve",
-                    "--workspace",
-                    guest_cwd,
-                    "--user",
-                    GUEST_USER,
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            ),
-            ..Default::default()
-        };
-        let exec = self.docker.create_exec(container, config).await?.id;
-        let opts = StartExecOptions {
-            detach: false,
-            tty: false,
-            output_capacity: Some(1 << 20),
-        };
-        match self.docker.start_exec(&exec, Some(opts)).await? {
-            StartExecResults::Attached { output, input } => {
-                let output = output.filter_map(|item| async move {
-                    use bollard::container::LogOutput as L;
-                    match item {
-                        Ok(L::StdOut { message }) | Ok(L::Console { message }) => {
-                            Some(Ok(Output::Stdout(message.to_vec())))
-                        }
-                        Ok(L::StdErr { message }) => Some(Ok(Output::Stderr(message.to_vec()))),
-                        Ok(L::StdIn { .. }) => None,
-                        Err(e) => Some(Err(std::io::Error::other(e.to_string()))),
-                    }
-                });
-                let session = match GuestSession::start(Box::pin(output), input, None).await {
-                    Err(ComputerError::Guest(why)) if why.contains("'--user'") => {
-                        return Err(ComputerError::Guest(format!(
-                            "the image's guest agent is older than this yy (it cannot run apart from its commands): rebuild the image with `yy image build`; {why}"
-                        )));
-                    }
-                    other => other?,
-                };
-                let hello = session.hello();
-                if hello.agent_uid != Some(GUEST_AGENT_UID) || hello.uid != GUEST_UID {
-                    return Err(ComputerError::Guest(format!(
-                        "the guest agent runs as uid {:?} with commands as uid {}, not apart as uid {GUEST_AGENT_UID} with commands as uid {GUEST_UID}; refused",
-                        hello.agent_uid, hello.uid
-                    )));
-                }
-                Ok(session)
-            }
-            StartExecResults::Detached => Err(ComputerError::Guest(
-                "docker started the exec detached".into(),
-            )),
-        }
-    }
-
     /// Runs one command as uid 1000 with no capability by a plain exec (no guest agent)
     /// and collects it. For diagnostics and checks; tools go through [`Provider::guest`].
     pub async fn exec_raw(&self, container: &str, argv: &[&str]) -> Result<RawExec, ComputerError> {
@@ -529,52 +445,10 @@ impl Provider {
         Ok(out)
     }
 
-    /// Create, start and open the guest session: a computer ready for tools.
-    pub async fn launch(
-        &self,
-        spec: &ComputerSpec,
-    ) -> Result<(Created, GuestSession), ComputerError> {
-        self.launch_as(spec, false).await
-    }
-
-    /// [`Provider::launch`] of a warm computer: its workspace mount a slot (see
-    /// [`Provider::create_as`]) that a claim fills later.
-    pub async fn launch_warm(
-        &self,
-        spec: &ComputerSpec,
-    ) -> Result<(Created, GuestSession), ComputerError> {
-        self.launch_as(spec, true).await
-    }
-
     /// Renames a container (a claimed warm computer takes its computer's name).
     pub async fn rename(&self, container: &str, name: &str) -> Result<(), ComputerError> {
         let opts = RenameContainerOptionsBuilder::new().name(name).build();
         Ok(self.docker.rename_container(container, opts).await?)
-    }
-
-    async fn launch_as(
-        &self,
-        spec: &ComputerSpec,
-        slot: bool,
-    ) -> Result<(Created, GuestSession), ComputerError> {
-        let created = self.create_as(spec, slot).await?;
-        let ready = async {
-            self.start(&created.id).await?;
-            let session = self.guest_at(&created.id, &spec.guest_cwd).await?;
-            Ok(session.with_host_workspace(HostWorkspace {
-                host_dir: std::fs::canonicalize(&spec.workspace_host_dir)
-                    .unwrap_or_else(|_| spec.workspace_host_dir.clone()),
-                guest_cwd: spec.guest_cwd.clone(),
-            }))
-        }
-        .await;
-        match ready {
-            Ok(session) => Ok((created, session)),
-            Err(e) => {
-                let _ = self.remove(&created.id).await;
-                Err(e)
-            }
-        }
     }
 }
 
@@ -627,8 +501,14 @@ fn tmpfs_request(spec: &ComputerSpec, engine: Engine) -> HashMap<String, String>
         .collect()
 }
 
-/// The create request for `spec` on `engine`, with the workspace at its real host path.
-pub fn create_body(spec: &ComputerSpec, workspace: &Path, engine: Engine) -> ContainerCreateBody {
+/// The create request for `spec` on `engine`, with the workspace at its real host path and
+/// `main` as its main process.
+pub fn create_body(
+    spec: &ComputerSpec,
+    workspace: &Path,
+    engine: Engine,
+    main: MainProcess,
+) -> ContainerCreateBody {
     let limits = &spec.limits;
     let host = HostConfig {
         network_mode: Some(spec.network_mode().into()),
@@ -655,16 +535,17 @@ pub fn create_body(spec: &ComputerSpec, workspace: &Path, engine: Engine) -> Con
         }]),
         ..Default::default()
     };
-    ContainerCreateBody {
+    let mut body = ContainerCreateBody {
         image: Some(spec.image_id.clone()),
         user: Some(engine.container_user().into()),
         working_dir: Some(spec.guest_cwd.clone()),
-        cmd: Some(MAIN_CMD.iter().map(|s| s.to_string()).collect()),
         labels: Some(spec.labels().into_iter().collect()),
         env: Some(spec.env()).filter(|e| !e.is_empty()),
         host_config: Some(host),
         ..Default::default()
-    }
+    };
+    main.set_up(&mut body, &spec.guest_cwd);
+    body
 }
 
 /// Host paths a workspace may never be, nor contain.
@@ -754,7 +635,12 @@ mod tests {
     #[test]
     fn the_create_request_carries_the_hardening() {
         let spec = super::super::tests::spec();
-        let body = create_body(&spec, Path::new("/var/tmp/yy/ws/x"), Engine::Docker);
+        let body = create_body(
+            &spec,
+            Path::new("/var/tmp/yy/ws/x"),
+            Engine::Docker,
+            MainProcess::GuestAgent,
+        );
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
@@ -781,8 +667,8 @@ mod tests {
         let spec = super::super::tests::spec();
         let ws = Path::new("/var/tmp/yy/ws/x");
         let (docker, podman) = (
-            create_body(&spec, ws, Engine::Docker),
-            create_body(&spec, ws, Engine::Podman),
+            create_body(&spec, ws, Engine::Docker, MainProcess::Sleep),
+            create_body(&spec, ws, Engine::Podman, MainProcess::Sleep),
         );
         // The container's user follows each engine's rule for an exec's capabilities.
         assert_eq!(docker.user.as_deref(), Some("0:0"));

@@ -70,7 +70,9 @@ impl Engine {
     /// its identity (docs/computer-notes.md, "The guest agent's identity"). Docker gives
     /// an exec the capabilities it computed for the container's user, none for a non-root
     /// one (and `no-new-privileges` keeps a root exec from gaining them), so its
-    /// containers run as root, running no guest code. Podman computes them per exec, and
+    /// containers run as root, running no guest code: tini and `sleep infinity`, or tini
+    /// and the guest agent itself, which takes its identity before anything else
+    /// ([`super::launch`]). Podman computes them per exec, and
     /// its tmpfs owner `U` follows the container's user, so its containers run as the
     /// guest user (it hands a non-root exec the added capabilities: see
     /// [`super::without_capabilities`]).

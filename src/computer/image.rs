@@ -133,6 +133,8 @@ struct Agent {
     data: Vec<u8>,
     sha256: String,
     version: String,
+    /// It takes `guest serve --main-process` (the image is labelled so).
+    main_process: bool,
 }
 
 async fn agent(binary: Option<&Path>, progress: &dyn Fn(&str)) -> Result<Agent, ComputerError> {
@@ -172,6 +174,15 @@ async fn agent(binary: Option<&Path>, progress: &dyn Fn(&str)) -> Result<Agent, 
             ))
         })?
         .to_string();
+    // Asked of the binary, not told by its version: clap refuses an unknown flag before
+    // it shows the help.
+    let main_process = tokio::process::Command::new(&path)
+        .args(["guest", "serve", super::launch::MAIN_PROCESS_FLAG, "--help"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await
+        .is_ok_and(|s| s.success());
     let data =
         std::fs::read(&path).map_err(|e| ComputerError::Io(format!("reading {shown}: {e}")))?;
     let sha256 = format!("sha256:{}", hex::encode(Sha256::digest(&data)));
@@ -180,6 +191,7 @@ async fn agent(binary: Option<&Path>, progress: &dyn Fn(&str)) -> Result<Agent, 
         data,
         sha256,
         version,
+        main_process,
     })
 }
 
@@ -721,6 +733,9 @@ async fn commit_layer(
                 package_lock::to_label(recorded.lock)
             ),
         ]);
+        if agent.main_process && !builtin.server {
+            changes.push(format!("LABEL {}=\"1\"", labels::GUEST_MAIN_PROCESS));
+        }
         if builtin.desktop {
             // Commands the agent runs find the display the guest agent starts.
             changes.push(format!("ENV DISPLAY={}", super::screen::DISPLAY));

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::docker::{Provider, RawExec};
+use super::docker::{Created, Provider, RawExec};
 use super::protocol::{ExecParams, PROTOCOL};
 use super::{
     ComputerError, ComputerSpec, GUEST_AGENT_UID, GUEST_UID, Limits, PACKAGE_LOCK_PATH, labels,
@@ -144,15 +144,7 @@ pub async fn verify_image_with(
     let result = match created {
         Ok(c) => {
             let recorded = image_labels.get(labels::PACKAGES).map(String::as_str);
-            let mut r = checks(
-                provider,
-                &c.id,
-                &spec,
-                &image_version,
-                recorded,
-                &mut report,
-            )
-            .await;
+            let mut r = checks(provider, &c, &spec, &image_version, recorded, &mut report).await;
             if r.is_ok() && desktop && !report.failed() {
                 r = super::desktop_verify::ladder(provider, &c.id, &spec, &mut |n, w, g| {
                     report.add(n, w, g);
@@ -185,12 +177,13 @@ pub async fn verify_image_with(
 
 async fn checks(
     provider: &Provider,
-    id: &str,
+    created: &Created,
     spec: &ComputerSpec,
     image_version: &str,
     recorded: Option<&str>,
     report: &mut Ladder<'_>,
 ) -> Result<(), ComputerError> {
+    let id = created.id.as_str();
     let drifts = provider.verify(id, spec).await?;
     let got = if drifts.is_empty() {
         "as requested".to_string()
@@ -202,10 +195,10 @@ async fn checks(
             .join("; ")
     };
     report.add("hardening (inspect)", "as requested", one_line(&got, 200));
-    provider.start(id).await?;
-
     let want_agent = format!("yy {} protocol {PROTOCOL}", crate::VERSION);
-    let session = provider.guest(id).await;
+    // Started as a computer starts: its first session from its main process when that is
+    // the guest agent.
+    let session = provider.start_with_guest(created, &spec.guest_cwd).await;
     let agent = match &session {
         Ok(session) => {
             let hello = session.hello().clone();

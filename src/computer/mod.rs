@@ -1,10 +1,12 @@
 //! Isolated computers: a hardened Docker container per owner, reached only through the
-//! guest agent (`yy guest serve`, the same binary) over an attached `docker exec`.
+//! guest agent (`yy guest serve`, the same binary) over its attached stdio: the container's
+//! own main process on a cold launch, an attached `docker exec` otherwise ([`launch`]).
 //!
 //! * [`protocol`]: the JSON-lines protocol between host and guest.
 //! * [`guest`] and [`confine`]: the guest agent and its workspace confinement.
 //! * [`session`]: the host side of the protocol ([`session::GuestSession`]).
 //! * [`docker`]: the provider over bollard (create, verify, start, stop, remove, list).
+//! * [`launch`]: a computer's main process, its launch and its guest sessions.
 //! * [`verify`]: the drift check of a container against its [`ComputerSpec`].
 //! * [`rootfs`], [`image`], [`tarball`], [`image_verify`]: building, listing and verifying
 //!   the image; [`package_lock`] and [`dpkg_status`]: what a build installed, compared with
@@ -24,6 +26,7 @@ pub mod image;
 pub mod image_rm;
 pub mod image_verify;
 pub mod keys;
+pub mod launch;
 pub mod package_lock;
 pub mod protocol;
 pub mod recipes;
@@ -49,11 +52,11 @@ pub const GUEST_USER: &str = "1000:1000";
 /// the workspace as the guest user while no command of that user can signal it, trace it
 /// or open its `/proc` entries (docs/computer-notes.md, "The guest agent's identity").
 pub const GUEST_AGENT_UID: u32 = 60999;
-/// The user the guest agent's exec starts as: root, with only the capabilities it needs
-/// to take its identity ([`GUEST_AGENT_CAPS`]). The container itself (its init and main
-/// process) runs as [`GUEST_USER`], which owns its tmpfs home on both engines; every
-/// command of the agent and every plain exec ([`without_capabilities`]) runs as
-/// [`GUEST_USER`] with no capability at all.
+/// The user the guest agent starts as (its exec, or on Docker the container itself when
+/// the agent is its main process, see [`launch`]): root, with only the capabilities it
+/// needs to take its identity ([`GUEST_AGENT_CAPS`]). Every command of the agent and every
+/// plain exec ([`without_capabilities`]) runs as [`GUEST_USER`] with no capability at all;
+/// see [`engine::Engine::container_user`] for the container's user on each engine.
 pub const GUEST_AGENT_START_USER: &str = "0:0";
 /// The only capabilities a computer keeps (`CapAdd` after `CapDrop ALL`): to set the
 /// agent's ids and to empty the bounding set it passes on.
@@ -94,6 +97,9 @@ pub mod labels {
     pub const BASE: &str = "yy.base";
     /// The built-in recipe an image was made from (`base`, `desktop`).
     pub const RECIPE_NAME: &str = "yy.recipe.name";
+    /// `1` when the image's guest agent can be the container's main process (`yy guest
+    /// serve --main-process`); set by `yy image build` for an agent that takes the flag.
+    pub const GUEST_MAIN_PROCESS: &str = "yy.guest.main-process";
 }
 
 #[derive(Debug, thiserror::Error)]
