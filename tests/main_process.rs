@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use yy::computer::docker::Provider;
-use yy::computer::launch::MainProcess;
+use yy::computer::main_process::MainProcess;
 use yy::computer::protocol::ExecParams;
 
 use computer_support::{Fixture, docker, docker_ok, test_image};

@@ -441,7 +441,7 @@ async fn a_podman_computer_is_hardened_like_a_docker_computer() {
             "Image" => true,
             "Config.User" => dv == "\"0:0\"" && pv == "\"1000:1000\"",
             // The guest agent is the main process on Docker; Podman keeps `sleep` and the
-            // exec (launch::MainProcess::of_image).
+            // exec (main_process::MainProcess::of_image).
             "Config.Cmd" => dv.ends_with(r#""--main-process"]"#) && pv == r#"["sleep","infinity"]"#,
             _ => dv == pv,
         };

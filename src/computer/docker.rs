@@ -20,7 +20,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::engine::{self, Engine, EngineInfo};
-use super::launch::MainProcess;
+use super::main_process::MainProcess;
 use super::verify::{self, Drift, EngineView};
 use super::{
     ComputerError, ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GUEST_USER, labels,

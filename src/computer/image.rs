@@ -177,7 +177,12 @@ async fn agent(binary: Option<&Path>, progress: &dyn Fn(&str)) -> Result<Agent, 
     // Asked of the binary, not told by its version: clap refuses an unknown flag before
     // it shows the help.
     let main_process = tokio::process::Command::new(&path)
-        .args(["guest", "serve", super::launch::MAIN_PROCESS_FLAG, "--help"])
+        .args([
+            "guest",
+            "serve",
+            super::main_process::MAIN_PROCESS_FLAG,
+            "--help",
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()

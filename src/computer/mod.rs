@@ -6,7 +6,8 @@
 //! * [`guest`] and [`confine`]: the guest agent and its workspace confinement.
 //! * [`session`]: the host side of the protocol ([`session::GuestSession`]).
 //! * [`docker`]: the provider over bollard (create, verify, start, stop, remove, list).
-//! * [`launch`]: a computer's main process, its launch and its guest sessions.
+//! * [`main_process`]: what a computer's container runs as its main process.
+//! * [`launch`]: a computer's launch and its guest sessions.
 //! * [`verify`]: the drift check of a container against its [`ComputerSpec`].
 //! * [`rootfs`], [`image`], [`tarball`], [`image_verify`]: building, listing and verifying
 //!   the image; [`package_lock`] and [`dpkg_status`]: what a build installed, compared with
@@ -27,6 +28,7 @@ pub mod image_rm;
 pub mod image_verify;
 pub mod keys;
 pub mod launch;
+pub mod main_process;
 pub mod package_lock;
 pub mod protocol;
 pub mod recipes;

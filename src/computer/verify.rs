@@ -9,7 +9,7 @@ use bollard::models::ContainerInspectResponse;
 
 use super::docker::{tmpfs_for, ulimits};
 use super::engine::Engine;
-use super::launch::MainProcess;
+use super::main_process::MainProcess;
 use super::{ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GuestNetwork};
 
 /// What the engine shows beyond Docker's inspect answer, for the checks it presents
