@@ -257,6 +257,13 @@ fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_datab
         std::fs::read(&fetched).unwrap() == data,
         "fetched through B"
     );
+    // B's follow heard each step of the upload from A (not only its look once a second);
+    // A hears none of its own.
+    assert!(
+        upload_wakeups(&env, &b) >= 2.0,
+        "B heard no upload wake-ups"
+    );
+    assert_eq!(upload_wakeups(&env, &a), 0.0, "A heard its own wake-ups");
     let listed = run_on(&env, &b, &["artifact", "list", "--json"]).json();
     let id = listed[0]["id"].as_str().unwrap().to_string();
     let again = env.path("again.bin");
@@ -303,6 +310,23 @@ fn an_artifact_fetched_through_one_replica_is_served_by_the_other_from_the_datab
     let left =
         common::postgres::simple_query(&cluster.url(), "SELECT count(*) FROM artifact_chunks");
     assert_eq!(left, [[Some("0".to_string())]]);
+}
+
+/// The upload wake-ups `server` heard from other replicas (`yy_peer_wakeups_total`).
+fn upload_wakeups(env: &common::Env, server: &Server) -> f64 {
+    let auth = format!("Bearer {}", env.stored_token());
+    let (status, body) = common::http(
+        &server.addr(),
+        "GET",
+        "/metrics",
+        &[("Authorization", auth.as_str())],
+        "",
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .find_map(|l| l.strip_prefix("yy_peer_wakeups_total{kind=\"upload\"} "))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
 }
 
 /// Chat with the CLI on replica B and the Runner (with its Hermes and the scripted model)

@@ -121,7 +121,7 @@ impl AppState {
             .then(|| Arc::from(&store::new_id()[..8]));
         let mut queue = Queue::new(store.clone(), config.queue, rx);
         if let Some(url) = &config.database_url {
-            queue = queue.replicated(url.clone());
+            queue = queue.replicated(url.clone(), artifacts.upload_listener());
         }
         let state = AppState {
             queue,

@@ -1,6 +1,8 @@
 //! Wake-ups across `yy serve` replicas on one PostgreSQL database (issue 27). A change made
 //! through one replica wakes the long-polls and waiters that other replicas hold: each
-//! replica sends its wake-ups as `NOTIFY yy_wake` and listens on that channel.
+//! replica sends its wake-ups as `NOTIFY yy_wake` and listens on that channel. Besides
+//! Runners' work and commands, an artifact upload that moved wakes the fetches that follow
+//! it on other replicas (`artifacts::follow`).
 //!
 //! A notification can be lost (a dropped connection, a full queue): that only delays work,
 //! because every long-poll and wait looks at the database again when its wait ends (at
@@ -32,6 +34,9 @@ pub struct Peers {
     outbox: mpsc::Sender<String>,
 }
 
+/// What hears that the upload of a command's artifact moved (`true`: it started over).
+pub type UploadMoved = Arc<dyn Fn(&str, bool) + Send + Sync>;
+
 impl Peers {
     /// Starts the sending and the listening task on the database at `url`. `store_pid`
     /// holds the backend pid of the store's own connection, whose commits notify too
@@ -41,13 +46,23 @@ impl Peers {
         hub: Arc<Hub>,
         sched: Arc<Notify>,
         store_pid: Arc<AtomicI32>,
+        uploads: UploadMoved,
     ) -> Arc<Peers> {
         let (outbox, inbox) = mpsc::channel(QUEUE);
         // The backend pid of the connection that sends: its own notifications come back to
         // the listener and are skipped (the local wake-up happened already).
         let sender_pid = Arc::new(AtomicI32::new(0));
         tokio::spawn(send_forever(url.clone(), inbox, sender_pid.clone()));
-        tokio::spawn(listen_forever(url, hub, sched, [sender_pid, store_pid]));
+        let own = [sender_pid, store_pid];
+        tokio::spawn(listen_forever(
+            url,
+            Heard {
+                hub,
+                sched,
+                uploads,
+            },
+            own,
+        ));
         Arc::new(Peers { outbox })
     }
 
@@ -56,6 +71,13 @@ impl Peers {
     pub fn publish(&self, runner: &RunnerId, enqueued: bool) {
         // Full: dropped; the waits' own timeouts recover it.
         let _ = self.outbox.try_send(payload(runner, enqueued));
+    }
+
+    /// Tells the other replicas that the upload of `command`'s artifact moved (or started
+    /// over): the fetches following it there look again.
+    pub fn publish_upload(&self, command: &str, restarted: bool) {
+        let kind = if restarted { 'r' } else { 'u' };
+        let _ = self.outbox.try_send(format!("{kind}:{command}"));
     }
 }
 
@@ -67,19 +89,60 @@ pub fn payload(runner: &RunnerId, enqueued: bool) -> String {
 
 /// A wake-up as the listener reads it.
 #[derive(Debug, PartialEq, Eq)]
-struct Wake<'a> {
-    runner: &'a str,
-    enqueued: bool,
+enum Wake<'a> {
+    /// New work (`enqueued`) or a changed command of a Runner.
+    Runner { id: &'a str, enqueued: bool },
+    /// The upload of a command's artifact moved, or started over.
+    Upload { command: &'a str, restarted: bool },
 }
 
 fn parse(payload: &str) -> Option<Wake<'_>> {
-    let (kind, runner) = payload.split_once(':')?;
-    let enqueued = match kind {
-        "w" => true,
-        "d" => false,
+    let (kind, id) = payload.split_once(':')?;
+    if id.is_empty() || id.len() > 64 {
+        return None;
+    }
+    Some(match kind {
+        "w" | "d" => Wake::Runner {
+            id,
+            enqueued: kind == "w",
+        },
+        "u" | "r" => Wake::Upload {
+            command: id,
+            restarted: kind == "r",
+        },
         _ => return None,
-    };
-    (!runner.is_empty() && runner.len() <= 64).then_some(Wake { runner, enqueued })
+    })
+}
+
+/// Who hears the other replicas' wake-ups here.
+struct Heard {
+    hub: Arc<Hub>,
+    sched: Arc<Notify>,
+    uploads: UploadMoved,
+}
+
+impl Heard {
+    fn wake(&self, wake: Wake<'_>) {
+        let kind = match wake {
+            Wake::Runner { enqueued: true, .. } => "work",
+            Wake::Runner { .. } => "done",
+            Wake::Upload { .. } => "upload",
+        };
+        super::telemetry::peer_wakeup(kind);
+        match wake {
+            Wake::Runner { id, enqueued } => {
+                self.sched.notify_one();
+                let Some(signals) = self.hub.existing(id) else {
+                    return;
+                };
+                if enqueued {
+                    signals.work.notify_waiters();
+                }
+                signals.done.notify_waiters();
+            }
+            Wake::Upload { command, restarted } => (self.uploads)(command, restarted),
+        }
+    }
 }
 
 async fn connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
@@ -133,7 +196,7 @@ async fn send_forever(url: String, mut inbox: mpsc::Receiver<String>, pid: Arc<A
 
 /// `own`: the backend pids of this replica's connections that notify (their wake-ups
 /// happened here already).
-async fn listen_forever(url: String, hub: Arc<Hub>, sched: Arc<Notify>, own: [Arc<AtomicI32>; 2]) {
+async fn listen_forever(url: String, heard: Heard, own: [Arc<AtomicI32>; 2]) {
     let mut retry = RETRY_FIRST;
     loop {
         let (client, mut connection) = match tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -166,8 +229,8 @@ async fn listen_forever(url: String, hub: Arc<Hub>, sched: Arc<Notify>, own: [Ar
             continue;
         }
         // Whatever was sent while nobody listened: every wait here looks again.
-        hub.wake_all();
-        sched.notify_one();
+        heard.hub.wake_all();
+        heard.sched.notify_one();
         while let Some(message) = messages.next().await {
             let notification = match message {
                 Ok(tokio_postgres::AsyncMessage::Notification(n)) => n,
@@ -181,17 +244,9 @@ async fn listen_forever(url: String, hub: Arc<Hub>, sched: Arc<Notify>, own: [Ar
             if own.iter().any(|p| p.load(Ordering::Relaxed) == pid) {
                 continue;
             }
-            let Some(wake) = parse(notification.payload()) else {
-                continue;
-            };
-            sched.notify_one();
-            let Some(signals) = hub.existing(wake.runner) else {
-                continue;
-            };
-            if wake.enqueued {
-                signals.work.notify_waiters();
+            if let Some(wake) = parse(notification.payload()) {
+                heard.wake(wake);
             }
-            signals.done.notify_waiters();
         }
         // Only now: dropping the client ends the connection, and with it the LISTEN.
         drop(client);
@@ -211,24 +266,18 @@ mod tests {
 
     #[test]
     fn payloads_are_read_strictly() {
-        assert_eq!(
-            parse("w:abc"),
-            Some(Wake {
-                runner: "abc",
-                enqueued: true
-            })
-        );
-        assert_eq!(
-            parse("d:abc"),
-            Some(Wake {
-                runner: "abc",
-                enqueued: false
-            })
-        );
+        let runner = |id, enqueued| Some(Wake::Runner { id, enqueued });
+        let upload = |command, restarted| Some(Wake::Upload { command, restarted });
+        assert_eq!(parse("w:abc"), runner("abc", true));
+        assert_eq!(parse("d:abc"), runner("abc", false));
+        assert_eq!(parse("u:c1"), upload("c1", false));
+        assert_eq!(parse("r:c1"), upload("c1", true));
         assert_eq!(parse("x:abc"), None);
         assert_eq!(parse("w:"), None);
+        assert_eq!(parse("u:"), None);
         assert_eq!(parse("w"), None);
         assert_eq!(parse(&format!("w:{}", "a".repeat(65))), None);
+        assert_eq!(parse(&format!("u:{}", "a".repeat(65))), None);
     }
 
     #[test]

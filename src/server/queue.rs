@@ -100,12 +100,14 @@ impl Queue {
     /// One of the replicas on the PostgreSQL database at `url`: tells the others of every
     /// wake-up and listens for theirs, and does the once-only work (the scheduler's
     /// passes, sweeps, retention) only while it holds the leader lock.
-    pub fn replicated(mut self, url: String) -> Queue {
+    /// `uploads` hears of the artifact uploads that moved through another replica.
+    pub fn replicated(mut self, url: String, uploads: super::peers::UploadMoved) -> Queue {
         self.peers = Some(super::peers::Peers::start(
             url.clone(),
             self.hub.clone(),
             self.sched.clone(),
             self.store.backend_pid(),
+            uploads,
         ));
         self.leadership = Some(super::leader::Leadership::start(url));
         self
@@ -191,6 +193,13 @@ impl Queue {
             peers.publish(runner_id, enqueued);
         }
         self.wake_here(runner_id, enqueued);
+    }
+
+    /// Tells the other replicas (if any) that the upload of `command`'s artifact moved.
+    pub(super) fn upload_moved(&self, command: &str, restarted: bool) {
+        if let Some(peers) = &self.peers {
+            peers.publish_upload(command, restarted);
+        }
     }
 
     /// [`Queue::wake`] of this replica's own waiters only.

@@ -46,6 +46,10 @@ pub fn install() {
             "HTTP requests answered, by route template and status code."
         );
         describe_counter!(
+            "yy_peer_wakeups_total",
+            "Wake-ups heard from other replicas on the PostgreSQL database, by kind (work, done, upload)."
+        );
+        describe_counter!(
             "yy_scheduler_passes_total",
             "Team scheduler passes completed."
         );
@@ -70,6 +74,11 @@ pub fn artifact_bytes(direction: &'static str, n: u64) {
 /// The team scheduler completed a pass (settled, admitted, delivered, stopped what it found).
 pub fn scheduler_pass() {
     counter!("yy_scheduler_passes_total").increment(1);
+}
+
+/// A wake-up from another replica arrived (`kind`: work, done or upload).
+pub fn peer_wakeup(kind: &'static str) {
+    counter!("yy_peer_wakeups_total", "kind" => kind).increment(1);
 }
 
 pub fn login_failed() {

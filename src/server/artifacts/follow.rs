@@ -34,8 +34,7 @@ pub struct Followers(Mutex<HashMap<String, watch::Sender<u64>>>);
 
 impl Followers {
     /// Tells the followers of `command` (if any) that its upload moved, or started over.
-    pub fn touch(&self, command: Option<&str>, restarted: bool) {
-        let Some(command) = command else { return };
+    pub fn touch(&self, command: &str, restarted: bool) {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(tx) = map.get(command) {
             tx.send_modify(|restarts| *restarts += u64::from(restarted));

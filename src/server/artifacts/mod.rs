@@ -77,6 +77,15 @@ impl ArtifactFiles {
         }
     }
 
+    /// What wakes the fetches following an upload here when it moved through another
+    /// replica.
+    pub fn upload_listener(&self) -> super::peers::UploadMoved {
+        let followers = self.followers.clone();
+        std::sync::Arc::new(move |command: &str, restarted: bool| {
+            followers.touch(command, restarted)
+        })
+    }
+
     /// Where the bytes are kept.
     pub fn blobs(&self) -> &Blobs {
         &self.blobs

@@ -37,6 +37,14 @@ async fn writable(
     Ok((busy, row))
 }
 
+/// Wakes the fetches that follow the upload of `command`'s artifact, here and on the other
+/// replicas (`true`: it started over).
+fn moved(state: &AppState, command: Option<&str>, restarted: bool) {
+    let Some(command) = command else { return };
+    state.artifacts.followers.touch(command, restarted);
+    state.queue.upload_moved(command, restarted);
+}
+
 pub async fn upload_begin(
     State(state): State<AppState>,
     current: Current,
@@ -46,10 +54,7 @@ pub async fn upload_begin(
         .store
         .call(move |c| rows::begin(c, &current.runner_id, current.generation, &b))
         .await?;
-    state
-        .artifacts
-        .followers
-        .touch(row.command_id.as_deref(), false);
+    moved(&state, row.command_id.as_deref(), false);
     Ok(Json(row.upload_state()))
 }
 
@@ -239,13 +244,13 @@ pub async fn upload_chunk(
             // Fewer bytes are stored than recorded (a part lost on a crash): start over.
             let key = id.clone();
             state.store.call(move |c| rows::restart(c, &key)).await?;
-            files.followers.touch(row.command_id.as_deref(), true);
+            moved(&state, row.command_id.as_deref(), true);
             let mut restarted = row.upload_state();
             restarted.received = 0;
             return Ok(Json(restarted));
         }
     };
-    files.followers.touch(row.command_id.as_deref(), false);
+    moved(&state, row.command_id.as_deref(), false);
     let mut answer = row.upload_state();
     answer.received = new_received;
     Ok(Json(answer))
@@ -306,7 +311,7 @@ pub async fn upload_finish(
         (begun, Some(s)) if begun != s => {
             let key = id.clone();
             state.store.call(move |c| rows::restart(c, &key)).await?;
-            files.followers.touch(row.command_id.as_deref(), true);
+            moved(&state, row.command_id.as_deref(), true);
             files.hashing.forget(&id);
             if let Blobs::Dir(dir) = &files.blobs {
                 let _ = std::fs::remove_file(part::part_path(dir, &id));
@@ -327,7 +332,7 @@ pub async fn upload_finish(
     if let Err(why) = checked {
         let key = id.clone();
         state.store.call(move |c| rows::restart(c, &key)).await?;
-        files.followers.touch(row.command_id.as_deref(), true);
+        moved(&state, row.command_id.as_deref(), true);
         return Err(corrupt(format!(
             "artifact {id} is corrupt ({why}); nothing was kept, upload it again from the start"
         )));
@@ -344,7 +349,7 @@ pub async fn upload_finish(
             }
         })
         .await?;
-    files.followers.touch(row.command_id.as_deref(), false);
+    moved(&state, row.command_id.as_deref(), false);
     crate::server::telemetry::artifact_bytes("in", row.size as u64);
     tracing::info!(artifact = %row.id, name = %row.name, size = row.size, "artifact stored");
     Ok(Json(row.upload_state()))
