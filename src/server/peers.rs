@@ -75,7 +75,12 @@ impl Peers {
 
     /// Tells the other replicas that the upload of `command`'s artifact moved (or started
     /// over): the fetches following it there look again.
+    /// They take at most half the queue, so that a flood of uploads never crowds out a
+    /// Runner's wake-up (a follow that misses one looks again within a second).
     pub fn publish_upload(&self, command: &str, restarted: bool) {
+        if self.outbox.capacity() <= QUEUE / 2 {
+            return;
+        }
         let kind = if restarted { 'r' } else { 'u' };
         let _ = self.outbox.try_send(format!("{kind}:{command}"));
     }
@@ -278,6 +283,28 @@ mod tests {
         assert_eq!(parse("w"), None);
         assert_eq!(parse(&format!("w:{}", "a".repeat(65))), None);
         assert_eq!(parse(&format!("u:{}", "a".repeat(65))), None);
+    }
+
+    #[test]
+    fn upload_wake_ups_leave_half_the_queue_to_runners() {
+        let (outbox, mut inbox) = mpsc::channel(QUEUE);
+        let peers = Peers { outbox };
+        let runner = RunnerId::new("r1");
+        for _ in 0..QUEUE / 2 - 1 {
+            peers.publish_upload("c1", false);
+        }
+        peers.publish_upload("c1", true);
+        // Half full: more upload news is dropped, a Runner's wake-up still goes in.
+        peers.publish_upload("c2", false);
+        peers.publish(&runner, true);
+        let mut sent = Vec::new();
+        while let Ok(p) = inbox.try_recv() {
+            sent.push(p);
+        }
+        assert_eq!(sent.len(), QUEUE / 2 + 1);
+        assert_eq!(sent[QUEUE / 2 - 1], "r:c1");
+        assert_eq!(sent[QUEUE / 2], "w:r1");
+        assert!(!sent.contains(&"u:c2".to_string()));
     }
 
     #[test]
