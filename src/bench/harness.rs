@@ -541,9 +541,17 @@ pub(super) fn process_cpu_s(pid: u32) -> f64 {
     ticks as f64 / clock_ticks()
 }
 
-/// CPU seconds of the whole machine so far: (busy, total), summed over every CPU.
-pub(super) fn machine_cpu_s() -> (f64, f64) {
+/// CPU seconds of the whole machine so far, summed over every CPU: (busy, total, stolen).
+/// Stolen time (the hypervisor ran another guest on a CPU this one wanted) counts as busy.
+pub(super) fn machine_cpu_s() -> (f64, f64, f64) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let (busy, total, stolen) = cpu_ticks(&stat);
+    let hz = clock_ticks();
+    (busy as f64 / hz, total as f64 / hz, stolen as f64 / hz)
+}
+
+/// The first line of `/proc/stat` in clock ticks: (busy, total, stolen).
+fn cpu_ticks(stat: &str) -> (u64, u64, u64) {
     let values: Vec<u64> = stat
         .lines()
         .next()
@@ -557,8 +565,8 @@ pub(super) fn machine_cpu_s() -> (f64, f64) {
     // user nice system idle iowait irq softirq steal (guest time is inside user).
     let total: u64 = values.iter().take(8).sum();
     let idle: u64 = values.iter().skip(3).take(2).sum();
-    let hz = clock_ticks();
-    ((total - idle) as f64 / hz, total as f64 / hz)
+    let stolen = values.get(7).copied().unwrap_or(0);
+    (total - idle, total, stolen)
 }
 
 fn clock_ticks() -> f64 {
@@ -660,5 +668,13 @@ mod tests {
     fn rss_of_this_process() {
         let mb = rss_mb(std::process::id()).unwrap();
         assert!(mb > 0.1 && mb < 10_000.0, "{mb}");
+    }
+
+    #[test]
+    fn the_machine_s_ticks_count_stolen_time_as_busy() {
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        let stat = "cpu  100 1 20 500 7 0 3 40 9 0\ncpu0 50 0 10 250 3 0 1 20 0 0\n";
+        assert_eq!(cpu_ticks(stat), (164, 671, 40));
+        assert_eq!(cpu_ticks("intr 1 2 3\n"), (0, 0, 0));
     }
 }

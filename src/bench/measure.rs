@@ -275,9 +275,10 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
         .collect();
     let replicas = run.control_plane.len();
     let per_command = |s: f64| round3(s * 1000.0 / n as f64);
-    let (busy, total) = (
+    let (busy, total, stolen) = (
         machine_after.0 - machine_before.0,
         (machine_after.1 - machine_before.1).max(1e-9),
+        machine_after.2 - machine_before.2,
     );
     Ok(Throughput {
         cpu_ms_per_command: CpuPerCommand {
@@ -287,8 +288,9 @@ pub(super) async fn throughput(run: &Run, n: u32, enqueuers: u32) -> anyhow::Res
         },
         machine_busy_percent: round2(100.0 * busy / total),
         other_processes_percent: round2(
-            (100.0 * (busy - used.iter().sum::<f64>()) / total).max(0.0),
+            (100.0 * (busy - stolen - used.iter().sum::<f64>()) / total).max(0.0),
         ),
+        stolen_percent: round2((100.0 * stolen / total).max(0.0)),
         commands: n,
         seconds: round3(seconds),
         commands_per_s: (n as f64 / seconds).round(),

@@ -51,10 +51,13 @@ pub(super) struct Throughput {
     pub states: std::collections::BTreeMap<String, u64>,
     /// CPU time per command during the run, by process, in milliseconds.
     pub cpu_ms_per_command: CpuPerCommand,
-    /// How busy the whole machine was during the run (100 = every CPU), and how much of
-    /// that was not the benchmark's three processes (other load skews every figure).
+    /// How busy the whole machine was during the run (100 = every CPU), how much of that
+    /// was not the benchmark's processes (other load skews every figure), and how much the
+    /// hypervisor took for other guests (a virtual machine's CPUs shared on the host: it
+    /// skews them too, and varies from run to run).
     pub machine_busy_percent: f64,
     pub other_processes_percent: f64,
+    pub stolen_percent: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -323,6 +326,11 @@ pub(super) fn print_human(r: &Report) -> anyhow::Result<()> {
                 "{:.0}% ({:.0}%)",
                 t.machine_busy_percent, t.other_processes_percent
             ),
+            None,
+        );
+        row(
+            "CPU taken by the hypervisor during throughput",
+            format!("{:.0}%", t.stolen_percent),
             None,
         );
     }
