@@ -372,24 +372,14 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Db) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        // Its commits are answered by returning: each waits for the disk itself (the
-        // database thread's leave that to the sync thread).
-        guard.set_durable(true)?;
-        let result = if guard.dialect() == Dialect::Sqlite {
-            f(&mut guard)
-        } else {
-            // PostgreSQL has no autocommit mode for savepoints: one transaction around it.
-            (|| {
-                guard.begin(true)?;
-                let result = f(&mut guard);
-                let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-                guard.execute_batch(end)?;
-                result
-            })()
-        };
-        guard.set_durable(false)?;
-        result
+        self.durably(|db| {
+            if db.dialect() == Dialect::Sqlite {
+                f(db)
+            } else {
+                // PostgreSQL has no autocommit mode for savepoints: one transaction around it.
+                in_transaction(db, f)
+            }
+        })
     }
 
     /// Runs `f` in one transaction of its own on the calling thread (between the database
@@ -399,18 +389,29 @@ impl Store {
         &self,
         f: impl FnOnce(&Db) -> Result<R, E>,
     ) -> Result<R, E> {
-        let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        self.durably(|db| in_transaction(db, |db| f(db)))
+    }
+
+    /// `f` on the calling thread with the store's connection, between the database
+    /// thread's batches; its commits are answered by returning, so each waits for the disk
+    /// itself (the database thread's leave that to the sync thread).
+    fn durably<R, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&mut Db) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         guard.set_durable(true).map_err(StoreError::from)?;
-        let result = in_transaction(&guard, f);
+        let result = f(&mut guard);
         guard.set_durable(false).map_err(StoreError::from)?;
         result
     }
 }
 
-/// `f` in a transaction that holds the store's lock, committed when it returns Ok.
+/// `f` in a transaction that holds the store's lock, committed when it returns Ok and
+/// rolled back otherwise (its error is the one returned).
 fn in_transaction<R, E: From<StoreError>>(
-    db: &Db,
-    f: impl FnOnce(&Db) -> Result<R, E>,
+    db: &mut Db,
+    f: impl FnOnce(&mut Db) -> Result<R, E>,
 ) -> Result<R, E> {
     db.begin(true).map_err(StoreError::from)?;
     let result = f(db);
