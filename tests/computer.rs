@@ -57,12 +57,20 @@ async fn inspect_shows_the_hardening() {
     assert!(h["Tmpfs"]["/tmp"].as_str().unwrap().contains("exec"), "{h}");
     assert!(h["Binds"].is_null());
     let ws = std::fs::canonicalize(&f.spec.workspace_host_dir).unwrap();
-    let mounts = c["Mounts"].as_array().unwrap();
-    assert_eq!(mounts.len(), 1, "{mounts:?}");
+    // The workspace read-write and, since the Runner is root here, yy's hosts file
+    // read-only: the network namespace is runc's own, not the engine's sandbox.
+    assert_eq!(c["Config"]["NetworkDisabled"], true);
+    let mut mounts = c["Mounts"].as_array().unwrap().clone();
+    mounts.sort_by_key(|m| m["Destination"].as_str().unwrap_or_default().to_string());
+    assert_eq!(mounts.len(), 2, "{mounts:?}");
     assert_eq!(mounts[0]["Type"], "bind");
-    assert_eq!(mounts[0]["Source"], ws.to_str().unwrap());
-    assert_eq!(mounts[0]["Destination"], "/workspace");
-    assert_eq!(mounts[0]["RW"], true);
+    assert_eq!(mounts[0]["Source"], "/run/yy/computer-hosts");
+    assert_eq!(mounts[0]["Destination"], "/etc/hosts");
+    assert_eq!(mounts[0]["RW"], false);
+    assert_eq!(mounts[1]["Type"], "bind");
+    assert_eq!(mounts[1]["Source"], ws.to_str().unwrap());
+    assert_eq!(mounts[1]["Destination"], "/workspace");
+    assert_eq!(mounts[1]["RW"], true);
     let labels = &c["Config"]["Labels"];
     assert_eq!(labels["yy.managed"], "1");
     assert_eq!(labels["yy.runner"], f.spec.runner_id.as_str());
@@ -124,6 +132,27 @@ async fn only_loopback_exists_and_connecting_out_fails() {
         .unwrap();
     assert!(r.stdout.starts_with("refused"), "{r:?}");
     assert!(r.stdout.contains("unreachable"), "{r:?}");
+    // Loopback works by name: `localhost` resolves (yy's hosts file) and reaches a server
+    // on it; the file cannot be changed from inside.
+    let py = "import socket\nserver = socket.create_server(('127.0.0.1', 0))\nport = server.getsockname()[1]\nsocket.create_connection(('localhost', port), timeout=3)\nprint('reached', port)";
+    let r = s
+        .exec(ExecParams::argv(["python3", "-c", py]), None)
+        .await
+        .unwrap();
+    assert!(r.stdout.starts_with("reached"), "{r:?}");
+    let r = s
+        .exec(ExecParams::argv(["getent", "hosts", "localhost"]), None)
+        .await
+        .unwrap();
+    assert!(r.stdout.contains("localhost"), "{r:?}");
+    let r = s
+        .exec(
+            ExecParams::shell("echo '127.0.0.1 example.org' >> /etc/hosts"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
     let r = s
         .exec(ExecParams::shell("touch /usr/x"), None)
         .await

@@ -133,7 +133,7 @@ done"#;
     };
     for _ in 0..3 {
         let r = s
-            .exec(ExecParams::argv(["cat", "/etc/hostname"]), None)
+            .exec(ExecParams::argv(["cat", "/proc/sys/kernel/hostname"]), None)
             .await
             .unwrap();
         assert_eq!(r.stdout.trim(), hostname, "{r:?}");

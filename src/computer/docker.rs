@@ -20,10 +20,11 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::engine::{self, Engine, EngineInfo};
+use super::loopback::Loopback;
 use super::main_process::MainProcess;
 use super::verify::{self, Drift, EngineView};
 use super::{
-    ComputerError, ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GUEST_USER, labels,
+    ComputerError, ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GUEST_USER, GuestNetwork, labels,
     without_capabilities,
 };
 
@@ -58,6 +59,8 @@ pub struct Created {
 pub struct Provider {
     docker: Docker,
     engine: EngineInfo,
+    /// How its computers without a network get their loopback.
+    loopback: Loopback,
 }
 
 impl Provider {
@@ -126,9 +129,14 @@ impl Provider {
             api_version: docker.client_version().to_string(),
             socket: c.socket.clone(),
         };
+        let loopback = match found {
+            Engine::Docker => Loopback::for_docker(),
+            Engine::Podman => Loopback::Engine,
+        };
         Ok(Provider {
             docker,
             engine: info,
+            loopback,
         })
     }
 
@@ -208,7 +216,19 @@ impl Provider {
         let workspace = prepare_workspace(&spec.workspace_host_dir)?;
         let main_process = self.main_process_for(&spec.image_id).await?;
         let name = spec.name();
-        let mut body = create_body(spec, &workspace, self.engine.engine, main_process);
+        self.loopback.ensure().map_err(|e| {
+            ComputerError::Io(format!(
+                "cannot write the computers' hosts file {}: {e}",
+                super::loopback::HOSTS_FILE
+            ))
+        })?;
+        let mut body = create_body(
+            spec,
+            &workspace,
+            self.engine.engine,
+            main_process,
+            &self.loopback,
+        );
         if slot
             && let Some(m) = body
                 .host_config
@@ -298,6 +318,7 @@ impl Provider {
             &workspace,
             &view,
             main_process,
+            &self.loopback,
         ))
     }
 
@@ -501,13 +522,14 @@ fn tmpfs_request(spec: &ComputerSpec, engine: Engine) -> HashMap<String, String>
         .collect()
 }
 
-/// The create request for `spec` on `engine`, with the workspace at its real host path and
-/// `main` as its main process.
+/// The create request for `spec` on `engine`, with the workspace at its real host path,
+/// `main` as its main process and, without a network, `loopback`.
 pub fn create_body(
     spec: &ComputerSpec,
     workspace: &Path,
     engine: Engine,
     main: MainProcess,
+    loopback: &Loopback,
 ) -> ContainerCreateBody {
     let limits = &spec.limits;
     let host = HostConfig {
@@ -545,6 +567,9 @@ pub fn create_body(
         ..Default::default()
     };
     main.set_up(&mut body, &spec.guest_cwd);
+    if spec.network == GuestNetwork::None {
+        loopback.apply(&mut body);
+    }
     body
 }
 
@@ -635,17 +660,25 @@ mod tests {
     #[test]
     fn the_create_request_carries_the_hardening() {
         let spec = super::super::tests::spec();
+        let own = Loopback::Own {
+            hosts: super::super::loopback::HOSTS_FILE.into(),
+        };
         let body = create_body(
             &spec,
             Path::new("/var/tmp/yy/ws/x"),
             Engine::Docker,
             MainProcess::GuestAgent,
+            &own,
         );
+        assert_eq!(body.network_disabled, Some(true));
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
         assert_eq!(host.memory, host.memory_swap);
-        assert_eq!(host.mounts.as_ref().unwrap().len(), 1);
+        let mounts = host.mounts.as_ref().unwrap();
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts[1].target.as_deref(), Some("/etc/hosts"));
+        assert_eq!(mounts[1].read_only, Some(true));
         assert_eq!(host.binds, None);
         assert_eq!(body.user.as_deref(), Some("0:0"));
         assert_eq!(
@@ -667,8 +700,20 @@ mod tests {
         let spec = super::super::tests::spec();
         let ws = Path::new("/var/tmp/yy/ws/x");
         let (docker, podman) = (
-            create_body(&spec, ws, Engine::Docker, MainProcess::Sleep),
-            create_body(&spec, ws, Engine::Podman, MainProcess::Sleep),
+            create_body(
+                &spec,
+                ws,
+                Engine::Docker,
+                MainProcess::Sleep,
+                &Loopback::Engine,
+            ),
+            create_body(
+                &spec,
+                ws,
+                Engine::Podman,
+                MainProcess::Sleep,
+                &Loopback::Engine,
+            ),
         );
         // The container's user follows each engine's rule for an exec's capabilities.
         assert_eq!(docker.user.as_deref(), Some("0:0"));

@@ -143,7 +143,9 @@ mod tests {
     fn each_main_process_asks_for_its_command_stdio_and_logging() {
         let spec = super::super::tests::spec();
         let ws = std::path::Path::new("/var/tmp/yy/ws/x");
-        let body = |main| super::super::docker::create_body(&spec, ws, Engine::Docker, main);
+        let loopback = super::super::loopback::Loopback::Engine;
+        let body =
+            |main| super::super::docker::create_body(&spec, ws, Engine::Docker, main, &loopback);
         let sleep = body(MainProcess::Sleep);
         assert_eq!(sleep.cmd, Some(vec!["sleep".into(), "infinity".into()]));
         assert_eq!((sleep.open_stdin, sleep.stdin_once), (None, None));

@@ -28,6 +28,7 @@ pub mod image_rm;
 pub mod image_verify;
 pub mod keys;
 pub mod launch;
+pub mod loopback;
 pub mod main_process;
 pub mod package_lock;
 pub mod protocol;

@@ -9,6 +9,7 @@ use bollard::models::ContainerInspectResponse;
 
 use super::docker::{tmpfs_for, ulimits};
 use super::engine::Engine;
+use super::loopback::Loopback;
 use super::main_process::MainProcess;
 use super::{ComputerSpec, GUEST_AGENT_CAPS, GUEST_UID, GuestNetwork};
 
@@ -155,16 +156,17 @@ fn mount_row(
     )
 }
 
-/// Every difference between `c` and `spec`, whose workspace is at `workspace` (real path)
-/// and whose main process is `main`, as `view`'s engine presents it. Podman shows some
-/// settings differently from Docker; each such place below says why its reading is the
-/// same property.
+/// Every difference between `c` and `spec`, whose workspace is at `workspace` (real path),
+/// whose main process is `main` and whose loopback (without a network) is `loopback`, as
+/// `view`'s engine presents it. Podman shows some settings differently from Docker; each
+/// such place below says why its reading is the same property.
 pub fn drifts(
     c: &ContainerInspectResponse,
     spec: &ComputerSpec,
     workspace: &Path,
     view: &EngineView,
     main: MainProcess,
+    loopback: &Loopback,
 ) -> Vec<Drift> {
     let podman = view.engine() == Engine::Podman;
     let mut k = Checker(Vec::new());
@@ -237,6 +239,15 @@ pub fn drifts(
         "HostConfig.NetworkMode",
         Some(spec.network_mode()),
         h.network_mode.as_deref(),
+    );
+    let hosts = match spec.network {
+        GuestNetwork::None => loopback.hosts_mount(),
+        GuestNetwork::Egress { .. } => None,
+    };
+    k.eq(
+        "Config.NetworkDisabled",
+        hosts.is_some(),
+        config.network_disabled.unwrap_or(false),
     );
     // The proxy settings must be there (the image may add variables of its own).
     let env = config.env.clone().unwrap_or_default();
@@ -412,30 +423,35 @@ pub fn drifts(
     if podman && host_mounts.is_empty() {
         host_mounts.push(("bind".into(), ws.clone(), spec.guest_cwd.clone(), false));
     }
-    k.eq(
-        "HostConfig.Mounts",
-        vec![(
-            "bind".to_string(),
-            ws.clone(),
-            spec.guest_cwd.clone(),
-            false,
-        )],
-        host_mounts,
+    host_mounts.sort();
+    // Asked for: the workspace read-write, and yy's hosts file read-only.
+    let mut want_mounts = vec![(
+        "bind".to_string(),
+        ws.clone(),
+        spec.guest_cwd.clone(),
+        false,
+    )];
+    want_mounts.extend(
+        hosts
+            .clone()
+            .map(|(source, target)| ("bind".to_string(), source, target, true)),
     );
+    want_mounts.sort();
+    k.eq("HostConfig.Mounts", want_mounts, host_mounts);
 
-    // What is really mounted: exactly the workspace, read-write.
-    let mounts: Vec<MountRow> = c
+    // What is really mounted: exactly the workspace, read-write (and the hosts file, not).
+    let mut mounts: Vec<MountRow> = c
         .mounts
         .clone()
         .unwrap_or_default()
         .into_iter()
         .map(|m| mount_row(m.typ, m.source, m.destination, m.rw))
         .collect();
-    k.eq(
-        "Mounts",
-        vec![("bind".to_string(), ws, spec.guest_cwd.clone(), true)],
-        mounts,
-    );
+    mounts.sort();
+    let mut want_mounts = vec![("bind".to_string(), ws, spec.guest_cwd.clone(), true)];
+    want_mounts.extend(hosts.map(|(source, target)| ("bind".to_string(), source, target, false)));
+    want_mounts.sort();
+    k.eq("Mounts", want_mounts, mounts);
 
     let networks: Vec<String> = c
         .network_settings

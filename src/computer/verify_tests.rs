@@ -29,14 +29,32 @@ fn main_of(view: &EngineView) -> MainProcess {
     }
 }
 
-/// [`drifts`] with the main process of `view`'s engine.
+/// The loopback each engine's computers get in these tests: yy's own on Docker (as when
+/// the Runner is root), the engine's `none` network on Podman.
+fn loopback_of(engine: Engine) -> Loopback {
+    match engine {
+        Engine::Docker => Loopback::Own {
+            hosts: super::super::loopback::HOSTS_FILE.into(),
+        },
+        Engine::Podman => Loopback::Engine,
+    }
+}
+
+/// [`drifts`] with the main process and the loopback of `view`'s engine.
 fn check(
     c: &ContainerInspectResponse,
     spec: &ComputerSpec,
     ws: &Path,
     view: &EngineView,
 ) -> Vec<Drift> {
-    drifts(c, spec, ws, view, main_of(view))
+    drifts(
+        c,
+        spec,
+        ws,
+        view,
+        main_of(view),
+        &loopback_of(view.engine()),
+    )
 }
 
 fn matching_on(spec: ComputerSpec, engine: Engine) -> (ComputerSpec, ContainerInspectResponse) {
@@ -53,7 +71,26 @@ fn matching_as(
     main: MainProcess,
 ) -> (ComputerSpec, ContainerInspectResponse) {
     let ws = Path::new("/var/tmp/yy/ws/x");
-    let body = super::super::docker::create_body(&spec, ws, engine, main);
+    let loopback = loopback_of(engine);
+    let body = super::super::docker::create_body(&spec, ws, engine, main, &loopback);
+    let mut mounts = vec![MountPoint {
+        typ: Some("bind".into()),
+        source: Some(ws.display().to_string()),
+        destination: Some(spec.guest_cwd.clone()),
+        rw: Some(true),
+        ..Default::default()
+    }];
+    if spec.network == GuestNetwork::None
+        && let Some((source, target)) = loopback.hosts_mount()
+    {
+        mounts.push(MountPoint {
+            typ: Some("bind".into()),
+            source: Some(source),
+            destination: Some(target),
+            rw: Some(false),
+            ..Default::default()
+        });
+    }
     let mut labels: HashMap<String, String> = body.labels.clone().unwrap();
     labels.insert("yy.version".into(), "0.1.0".into()); // merged in from the image
     let inspect = ContainerInspectResponse {
@@ -78,16 +115,11 @@ fn matching_as(
                 ]
                 .concat(),
             ),
+            network_disabled: body.network_disabled,
             ..Default::default()
         }),
         host_config: body.host_config.clone(),
-        mounts: Some(vec![MountPoint {
-            typ: Some("bind".into()),
-            source: Some(ws.display().to_string()),
-            destination: Some(spec.guest_cwd.clone()),
-            rw: Some(true),
-            ..Default::default()
-        }]),
+        mounts: Some(mounts),
         network_settings: Some(NetworkSettings {
             networks: Some(HashMap::from([(
                 spec.network_mode().to_string(),
@@ -155,6 +187,25 @@ fn each_kind_of_drift_is_named() {
             Box::new(|c| host(c).network_mode = Some("bridge".into())),
         ),
         ("NetworkSettings.Networks", Box::new(join_bridge)),
+        // The engine's sandbox instead of runc's own namespace.
+        (
+            "Config.NetworkDisabled",
+            Box::new(|c| c.config.as_mut().unwrap().network_disabled = None),
+        ),
+        // The hosts file writable, in the request or as mounted.
+        (
+            "HostConfig.Mounts",
+            Box::new(|c| host(c).mounts.as_mut().unwrap()[1].read_only = Some(false)),
+        ),
+        (
+            "Mounts",
+            Box::new(|c| c.mounts.as_mut().unwrap()[1].rw = Some(true)),
+        ),
+        // Another file over /etc/hosts.
+        (
+            "Mounts",
+            Box::new(|c| c.mounts.as_mut().unwrap()[1].source = Some("/tmp/hosts".into())),
+        ),
         (
             "Config.User",
             Box::new(|c| c.config.as_mut().unwrap().user = None),
@@ -217,7 +268,7 @@ fn the_main_process_is_the_one_asked_for_with_its_stdio() {
     let (_, sleep) = matching_as(spec.clone(), Engine::Docker, MainProcess::Sleep);
     let docker = &EngineView::Docker;
     let fields = |c: &ContainerInspectResponse, main| {
-        drifts(c, &spec, ws, docker, main)
+        drifts(c, &spec, ws, docker, main, &loopback_of(Engine::Docker))
             .into_iter()
             .map(|d| d.field)
             .collect::<Vec<_>>()
