@@ -42,6 +42,10 @@ pub enum QueueError {
     ShuttingDown,
 }
 
+/// A lease's database call: the leased commands and whether the answer has anything for
+/// the Runner; `None` where it must lease again under the store's lock.
+type LeaseAnswer = Result<Option<(Vec<LeasedCommand>, bool)>, QueueError>;
+
 impl From<StartRefused> for QueueError {
     fn from(e: StartRefused) -> Self {
         match e {
@@ -687,7 +691,10 @@ impl Queue {
     /// In one database call: the Runner may have been disabled or replaced meanwhile; if
     /// not, lease. The generation is checked against the database too: a connect that
     /// committed first has already requeued what an older generation would take, so an
-    /// older generation must take nothing.
+    /// older generation must take nothing. On PostgreSQL the lease runs beside the other
+    /// replicas' transactions, with `FOR UPDATE SKIP LOCKED`
+    /// ([`commands::lease_skipping_locked`]); when a worker turn is waiting it leases
+    /// again under the store's lock.
     async fn lease_now(
         &self,
         runner_id: &RunnerId,
@@ -695,35 +702,63 @@ impl Queue {
         instance: &str,
         max: u32,
     ) -> Result<(Vec<LeasedCommand>, bool), QueueError> {
-        let (id, instance) = (runner_id.clone(), instance.to_string());
-        let hub = self.hub.clone();
         // Relaxed: a lease a power loss takes back is leased again under the next
         // generation, and the Runner's receipts keep it from running twice.
-        self.store
-            .call_relaxed(move |c| {
-                let Some((disabled_at, stored)) = runners::fence(c, &id)? else {
-                    return Ok(Err(QueueError::Disabled(id)));
-                };
-                if disabled_at.is_some() {
-                    return Ok(Err(QueueError::Disabled(id)));
+        let apart = self.lease_call(runner_id, generation, instance, max, true);
+        if let Some(answer) = self.store.call_apart_relaxed(apart).await?? {
+            return Ok(answer);
+        }
+        let locked = self.lease_call(runner_id, generation, instance, max, false);
+        match self.store.call_relaxed(locked).await?? {
+            Some(answer) => Ok(answer),
+            None => Err(QueueError::Store(StoreError::Task(
+                "a lease under the store's lock gave no answer".into(),
+            ))),
+        }
+    }
+
+    /// [`Queue::lease_now`]'s database call: the leased commands and whether the answer
+    /// has anything for the Runner, or `None` when `apart` and a worker turn is waiting.
+    fn lease_call(
+        &self,
+        runner_id: &RunnerId,
+        generation: Generation,
+        instance: &str,
+        max: u32,
+        apart: bool,
+    ) -> impl FnOnce(&mut Db) -> Result<LeaseAnswer, StoreError> + Send + 'static {
+        let (id, instance) = (runner_id.clone(), instance.to_string());
+        let hub = self.hub.clone();
+        move |c| {
+            let Some((disabled_at, stored)) = runners::fence(c, &id)? else {
+                return Ok(Err(QueueError::Disabled(id)));
+            };
+            if disabled_at.is_some() {
+                return Ok(Err(QueueError::Disabled(id)));
+            }
+            if let Err(e) = hub.signals(&id).check(generation, &instance) {
+                return Ok(Err(generation_error(e, generation)));
+            }
+            if stored != generation.get() {
+                return Ok(Err(QueueError::StaleGeneration(generation)));
+            }
+            if max == 0 {
+                return Ok(Ok(Some((Vec::new(), false))));
+            }
+            let max = max.min(256);
+            let leased = if apart {
+                match commands::lease_skipping_locked(c, &id, generation, max)? {
+                    Some(leased) => leased,
+                    None => return Ok(Ok(None)),
                 }
-                if let Err(e) = hub.signals(&id).check(generation, &instance) {
-                    return Ok(Err(generation_error(e, generation)));
-                }
-                if stored != generation.get() {
-                    return Ok(Err(QueueError::StaleGeneration(generation)));
-                }
-                if max == 0 {
-                    return Ok(Ok((Vec::new(), false)));
-                }
-                let leased = commands::lease(c, &id, generation, max.min(256))?;
-                // An admin's `rotate-token` answers the long-poll too: the lease answer
-                // carries the request.
-                let any =
-                    !leased.is_empty() || super::store::runner_tokens::rotation_waiting(c, &id)?;
-                Ok(Ok((leased, any)))
-            })
-            .await?
+            } else {
+                commands::lease(c, &id, generation, max)?
+            };
+            // An admin's `rotate-token` answers the long-poll too: the lease answer
+            // carries the request.
+            let any = !leased.is_empty() || super::store::runner_tokens::rotation_waiting(c, &id)?;
+            Ok(Ok(Some((leased, any))))
+        }
     }
 
     /// The re-check before a Runner executes a command; returns its deadline.

@@ -47,7 +47,7 @@ pub(super) trait Job: Send {
     /// [`super::Store::call_relaxed`] and [`super::Store::call_unlocked_relaxed`]).
     fn durable(&self) -> bool;
     /// Whether it needs the store's lock on PostgreSQL (all but
-    /// [`super::Store::call_unlocked`]).
+    /// [`super::Store::call_unlocked`] and [`super::Store::call_apart_relaxed`]).
     fn locks(&self) -> bool;
     /// Tells its hook, if it has one, that its change is committed (not yet synced).
     fn committed(&mut self);
@@ -227,10 +227,10 @@ fn run_alone(conn: &mut Db, mut job: Box<dyn Job>, wal: &WalSync) {
     committed(vec![job], true, wal);
 }
 
-/// One job in a transaction of its own.
+/// One job in a transaction of its own, with the store's lock if it asks for it.
 fn run_in_transaction(conn: &mut Db, mut job: Box<dyn Job>, wal: &WalSync) {
     let changes = conn.total_changes();
-    if let Err(e) = conn.begin(true) {
+    if let Err(e) = conn.begin(job.locks()) {
         return job.answer(Some(lost(conn, &e.to_string())));
     }
     run_in_savepoint(conn, job.as_mut());

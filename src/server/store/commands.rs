@@ -368,18 +368,8 @@ pub fn lease(
     let mut waited = Vec::new();
     let mut leased: Vec<(i64, LeasedCommand)> = stmt
         .query_map(params![runner_id, max, now, generation], |r| {
-            let payload: String = r.get(2)?;
             waited.push(now - r.get::<_, i64>(5)?);
-            Ok((
-                r.get(4)?,
-                LeasedCommand {
-                    id: r.get(0)?,
-                    kind: r.get::<_, CommandKind>(1)?.as_sql().into(),
-                    payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
-                    deadline_ms: r.get(3)?,
-                    team_tools: None,
-                },
-            ))
+            Ok((r.get(4)?, leased_command(r)?))
         })?
         .collect::<Result<_, _>>()?;
     drop(stmt);
@@ -391,6 +381,15 @@ pub fn lease(
         }
     }
     tx.commit()?;
+    Ok(committed_lease(expired, waited, leased))
+}
+
+/// A committed lease's commands in queue order, once its expiries and pickups are counted.
+fn committed_lease(
+    expired: Vec<CommandKind>,
+    waited: Vec<i64>,
+    mut leased: Vec<(i64, LeasedCommand)>,
+) -> Vec<LeasedCommand> {
     for kind in expired {
         telemetry::command_ended(kind.as_sql(), CommandState::Expired.as_sql());
     }
@@ -398,7 +397,92 @@ pub fn lease(
         telemetry::command_picked_up(ms);
     }
     leased.sort_by_key(|(seq, _)| *seq);
-    Ok(leased.into_iter().map(|(_, c)| c).collect())
+    leased.into_iter().map(|(_, c)| c).collect()
+}
+
+/// [`lease`] beside the other replicas' transactions (PostgreSQL, in a transaction of its
+/// own without the store's lock, see [`super::Store::call_apart_relaxed`]): the pending
+/// commands it expires or leases are taken with `FOR UPDATE SKIP LOCKED`, so it waits for
+/// none that another transaction holds (a cancel, a sweep); the one row it waits for is
+/// the Runner's, taken first by [`super::runners::fence`]. `None` when a worker turn is
+/// among them: its lease writes a team tool grant, which may wait, so it is leased by
+/// [`lease`] under the store's lock. On SQLite it is [`lease`].
+pub fn lease_skipping_locked(
+    conn: &mut Db,
+    runner_id: &RunnerId,
+    generation: Generation,
+    max: u32,
+) -> Result<Option<Vec<LeasedCommand>>, StoreError> {
+    if conn.dialect() == super::Dialect::Sqlite {
+        return lease(conn, runner_id, generation, max).map(Some);
+    }
+    let tx = conn.savepoint()?;
+    let now = now_ms();
+    let expired = kinds(
+        &tx,
+        "UPDATE runner_commands SET state = 'expired', finished_at = ?2,
+             error = 'the deadline passed before the Runner took the command'
+         WHERE seq IN (SELECT seq FROM runner_commands
+                       WHERE runner_id = ?1 AND state = 'pending' AND deadline_at <= ?2
+                       FOR UPDATE SKIP LOCKED)
+         RETURNING kind",
+        params![runner_id, now],
+    )?;
+    // The oldest `max` that nobody else holds; none if a worker turn is among them.
+    let mut stmt = tx.prepare_cached(
+        "WITH picked AS (SELECT seq, kind FROM runner_commands
+                         WHERE runner_id = ?1 AND state = 'pending' ORDER BY seq LIMIT ?2
+                         FOR UPDATE SKIP LOCKED)
+         UPDATE runner_commands c SET state = 'leased', leased_at = ?3, lease_generation = ?4
+         FROM picked
+         WHERE c.seq = picked.seq
+           AND NOT EXISTS (SELECT 1 FROM picked WHERE picked.kind = ?5)
+         RETURNING c.id, c.kind, c.payload, c.deadline_at, c.seq, c.created_at",
+    )?;
+    let mut waited = Vec::new();
+    let leased: Vec<(i64, LeasedCommand)> = stmt
+        .query_map(
+            params![
+                runner_id,
+                max,
+                now,
+                generation,
+                CommandKind::WorkerTurn.as_sql()
+            ],
+            |r| {
+                waited.push(now - r.get::<_, i64>(5)?);
+                Ok((r.get(4)?, leased_command(r)?))
+            },
+        )?
+        .collect::<Result<_, _>>()?;
+    drop(stmt);
+    let turn_waiting = leased.is_empty()
+        && tx
+            .prepare_cached(
+                "SELECT 1 FROM runner_commands
+                 WHERE runner_id = ?1 AND state = 'pending' AND kind = ?2 LIMIT 1",
+            )?
+            .query_row(params![runner_id, CommandKind::WorkerTurn.as_sql()], |_| {
+                Ok(())
+            })
+            .optional()?
+            .is_some();
+    tx.commit()?;
+    // Nothing was leased when a turn is waiting.
+    let leased = committed_lease(expired, waited, leased);
+    Ok((!turn_waiting).then_some(leased))
+}
+
+/// A leased command from a lease's `RETURNING id, kind, payload, deadline_at`.
+fn leased_command(r: &Row<'_>) -> rusqlite::Result<LeasedCommand> {
+    let payload: String = r.get(2)?;
+    Ok(LeasedCommand {
+        id: r.get(0)?,
+        kind: r.get::<_, CommandKind>(1)?.as_sql().into(),
+        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
+        deadline_ms: r.get(3)?,
+        team_tools: None,
+    })
 }
 
 /// Why a Runner may not start a command.
@@ -552,18 +636,25 @@ pub enum Cancelled {
 
 pub fn cancel(conn: &mut Db, id: &CommandId) -> Result<Cancelled, StoreError> {
     let tx = conn.savepoint()?;
-    let cmd = get(&tx, id)?;
+    let mut cmd = get(&tx, id)?;
     let now = now_ms();
-    let outcome = match cmd.state {
-        CommandState::Pending => {
-            tx.prepare_cached(
+    // A lease on PostgreSQL does not wait for the store's lock: only a command that is
+    // still pending when the change is made is cancelled in place; one leased meanwhile
+    // is asked to stop as any leased one.
+    if cmd.state == CommandState::Pending
+        && tx
+            .prepare_cached(
                 "UPDATE runner_commands SET state = 'cancelled', finished_at = ?2,
                      cancel_requested_at = ?2, error = 'cancelled before it was delivered'
-                 WHERE id = ?1",
+                 WHERE id = ?1 AND state = 'pending'",
             )?
-            .execute(params![id, now])?;
-            Cancelled::Dequeued(get(&tx, id)?)
-        }
+            .execute(params![id, now])?
+            == 0
+    {
+        cmd = get(&tx, id)?;
+    }
+    let outcome = match cmd.state {
+        CommandState::Pending => Cancelled::Dequeued(get(&tx, id)?),
         CommandState::Leased | CommandState::Running => {
             if cmd.cancel_requested_at.is_none() {
                 tx.prepare_cached(

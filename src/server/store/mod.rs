@@ -47,6 +47,8 @@ pub mod goals;
 #[cfg(test)]
 mod grant_tests;
 pub mod ids;
+#[cfg(test)]
+mod lease_tests;
 mod migrate;
 pub mod overview;
 pub mod pg;
@@ -134,6 +136,8 @@ pub fn server_identity(conn: &Db) -> Option<String> {
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Db>>,
+    /// Which database it is (some changes run differently on PostgreSQL).
+    dialect: Dialect,
     /// Work for the database thread, which runs [`Store::call`]s in batches.
     jobs: std::sync::mpsc::Sender<Box<dyn batch::Job>>,
     /// PostgreSQL: the backend pid of the store's connection ([`Store::backend_pid`]).
@@ -251,6 +255,7 @@ impl Store {
 
     /// Starts the database thread on `conn`; its durable answers wait for `wal`'s syncs.
     fn serve(conn: Db, wal: wal_sync::WalSync) -> Result<Store, StoreError> {
+        let dialect = conn.dialect();
         let conn = Arc::new(Mutex::new(conn));
         let (jobs, queue) = std::sync::mpsc::channel();
         let worker = conn.clone();
@@ -260,6 +265,7 @@ impl Store {
             .map_err(|e| StoreError::Task(format!("cannot start the database thread: {e}")))?;
         Ok(Store {
             conn,
+            dialect,
             jobs,
             backend_pid: Arc::default(),
         })
@@ -331,6 +337,26 @@ impl Store {
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
         self.send(f, None, false, false, true).await
+    }
+
+    /// [`Store::call_relaxed`] for a change that may run beside the other replicas'
+    /// transactions on PostgreSQL: a transaction of its own without the store's lock. Only
+    /// for a change that waits for at most one row, first, and takes every other row it
+    /// changes with `FOR UPDATE SKIP LOCKED` (a Runner's lease:
+    /// [`commands::lease_skipping_locked`]): it then never waits while it holds a row that
+    /// another transaction may be waiting for. On SQLite it is [`Store::call_relaxed`].
+    pub async fn call_apart_relaxed<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
+    {
+        let apart = self.dialect == Dialect::Postgres;
+        self.send(f, None, apart, false, !apart).await
+    }
+
+    /// Which database the store is on.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
     }
 
     /// [`Store::call`] outside any batch, in SQLite's autocommit mode: for work SQLite

@@ -1,6 +1,6 @@
 //! Runner registrations. The token is stored only as a hash and never read back.
 
-use super::db::{Db, Row};
+use super::db::{Db, Dialect, Row};
 use rusqlite::{OptionalExtension, params};
 
 use super::runner_images::busy_sql;
@@ -291,10 +291,21 @@ pub fn resolve(conn: &Db, key: &str) -> Result<String, StoreError> {
     }
 }
 
-/// A Runner's `disabled_at` and current generation (None: no such Runner).
+/// A Runner's `disabled_at` and current generation, read for a lease (None: no such
+/// Runner).
 pub fn fence(conn: &Db, id: &str) -> Result<Option<(Option<i64>, i64)>, StoreError> {
+    let sql = match conn.dialect() {
+        Dialect::Sqlite => "SELECT disabled_at, generation FROM runners WHERE id = ?1",
+        // The row stays as read until the transaction ends: a connect (a new generation)
+        // or a disable through another replica waits for the lease, or the lease for it
+        // (and then reads what it wrote). `NO KEY`: enqueues, whose foreign key only
+        // needs the row to stay, do not wait for it.
+        Dialect::Postgres => {
+            "SELECT disabled_at, generation FROM runners WHERE id = ?1 FOR NO KEY UPDATE"
+        }
+    };
     Ok(conn
-        .prepare_cached("SELECT disabled_at, generation FROM runners WHERE id = ?1")?
+        .prepare_cached(sql)?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?)
 }
