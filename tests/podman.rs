@@ -348,10 +348,14 @@ async fn hardening(
         o.sort();
         add(&format!("HostConfig.Tmpfs[{path}]"), o.join(","));
     }
+    // Each engine gives a computer without a network its `/etc/hosts` its own way: yy
+    // mounts its file read-only on Docker (runc's own loopback, docs/computer-notes.md),
+    // Podman its own without listing it. What each holds is compared inside, below.
     let mounts: Vec<String> = c["Mounts"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|m| !(m["Destination"] == "/etc/hosts" && m["RW"] == false))
         .map(|m| format!("{} -> {} rw={}", m["Type"], m["Destination"], m["RW"]))
         .collect();
     add("Mounts", mounts.join("; "));
@@ -367,6 +371,8 @@ async fn hardening(
                  echo pids.max=$(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max); \
                  echo memory=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max); \
                  echo home=$(stat -c '%u:%g' /home/yy); \
+                 echo localhost=$(getent hosts localhost | head -n 1 | tr -s ' ' | cut -d ' ' -f 2); \
+                 if (echo >>/etc/hosts) 2>/dev/null; then echo etc-hosts=rw; else echo etc-hosts=ro; fi; \
                  echo pid1=$(cat /proc/1/comm | sed 's/catatonit\\|docker-init\\|podman-init\\|tini/init/')",
             ),
             None,
