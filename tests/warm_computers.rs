@@ -1,7 +1,8 @@
 //! Warm computers (`yy runner run --warm-computers`), against the real Docker engine: a
 //! start claims a container made before it, with the agent's workspace attached; a claimed
 //! container is never warm again (another agent gets another one, and sees nothing of the
-//! first); a Runner killed with a warm set leaves no container a later Runner reuses.
+//! first); a Runner killed with a warm set leaves no container a later Runner reuses; a
+//! Runner stopped takes its computers with it and keeps their workspaces.
 
 mod common;
 mod computer_support;
@@ -143,5 +144,56 @@ fn a_runner_killed_with_a_warm_set_leaves_no_container_a_later_runner_reuses() {
     let container = again["container_id"].as_str().unwrap();
     assert_ne!(container, warm);
     assert_ne!(container, first);
+    drop(runner);
+}
+
+#[test]
+fn a_runner_stopped_takes_its_computers_with_it_and_keeps_their_workspaces() {
+    let Some(mut s) = computer_setup(1, &[]) else {
+        return;
+    };
+    let c = s.env.json(&["computer", "create", "--agent", "a1"]);
+    let id = c["id"].as_str().unwrap().to_string();
+    let claimed = c["container_id"].as_str().unwrap().to_string();
+    let out = s.env.run(&[
+        "computer",
+        "exec",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        "echo kept > f.txt",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let warm = wait_warm(&s, 1, std::slice::from_ref(&claimed));
+
+    s.runner.signal(libc::SIGTERM);
+    assert_eq!(
+        s.runner.wait_exit(Duration::from_secs(60)),
+        0,
+        "{}",
+        s.runner.log()
+    );
+    // Nothing of the Runner runs on without it: the warm container (nobody would claim
+    // it), the agent's computer, and their slots' mounts are gone with it.
+    assert!(gone(&warm), "{}", s.runner.log());
+    assert!(gone(&claimed), "{}", s.runner.log());
+    let data = s.env.path("runner-data-a");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mountinfo.contains(&data.display().to_string()),
+        "{mountinfo}"
+    );
+
+    // The workspace stays: the next start of the computer finds its file.
+    let generation = s.env.json(&["runner", "show", &s.reg.id])["generation"]
+        .as_i64()
+        .unwrap_or(0);
+    let runner = s.env.start_runner(&s.reg, "a");
+    s.env.wait_online(&s.reg.id, generation);
+    let again = s.env.json(&["computer", "create", "--agent", "a1"]);
+    assert_eq!(again["id"], id.as_str());
+    let out = s.env.run(&["computer", "exec", &id, "--", "cat", "f.txt"]);
+    assert_eq!(out.stdout, "kept\n", "{out:?}");
     drop(runner);
 }

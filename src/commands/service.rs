@@ -295,6 +295,11 @@ pub fn render(a: &UnitArgs) -> Result<String, String> {
                     .push_str("AmbientCapabilities=\nCapabilityBoundingSet=\nPrivateDevices=yes\n");
             }
             service.push_str(&format!("ReadWritePaths={data_dir} {socket}\n"));
+            if a.engine == Engine::Docker {
+                // /run/yy: the hosts file of computers without a network
+                // (docs/computer-notes.md, "The loopback of runc's own").
+                service.push_str("RuntimeDirectory=yy\n");
+            }
         }
     }
     for extra in &a.extra {
@@ -441,6 +446,7 @@ mod tests {
             "{runner}"
         );
         assert!(runner.contains("ReadWritePaths=/var/lib/yy-runner /run/docker.sock\n"));
+        assert!(runner.contains("RuntimeDirectory=yy\n"), "{runner}");
         assert!(runner.contains("CapabilityBoundingSet=\n"));
         assert!(runner.contains("TimeoutStopSec=75s\n"));
         assert!(runner.contains("--workspace-limit none"));

@@ -48,6 +48,9 @@ use connection::lease_loop;
 pub use dispatch::CommandFailure;
 use dispatch::clean_spool;
 
+/// How long a stopping Runner gives its computers to go.
+const COMPUTERS_CLOSE: Duration = Duration::from_secs(10);
+
 pub struct RunnerOptions {
     pub config: RunnerConfig,
     /// Where `config` came from: a renewed token is written back there.
@@ -240,6 +243,16 @@ pub async fn run(
     }
     shared.hard_stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await;
+    // Its computers do not outlive the Runner unsupervised (nor their slots' mounts).
+    if let Some(c) = &shared.computers
+        && tokio::time::timeout(COMPUTERS_CLOSE, c.close())
+            .await
+            .is_err()
+    {
+        tracing::warn!(
+            "computers still being removed at exit; the next start removes what is left"
+        );
+    }
     // Only now: outcomes above were reported within this generation.
     if let Ok(Some(generation)) = outcome
         && let Err(e) = shared.client.disconnect(generation).await

@@ -302,6 +302,43 @@ impl Computers {
         Ok(found.len())
     }
 
+    /// At the Runner's stop: its warm computers go ([`Computers::close_warm`]), and so do
+    /// its computers' containers, found in its own records (the engine's labels would also
+    /// name a new instance's after a takeover), with their slots, networks and workspace
+    /// mounts; the workspaces stay. Their leases end with this Runner's connection: the
+    /// next start would remove them anyway, and until then nothing supervises what runs
+    /// in them.
+    pub async fn close(self: &Arc<Self>) {
+        self.close_warm().await;
+        let held: Vec<(String, String)> = {
+            let db = self.db();
+            let rows = db
+                .prepare("SELECT computer_id, container_id FROM computers WHERE container_id IS NOT NULL")
+                .and_then(|mut s| {
+                    s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                        .collect::<Result<Vec<_>, _>>()
+                });
+            rows.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot read which computers this Runner holds; the next start removes them");
+                Vec::new()
+            })
+        };
+        self.guests.lock().await.clear();
+        for (computer, container) in held {
+            tracing::info!(%computer, %container, "removing a computer's container: the Runner stops (its workspace stays)");
+            if let Err(e) = self.provider.remove(&container).await {
+                tracing::warn!(%computer, error = %e, "could not remove the computer's container; the next start does");
+                continue;
+            }
+            self.set_container(&computer, None);
+            self.unslot(&computer).await;
+            if let Err(e) = self.egress.detach(&computer).await {
+                tracing::warn!(%computer, error = %e, "could not remove the computer's egress network");
+            }
+        }
+        self.on_workspaces(|w| w.release_all()).await;
+    }
+
     /// Creates and starts the computer under `fence`; an earlier container is removed first
     /// and never reused. A full pool is waited for (the command's deadline bounds it).
     pub async fn start(self: &Arc<Self>, p: StartPayload) -> Outcome {

@@ -50,6 +50,8 @@ pub(super) struct State {
     ready: Vec<Ready>,
     /// Claimed computers' slots, unbound when their container goes.
     slots: HashMap<String, PathBuf>,
+    /// The Runner is stopping: no more are made ([`Computers::close_warm`]).
+    closed: bool,
 }
 
 pub(super) struct Warm {
@@ -169,6 +171,19 @@ impl Computers {
         Some(r)
     }
 
+    /// At the Runner's stop ([`Computers::close`]): no warm computer is made any more,
+    /// and the ready ones go (their containers and slots), since no start will claim
+    /// them; a fill under way ends first.
+    pub(super) async fn close_warm(&self) {
+        self.warm.state().closed = true;
+        let _no_more = self.warm.filling.lock().await;
+        let ready = std::mem::take(&mut self.warm.state().ready);
+        for r in ready {
+            tracing::info!(warm = %r.id, "removing a warm computer: the Runner stops");
+            self.discard_warm(r).await;
+        }
+    }
+
     /// Removes a warm computer that will not be claimed, and gives its slot back.
     async fn discard_warm(&self, r: Ready) {
         if let Err(e) = self.provider.remove(&r.container).await {
@@ -256,7 +271,7 @@ impl Computers {
             let (image, cwd) = {
                 let s = self.warm.state();
                 match &s.kind {
-                    Some(k) if s.ready.len() < self.warm.target => k.clone(),
+                    Some(k) if !s.closed && s.ready.len() < self.warm.target => k.clone(),
                     _ => return,
                 }
             };
@@ -275,7 +290,7 @@ impl Computers {
                     // Kept unless the set moved to another image meanwhile.
                     let stale = {
                         let mut s = self.warm.state();
-                        if s.kind.as_ref() == Some(&(image.clone(), cwd.clone())) {
+                        if !s.closed && s.kind.as_ref() == Some(&(image.clone(), cwd.clone())) {
                             tracing::info!(warm = %r.id, image = %image, "a warm computer is ready");
                             s.ready.push(r);
                             None
