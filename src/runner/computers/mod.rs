@@ -304,10 +304,11 @@ impl Computers {
 
     /// At the Runner's stop: its warm computers go ([`Computers::close_warm`]), and so do
     /// its computers' containers, found in its own records (the engine's labels would also
-    /// name a new instance's after a takeover), with their slots, networks and workspace
-    /// mounts; the workspaces stay. Their leases end with this Runner's connection: the
-    /// next start would remove them anyway, and until then nothing supervises what runs
-    /// in them.
+    /// name a new instance's after a takeover), with their slots and workspace mounts; the
+    /// workspaces stay. Their leases end with this Runner's connection: the next start
+    /// would remove them anyway, and until then nothing supervises what runs in them.
+    /// Egress networks are named by computer, not by instance, so they wait for the next
+    /// start's reconcile.
     pub async fn close(self: &Arc<Self>) {
         self.close_warm().await;
         let held: Vec<(String, String)> = {
@@ -332,9 +333,6 @@ impl Computers {
             }
             self.set_container(&computer, None);
             self.unslot(&computer).await;
-            if let Err(e) = self.egress.detach(&computer).await {
-                tracing::warn!(%computer, error = %e, "could not remove the computer's egress network");
-            }
         }
         self.on_workspaces(|w| w.release_all()).await;
     }
