@@ -80,11 +80,6 @@ impl Loopback {
         }
     }
 
-    /// Whether a container made this way has `NetworkDisabled` set.
-    pub fn network_disabled(&self) -> bool {
-        matches!(self, Loopback::Own { .. })
-    }
-
     /// The hosts file's mount as (source, target), if any.
     pub fn hosts_mount(&self) -> Option<(String, String)> {
         match self {
@@ -98,6 +93,10 @@ impl Loopback {
 /// this user may change (checked, not assumed), through a temporary file and a rename so
 /// that a computer never mounts half a file.
 pub fn ensure_hosts_file(path: &Path) -> std::io::Result<()> {
+    // Computers are created concurrently: one writer at a time in this process (another
+    // process writes through a temporary file of its own pid).
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|p| p.into_inner());
     let dir = path
         .parent()
         .ok_or_else(|| std::io::Error::other("the hosts file needs a directory"))?;

@@ -771,13 +771,11 @@ impl RunnerProc {
 }
 
 impl Drop for RunnerProc {
-    /// SIGTERM first, so that the Runner removes what only it knows of (its warm computers
-    /// and their slots' mounts) instead of leaving them on the test machine; SIGKILL if it
-    /// has not exited within a few seconds.
+    /// SIGTERM first, so that the Runner removes its computers and their slots' mounts
+    /// instead of leaving them on the test machine; SIGKILL if it has not exited within a
+    /// few seconds.
     fn drop(&mut self) {
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
+        self.signal(libc::SIGTERM);
         let until = std::time::Instant::now() + Duration::from_secs(5);
         while std::time::Instant::now() < until {
             if !matches!(self.child.try_wait(), Ok(None)) {

@@ -354,11 +354,6 @@ impl Store {
         self.send(f, None, apart, false, !apart).await
     }
 
-    /// Which database the store is on.
-    pub fn dialect(&self) -> Dialect {
-        self.dialect
-    }
-
     /// [`Store::call`] outside any batch, in SQLite's autocommit mode: for work SQLite
     /// refuses inside a transaction (a WAL checkpoint). Its own transactions commit one
     /// by one.
