@@ -58,8 +58,8 @@ pub struct Env {
     pub envs: Vec<(String, String)>,
 }
 
-/// Runners are killed without notice when a test ends, so their computers would outlive
-/// the test: remove every yy container whose workspace lies in this environment.
+/// A Runner that is killed (or still running when its environment goes) leaves its
+/// computers behind: remove every yy container whose workspace lies in this environment.
 impl Drop for Env {
     fn drop(&mut self) {
         self.remove_containers();

@@ -197,12 +197,14 @@ pub fn op_code(e: ComputerError) -> String {
 }
 
 /// A control plane, computer agents `a1`..`aN`, and a Runner (data directory `a`) with
-/// computers enabled and `runner_args`.
+/// computers enabled and `runner_args`. Fields drop in order: the Runner stops first (its
+/// computers go with it) while its control plane still answers, and the environment, which
+/// removes whatever is left in its directory, last.
 pub struct ComputerSetup {
-    pub env: Env,
+    pub runner: RunnerProc,
     pub server: Server,
     pub reg: Registered,
-    pub runner: RunnerProc,
+    pub env: Env,
 }
 
 /// [`ComputerSetup`], or `None` where Docker is missing outside CI.
@@ -229,9 +231,9 @@ pub fn computer_setup(agents: usize, runner_args: &[&str]) -> Option<ComputerSet
     let runner = env.start_runner_with(&reg, "a", runner_args);
     env.wait_online(&reg.id, 0);
     Some(ComputerSetup {
-        env,
+        runner,
         server,
         reg,
-        runner,
+        env,
     })
 }
