@@ -101,15 +101,17 @@ agent:
 }
 
 /// A control plane, a computer agent `box`, and a Runner with computers (from `image`)
-/// and the Worker, whose profile talks to a fake model playing `script`.
+/// and the Worker, whose profile talks to a fake model playing `script`. Fields drop in
+/// order: the Runner stops first (its computers go with it), the environment, which
+/// removes whatever is left in its directory, last.
 pub struct WorkerSetup {
-    pub env: super::Env,
-    pub server: super::Server,
-    pub reg: super::Registered,
     pub runner: super::RunnerProc,
     pub model: FakeModel,
+    pub server: super::Server,
+    pub reg: super::Registered,
     /// The model key in the profile's config: it must reach nothing but the model.
     pub key: String,
+    pub env: super::Env,
 }
 
 /// [`WorkerSetup`], or `None` where Hermes or Docker is missing outside CI (see
