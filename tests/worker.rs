@@ -111,6 +111,23 @@ fn a_computer_agent_turn_runs_its_tools_in_the_guest_and_nowhere_else() {
         ]
     );
 
+    // Hermes's prompt describes the computer, not the Runner's host where the Worker runs.
+    let system = steps[0]["body"]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(system.contains("isolated Linux computer"), "{system}");
+    let runner_data = s.env.path("runner-data-a");
+    for host in [
+        "User home directory",
+        "Current working directory",
+        "Python toolchain",
+        "Active Hermes profile",
+        runner_data.to_str().unwrap(),
+    ] {
+        assert!(!system.contains(host), "{host:?} in the prompt: {system}");
+    }
+
     // The key reached the model's base URL only: not the container, no process's argv or
     // environment, no log, not the control plane's database.
     let container = computer["container_id"].as_str().unwrap();
@@ -300,6 +317,16 @@ fn a_first_turn_claims_a_pre_started_worker_that_serves_only_its_agent() {
     let out = s.env.run(&["chat", "box", "first turn of box"]);
     out.ok();
     assert!(out.stdout.contains("box answer"), "{out:?}");
+    // Hermes asks the model's server for the model's context window (among other probes).
+    let window_probes = || {
+        s.model
+            .requests()
+            .iter()
+            .filter(|r| r["path"] == "/v1/models/fake-model")
+            .count()
+    };
+    let probed = window_probes();
+    assert!(probed >= 1, "{:?}", s.model.requests());
     let claimed = |log: &str| {
         log.lines()
             .filter(|l| l.contains("worker claimed") && l.contains("pre_started=true"))
@@ -341,6 +368,11 @@ fn a_first_turn_claims_a_pre_started_worker_that_serves_only_its_agent() {
     out.ok();
     assert!(out.stdout.contains("box2 answer"), "{out:?}");
     assert_eq!(claimed(&s.runner.log()), 2, "{}", s.runner.log());
+    assert_eq!(
+        window_probes(),
+        probed,
+        "box2's Worker used the window box's Worker found"
+    );
     let pids = common::waits::pids_with(entry);
     assert!(
         pids.contains(&spare) && pids.contains(&second),

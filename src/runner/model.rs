@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::hermes::Secret;
 
@@ -19,6 +21,10 @@ pub struct ModelSettings {
     /// `model.supports_vision` (Hermes's own key): whether screenshots reach the model as
     /// images; unset, Hermes decides from its model catalogue.
     pub supports_vision: Option<bool>,
+    /// `model.context_length` (Hermes's own key): the model's context window, which Hermes
+    /// otherwise finds by probing the model's server. Unset in the profile, it may be what
+    /// an earlier Worker found ([`ContextWindows`]).
+    pub context_length: Option<u64>,
     pub api_key: Secret,
     /// The file the settings came from, for logs and errors.
     pub source: PathBuf,
@@ -31,6 +37,7 @@ impl std::fmt::Debug for ModelSettings {
             .field("model", &self.model)
             .field("base_url", &self.base_url)
             .field("api_mode", &self.api_mode)
+            .field("context_length", &self.context_length)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
@@ -45,6 +52,7 @@ impl ModelSettings {
             "base_url": self.base_url,
             "api_mode": self.api_mode,
             "supports_vision": self.supports_vision,
+            "context_length": self.context_length,
             "api_key": self.api_key.expose(),
         })
     }
@@ -133,15 +141,76 @@ pub fn resolve(hermes_home: &Path, profile: &str) -> Result<ModelSettings, Strin
     let supports_vision = model
         .and_then(|m| m.get("supports_vision"))
         .and_then(|v| v.as_bool());
+    let context_length = match model.and_then(|m| m.get("context_length")) {
+        None => None,
+        Some(v) => Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+            format!(
+                "{}: model.context_length must be a positive number of tokens",
+                config.display()
+            )
+        })?),
+    };
     Ok(ModelSettings {
         provider,
         model: name,
         base_url,
         api_mode,
         supports_vision,
+        context_length,
         api_key: Secret::new(api_key),
         source: config,
     })
+}
+
+/// How long a context window a Worker found is used for later Workers.
+const WINDOW_KEPT: Duration = Duration::from_secs(3600);
+/// Models (and servers) remembered at most; the oldest is forgotten first.
+const WINDOWS_MAX: usize = 64;
+
+/// Context windows that Workers found by probing the model's server, by model and server.
+/// Hermes probes once per process (several requests to the server, more for one on the
+/// local network); a Worker is a new process for each agent, so without this every
+/// agent's first turn waited for the probe. A long-lived `hermes serve` keeps what it
+/// found the same way.
+#[derive(Default)]
+pub struct ContextWindows {
+    found: Mutex<HashMap<(String, String), (u64, Instant)>>,
+}
+
+impl ContextWindows {
+    fn key(s: &ModelSettings) -> (String, String) {
+        (s.model.clone(), s.base_url.clone().unwrap_or_default())
+    }
+
+    /// Fills in the window an earlier Worker found, unless the profile sets one.
+    pub fn fill(&self, settings: &mut ModelSettings) {
+        if settings.context_length.is_some() {
+            return;
+        }
+        let found = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        settings.context_length = found
+            .get(&Self::key(settings))
+            .filter(|(_, at)| at.elapsed() < WINDOW_KEPT)
+            .map(|(n, _)| *n);
+    }
+
+    /// Keeps what a Worker found for settings that named no window (neither the profile
+    /// nor an earlier find: a window is probed again once it is an hour old).
+    pub fn learn(&self, settings: &ModelSettings, window: u64) {
+        if settings.context_length.is_some() || window == 0 {
+            return;
+        }
+        let mut found = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        if found.len() >= WINDOWS_MAX
+            && let Some(oldest) = found
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(k, _)| k.clone())
+        {
+            found.remove(&oldest);
+        }
+        found.insert(Self::key(settings), (window, Instant::now()));
+    }
 }
 
 /// The `.env` variable that holds a provider's key.
@@ -215,6 +284,52 @@ mod tests {
         assert!(!format!("{s:?}").contains("sk-or-1"), "Debug hides the key");
         let short = home("model: m2\n", Some("OPENAI_API_KEY=k\n"));
         assert_eq!(resolve(short.path(), "coder").unwrap().model, "m2");
+        assert_eq!(s.context_length, None);
+        let window = home(
+            "model:\n  default: m\n  api_key: k\n  context_length: 32768\n",
+            None,
+        );
+        let s = resolve(window.path(), "coder").unwrap();
+        assert_eq!(s.context_length, Some(32768));
+        assert_eq!(s.to_wire()["context_length"], 32768);
+    }
+
+    #[test]
+    fn a_window_a_worker_found_fills_settings_that_name_none() {
+        let d = home(
+            "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n  api_key: k\n",
+            None,
+        );
+        let windows = ContextWindows::default();
+        let mut first = resolve(d.path(), "coder").unwrap();
+        windows.fill(&mut first);
+        assert_eq!(first.context_length, None, "nothing found yet");
+        windows.learn(&first, 200_000);
+        let mut later = resolve(d.path(), "coder").unwrap();
+        windows.fill(&mut later);
+        assert_eq!(later.context_length, Some(200_000));
+        // What the profile says wins, and is never overwritten by a probe's result.
+        let set = home(
+            "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n  api_key: k\n  context_length: 8192\n",
+            None,
+        );
+        let mut own = resolve(set.path(), "coder").unwrap();
+        windows.fill(&mut own);
+        assert_eq!(own.context_length, Some(8192));
+        // Another model on the same server, or the same model elsewhere, is probed again.
+        let other = home(
+            "model:\n  default: m2\n  base_url: http://127.0.0.1:9/v1\n  api_key: k\n",
+            None,
+        );
+        let mut m2 = resolve(other.path(), "coder").unwrap();
+        windows.fill(&mut m2);
+        assert_eq!(m2.context_length, None);
+        for i in 0..(WINDOWS_MAX + 10) {
+            let mut s = first.clone();
+            s.model = format!("model-{i}");
+            windows.learn(&s, 1000);
+        }
+        assert_eq!(windows.found.lock().unwrap().len(), WINDOWS_MAX, "bounded");
     }
 
     #[test]
@@ -236,6 +351,11 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("model.api_mode"), "{e}");
+        for bad in ["0", "-5", "lots"] {
+            let cfg = format!("model:\n  default: m\n  api_key: k\n  context_length: {bad}\n");
+            let e = resolve(home(&cfg, None).path(), "coder").unwrap_err();
+            assert!(e.contains("model.context_length"), "{e}");
+        }
         assert!(resolve(d.path(), "../etc").is_err());
         for mode in API_MODES {
             let cfg = format!("model:\n  default: m\n  api_mode: {mode}\n  api_key: k\n");

@@ -109,6 +109,8 @@ pub struct Workers {
     spare_target: usize,
     /// Wakes [`Workers::keep_spares`] when a spare was claimed.
     claimed: Notify,
+    /// Context windows Workers found, for the next Workers of the same model.
+    pub windows: super::model::ContextWindows,
 }
 
 impl Workers {
@@ -148,6 +150,7 @@ impl Workers {
             spares: Mutex::default(),
             spare_target,
             claimed: Notify::new(),
+            windows: Default::default(),
         })
     }
 

@@ -19,7 +19,12 @@
 #                     {"type": "tool_call", "call_id": ..., "name": ..., "args": {...}}
 #                     {"type": "refused", "name": ..., "reason": ...}
 #                     {"type": "done", "status": "complete|interrupted|error",
-#                      "text": ..., "error": ...}
+#                      "text": ..., "error": ..., "context_length": ...}
+#                       (context_length: the model's context window Hermes settled on)
+#
+# The model settings may carry "context_length" (the profile's model.context_length, or
+# what an earlier Worker of this Runner found by probing the model's server): Hermes then
+# takes it from this Worker's own config.yaml instead of probing again.
 
 import hashlib
 import json
@@ -46,6 +51,29 @@ def send(message):
         _proto_out.flush()
 
 
+def write_config(context_length=None):
+    """This Worker's own Hermes configuration, in its private HERMES_HOME. No
+    environment probe: it would describe the Python of the Runner's host, where no tool
+    of the agent runs (they run in its computer)."""
+    lines = ["agent:", "  environment_probe: false"]
+    if context_length:
+        lines += ["model:", f"  context_length: {int(context_length)}"]
+    text = "\n".join(lines) + "\n"
+    path = os.path.join(os.environ["HERMES_HOME"], "config.yaml")
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(temporary, path)
+
+
+write_config()
+
 import ssl  # noqa: E402
 
 _create_default_context = ssl.create_default_context
@@ -66,7 +94,15 @@ def _shared_default_context(purpose=ssl.Purpose.SERVER_AUTH, *, cafile=None, cap
 
 ssl.create_default_context = _shared_default_context
 
+import run_agent  # noqa: E402
 from run_agent import AIAgent  # noqa: E402
+
+# Hermes describes the machine it runs on (OS, home, working directory) to the model, as
+# where its tools run. Here they run in the agent's computer, which the turn's system
+# message describes; the Runner's host is none of the model's business.
+run_agent.build_environment_hints = lambda: ""
+# Paragraphs of Hermes's prompt about this process's host; dropped likewise.
+_HOST_PARAGRAPHS = ("Active Hermes profile:",)
 from agent.tool_dispatch_helpers import make_tool_result_message  # noqa: E402
 
 try:
@@ -149,6 +185,10 @@ class WorkerAgent(AIAgent):
                         content = self._tool_result_content_for_active_model(name, content)
             messages.append(make_tool_result_message(name, content, call.id))
 
+    def _build_system_prompt(self, system_message=None):
+        prompt = super()._build_system_prompt(system_message)
+        return "\n\n".join(p for p in prompt.split("\n\n") if not p.startswith(_HOST_PARAGRAPHS))
+
     def _repair_tool_call(self, tool_name):
         # Never map an unknown name onto an offered tool: refuse it, and say so.
         refusal(tool_name)
@@ -204,6 +244,7 @@ def forget(agent):
 
 
 def build_agent(model, tools, max_iterations):
+    write_config(model.get("context_length"))
     agent = WorkerAgent(
         base_url=model.get("base_url"),
         api_key=model.get("api_key"),
@@ -256,7 +297,14 @@ def run_turn(turn):
     if status != "complete":
         # Only an agent whose last turn ended cleanly is used again.
         forget(agent)
-    send({"type": "done", "status": status, "text": text, "error": result.get("error")})
+    send({"type": "done", "status": status, "text": text, "error": result.get("error"),
+          "context_length": context_length_of(agent)})
+
+
+def context_length_of(agent):
+    compressor = getattr(agent, "context_compressor", None)
+    length = getattr(compressor, "context_length", None)
+    return length if isinstance(length, int) and length > 0 else None
 
 
 def warm_up():
@@ -265,12 +313,16 @@ def warm_up():
     it fills). It has no credentials and never calls anything: the address is a discard
     port on loopback, and it is dropped at once."""
     try:
-        build_agent(
+        agent = build_agent(
             {"base_url": "http://127.0.0.1:9/v1", "api_key": "none", "provider": "custom",
              "api_mode": "chat_completions", "model": "warm-up"},
             [],
             1,
         )
+        # What a first turn would import next: the prompt's builders, and the OpenAI
+        # client's resources (imported at its first request, about 150 ms).
+        agent._build_system_prompt()
+        import openai.resources  # noqa: F401
     except Exception as e:  # a failed warm-up only costs the first turn that time
         print(f"warm-up failed: {type(e).__name__}: {e}", file=sys.stderr)
 

@@ -74,6 +74,9 @@ pub enum FromWorker {
         text: String,
         #[serde(default)]
         error: Option<String>,
+        /// The model's context window Hermes settled on (given, or found by probing).
+        #[serde(default)]
+        context_length: Option<u64>,
     },
     /// A type this Runner does not know (from a newer entry): logged and skipped.
     #[serde(other)]

@@ -56,7 +56,9 @@ pub async fn turn(
             p.profile
         )));
     }
-    let settings = model::resolve(host.hermes_home, &p.profile).map_err(CommandFailure::failed)?;
+    let mut settings =
+        model::resolve(host.hermes_home, &p.profile).map_err(CommandFailure::failed)?;
+    host.workers.windows.fill(&mut settings);
     let model = settings.to_wire();
     let desktop = host.pool.is_desktop(&p.computer.image_id).await;
     let offered = TurnTools::new(TurnKind {
@@ -285,7 +287,12 @@ pub async fn turn(
                 status,
                 text,
                 error,
+                context_length,
             } => {
+                // Settings that named no window: the Worker probed, and later ones need not.
+                if let Some(window) = context_length {
+                    host.workers.windows.learn(&settings, window);
+                }
                 let status = match status.as_str() {
                     s @ ("complete" | "interrupted") => s,
                     _ => "error",

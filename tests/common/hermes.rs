@@ -48,14 +48,21 @@ impl FakeModel {
         FakeModel { child, port, log }
     }
 
-    /// The requests that consumed a script step. A line the server is still writing (no
-    /// newline yet) is not one yet.
-    pub fn steps(&self) -> Vec<Value> {
+    /// Every request the server logged. A line the server is still writing (no newline
+    /// yet) is not one yet.
+    pub fn requests(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let whole = text.rfind('\n').map_or("", |end| &text[..end]);
         whole
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect()
+    }
+
+    /// The requests that consumed a script step.
+    pub fn steps(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
             .filter(|r| r["kind"] == "step")
             .collect()
     }
