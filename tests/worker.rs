@@ -281,6 +281,30 @@ fn a_warm_worker_keeps_each_session_to_its_own_conversation() {
     );
 }
 
+/// The profile's `model.context_length` reaches the Worker's Hermes; a window Hermes
+/// refuses fails that turn with Hermes's reason, and the Worker serves the next one.
+#[test]
+fn a_profile_s_context_window_reaches_the_worker_and_one_hermes_refuses_fails_only_its_turn() {
+    let Some(s) = setup(json!([{"text": "after the fix"}])) else {
+        return;
+    };
+    let config = s.env.path("hermes-home").join("config.yaml");
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{good}  context_length: 1000\n")).unwrap();
+    let refused = s.env.run(&["chat", "box", "too small a window"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    let said = format!("{}{}", refused.stdout, refused.stderr);
+    assert!(said.contains("1,000 tokens"), "{said}");
+    assert!(s.model.steps().is_empty(), "the model was not asked");
+
+    std::fs::write(&config, good).unwrap();
+    let out = s.env.run(&["chat", "box", "again"]);
+    out.ok();
+    assert!(out.stdout.contains("after the fix"), "{out:?}");
+    let claimed = s.runner.log().matches("worker claimed").count();
+    assert_eq!(claimed, 1, "the same Worker: {}", s.runner.log());
+}
+
 /// `HERMES_HOME` of the process `pid`.
 fn hermes_home_of(pid: i32) -> String {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();

@@ -215,11 +215,17 @@ def agent_for(turn):
     model = turn["model"]
     tools = turn.get("tools") or []
     max_iterations = int(turn.get("max_iterations") or 30)
+    # The window is not part of the key: an agent that probed for it is the one to keep
+    # when the next turn brings what it found.
+    window = model.get("context_length")
+    settings = {k: v for k, v in model.items() if k != "context_length"}
     key = hashlib.sha256(
-        json.dumps([model, tools, max_iterations, turn.get("system")], sort_keys=True).encode()
+        json.dumps([settings, tools, max_iterations, turn.get("system")], sort_keys=True).encode()
     ).hexdigest()
     session = turn.get("session")
     entry = _agents.pop(key, None)
+    if entry is not None and window and context_length_of(entry[0]) != window:
+        entry = None  # built for another window: the profile's changed
     if entry is not None:
         agent, last_session = entry
         if last_session != session:
@@ -272,7 +278,11 @@ def build_agent(model, tools, max_iterations):
 
 
 def run_turn(turn):
-    agent = agent_for(turn)
+    try:
+        agent = agent_for(turn)
+    except Exception as e:  # settings Hermes refuses (a window below its minimum) end the turn
+        send({"type": "done", "status": "error", "text": "", "error": f"{type(e).__name__}: {e}"})
+        return
     WorkerAgent.allowed = frozenset(agent.valid_tool_names)
     _current["agent"] = agent
     try:
