@@ -339,6 +339,9 @@ fn a_running_turn_delays_the_switch_and_turns_keep_a_running_computer_image() {
     let old = test_image().id.clone();
     let new = derived_image("turns", &[("/etc/yy-image-marker", "new image\n", 0o644)]);
     let _cleanup = Cleanup(new.clone());
+    // Bound after the cleanup, so dropped before it: the Runner and its warm computers of
+    // the new image are gone when the image is removed.
+    let s = s;
     let env = &s.env;
     env.run(&["chat", "box", "first"]).ok();
     let computer = env.json(&["computer", "list"])[0].clone();
