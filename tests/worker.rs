@@ -281,10 +281,11 @@ fn a_warm_worker_keeps_each_session_to_its_own_conversation() {
     );
 }
 
-/// The profile's `model.context_length` reaches the Worker's Hermes; a window Hermes
-/// refuses fails that turn with Hermes's reason, and the Worker serves the next one.
+/// The profile's `model.context_length` and `model.max_tokens` reach the Worker's Hermes;
+/// a window Hermes refuses fails that turn with Hermes's reason, and the Worker serves the
+/// next one.
 #[test]
-fn a_profile_s_context_window_reaches_the_worker_and_one_hermes_refuses_fails_only_its_turn() {
+fn a_profile_s_window_and_answer_cap_reach_the_worker_and_a_refused_one_fails_only_its_turn() {
     let Some(s) = setup(json!([{"text": "after the fix"}])) else {
         return;
     };
@@ -297,10 +298,15 @@ fn a_profile_s_context_window_reaches_the_worker_and_one_hermes_refuses_fails_on
     assert!(said.contains("1,000 tokens"), "{said}");
     assert!(s.model.steps().is_empty(), "the model was not asked");
 
-    std::fs::write(&config, good).unwrap();
+    std::fs::write(&config, format!("{good}  max_tokens: 777\n")).unwrap();
     let out = s.env.run(&["chat", "box", "again"]);
     out.ok();
     assert!(out.stdout.contains("after the fix"), "{out:?}");
+    let body = &s.model.steps()[0]["body"];
+    assert!(
+        body["max_tokens"] == 777 || body["max_completion_tokens"] == 777,
+        "{body}"
+    );
     let claimed = s.runner.log().matches("worker claimed").count();
     assert_eq!(claimed, 1, "the same Worker: {}", s.runner.log());
 }

@@ -25,6 +25,8 @@ pub struct ModelSettings {
     /// otherwise finds by probing the model's server. Unset in the profile, it may be what
     /// an earlier Worker found ([`ContextWindows`]).
     pub context_length: Option<u64>,
+    /// `model.max_tokens` (Hermes's own key): the most tokens one answer may have.
+    pub max_tokens: Option<u64>,
     pub api_key: Secret,
     /// The file the settings came from, for logs and errors.
     pub source: PathBuf,
@@ -38,6 +40,7 @@ impl std::fmt::Debug for ModelSettings {
             .field("base_url", &self.base_url)
             .field("api_mode", &self.api_mode)
             .field("context_length", &self.context_length)
+            .field("max_tokens", &self.max_tokens)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
@@ -53,6 +56,7 @@ impl ModelSettings {
             "api_mode": self.api_mode,
             "supports_vision": self.supports_vision,
             "context_length": self.context_length,
+            "max_tokens": self.max_tokens,
             "api_key": self.api_key.expose(),
         })
     }
@@ -141,15 +145,17 @@ pub fn resolve(hermes_home: &Path, profile: &str) -> Result<ModelSettings, Strin
     let supports_vision = model
         .and_then(|m| m.get("supports_vision"))
         .and_then(|v| v.as_bool());
-    let context_length = match model.and_then(|m| m.get("context_length")) {
-        None => None,
-        Some(v) => Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+    let tokens = |key: &str| match model.and_then(|m| m.get(key)) {
+        None => Ok(None),
+        Some(v) => v.as_u64().filter(|n| *n > 0).map(Some).ok_or_else(|| {
             format!(
-                "{}: model.context_length must be a positive number of tokens",
+                "{}: model.{key} must be a positive number of tokens",
                 config.display()
             )
-        })?),
+        }),
     };
+    let context_length = tokens("context_length")?;
+    let max_tokens = tokens("max_tokens")?;
     Ok(ModelSettings {
         provider,
         model: name,
@@ -157,6 +163,7 @@ pub fn resolve(hermes_home: &Path, profile: &str) -> Result<ModelSettings, Strin
         api_mode,
         supports_vision,
         context_length,
+        max_tokens,
         api_key: Secret::new(api_key),
         source: config,
     })
@@ -292,6 +299,15 @@ mod tests {
         let s = resolve(window.path(), "coder").unwrap();
         assert_eq!(s.context_length, Some(32768));
         assert_eq!(s.to_wire()["context_length"], 32768);
+        assert_eq!(s.to_wire()["max_tokens"], serde_json::Value::Null);
+        let capped = home(
+            "model:\n  default: m\n  api_key: k\n  max_tokens: 512\n",
+            None,
+        );
+        assert_eq!(
+            resolve(capped.path(), "coder").unwrap().to_wire()["max_tokens"],
+            512
+        );
     }
 
     #[test]
@@ -351,10 +367,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("model.api_mode"), "{e}");
-        for bad in ["0", "-5", "lots"] {
-            let cfg = format!("model:\n  default: m\n  api_key: k\n  context_length: {bad}\n");
-            let e = resolve(home(&cfg, None).path(), "coder").unwrap_err();
-            assert!(e.contains("model.context_length"), "{e}");
+        for key in ["context_length", "max_tokens"] {
+            for bad in ["0", "-5", "lots"] {
+                let cfg = format!("model:\n  default: m\n  api_key: k\n  {key}: {bad}\n");
+                let e = resolve(home(&cfg, None).path(), "coder").unwrap_err();
+                assert!(e.contains(&format!("model.{key}")), "{e}");
+            }
         }
         assert!(resolve(d.path(), "../etc").is_err());
         for mode in API_MODES {

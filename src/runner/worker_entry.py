@@ -258,6 +258,7 @@ def build_agent(model, tools, max_iterations):
         api_mode=model.get("api_mode"),
         model=model.get("model") or "",
         max_iterations=max_iterations,
+        max_tokens=model.get("max_tokens"),
         quiet_mode=True,
         skip_context_files=True,
         skip_memory=True,
