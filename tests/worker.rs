@@ -281,12 +281,19 @@ fn a_warm_worker_keeps_each_session_to_its_own_conversation() {
     );
 }
 
-/// The profile's `model.context_length` and `model.max_tokens` reach the Worker's Hermes;
-/// a window Hermes refuses fails that turn with Hermes's reason, and the Worker serves the
-/// next one.
+/// The profile's `model.context_length`, `model.max_tokens` and `agent.max_turns` reach the
+/// Worker's Hermes; a window Hermes refuses fails that turn with Hermes's reason, and the
+/// Worker serves the next one.
 #[test]
-fn a_profile_s_window_and_answer_cap_reach_the_worker_and_a_refused_one_fails_only_its_turn() {
-    let Some(s) = setup(json!([{"text": "after the fix"}])) else {
+fn a_profile_s_limits_reach_the_worker_and_a_refused_one_fails_only_its_turn() {
+    let tool = json!({"tool_call": {"name": "terminal", "arguments": {"command": "true"}}});
+    let Some(s) = setup(json!({
+        "steps": [],
+        "by_prompt": [
+            {"match": "again", "steps": [{"text": "after the fix"}]},
+            {"match": "loop", "steps": [tool, tool, tool, tool, {"text": "four tools"}]}
+        ]
+    })) else {
         return;
     };
     let config = s.env.path("hermes-home").join("config.yaml");
@@ -307,6 +314,13 @@ fn a_profile_s_window_and_answer_cap_reach_the_worker_and_a_refused_one_fails_on
         body["max_tokens"] == 777 || body["max_completion_tokens"] == 777,
         "{body}"
     );
+
+    // Two model calls at most: two of the four tool calls run, then Hermes stops.
+    std::fs::write(&config, format!("{good}agent:\n  max_turns: 2\n")).unwrap();
+    let out = s.env.run(&["chat", "box", "loop"]);
+    let shown = s.env.json(&["session", "show", &session_of(&out)]);
+    let tools = shown["turns"][0]["tools"].as_array().unwrap().len();
+    assert_eq!(tools, 2, "{shown}");
     let claimed = s.runner.log().matches("worker claimed").count();
     assert_eq!(claimed, 1, "the same Worker: {}", s.runner.log());
 }

@@ -27,6 +27,8 @@ pub struct ModelSettings {
     pub context_length: Option<u64>,
     /// `model.max_tokens` (Hermes's own key): the most tokens one answer may have.
     pub max_tokens: Option<u64>,
+    /// `agent.max_turns` (Hermes's own key): the most model calls of one turn.
+    pub max_turns: Option<u64>,
     pub api_key: Secret,
     /// The file the settings came from, for logs and errors.
     pub source: PathBuf,
@@ -41,6 +43,7 @@ impl std::fmt::Debug for ModelSettings {
             .field("api_mode", &self.api_mode)
             .field("context_length", &self.context_length)
             .field("max_tokens", &self.max_tokens)
+            .field("max_turns", &self.max_turns)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
@@ -57,6 +60,7 @@ impl ModelSettings {
             "supports_vision": self.supports_vision,
             "context_length": self.context_length,
             "max_tokens": self.max_tokens,
+            "max_turns": self.max_turns,
             "api_key": self.api_key.expose(),
         })
     }
@@ -145,17 +149,19 @@ pub fn resolve(hermes_home: &Path, profile: &str) -> Result<ModelSettings, Strin
     let supports_vision = model
         .and_then(|m| m.get("supports_vision"))
         .and_then(|v| v.as_bool());
-    let tokens = |key: &str| match model.and_then(|m| m.get(key)) {
-        None => Ok(None),
-        Some(v) => v.as_u64().filter(|n| *n > 0).map(Some).ok_or_else(|| {
-            format!(
-                "{}: model.{key} must be a positive number of tokens",
-                config.display()
-            )
-        }),
-    };
-    let context_length = tokens("context_length")?;
-    let max_tokens = tokens("max_tokens")?;
+    let count =
+        |section: &str, key: &str, what: &str| match doc.get(section).and_then(|m| m.get(key)) {
+            None => Ok(None),
+            Some(v) => v.as_u64().filter(|n| *n > 0).map(Some).ok_or_else(|| {
+                format!(
+                    "{}: {section}.{key} must be a positive number of {what}",
+                    config.display()
+                )
+            }),
+        };
+    let context_length = count("model", "context_length", "tokens")?;
+    let max_tokens = count("model", "max_tokens", "tokens")?;
+    let max_turns = count("agent", "max_turns", "model calls")?;
     Ok(ModelSettings {
         provider,
         model: name,
@@ -164,6 +170,7 @@ pub fn resolve(hermes_home: &Path, profile: &str) -> Result<ModelSettings, Strin
         supports_vision,
         context_length,
         max_tokens,
+        max_turns,
         api_key: Secret::new(api_key),
         source: config,
     })
@@ -301,13 +308,12 @@ mod tests {
         assert_eq!(s.to_wire()["context_length"], 32768);
         assert_eq!(s.to_wire()["max_tokens"], serde_json::Value::Null);
         let capped = home(
-            "model:\n  default: m\n  api_key: k\n  max_tokens: 512\n",
+            "model:\n  default: m\n  api_key: k\n  max_tokens: 512\nagent:\n  max_turns: 7\n",
             None,
         );
-        assert_eq!(
-            resolve(capped.path(), "coder").unwrap().to_wire()["max_tokens"],
-            512
-        );
+        let wire = resolve(capped.path(), "coder").unwrap().to_wire();
+        assert_eq!(wire["max_tokens"], 512);
+        assert_eq!(wire["max_turns"], 7);
     }
 
     #[test]
@@ -374,6 +380,9 @@ mod tests {
                 assert!(e.contains(&format!("model.{key}")), "{e}");
             }
         }
+        let cfg = "model:\n  default: m\n  api_key: k\nagent:\n  max_turns: 0\n";
+        let e = resolve(home(cfg, None).path(), "coder").unwrap_err();
+        assert!(e.contains("agent.max_turns"), "{e}");
         assert!(resolve(d.path(), "../etc").is_err());
         for mode in API_MODES {
             let cfg = format!("model:\n  default: m\n  api_mode: {mode}\n  api_key: k\n");

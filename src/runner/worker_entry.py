@@ -214,7 +214,8 @@ _MAX_AGENTS = 4
 def agent_for(turn):
     model = turn["model"]
     tools = turn.get("tools") or []
-    max_iterations = int(turn.get("max_iterations") or 30)
+    # The profile's agent.max_turns: the most model calls of one turn.
+    max_iterations = int(model.get("max_turns") or turn.get("max_iterations") or 30)
     # The window is not part of the key: an agent that probed for it is the one to keep
     # when the next turn brings what it found.
     window = model.get("context_length")
