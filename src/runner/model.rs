@@ -318,34 +318,27 @@ mod tests {
 
     #[test]
     fn a_window_a_worker_found_fills_settings_that_name_none() {
-        let d = home(
-            "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n  api_key: k\n",
-            None,
-        );
         let windows = ContextWindows::default();
-        let mut first = resolve(d.path(), "coder").unwrap();
-        windows.fill(&mut first);
+        // The settings of a profile whose model section has `model_lines`, filled in.
+        let filled = |model_lines: &str| {
+            let d = home(&format!("model:\n  api_key: k\n{model_lines}"), None);
+            let mut s = resolve(d.path(), "coder").unwrap();
+            windows.fill(&mut s);
+            s
+        };
+        let here = "  default: m\n  base_url: http://127.0.0.1:9/v1\n";
+        let first = filled(here);
         assert_eq!(first.context_length, None, "nothing found yet");
         windows.learn(&first, 200_000);
-        let mut later = resolve(d.path(), "coder").unwrap();
-        windows.fill(&mut later);
-        assert_eq!(later.context_length, Some(200_000));
+        assert_eq!(filled(here).context_length, Some(200_000));
         // What the profile says wins, and is never overwritten by a probe's result.
-        let set = home(
-            "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n  api_key: k\n  context_length: 8192\n",
-            None,
-        );
-        let mut own = resolve(set.path(), "coder").unwrap();
-        windows.fill(&mut own);
+        let own = filled(&format!("{here}  context_length: 8192\n"));
         assert_eq!(own.context_length, Some(8192));
         // Another model on the same server, or the same model elsewhere, is probed again.
-        let other = home(
-            "model:\n  default: m2\n  base_url: http://127.0.0.1:9/v1\n  api_key: k\n",
-            None,
-        );
-        let mut m2 = resolve(other.path(), "coder").unwrap();
-        windows.fill(&mut m2);
-        assert_eq!(m2.context_length, None);
+        let m2 = "  default: m2\n  base_url: http://127.0.0.1:9/v1\n";
+        assert_eq!(filled(m2).context_length, None);
+        let elsewhere = "  default: m\n  base_url: http://127.0.0.1:10/v1\n";
+        assert_eq!(filled(elsewhere).context_length, None);
         for i in 0..(WINDOWS_MAX + 10) {
             let mut s = first.clone();
             s.model = format!("model-{i}");

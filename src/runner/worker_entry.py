@@ -96,6 +96,7 @@ ssl.create_default_context = _shared_default_context
 
 import run_agent  # noqa: E402
 from run_agent import AIAgent  # noqa: E402
+from agent.tool_dispatch_helpers import make_tool_result_message  # noqa: E402
 
 # Hermes describes the machine it runs on (OS, home, working directory) to the model, as
 # where its tools run. Here they run in the agent's computer, which the turn's system
@@ -103,7 +104,6 @@ from run_agent import AIAgent  # noqa: E402
 run_agent.build_environment_hints = lambda: ""
 # Paragraphs of Hermes's prompt about this process's host; dropped likewise.
 _HOST_PARAGRAPHS = ("Active Hermes profile:",)
-from agent.tool_dispatch_helpers import make_tool_result_message  # noqa: E402
 
 try:
     from importlib.metadata import version as _dist_version
